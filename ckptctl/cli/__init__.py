@@ -1,0 +1,104 @@
+"""The ``ckptctl`` command line: Typer commands that parse options, call the core, render output.
+
+Every command that produces data takes ``--json``. Errors a user can cause become one line on
+stderr and a non-zero exit code (2 for bad input or I/O, 1 for "problems found"), never a
+traceback. Heavy modules (pyarrow, s3fs) are imported inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from ckptctl import __version__
+
+app = typer.Typer(
+    name="ckptctl",
+    help="Inspect and repair Apache Flink checkpoint directories (local, HDFS-like or S3).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON to stdout.")]
+EndpointOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--s3-endpoint", help="S3 endpoint URL (MinIO, Ceph); default: AWS_ENDPOINT_URL[_S3].", metavar="URL"
+    ),
+]
+RebaseOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--rebase", metavar="OLD=NEW",
+        help="Map absolute paths written in _metadata from OLD to NEW (for moved or copied directories). Repeatable.",
+    ),
+]  # fmt: skip
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ckptctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """ckptctl: what is live, what is garbage, what a restore will cost."""
+
+
+def command(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn ckptctl's own errors into one line + exit code; unexpected ones too, unless debugging."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from ckptctl.errors import CkptError
+
+        try:
+            return fn(*args, **kwargs)
+        except CkptError as e:
+            _fail(str(e), e.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except BrokenPipeError:
+            sys.stderr.close()
+            raise typer.Exit(0) from None
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as e:  # a bug in ckptctl: still one line, with a way to see more
+            if os.environ.get("CKPTCTL_DEBUG"):
+                raise
+            _fail(f"internal error: {type(e).__name__}: {e} (set CKPTCTL_DEBUG=1 for a traceback)", 3)
+
+    return wrapper
+
+
+def _fail(message: str, code: int) -> None:
+    from ckptctl.cli.output import Output
+
+    Output().error(" ".join(message.split()))
+    raise typer.Exit(code)
+
+
+def _context(s3_endpoint: str | None, rebase: list[str] | None):
+    from ckptctl.layout import Rebase
+    from ckptctl.storage import Storage, StorageOptions
+
+    return Storage(StorageOptions.from_env(s3_endpoint)), Rebase.parse(rebase or [])
+
+
+from ckptctl.cli import inspect as _inspect  # noqa: E402,F401  (registers the commands)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,192 @@
+"""Read-only commands: ``ls``, ``show``, ``refs``, ``diff``.
+
+They only read ``_metadata`` files, so they work on a moved or copied directory: the mapping from
+the paths Flink wrote to where the files are now is inferred, applied, and reported as a warning
+together with the ``--rebase`` option that commands touching the files will need.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from ckptctl.cli import EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+
+
+def _warn_moved(out, ck) -> None:
+    if ck.inferred_rebase is not None:
+        out.warn(
+            f"{ck.location.uri} was written elsewhere; paths are mapped with --rebase "
+            f"{ck.inferred_rebase.describe()} (inferred)"
+        )
+
+
+@app.command("ls")
+@command
+def ls_command(
+    root: Annotated[
+        str, typer.Argument(help="A checkpoint root, a job directory, or a savepoint directory.")
+    ],
+    as_json: JsonOpt = False,
+    s3_endpoint: EndpointOpt = None,
+    rebase: RebaseOpt = None,
+) -> None:
+    """List jobs, checkpoints and savepoints with format version, sizes and file counts."""
+    from ckptctl.cli.output import make_output
+    from ckptctl.errors import CkptError
+    from ckptctl.layout import scan_root
+    from ckptctl.refs import load_checkpoint
+    from ckptctl.views import incomplete_view, summary_view
+
+    out = make_output(as_json)
+    storage, mappings = _context(s3_endpoint, rebase)
+    layout = scan_root(storage, root)
+    locations = layout.locations()
+    rows = []
+    failed = 0
+    moved: set[str] = set()
+    with out.progress(locations, len(locations), "reading _metadata") as items:
+        for loc in items:
+            if not loc.complete:
+                rows.append(incomplete_view(loc))
+                continue
+            try:
+                ck = load_checkpoint(storage, loc, mappings)
+            except CkptError as e:
+                failed += 1
+                rows.append(incomplete_view(loc, error=str(e)))
+                continue
+            if ck.inferred_rebase is not None:
+                moved.add(ck.inferred_rebase.describe())
+            rows.append(summary_view(ck))
+    for mapping in sorted(moved):
+        out.warn(f"directories were written elsewhere; mapped with --rebase {mapping} (inferred)")
+    if not rows:
+        out.warn(f"no checkpoints or savepoints found under {layout.root}")
+    out.ls(layout.root, rows)
+    if failed:
+        for r in rows:
+            if r["error"]:
+                out.error(r["error"])
+        raise typer.Exit(1)
+
+
+@app.command("show")
+@command
+def show_command(
+    path: Annotated[str, typer.Argument(help="A checkpoint or savepoint directory, or its _metadata file.")],
+    as_json: JsonOpt = False,
+    s3_endpoint: EndpointOpt = None,
+    rebase: RebaseOpt = None,
+) -> None:
+    """Show one checkpoint: operators → subtasks → state handles, key groups, sizes and files."""
+    from ckptctl.cli.output import make_output
+    from ckptctl.refs import load_checkpoint
+    from ckptctl.views import checkpoint_view
+
+    out = make_output(as_json)
+    storage, mappings = _context(s3_endpoint, rebase)
+    ck = load_checkpoint(storage, path, mappings)
+    _warn_moved(out, ck)
+    out.show(checkpoint_view(ck))
+
+
+@app.command("refs")
+@command
+def refs_command(
+    path: Annotated[
+        str, typer.Argument(help="A checkpoint/savepoint (directory or _metadata) or a root to scan.")
+    ],
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="table, json, ndjson, csv or parquet.", metavar="FORMAT")
+    ] = "table",
+    output: Annotated[
+        str | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+    ] = None,
+    as_json: JsonOpt = False,
+    s3_endpoint: EndpointOpt = None,
+    rebase: RebaseOpt = None,
+) -> None:
+    """The reference map: one row per (checkpoint, operator, subtask, handle, file)."""
+    from ckptctl import export
+    from ckptctl.cli.output import make_output
+    from ckptctl.errors import CkptError
+    from ckptctl.refs import COLUMNS, reference_rows
+
+    fmt = "json" if as_json and fmt == "table" else fmt.lower()
+    if fmt not in export.FORMATS:
+        raise CkptError(f"unknown --format '{fmt}'; use one of {', '.join(export.FORMATS)}")
+    if fmt == "parquet" and not output:
+        raise CkptError("--format parquet needs --output FILE")
+    out = make_output(fmt != "table")
+    storage, mappings = _context(s3_endpoint, rebase)
+    checkpoints, root = _checkpoints_at(storage, path, mappings, out)
+    rows: list[tuple] = []
+    for ck in checkpoints:
+        _warn_moved(out, ck)
+        rows.extend(reference_rows(ck))
+    if fmt == "table":
+        out.refs_table(COLUMNS, rows, root)
+        return
+    if fmt == "parquet":
+        from ckptctl.refs import rows_to_arrow
+
+        export.write_parquet(rows_to_arrow(rows), output)
+        return
+    writer = {"json": export.write_json, "ndjson": export.write_ndjson, "csv": export.write_csv}[fmt]
+    if output:
+        with open(output, "w", encoding="utf-8", newline="") as f:
+            writer(COLUMNS, rows, f)
+    else:
+        writer(COLUMNS, rows, sys.stdout)
+
+
+def _checkpoints_at(storage, path, mappings, out):
+    """A single checkpoint if PATH is one, else every readable checkpoint under the root PATH."""
+    from ckptctl.errors import CkptError
+    from ckptctl.layout import METADATA_FILE, locate_checkpoint, scan_root
+    from ckptctl.refs import load_checkpoint
+    from ckptctl.storage import basename, join, normalize_uri
+
+    uri = normalize_uri(path)
+    if basename(uri) == METADATA_FILE or storage.stat(join(uri, METADATA_FILE)) is not None:
+        loc = locate_checkpoint(storage, uri)
+        return [load_checkpoint(storage, loc, mappings)], loc.uri
+    layout = scan_root(storage, uri)
+    loaded = []
+    errors = []
+    complete = [loc for loc in layout.locations() if loc.complete]
+    with out.progress(complete, len(complete), "reading _metadata") as items:
+        for loc in items:
+            try:
+                loaded.append(load_checkpoint(storage, loc, mappings))
+            except CkptError as e:
+                errors.append(str(e))
+    if errors:
+        raise CkptError(f"{len(errors)} unreadable _metadata under {layout.root}; first: {errors[0]}")
+    return loaded, layout.root
+
+
+@app.command("diff")
+@command
+def diff_command(
+    a: Annotated[str, typer.Argument(help="The older checkpoint (directory or _metadata).")],
+    b: Annotated[str, typer.Argument(help="The newer checkpoint (directory or _metadata).")],
+    as_json: JsonOpt = False,
+    s3_endpoint: EndpointOpt = None,
+    rebase: RebaseOpt = None,
+) -> None:
+    """Files added, removed and reused between two checkpoints, and the bytes each uploaded."""
+    from ckptctl.cli.output import make_output
+    from ckptctl.refs import load_checkpoint
+    from ckptctl.views import diff_view
+
+    out = make_output(as_json)
+    storage, mappings = _context(s3_endpoint, rebase)
+    ck_a = load_checkpoint(storage, a, mappings)
+    ck_b = load_checkpoint(storage, b, mappings)
+    for ck in (ck_a, ck_b):
+        _warn_moved(out, ck)
+    out.diff(diff_view(ck_a, ck_b))

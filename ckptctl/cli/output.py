@@ -1,0 +1,257 @@
+"""One output object per invocation: Rich tables for people, JSON for scripts.
+
+Commands hand plain data (from :mod:`ckptctl.views`) to an :class:`Output`; they never print
+themselves. Data goes to stdout, warnings and progress to stderr, so ``ckptctl ls --json | jq``
+always sees clean JSON. Progress bars appear only when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def human_time(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+class Output:
+    """Base: the JSON behaviour; :class:`ConsoleOutput` overrides the rendering."""
+
+    def __init__(self) -> None:
+        self._stderr = None
+
+    @property
+    def err(self):
+        if self._stderr is None:
+            from rich.console import Console
+
+            self._stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+        return self._stderr
+
+    def warn(self, message: str) -> None:
+        self.err.print(f"[yellow]warning:[/yellow] {message}", markup=True)
+
+    def error(self, message: str) -> None:
+        self.err.print(f"[red]error:[/red] {_escape(message)}", markup=True)
+
+    def json(self, data: Any) -> None:
+        sys.stdout.write(json.dumps(data, indent=2, default=str))
+        sys.stdout.write("\n")
+
+    @contextmanager
+    def progress(self, items: Iterable[T], total: int, label: str) -> Iterator[Iterable[T]]:
+        """Iterate with a progress bar on a terminal; silently otherwise."""
+        if not self.err.is_terminal or total < 2:
+            yield items
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=self.err, transient=True,
+        ) as bar:  # fmt: skip
+            task = bar.add_task(label, total=total)
+
+            def advance() -> Iterator[T]:
+                for item in items:
+                    yield item
+                    bar.advance(task)
+
+            yield advance()
+
+    # -- command renderers (JSON) ------------------------------------------------------------
+    def ls(self, root: str, rows: list[dict[str, Any]]) -> None:
+        self.json(rows)
+
+    def show(self, view: dict[str, Any]) -> None:
+        self.json(view)
+
+    def diff(self, view: dict[str, Any]) -> None:
+        self.json(view)
+
+    def refs_table(self, columns: tuple[str, ...], rows: list[tuple], root: str | None) -> None:
+        self.json([dict(zip(columns, r, strict=True)) for r in rows])
+
+
+class ConsoleOutput(Output):
+    """Rich rendering for a person at a terminal (also used when piping without --json)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from rich.console import Console
+
+        self.out = Console(highlight=False, soft_wrap=False)
+        if not self.out.is_terminal:
+            self.out = Console(highlight=False, soft_wrap=False, width=200)
+
+    def ls(self, root: str, rows: list[dict[str, Any]]) -> None:
+        from rich.table import Table
+
+        from ckptctl.views import short_uri
+
+        table = Table(title=f"checkpoints under {root}", title_justify="left", show_lines=False)
+        for name, just in (
+            ("checkpoint", "left"), ("id", "right"), ("kind", "left"), ("ver", "right"),
+            ("ops", "right"), ("state", "right"), ("incremental", "right"), ("files", "right"),
+            ("written (UTC)", "left"), ("status", "left"),
+        ):  # fmt: skip
+            table.add_column(
+                name, justify=just, no_wrap=True, overflow="fold" if name == "checkpoint" else "ellipsis"
+            )
+        for r in rows:
+            kind = r["kind"] + (f" ({r['savepoint_format'].lower()})" if r.get("savepoint_format") else "")
+            status = "[green]complete[/green]" if r["complete"] else "[yellow]incomplete[/yellow]"
+            if r.get("error"):
+                status = f"[red]{_escape(r['error'])}[/red]"
+            table.add_row(
+                short_uri(r["path"], root), _s(r["checkpoint_id"]), kind,
+                _s(r["format_version"]), _s(r["operators"]), human_bytes(r["state_size"]),
+                human_bytes(r["incremental_size"]), _s(r["files"]), human_time(r["metadata_mtime"]), status,
+            )  # fmt: skip
+        self.out.print(table)
+
+    def show(self, view: dict[str, Any]) -> None:
+        from rich.tree import Tree
+
+        title = (
+            f"[bold]{view['kind']} {view['checkpoint_id']}[/bold]  {view['path']}\n"
+            f"format V{view['format_version']}"
+            + (f", {view['checkpoint_type']}" if view.get("checkpoint_type") else "")
+            + (f" ({view['savepoint_format']})" if view.get("savepoint_format") else "")
+            + f", state {human_bytes(view['state_size'])}, incremental {human_bytes(view['incremental_size'])}"
+            + f", inline {human_bytes(view['inline_size'])}"
+        )
+        tree = Tree(title)
+        for op in view["operators"]:
+            label = f"[cyan]{op['operator_id']}[/cyan]"
+            if op.get("name"):
+                label += f" {_escape(op['name'])}"
+            if op.get("uid"):
+                label += f" (uid {_escape(op['uid'])})"
+            label += f"  parallelism {op['parallelism']}/{op['max_parallelism']}"
+            if op["fully_finished"]:
+                label += " [dim]fully finished[/dim]"
+            node = tree.add(label)
+            if op.get("coordinator_state"):
+                node.add(f"coordinator: {_handle_line(op['coordinator_state'])}")
+            for s in op["subtasks"]:
+                if s["finished"]:
+                    node.add(f"subtask {s['index']} [dim]finished[/dim]")
+                    continue
+                handles = [
+                    (slot, h)
+                    for slot in ("managed_keyed", "raw_keyed", "managed_operator", "raw_operator",
+                                 "input_channels", "output_channels")
+                    for h in s[slot]
+                ]  # fmt: skip
+                sub = node.add(f"subtask {s['index']}" + ("" if handles else " [dim](no state)[/dim]"))
+                for slot, h in handles:
+                    _add_handle(sub.add(f"{slot}: {_handle_line(h)}"), h)
+        self.out.print(tree)
+
+    def diff(self, view: dict[str, Any]) -> None:
+        from rich.table import Table
+
+        a, b = view["a"], view["b"]
+        table = Table(title=f"{a['checkpoint_id']} → {b['checkpoint_id']}", title_justify="left")
+        table.add_column("files")
+        table.add_column("count", justify="right")
+        table.add_column("bytes", justify="right")
+        for key in ("added", "removed", "reused"):
+            table.add_row(key, str(len(view[key])), human_bytes(view[f"{key}_bytes"]))
+        self.out.print(table)
+        self.out.print(
+            f"uploaded by {a['checkpoint_id']}: {human_bytes(a['uploaded_bytes'])}; "
+            f"by {b['checkpoint_id']}: {human_bytes(b['uploaded_bytes'])}"
+        )
+
+    def refs_table(self, columns: tuple[str, ...], rows: list[tuple], root: str | None) -> None:
+        from rich.table import Table
+
+        from ckptctl.views import short_uri
+
+        shown = (
+            "checkpoint_id",
+            "operator_id",
+            "subtask",
+            "slot",
+            "scope",
+            "local_name",
+            "path",
+            "offset",
+            "size",
+        )
+        idx = [columns.index(c) for c in shown]
+        table = Table(title=f"{len(rows)} file references", title_justify="left")
+        for c in shown:
+            table.add_column(
+                c, justify="right" if c in ("checkpoint_id", "subtask", "offset", "size") else "left"
+            )
+        for r in rows:
+            cells = [r[i] for i in idx]
+            cells[1] = (cells[1] or "-")[:8]
+            cells[6] = short_uri(cells[6], root)
+            table.add_row(*(_s(c) for c in cells))
+        self.out.print(table)
+
+
+def _handle_line(h: dict[str, Any]) -> str:
+    parts = [f"[bold]{h['type']}[/bold]", human_bytes(h.get("state_size"))]
+    if "key_group_range" in h:
+        parts.append(f"key groups {h['key_group_range'][0]}..{h['key_group_range'][1]}")
+    if "path" in h:
+        parts.append(_escape(h["path"]))
+    if h.get("start_pos"):
+        parts.append(f"@{h['start_pos']}")
+    return "  ".join(parts)
+
+
+def _add_handle(node, h: dict[str, Any]) -> None:
+    for key in ("meta", "delegate"):
+        if h.get(key):
+            child = node.add(f"{key}: {_handle_line(h[key])}")
+            _add_handle(child, h[key])
+    for key in ("shared", "private"):
+        for f in h.get(key, ()):
+            if f["handle"]:
+                node.add(f"{key} {f['local_path']}: {_handle_line(f['handle'])}")
+    for key in ("materialized", "non_materialized"):
+        for part in h.get(key, ()):
+            _add_handle(node.add(f"{key}: {_handle_line(part)}"), part)
+    for piece in h.get("handles_and_offsets", ()):
+        if piece["handle"]:
+            node.add(f"changelog @{piece['offset']}: {_handle_line(piece['handle'])}")
+
+
+def _s(v: Any) -> str:
+    return "-" if v is None else str(v)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(str(text))
+
+
+def make_output(as_json: bool) -> Output:
+    return Output() if as_json else ConsoleOutput()

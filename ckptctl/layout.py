@@ -1,0 +1,236 @@
+"""Where things live in a Flink checkpoint root, and where they lived when Flink wrote them.
+
+Flink's ``FsCheckpointStorage`` layout::
+
+    <root>/<job-id>/chk-<N>/_metadata      completed checkpoint (+ its exclusive files)
+    <root>/<job-id>/chk-<N>/               without _metadata: in flight, aborted or crashed
+    <root>/<job-id>/shared/                incremental files shared across checkpoints
+    <root>/<job-id>/shared/<op>_<i>_<p>_/  file-merging directories of one subtask
+    <root>/<job-id>/taskowned/             task-owned state, file-merging job_<id>_tm_<tm>/ dirs
+    <dir>/savepoint-<6 hex>-<12 hex>/_metadata
+
+The root is listed once; everything else is derived from the listing. Absolute paths inside a
+``_metadata`` name the place the directory had when Flink wrote it; :class:`Rebase` maps them to
+where it is now, and :func:`infer_rebase` proposes that mapping for moved or copied directories.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ckptctl import storage as st
+from ckptctl.errors import LayoutError, StorageError
+from ckptctl.storage import FileInfo, Storage
+
+METADATA_FILE = "_metadata"
+CHK_RE = re.compile(r"^chk-(\d+)$")
+SAVEPOINT_RE = re.compile(r"^savepoint-([0-9a-fA-F]{6})-([0-9a-zA-Z]{12})$")
+JOB_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+@dataclass(frozen=True)
+class CheckpointLocation:
+    """A directory that holds (or should hold) a ``_metadata``: a chk-N, a savepoint, or any dir."""
+
+    uri: str
+    kind: str  # "checkpoint" | "savepoint" | "unknown"
+    job_id: str | None
+    dir_checkpoint_id: int | None  # N of chk-N
+    metadata: FileInfo | None  # None: incomplete (no _metadata)
+
+    @property
+    def metadata_uri(self) -> str:
+        return st.join(self.uri, METADATA_FILE)
+
+    @property
+    def complete(self) -> bool:
+        return self.metadata is not None
+
+    @property
+    def name(self) -> str:
+        return st.basename(self.uri)
+
+
+@dataclass
+class JobDirectory:
+    uri: str
+    job_id: str
+    checkpoints: list[CheckpointLocation] = field(default_factory=list)
+
+    @property
+    def shared_uri(self) -> str:
+        return st.join(self.uri, "shared")
+
+    @property
+    def taskowned_uri(self) -> str:
+        return st.join(self.uri, "taskowned")
+
+
+@dataclass
+class RootLayout:
+    """Everything found under one root by a single listing."""
+
+    root: str
+    jobs: list[JobDirectory]
+    savepoints: list[CheckpointLocation]
+    others: list[CheckpointLocation]  # directories with a _metadata that fit no naming scheme
+    files: list[FileInfo]
+
+    def locations(self) -> list[CheckpointLocation]:
+        out = [c for j in self.jobs for c in j.checkpoints]
+        return out + self.savepoints + self.others
+
+
+def classify(dir_uri: str, metadata: FileInfo | None) -> CheckpointLocation:
+    name = st.basename(dir_uri)
+    m = CHK_RE.match(name)
+    if m:
+        job = st.basename(st.parent(dir_uri))
+        return CheckpointLocation(dir_uri, "checkpoint", job, int(m.group(1)), metadata)
+    m = SAVEPOINT_RE.match(name)
+    if m:
+        return CheckpointLocation(dir_uri, "savepoint", None, None, metadata)
+    return CheckpointLocation(dir_uri, "unknown", None, None, metadata)
+
+
+def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = None) -> RootLayout:
+    """List ``root`` once and find its jobs, checkpoints (complete or not) and savepoints."""
+    root = st.normalize_uri(root)
+    listed = list(files) if files is not None else list(storage.list_files(root))
+    if not listed and not storage.is_dir(root):
+        raise LayoutError("no such directory (or it is empty)", path=root)
+    metadata_by_dir: dict[str, FileInfo] = {}
+    chk_dirs: set[str] = set()
+    job_dirs: dict[str, JobDirectory] = {}
+    prefix = root.rstrip("/") + "/"
+    for f in listed:
+        rel = f.uri[len(prefix) :] if f.uri.startswith(prefix) else None
+        if rel is None:
+            continue
+        parts = rel.split("/")
+        if parts[-1] == METADATA_FILE:
+            metadata_by_dir[f.uri[: -len(METADATA_FILE) - 1]] = f
+        # the first chk-N / shared / taskowned component marks the directory above it as a job
+        for i, part in enumerate(parts[:-1]):
+            is_chk = CHK_RE.match(part) is not None
+            if is_chk or part in ("shared", "taskowned"):
+                job_uri = prefix + "/".join(parts[:i]) if i else root
+                job_dirs.setdefault(job_uri, JobDirectory(job_uri, st.basename(job_uri)))
+                if is_chk:
+                    chk_dirs.add(st.join(job_uri, part))
+                break
+    savepoints: list[CheckpointLocation] = []
+    others: list[CheckpointLocation] = []
+    for dir_uri in sorted(set(metadata_by_dir) | chk_dirs):
+        loc = classify(dir_uri, metadata_by_dir.get(dir_uri))
+        job = job_dirs.get(st.parent(dir_uri)) if loc.kind == "checkpoint" else None
+        if job is not None:
+            job.checkpoints.append(loc)
+        elif loc.kind == "savepoint":
+            savepoints.append(loc)
+        else:
+            others.append(loc)
+    for job in job_dirs.values():
+        job.checkpoints.sort(key=lambda c: c.dir_checkpoint_id or 0)
+    jobs = sorted(job_dirs.values(), key=lambda j: j.uri)
+    return RootLayout(root, jobs, savepoints, others, listed)
+
+
+def locate_checkpoint(storage: Storage, location: str) -> CheckpointLocation:
+    """A checkpoint named by its directory or by its ``_metadata`` file."""
+    uri = st.normalize_uri(location)
+    dir_uri = st.parent(uri) if st.basename(uri) == METADATA_FILE else uri
+    info = storage.stat(st.join(dir_uri, METADATA_FILE))
+    if info is None:
+        try:
+            is_dir = storage.is_dir(dir_uri)
+        except StorageError:
+            is_dir = False
+        if not is_dir:
+            raise LayoutError("no such checkpoint directory or _metadata file", path=uri)
+        raise LayoutError(
+            "no _metadata here: not a completed checkpoint or savepoint (in flight, aborted, or the wrong directory)",
+            path=dir_uri,
+        )
+    return classify(dir_uri, info)
+
+
+# ---------------------------------------------------------------------------------------------
+# Moved directories
+
+
+@dataclass(frozen=True)
+class Rebase:
+    """Prefix mappings OLD=NEW applied to absolute paths read from metadata (longest prefix wins)."""
+
+    mappings: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, specs: Iterable[str]) -> Rebase:
+        pairs = []
+        for spec in specs:
+            old, sep, new = spec.partition("=")
+            if not sep or not old or not new:
+                raise LayoutError(f"--rebase expects OLD=NEW, got '{spec}'")
+            pairs.append((st.normalize_uri(old), st.normalize_uri(new)))
+        return cls(tuple(sorted(pairs, key=lambda p: -len(p[0]))))
+
+    def __bool__(self) -> bool:
+        return bool(self.mappings)
+
+    def apply(self, uri: str) -> str:
+        for old, new in self.mappings:
+            if st.is_under(uri, old):
+                return new + uri[len(old.rstrip("/")) :]
+        return uri
+
+    def merged(self, other: Rebase) -> Rebase:
+        pairs = dict(other.mappings)
+        pairs.update(dict(self.mappings))
+        return Rebase(tuple(sorted(pairs.items(), key=lambda p: -len(p[0]))))
+
+    def describe(self) -> str:
+        return ", ".join(f"{o}={n}" for o, n in self.mappings)
+
+
+# Directory names that place a written absolute path inside a job directory.
+_JOB_CHILD_RE = re.compile(r"^(?P<job>.*)/(?:shared|taskowned|chk-\d+)(?:/|$)")
+
+
+def written_job_dir(written_uri: str) -> str | None:
+    """The job directory an absolute state path was written under, if it follows Flink's layout."""
+    m = _JOB_CHILD_RE.match(written_uri)
+    return m.group("job") if m else None
+
+
+def infer_rebase(location: CheckpointLocation, written_uris: Iterable[str]) -> Rebase | None:
+    """Propose OLD=NEW when a checkpoint's absolute paths point to where its job directory used to be.
+
+    The checkpoint's own job directory as written is found from paths into ``<job>/shared``,
+    ``<job>/taskowned`` or ``<job>/chk-N`` whose job directory has the same name as the one the
+    checkpoint now lives in; OLD and NEW are then those two paths with their common tail removed,
+    so the mapping also covers sibling jobs under the same root (CLAIM-mode restores).
+    """
+    if location.kind != "checkpoint":
+        return None
+    actual_job = st.parent(location.uri)
+    job_name = st.basename(actual_job)
+    for uri in written_uris:
+        job = written_job_dir(uri)
+        if job is None or st.basename(job) != job_name:
+            continue
+        if job == actual_job:
+            return None
+        old_parts, new_parts = job.split("/"), actual_job.split("/")
+        while len(old_parts) > 1 and len(new_parts) > 1 and old_parts[-1] == new_parts[-1]:
+            old_parts.pop()
+            new_parts.pop()
+        return Rebase(((_rejoin(old_parts), _rejoin(new_parts)),))
+    return None
+
+
+def _rejoin(parts: list[str]) -> str:
+    joined = "/".join(parts)
+    return joined + "/" if joined in ("file:", "s3:/") else joined
