@@ -223,7 +223,7 @@ def reference_rows(ck: LoadedCheckpoint) -> list[tuple]:
             offset = h.offset if t is SegmentFileHandle else 0
         kg_start = kg_end = None
         if kgr is not None:
-            kg_start, kg_end = kgr.start, kgr.start + kgr.count - 1
+            kg_start, kg_end = kgr.as_list()
         append(
             (
                 base, job_id, cid, kind, op_id, op_name, subtask, slot, scope, FILE_HANDLE_TYPES[t],

@@ -150,7 +150,8 @@ def _operator_type(h: Any) -> str:
 
 
 def kgr_view(r: KeyGroupRange) -> list[int]:
-    return [r.start, r.end]
+    """[start, end] inclusive; the empty range is [0, -1] whatever start was written (as Flink reads it)."""
+    return r.as_list()
 
 
 def resolver_for(ck: LoadedCheckpoint) -> Resolver:

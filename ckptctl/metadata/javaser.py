@@ -236,8 +236,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def decode_checkpoint_properties(buf: bytes) -> CheckpointProperties:
+def decode_checkpoint_properties(buf: bytes) -> CheckpointProperties | None:
+    """The trailer's properties; ``None`` for a serialized Java null (``AC ED 00 05 70``), which
+    Flink writes when metadata is built without properties (e.g. by the state processor API)."""
     obj = decode(buf)
+    if obj is None:
+        return None
     if not isinstance(obj, JavaObject) or not obj.class_name.endswith("CheckpointProperties"):
         name = obj.class_name if isinstance(obj, JavaObject) else type(obj).__name__
         raise JavaSerializationError(f"trailer holds {name}, not CheckpointProperties", 0)

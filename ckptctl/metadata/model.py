@@ -54,11 +54,11 @@ class KeyGroupRange(NamedTuple):
 
     @property
     def end(self) -> int:
-        """Inclusive end; ``start - 1`` for the empty range, as Flink's getEndKeyGroup()."""
-        return self.start + self.count - 1
+        """Inclusive end; -1 for the empty range, as Flink's getEndKeyGroup()."""
+        return self.start + self.count - 1 if self.count else -1
 
     def as_list(self) -> list[int]:
-        return [self.start, self.end]
+        return [self.start, self.end] if self.count else [0, -1]
 
     def __str__(self) -> str:
         return f"[{self.start}, {self.end}]" if self.count else "[]"

@@ -206,7 +206,10 @@ class _Decoder:
             raise self.fail(f"invalid key-group count {count}", at + 4)
         offsets = struct.unpack_from(f">{count}q", self.buf, self.pos)
         self.pos += 8 * count
+        delegate_at = self.pos
         delegate = self.stream()
+        if delegate is None:
+            raise self.fail("key-groups state handle without a delegate stream", delegate_at)
         handle_id = self.utf() if code == KEY_GROUPS_HANDLE_V2 else None
         self.depth -= 1
         return KeyGroupsHandle(code, KeyGroupRange(start, count), offsets, delegate, handle_id)
@@ -243,7 +246,11 @@ class _Decoder:
                         self.pos = r
                         append(LocalFile(name, FileHandle(praw.decode("ascii"), size)))
                         continue
-            append(LocalFile(name, stream()))
+            at = self.pos
+            handle = stream()
+            if handle is None:
+                raise self.fail(f"null state handle for incremental file '{name}'", at)
+            append(LocalFile(name, handle))
         return tuple(out)
 
     # -- keyed handles --------------------------------------------------------------------
@@ -293,8 +300,8 @@ class _Decoder:
             kgr = self.key_group_range()
             pieces = []
             for _ in range(self.count("changelog file pieces", 9)):
-                handle = self.stream()
-                pieces.append((self.i64(), handle))
+                offset = self.i64()
+                pieces.append((offset, self.stream()))
             state_size, checkpointed = self.i64(), self.i64()
             handle_id = self.utf()
             storage = self.utf() if code == CHANGELOG_FILE_INCREMENT_HANDLE_V2 else None
@@ -321,7 +328,11 @@ class _Decoder:
             return None
         if code == PARTITIONABLE_OPERATOR_STATE_HANDLE:
             states = self.named_states()
-            return OperatorStreamHandle(states, self.stream())
+            delegate_at = self.pos
+            delegate = self.stream()
+            if delegate is None:
+                raise self.fail("operator state handle without a delegate stream", delegate_at)
+            return OperatorStreamHandle(states, delegate)
         if code == SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE:
             states = self.named_states()
             taskowned, shared = self.utf(), self.utf()
@@ -440,7 +451,7 @@ def read_header(buf: bytes, path: str | None = None) -> int:
     """Check the magic number and return the format version (raises for unsupported ones)."""
     if len(buf) < 8:
         raise MetadataFormatError(f"truncated: {len(buf)} bytes, not a _metadata file", path=path, offset=0)
-    magic, version = struct.unpack_from(">II", buf, 0)
+    magic, version = struct.unpack_from(">Ii", buf, 0)
     if magic != MAGIC:
         raise MetadataFormatError(
             f"wrong magic number 0x{magic:08x} (expected 0x{MAGIC:08x}): not a Flink _metadata file",

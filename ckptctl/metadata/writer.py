@@ -150,12 +150,12 @@ class _Encoder:
             self.kgr(h.key_groups)
             out(_I32(len(h.pieces)))
             for offset, stream in h.pieces:
-                self.stream(stream)
                 out(_I64(offset))
+                self.stream(stream)
             out(_I64(h.state_size) + _I64(h.checkpointed_size))
             self.utf(h.handle_id)
             if h.code == CHANGELOG_FILE_INCREMENT_HANDLE_V2:
-                self.utf(h.storage_identifier or "filesystem")
+                self.utf(h.storage_identifier if h.storage_identifier is not None else "filesystem")
         else:
             raise MetadataWriteError(f"not a keyed state handle: {type(h).__name__}")
 
