@@ -1,0 +1,95 @@
+"""Shared test fixtures: a real S3 endpoint (moto in server mode over HTTP on loopback)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests.fixture_cases import FIXTURES
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class S3Server:
+    endpoint: str
+    process: subprocess.Popen
+
+    def create_bucket(self, name: str) -> None:
+        import boto3
+
+        client = boto3.client(
+            "s3", endpoint_url=self.endpoint, region_name="us-east-1",
+            aws_access_key_id="testing", aws_secret_access_key="testing",
+        )  # fmt: skip
+        client.create_bucket(Bucket=name)
+
+    def filesystem(self):
+        import s3fs
+
+        return s3fs.S3FileSystem(
+            key="testing",
+            secret="testing",
+            client_kwargs={"endpoint_url": self.endpoint, "region_name": "us-east-1"},
+        )
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """Start ``moto_server`` as a separate process and point the AWS credential chain at it."""
+    port = free_port()
+    env = dict(os.environ)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("moto_server did not start") from None
+            time.sleep(0.1)
+    saved = {
+        k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
+    }
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1"
+    )
+    try:
+        yield S3Server(endpoint, proc)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def s3_fixtures(s3_server: S3Server) -> str:
+    """All fixture data uploaded to ``s3://ckptctl-fixtures/`` (same relative layout as fixtures/data)."""
+    s3_server.create_bucket("ckptctl-fixtures")
+    fs = s3_server.filesystem()
+    data = FIXTURES / "data"
+    for path in sorted(data.rglob("*")):
+        if path.is_file():
+            fs.pipe_file(f"ckptctl-fixtures/{path.relative_to(data).as_posix()}", path.read_bytes())
+    return "s3://ckptctl-fixtures"

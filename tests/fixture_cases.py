@@ -1,0 +1,65 @@
+"""The real Flink fixtures and Flink's own view of them (fixtures/manifest.json + expected/).
+
+Each case pairs a ``_metadata`` written by real Flink (copied away from the directory Flink wrote
+it in) with the JSON that Flink's ``Checkpoints.loadCheckpointMetadata`` produced for it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+
+
+@dataclass(frozen=True)
+class Case:
+    flink_version: str
+    scenario: str
+    original_root: str  # absolute path the scenario was written at
+    data_root: Path  # where it is now
+    checkpoint_dir: Path
+    expected_file: Path
+
+    @property
+    def id(self) -> str:
+        return f"{self.flink_version}/{self.scenario}/{self.checkpoint_dir.relative_to(self.data_root)}"
+
+    def expected(self) -> dict:
+        return json.loads(self.expected_file.read_text())
+
+    def to_current(self, uri: str) -> str:
+        """Map a path as Flink reported it (original location) to where the fixture is now."""
+        for prefix in ("file:", ""):
+            old = prefix + self.original_root
+            if uri == old or uri.startswith(old + "/"):
+                return "file:" + str(self.data_root) + uri[len(old) :]
+        return uri
+
+
+def manifest() -> dict:
+    return json.loads((FIXTURES / "manifest.json").read_text())
+
+
+def cases() -> list[Case]:
+    out = []
+    for entry in manifest()["entries"]:
+        data_root = REPO / entry["data_dir"]
+        expected_root = REPO / entry["expected_dir"]
+        for exp in sorted(expected_root.rglob("*.json")):
+            rel = exp.relative_to(expected_root).with_suffix("")
+            out.append(
+                Case(entry["flink_version"], entry["scenario"], entry["original_root"], data_root,
+                     data_root / rel, exp)
+            )  # fmt: skip
+    return out
+
+
+def scenario_roots() -> list[tuple[str, str, Path, str]]:
+    """(flink_version, scenario, data root, original root) of every scenario."""
+    return [
+        (e["flink_version"], e["scenario"], REPO / e["data_dir"], e["original_root"])
+        for e in manifest()["entries"]
+    ]
