@@ -16,10 +16,6 @@ CASES = cases()
 runner = CliRunner()
 
 
-class S3Case(Case):
-    """A fixture case whose files live in the bucket instead of the repo."""
-
-
 def s3_uri(case: Case, bucket: str) -> str:
     return f"{bucket}/{case.checkpoint_dir.relative_to(FIXTURES / 'data').as_posix()}"
 
@@ -70,8 +66,9 @@ class _MappedCase:
 def test_ls_over_s3_lists_what_local_lists(s3_server, s3_fixtures: str) -> None:
     local = invoke("ls", "--json", str(FIXTURES / "data"))
     remote = invoke("ls", "--json", "--s3-endpoint", s3_server.endpoint, s3_fixtures)
-    strip = (
-        lambda rows, base: sorted(  # noqa: E731
+
+    def strip(rows, base):
+        return sorted(
             (
                 r["path"][len(base) :],
                 r["checkpoint_id"],
@@ -82,7 +79,7 @@ def test_ls_over_s3_lists_what_local_lists(s3_server, s3_fixtures: str) -> None:
             )
             for r in rows
         )
-    )
+
     assert strip(remote, s3_fixtures) == strip(local, "file:" + str(FIXTURES / "data"))
     assert len(remote) >= 6
 
