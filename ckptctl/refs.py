@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.gcpause import paused_gc
 from ckptctl.layout import CheckpointLocation, Rebase, infer_rebase, locate_checkpoint
 from ckptctl.metadata import read_metadata
 from ckptctl.metadata.model import (
@@ -196,6 +197,11 @@ def _keyed(op, subtask, slot, h, scope_override: str | None = None) -> Iterator[
 
 def reference_rows(ck: LoadedCheckpoint) -> list[tuple]:
     """The reference map of one checkpoint, as tuples in :data:`COLUMNS` order."""
+    with paused_gc():
+        return _reference_rows(ck)
+
+
+def _reference_rows(ck: LoadedCheckpoint) -> list[tuple]:
     loc, md = ck.location, ck.metadata
     base = loc.uri
     rebase = ck.rebase
@@ -206,10 +212,14 @@ def reference_rows(ck: LoadedCheckpoint) -> list[tuple]:
     rows: list[tuple] = []
     append = rows.append
     last_op: OperatorState | None = None
-    op_id = op_name = None
+    last_kgr = None
+    op_id = op_name = kg_start = kg_end = None
     for op, subtask, slot, scope, local_name, kgr, h in _walk(md):
         if op is not last_op:
             last_op, op_id, op_name = op, op.operator_id, op.display_name
+        if kgr is not last_kgr:
+            last_kgr = kgr
+            kg_start, kg_end = kgr.as_list() if kgr is not None else (None, None)
         t = type(h)
         if t is RelativeFileHandle:
             written = h.relative_path
@@ -221,9 +231,6 @@ def reference_rows(ck: LoadedCheckpoint) -> list[tuple]:
             if apply is not None:
                 path = apply(path)
             offset = h.offset if t is SegmentFileHandle else 0
-        kg_start = kg_end = None
-        if kgr is not None:
-            kg_start, kg_end = kgr.as_list()
         append(
             (
                 base, job_id, cid, kind, op_id, op_name, subtask, slot, scope, FILE_HANDLE_TYPES[t],
@@ -237,8 +244,10 @@ def rows_to_arrow(rows: Iterable[tuple]) -> Any:
     """An Arrow table with a fixed schema (so empty maps still have typed columns)."""
     import pyarrow as pa
 
+    from ckptctl.export import transpose
+
     schema = arrow_schema()
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in COLUMNS]
+    columns = transpose(list(rows), len(COLUMNS))
     return pa.table(
         [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)], schema=schema
     )

@@ -29,6 +29,7 @@ from ckptctl.metadata.model import (
     RelativeFileHandle,
     SegmentFileHandle,
 )
+from ckptctl.metadata.writer import encode_merged_channel_offsets
 from ckptctl.refs import LoadedCheckpoint, canonical, reference_rows, state_sizes
 
 Resolver = Callable[[Any], str]
@@ -133,7 +134,9 @@ def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
         return {
             "type": "MergedInputChannelStateHandle" if h.kind == 3 else "MergedResultSubpartitionStateHandle",
             "state_size": h.state_size, "subtask_index": h.subtask_index,
+            "infos": [list(c.info) for c in h.channels],
             "channels": [{"info": list(c.info), "state_size": c.state_size, "offsets": list(c.offsets)} for c in h.channels],
+            "serialized_channel_offsets": encode_merged_channel_offsets(h.channels).hex(),
             "delegate": handle_view(h.delegate, resolve),
         }  # fmt: skip
     raise TypeError(f"unknown handle {t.__name__}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 
 from ckptctl.errors import MetadataFormatError, UnsupportedVersionError
+from ckptctl.gcpause import paused_gc
 from ckptctl.metadata import javaser, mutf8
 from ckptctl.metadata.model import (
     BYTE_STREAM_STATE_HANDLE,
@@ -467,6 +468,11 @@ def read_header(buf: bytes, path: str | None = None) -> int:
 
 def read_metadata(buf: bytes, path: str | None = None) -> CheckpointMetadata:
     """Decode a complete ``_metadata`` file from its bytes."""
+    with paused_gc():
+        return _read_metadata(buf, path)
+
+
+def _read_metadata(buf: bytes, path: str | None) -> CheckpointMetadata:
     version = read_header(buf, path)
     d = _Decoder(buf, path, 8)
     at = d.pos

@@ -37,6 +37,7 @@ from ckptctl.metadata.model import (
     IncrementalHandle,
     KeyGroupRange,
     KeyGroupsHandle,
+    MergedChannelEntry,
     MergedChannelHandle,
     OperatorState,
     OperatorStreamHandle,
@@ -203,11 +204,7 @@ class _Encoder:
                 )
             out(bytes((h.kind,)) + _I32(h.subtask_index) + _I64(h.state_size))
             self.stream(h.delegate)
-            blob = [_I32(len(h.channels))]
-            for ch in h.channels:
-                blob.append(_I32(ch.info[0]) + _I32(ch.info[1]) + _I64(ch.state_size))
-                blob.append(_I32(len(ch.offsets)) + struct.pack(f">{len(ch.offsets)}q", *ch.offsets))
-            data = b"".join(blob)
+            data = encode_merged_channel_offsets(h.channels)
             out(_I32(len(data)) + data)
         else:
             raise MetadataWriteError(f"not a channel state handle: {type(h).__name__}")
@@ -245,6 +242,15 @@ class _Encoder:
         self.parts.append(_I32(len(op.subtasks)))
         for s in op.subtasks:
             self.subtask(s, version)
+
+
+def encode_merged_channel_offsets(channels: tuple[MergedChannelEntry, ...]) -> bytes:
+    """The blob of a merged channel handle: per channel (info, size, offsets) - note the order."""
+    blob = [_I32(len(channels))]
+    for ch in channels:
+        blob.append(_I32(ch.info[0]) + _I32(ch.info[1]) + _I64(ch.state_size))
+        blob.append(_I32(len(ch.offsets)) + struct.pack(f">{len(ch.offsets)}q", *ch.offsets))
+    return b"".join(blob)
 
 
 def write_metadata(md: CheckpointMetadata) -> bytes:
