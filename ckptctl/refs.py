@@ -109,8 +109,8 @@ def load_checkpoint(
     """Read a checkpoint's ``_metadata`` and work out how its written paths map to today's."""
     loc = location if isinstance(location, CheckpointLocation) else locate_checkpoint(storage, location)
     md = read_location(storage, loc)
-    inferred = infer_rebase(loc, (canonical(p) for p in written_absolute_paths(md)))
     effective = rebase or Rebase()
+    inferred = infer_rebase(loc, (effective.apply(canonical(p)) for p in written_absolute_paths(md)))
     if inferred is not None and apply_inferred:
         effective = effective.merged(inferred) if effective else inferred
     return LoadedCheckpoint(loc, md, effective, inferred)

@@ -8,8 +8,11 @@ same object is never seen under two names). Heavy imports (s3fs, botocore) happe
 
 from __future__ import annotations
 
+import contextlib
+import email.utils
 import os
 import posixpath
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -78,6 +81,7 @@ class FileInfo:
     uri: str
     size: int
     mtime: float | None
+    is_link: bool = False
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,24 @@ class Storage:
                 continue
             yield FileInfo(self.to_uri(scheme, fs_path), int(info.get("size") or 0), _mtime_of(info))
 
+    # -- time ----------------------------------------------------------------------------
+    def now(self, uri: str) -> tuple[float, str]:
+        """The storage's idea of the current time, and where it came from.
+
+        Object stores stamp mtimes with their own clock, so age cut-offs are taken from it (the
+        HTTP ``Date`` of a cheap request) rather than from this machine's clock.
+        """
+        if scheme_of(uri) == "s3":
+            fs, path = self.fs(uri)
+            bucket = path.split("/", 1)[0]
+            try:
+                response = fs.call_s3("list_objects_v2", Bucket=bucket, MaxKeys=1)
+                date = response["ResponseMetadata"]["HTTPHeaders"]["date"]
+            except Exception as e:  # noqa: BLE001 - any failure: fall back, but say so
+                return time.time(), f"local clock (no S3 Date header: {type(e).__name__})"
+            return email.utils.parsedate_to_datetime(date).timestamp(), "S3 Date header"
+        return time.time(), "local clock"
+
     # -- writing -------------------------------------------------------------------------
     def write_bytes(self, uri: str, data: bytes) -> None:
         fs, path = self.fs(uri)
@@ -215,6 +237,87 @@ class Storage:
                 f.write(data)
         except OSError as e:
             raise StorageError(f"cannot write: {e}", path=uri) from None
+
+    def delete_many(
+        self, uris: list[str], attempts: int = 6, base_delay: float = 0.2
+    ) -> list[tuple[str, str]]:
+        """Delete files; returns (uri, error) for those that could not be deleted.
+
+        S3 keys go 1000 per DeleteObjects request; throttling (SlowDown, 503) and server errors
+        are retried with exponential back-off, per request and per failed key. A file that is
+        already gone counts as deleted, so an interrupted run can simply be repeated.
+        """
+        failed: list[tuple[str, str]] = []
+        local = [u for u in uris if scheme_of(u) == "file"]
+        for uri in local:
+            try:
+                os.unlink(uri[5:])
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                failed.append((uri, str(e)))
+        by_bucket: dict[str, list[str]] = {}
+        for uri in uris:
+            if scheme_of(uri) == "s3":
+                bucket, _, key = uri[5:].partition("/")
+                by_bucket.setdefault(bucket, []).append(key)
+        for bucket, keys in by_bucket.items():
+            fs, _ = self.fs("s3://" + bucket)
+            for start in range(0, len(keys), 1000):
+                failed += self._delete_s3_batch(fs, bucket, keys[start : start + 1000], attempts, base_delay)
+            fs.invalidate_cache()
+        return failed
+
+    def _delete_s3_batch(self, fs, bucket, keys, attempts, base_delay) -> list[tuple[str, str]]:
+        pending = list(keys)
+        last_error: dict[str, str] = {}
+        for attempt in range(attempts):
+            if not pending:
+                return []
+            if attempt:
+                time.sleep(min(base_delay * 2 ** (attempt - 1), 10.0))
+            try:
+                response = fs.call_s3(
+                    "delete_objects",
+                    Bucket=bucket,
+                    Delete={"Objects": [{"Key": k} for k in pending], "Quiet": True},
+                )
+            except Exception as e:  # noqa: BLE001 - throttling and 5xx surface as various exceptions
+                last_error = {k: f"{type(e).__name__}: {e}" for k in pending}
+                continue
+            errors = response.get("Errors") or []
+            last_error = {err["Key"]: f"{err.get('Code')}: {err.get('Message')}" for err in errors}
+            pending = [k for k in pending if k in last_error]
+        return [(f"s3://{bucket}/{k}", last_error.get(k, "unknown error")) for k in pending]
+
+    def move(self, src: str, dst: str) -> None:
+        """Move one file (rename locally; copy then delete on object stores)."""
+        if scheme_of(src) == "file" and scheme_of(dst) == "file":
+            os.makedirs(os.path.dirname(dst[5:]), exist_ok=True)
+            os.replace(src[5:], dst[5:])
+            return
+        fs, src_path = self.fs(src)
+        dst_fs, dst_path = self.fs(dst)
+        try:
+            if fs is dst_fs:
+                fs.copy(src_path, dst_path)
+            else:
+                dst_fs.pipe_file(dst_path, fs.cat_file(src_path))
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise StorageError(f"cannot move to {dst}: {e}", path=src) from None
+        failed = self.delete_many([src])
+        if failed:
+            raise StorageError(f"copied to {dst} but could not delete: {failed[0][1]}", path=src)
+
+    def remove_empty_dirs(self, uri: str) -> None:
+        """Remove empty directories below and including ``uri`` (local only; object stores have none)."""
+        if scheme_of(uri) != "file":
+            return
+        for dirpath, _dirs, _files in sorted(os.walk(uri[5:]), key=lambda t: -len(t[0])):
+            with contextlib.suppress(OSError):  # not empty: keep it
+                os.rmdir(dirpath)
 
 
 def _mtime_of(info: dict[str, Any]) -> float | None:
@@ -249,4 +352,5 @@ def _walk_local(root: str) -> Iterator[FileInfo]:
                 stack.append(entry.path)
             else:
                 st = entry.stat(follow_symlinks=False)
-                yield FileInfo("file:" + _clean_local(entry.path), st.st_size, st.st_mtime)
+                link = entry.is_symlink()
+                yield FileInfo("file:" + _clean_local(entry.path), st.st_size, st.st_mtime, link)

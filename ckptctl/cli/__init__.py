@@ -97,8 +97,17 @@ def _context(s3_endpoint: str | None, rebase: list[str] | None):
     return Storage(StorageOptions.from_env(s3_endpoint)), Rebase.parse(rebase or [])
 
 
-from ckptctl.cli import inspect as _inspect  # noqa: E402,F401  (registers the commands)
+from ckptctl.cli import gc as _gc  # noqa: E402,F401  (registers the commands)
+from ckptctl.cli import inspect as _inspect  # noqa: E402,F401
 
 
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    app(args=gc_alias(args), prog_name="ckptctl")
+
+
+def gc_alias(args: list[str]) -> list[str]:
+    """``ckptctl gc ROOT ...`` is ``ckptctl gc plan ROOT ...`` (the dry run is the default)."""
+    if len(args) >= 2 and args[0] == "gc" and args[1] not in ("plan", "apply", "--help", "-h"):
+        return ["gc", "plan", *args[1:]]
+    return args

@@ -92,6 +92,12 @@ class Output:
     def refs_table(self, columns: tuple[str, ...], rows: list[tuple], root: str | None) -> None:
         self.json([dict(zip(columns, r, strict=True)) for r in rows])
 
+    def gc_plan(self, plan: dict[str, Any], written_to: str | None) -> None:
+        self.json(plan)
+
+    def gc_apply(self, result: dict[str, Any]) -> None:
+        self.json(result)
+
 
 class ConsoleOutput(Output):
     """Rich rendering for a person at a terminal (also used when piping without --json)."""
@@ -213,6 +219,72 @@ class ConsoleOutput(Output):
             cells[6] = short_uri(cells[6], root)
             table.add_row(*(_s(c) for c in cells))
         self.out.print(table)
+
+    def gc_plan(self, plan: dict[str, Any], written_to: str | None) -> None:
+        from collections import Counter
+
+        from rich.panel import Panel
+        from rich.table import Table
+
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(justify="left")
+        grid.add_column(justify="right")
+        grid.add_column(justify="right")
+        grid.add_row("", "[bold]files[/bold]", "[bold]bytes[/bold]")
+        grid.add_row("live (referenced)", f"{plan['live_files']:,}", human_bytes(plan["live_bytes"]))
+        grid.add_row(
+            "[bold]orphans to delete[/bold]",
+            f"{plan['candidate_files']:,}",
+            human_bytes(plan["candidate_bytes"]),
+        )
+        grid.add_row("protected", f"{plan['protected_files']:,}", human_bytes(plan["protected_bytes"]))
+        grid.add_row("total under the roots", f"{plan['total_files']:,}", human_bytes(plan["total_bytes"]))
+        grid.add_row("retained checkpoints/savepoints", f"{plan['retained_checkpoints']:,}", "")
+        if plan["expired_checkpoints"]:
+            grid.add_row("expired checkpoints (--keep-last)", f"{plan['expired_checkpoints']:,}", "")
+        if plan["partially_live_files"]:
+            grid.add_row(
+                "partially live merged files", f"{plan['partially_live_files']:,}",
+                human_bytes(plan["dead_bytes_in_partially_live_files"]) + " dead",
+            )  # fmt: skip
+        if plan["oldest_candidate_mtime"]:
+            grid.add_row(
+                "orphans written",
+                human_time(plan["oldest_candidate_mtime"]),
+                human_time(plan["newest_candidate_mtime"]),
+            )
+        title = "gc plan" + (" [red](blocked)[/red]" if plan["blocked"] else " (dry run)")
+        self.out.print(Panel(grid, title=title, title_align="left", expand=False))
+        reasons = Counter(c["reason"] for c in plan["candidates"])
+        kept = Counter(p["reason"] for p in plan["protected"])
+        for label, counter in (("orphans by reason", reasons), ("kept by guard", kept)):
+            if counter:
+                table = Table(title=label, title_justify="left", show_header=False)
+                table.add_column("reason")
+                table.add_column("files", justify="right")
+                for reason, n in counter.most_common():
+                    table.add_row(_escape(reason), f"{n:,}")
+                self.out.print(table)
+        for w in plan["warnings"]:
+            self.warn(w)
+        for r in plan["refusals"]:
+            self.err.print(f"[red]refused:[/red] {_escape(r)}")
+        if written_to:
+            self.out.print(f"plan written to {written_to}; apply with: ckptctl gc apply {written_to}")
+        elif not plan["blocked"] and plan["candidate_files"]:
+            self.out.print(
+                "dry run: nothing deleted. Write the plan with -o plan.json, review it, then `ckptctl gc apply plan.json`."
+            )
+
+    def gc_apply(self, result: dict[str, Any]) -> None:
+        verb = "moved to " + result["trash"] if result["trash"] else "deleted"
+        self.out.print(f"{verb}: {result['deleted_files']:,} files, {human_bytes(result['deleted_bytes'])}")
+        if result["skipped"]:
+            self.out.print(f"skipped (no longer orphans or changed): {len(result['skipped']):,}")
+        for f in result["failed"][:20]:
+            self.error(f"{f['path']}: {f['error']}")
+        if result["manifest"]:
+            self.out.print(f"manifest: {result['manifest']}")
 
 
 def _handle_line(h: dict[str, Any]) -> str:

@@ -1,0 +1,169 @@
+"""``ckptctl gc plan`` (dry run, the default) and ``ckptctl gc apply PLAN`` (re-validate, delete)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import datetime
+from typing import Annotated
+
+import typer
+
+from ckptctl.cli import EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+
+gc_app = typer.Typer(
+    help="Find and safely delete orphaned checkpoint files (dry run by default: plan → review → apply).",
+    no_args_is_help=True,
+)
+app.add_typer(gc_app, name="gc")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)?\s*$")
+_UNITS = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_age(text: str, option: str) -> float:
+    """A duration (``24h``, ``90m``, ``7d``, seconds) or an absolute time (ISO 8601) as seconds of age."""
+    from ckptctl.errors import CkptError
+
+    m = _DURATION.match(text)
+    if m:
+        return float(m.group(1)) * _UNITS[m.group(2)]
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise CkptError(
+            f"{option} expects a duration like 24h, 90m, 7d or an ISO time, got '{text}'"
+        ) from None
+    if when.tzinfo is None:
+        raise CkptError(f"{option} '{text}' needs a time zone (e.g. 2026-11-01T00:00:00Z)")
+    import time
+
+    age = time.time() - when.timestamp()
+    if age < 0:
+        raise CkptError(f"{option} {text} is in the future: refusing (it would make every file old enough)")
+    return age
+
+
+@gc_app.command("plan")
+@command
+def plan_command(
+    roots: Annotated[
+        list[str], typer.Argument(help="Checkpoint roots (every job directory below is scanned).")
+    ],
+    savepoints: Annotated[
+        list[str] | None, typer.Option("--savepoints", help="Extra savepoint directory to scan. Repeatable.")
+    ] = None,
+    changelog_dir: Annotated[
+        list[str] | None,
+        typer.Option("--changelog-dir", help="Changelog (DSTL) storage directory. Repeatable."),
+    ] = None,
+    keep_last: Annotated[
+        int | None,
+        typer.Option("--keep-last", help="Retain only the newest K completed checkpoints per job."),
+    ] = None,
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than", help="Only files older than this are candidates (duration or ISO time)."
+        ),
+    ] = "24h",
+    margin: Annotated[
+        str,
+        typer.Option(
+            "--margin", help="Files must also predate the newest retained checkpoint of their job by this."
+        ),
+    ] = "1h",
+    max_delete_fraction: Annotated[
+        float,
+        typer.Option("--max-delete-fraction", help="Refuse plans deleting a larger share of files or bytes."),
+    ] = 0.5,
+    force: Annotated[bool, typer.Option("--force", help="Allow plans above --max-delete-fraction.")] = False,
+    allow_external: Annotated[
+        bool,
+        typer.Option("--allow-external", help="Proceed although references point outside the scanned roots."),
+    ] = False,
+    output: Annotated[
+        str | None, typer.Option("--output", "-o", help="Write the plan (JSON) to this file.")
+    ] = None,
+    as_json: JsonOpt = False,
+    s3_endpoint: EndpointOpt = None,
+    rebase: RebaseOpt = None,
+) -> None:
+    """Dry run: the live set, the orphans the guards allow, and why anything else is kept."""
+    from ckptctl.cli.output import make_output
+    from ckptctl.gc import GcOptions, build_plan
+
+    out = make_output(as_json)
+    storage, mappings = _context(s3_endpoint, rebase)
+    options = GcOptions(
+        tuple(roots), tuple(savepoints or ()), tuple(changelog_dir or ()), keep_last,
+        parse_age(older_than, "--older-than"), parse_age(margin, "--margin"), max_delete_fraction, force,
+        allow_external, mappings.mappings,
+    )  # fmt: skip
+    plan = build_plan(storage, options, progress=lambda items, n: _progress(out, items, n))
+    data = plan.to_json()
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1)
+    if as_json:
+        out.json(data)
+    else:
+        out.gc_plan(data, output)
+    if plan.refusals:
+        raise typer.Exit(1)
+
+
+def _progress(out, items, total):
+    with out.progress(items, total, "reading _metadata") as it:
+        yield from it
+
+
+@gc_app.command("apply")
+@command
+def apply_command(
+    plan_file: Annotated[str, typer.Argument(help="A plan written by `ckptctl gc plan -o FILE`.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    trash: Annotated[
+        str | None, typer.Option("--trash", help="Move files under this prefix instead of deleting them.")
+    ] = None,
+    manifest: Annotated[
+        str | None,
+        typer.Option("--manifest", help="Manifest of removed files (default: PLAN.manifest.jsonl)."),
+    ] = None,
+    as_json: JsonOpt = False,
+    s3_endpoint: EndpointOpt = None,
+) -> None:
+    """Re-validate the plan against the storage as it is now, then delete what is still an orphan."""
+    from ckptctl.cli.output import make_output
+    from ckptctl.errors import CkptError
+    from ckptctl.gc import apply_plan, revalidate
+
+    out = make_output(as_json)
+    try:
+        with open(plan_file, encoding="utf-8") as f:
+            plan_data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise CkptError(f"cannot read the plan: {e}", path=plan_file) from None
+    storage, _ = _context(s3_endpoint, None)
+    fresh, go, skipped = revalidate(storage, plan_data, progress=lambda items, n: _progress(out, items, n))
+    total = sum(d.size for d in go)
+    if not go:
+        out.warn("nothing to delete: no candidate of the plan is still an orphan")
+    elif not yes:
+        if not sys.stdin.isatty():
+            raise CkptError("refusing to delete without confirmation: pass --yes (no terminal to ask)")
+        what = "move" if trash else "delete"
+        if not typer.confirm(f"{what} {len(go)} files ({total:,} bytes)?", default=False, err=True):
+            raise typer.Exit(1)
+    result = apply_plan(
+        storage, fresh, go, skipped,
+        manifest=manifest or (plan_file + ".manifest.jsonl") if go else None, trash=trash,
+        on_batch=None,
+    )  # fmt: skip
+    if as_json:
+        out.json(result.to_json())
+    else:
+        out.gc_apply(result.to_json())
+    if result.failed:
+        raise typer.Exit(1)

@@ -1,0 +1,532 @@
+"""Orphan garbage collection across every job, checkpoint and savepoint under the scanned roots.
+
+The plan is the whole decision: it lists every file, why it is live, a candidate, or protected,
+and every reason the plan must not be applied. It fails closed: anything ckptctl cannot prove
+(an unreadable ``_metadata``, a moved directory without ``--rebase``, a reference outside the
+roots, a file without an mtime, a clock in the future, an empty live set) protects files or
+blocks deletion outright. ``apply`` never trusts an old plan: it re-scans with the same options
+and deletes only what is still a candidate with the same size and mtime.
+
+Lessons taken from other systems' orphan GC (see the project's anchors notes): Iceberg's age
+floor and scheme normalisation, Paimon's fail-closed reads, Delta's retention check anchored on
+the newest commit, Fluss's keep-when-mtime-unknown, plus blast-radius caps and a plan file.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ckptctl import __version__
+from ckptctl import storage as st
+from ckptctl.errors import CkptError
+from ckptctl.layout import CHK_RE, SAVEPOINT_RE, CheckpointLocation, Rebase, scan_root
+from ckptctl.refs import LoadedCheckpoint, load_checkpoint, reference_rows
+from ckptctl.storage import FileInfo, Storage
+
+PLAN_FORMAT = 1
+CLOCK_TOLERANCE = 300.0  # seconds a file's mtime may lead the storage clock before we refuse
+
+
+class GcRefused(CkptError):
+    """The plan has refusals: nothing may be deleted."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class GcOptions:
+    roots: tuple[str, ...]
+    savepoint_dirs: tuple[str, ...] = ()
+    changelog_dirs: tuple[str, ...] = ()
+    keep_last: int | None = None
+    older_than: float = 24 * 3600.0
+    margin: float = 3600.0
+    max_delete_fraction: float = 0.5
+    force: bool = False
+    allow_external: bool = False
+    rebase: tuple[tuple[str, str], ...] = ()
+
+    def normalized(self) -> GcOptions:
+        norm = lambda xs: tuple(dict.fromkeys(st.normalize_uri(x) for x in xs))  # noqa: E731
+        return GcOptions(
+            norm(self.roots), norm(self.savepoint_dirs), norm(self.changelog_dirs), self.keep_last,
+            self.older_than, self.margin, self.max_delete_fraction, self.force, self.allow_external,
+            Rebase.parse(f"{o}={n}" for o, n in self.rebase).mappings,
+        )  # fmt: skip
+
+    def validate(self) -> None:
+        if not self.roots:
+            raise CkptError("gc needs at least one ROOT")
+        if self.keep_last is not None and self.keep_last < 1:
+            raise CkptError("--keep-last must be at least 1")
+        if self.older_than < 0:
+            raise CkptError(
+                "--older-than must not be negative: a cutoff in the future would make every file eligible"
+            )
+        if self.margin < 0:
+            raise CkptError("--margin must not be negative")
+        if not 0 < self.max_delete_fraction <= 1:
+            raise CkptError("--max-delete-fraction must be in (0, 1]")
+
+
+@dataclass
+class FileDecision:
+    path: str
+    size: int
+    mtime: float | None
+    reason: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GcPlan:
+    options: GcOptions
+    now: float
+    now_source: str
+    cutoff: float
+    retained: list[dict[str, Any]]
+    expired: list[dict[str, Any]]
+    candidates: list[FileDecision]
+    protected: list[FileDecision]
+    live_files: int
+    live_bytes: int
+    total_files: int
+    total_bytes: int
+    external: list[dict[str, Any]]
+    missing: list[dict[str, Any]]
+    partially_live: list[dict[str, Any]]
+    refusals: list[str]
+    warnings: list[str]
+
+    @property
+    def candidate_bytes(self) -> int:
+        return sum(c.size for c in self.candidates)
+
+    def summary(self) -> dict[str, Any]:
+        mtimes = [c.mtime for c in self.candidates if c.mtime]
+        return {
+            "live_files": self.live_files, "live_bytes": self.live_bytes,
+            "candidate_files": len(self.candidates), "candidate_bytes": self.candidate_bytes,
+            "protected_files": len(self.protected), "protected_bytes": sum(p.size for p in self.protected),
+            "total_files": self.total_files, "total_bytes": self.total_bytes,
+            "retained_checkpoints": len(self.retained), "expired_checkpoints": len(self.expired),
+            "external_references": len(self.external), "missing_files": len(self.missing),
+            "partially_live_files": len(self.partially_live),
+            "dead_bytes_in_partially_live_files": sum(p["dead_bytes"] for p in self.partially_live),
+            "oldest_candidate_mtime": min(mtimes) if mtimes else None,
+            "newest_candidate_mtime": max(mtimes) if mtimes else None,
+        }  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": PLAN_FORMAT, "tool": f"ckptctl {__version__}", "created_at": time.time(),
+            "options": asdict(self.options), "now": self.now, "now_source": self.now_source, "cutoff": self.cutoff,
+            "blocked": bool(self.refusals), "refusals": self.refusals, "warnings": self.warnings,
+            **self.summary(),
+            "retained": self.retained, "expired": self.expired,
+            "candidates": [asdict(c) for c in self.candidates],
+            "protected": [asdict(p) for p in self.protected],
+            "external": self.external, "missing": self.missing, "partially_live": self.partially_live,
+        }  # fmt: skip
+
+
+def options_from_plan(data: dict[str, Any]) -> GcOptions:
+    if data.get("format") != PLAN_FORMAT:
+        raise CkptError(f"not a ckptctl gc plan (format {data.get('format')!r})")
+    o = data["options"]
+    return GcOptions(
+        tuple(o["roots"]), tuple(o["savepoint_dirs"]), tuple(o["changelog_dirs"]), o["keep_last"],
+        float(o["older_than"]), float(o["margin"]), float(o["max_delete_fraction"]), bool(o["force"]),
+        bool(o["allow_external"]), tuple(tuple(m) for m in o["rebase"]),
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# planning
+
+
+def _checkpoint_info(ck: LoadedCheckpoint) -> dict[str, Any]:
+    meta = ck.location.metadata
+    return {
+        "path": ck.location.uri, "job_id": ck.location.job_id, "checkpoint_id": ck.metadata.checkpoint_id,
+        "kind": ck.kind, "metadata_mtime": meta.mtime if meta else None, "metadata_size": meta.size if meta else None,
+    }  # fmt: skip
+
+
+def _root_of(path: str, roots: Iterable[str]) -> str | None:
+    for root in roots:
+        if st.is_under(path, root):
+            return root
+    return None
+
+
+def _place(rel_parts: list[str]) -> tuple[str | None, str, str | None]:
+    """(job-relative prefix, area, chk dir name) of a file by its path parts below a root.
+
+    area is ``shared``, ``taskowned``, ``chk``, ``savepoint`` or ``other``.
+    """
+    for i, part in enumerate(rel_parts[:-1]):
+        if part in ("shared", "taskowned"):
+            return "/".join(rel_parts[:i]), part, None
+        if CHK_RE.match(part):
+            return "/".join(rel_parts[:i]), "chk", part
+        if SAVEPOINT_RE.match(part):
+            return None, "savepoint", None
+    return None, "other", None
+
+
+def build_plan(
+    storage: Storage,
+    options: GcOptions,
+    *,
+    progress: Callable[[Iterable[CheckpointLocation], int], Iterable[CheckpointLocation]] | None = None,
+) -> GcPlan:
+    """Scan the roots, read every ``_metadata``, and decide the fate of every file."""
+    options = options.normalized()
+    options.validate()
+    rebase = Rebase(options.rebase)
+    scan_roots = list(dict.fromkeys((*options.roots, *options.savepoint_dirs, *options.changelog_dirs)))
+    refusals: list[str] = []
+    warnings: list[str] = []
+
+    now, now_source = storage.now(options.roots[0])
+    cutoff = now - options.older_than
+    if cutoff > now:
+        refusals.append("the age cutoff lies in the future; refusing to delete anything")
+
+    # 1. one listing per root; the layout of each checkpoint root and savepoint directory
+    listing: dict[str, FileInfo] = {}
+    layouts = []
+    for root in scan_roots:
+        files = list(storage.list_files(root))
+        for f in files:
+            listing.setdefault(f.uri, f)
+        if root not in options.changelog_dirs:
+            if not files and not storage.is_dir(root):
+                raise CkptError("no such directory (or it is empty)", path=root)
+            layouts.append(scan_root(storage, root, files))
+    locations: dict[str, CheckpointLocation] = {}
+    for layout in layouts:
+        for loc in layout.locations():
+            locations.setdefault(loc.uri, loc)
+
+    # 2. read every completed checkpoint and savepoint; any failure blocks deletion
+    complete = [loc for loc in locations.values() if loc.complete]
+    loaded: list[LoadedCheckpoint] = []
+    iterator = progress(complete, len(complete)) if progress else complete
+    for loc in iterator:
+        try:
+            ck = load_checkpoint(storage, loc, rebase, apply_inferred=False)
+        except CkptError as e:
+            refusals.append(f"unreadable _metadata, nothing can be proven unreferenced: {e}")
+            continue
+        if ck.inferred_rebase is not None:
+            refusals.append(
+                f"{loc.uri} was written at another location; its absolute paths point elsewhere. "
+                f"Pass --rebase {ck.inferred_rebase.describe()} (or the right mapping) to collect garbage here"
+            )
+        loaded.append(ck)
+
+    # 3. retention: newest K checkpoints per job (all without --keep-last); savepoints always
+    by_job: dict[str, list[LoadedCheckpoint]] = {}
+    retained: list[LoadedCheckpoint] = []
+    for ck in loaded:
+        if ck.kind == "checkpoint" and ck.location.kind == "checkpoint":
+            by_job.setdefault(st.parent(ck.location.uri), []).append(ck)
+        else:
+            retained.append(ck)
+    expired: list[LoadedCheckpoint] = []
+    newest_retained: dict[str, LoadedCheckpoint] = {}
+    for job_uri, cks in by_job.items():
+        cks.sort(key=lambda c: c.metadata.checkpoint_id)
+        keep = cks if options.keep_last is None else cks[-options.keep_last :]
+        retained.extend(keep)
+        expired.extend(c for c in cks if c not in keep)
+        newest_retained[job_uri] = max(keep, key=lambda c: c.location.metadata.mtime or 0)
+
+    # 4. the live set: every file a retained checkpoint references, plus its _metadata
+    live_spans: dict[str, list[tuple[int, int]]] = {}
+    external: dict[str, dict[str, Any]] = {}
+    for ck in retained:
+        live_spans.setdefault(ck.location.metadata_uri, []).append((0, ck.location.metadata.size))
+        for row in reference_rows(ck):
+            path, offset, size, scope = row[11], row[13], row[14], row[8]
+            if _root_of(path, scan_roots) is None:
+                external.setdefault(path, {"path": path, "referenced_by": ck.location.uri, "scope": scope})
+                continue
+            live_spans.setdefault(path, []).append((offset, size))
+    expired_refs: set[str] = set()
+    for ck in expired:
+        expired_refs.update(row[11] for row in reference_rows(ck))
+    if external and not options.allow_external:
+        first = next(iter(external))
+        refusals.append(
+            f"{len(external)} references point outside the scanned roots (first: {first}). They may mean a moved "
+            "directory or a missing --savepoints/--changelog-dir. Scan their location too, map it with --rebase, "
+            "or pass --allow-external (files outside the roots are never deleted)"
+        )
+    external_names = {st.basename(p): p for p in external}
+
+    missing = [
+        {"path": p, "referenced_bytes": max(o + s for o, s in spans)}
+        for p, spans in live_spans.items()
+        if p not in listing
+    ]
+    if missing:
+        warnings.append(
+            f"{len(missing)} files referenced by retained checkpoints do not exist (first: {missing[0]['path']}); "
+            "those checkpoints cannot be restored: run `ckptctl verify`"
+        )
+
+    # 5. every listed file: live, candidate or protected
+    candidates: list[FileDecision] = []
+    protected: list[FileDecision] = []
+    partially_live: list[dict[str, Any]] = []
+    live_files = live_bytes = total_bytes = 0
+    expired_dirs = {ck.location.uri for ck in expired}
+    retained_dirs = {ck.location.uri for ck in retained}
+    future: list[str] = []
+    for uri, f in listing.items():
+        total_bytes += f.size
+        spans = live_spans.get(uri)
+        if spans is not None:
+            live_files += 1
+            live_bytes += f.size
+            covered = _covered(spans)
+            if covered < f.size and any(o or s != f.size for o, s in spans):
+                partially_live.append(
+                    {"path": uri, "size": f.size, "live_bytes": covered, "dead_bytes": f.size - covered}
+                )
+            continue
+        root = _root_of(uri, scan_roots)
+        reason, detail = _candidate_reason(uri, root, options, expired_dirs, retained_dirs, expired_refs)
+        if reason is None:
+            protected.append(FileDecision(uri, f.size, f.mtime, detail or "not a checkpoint file"))
+            continue
+        job_uri = detail  # None for changelog files: only the age guard applies
+        decision = FileDecision(uri, f.size, f.mtime, reason)
+        guard = _guard(f, decision, now, cutoff, options, newest_retained.get(job_uri or ""), external_names)
+        if guard == "future":
+            future.append(uri)
+            protected.append(decision)
+        elif guard is not None:
+            decision.reason = guard
+            protected.append(decision)
+        else:
+            candidates.append(decision)
+    if future:
+        refusals.append(
+            f"{len(future)} files have a modification time in the future of the storage clock ({now_source}), "
+            f"first: {future[0]}; a skewed clock makes age guards meaningless"
+        )
+    collisions = [c.path for c in candidates if st.basename(c.path) in external_names]
+    if collisions:
+        refusals.append(
+            f"candidate {collisions[0]} has the same name as the external reference "
+            f"{external_names[st.basename(collisions[0])]}: a moved directory? pass --rebase"
+        )
+    if candidates and not live_spans:
+        refusals.append("the live set is empty but there are candidates: refusing to delete everything")
+    if candidates and not options.force:
+        files_share = len(candidates) / max(len(listing), 1)
+        bytes_share = sum(c.size for c in candidates) / max(total_bytes, 1)
+        share = max(files_share, bytes_share)
+        if share > options.max_delete_fraction:
+            refusals.append(
+                f"the plan deletes {files_share:.0%} of the files and {bytes_share:.0%} of the bytes, more than "
+                f"--max-delete-fraction {options.max_delete_fraction:.0%}; review it and pass --force to proceed"
+            )
+    candidates.sort(key=lambda c: c.path)
+    protected.sort(key=lambda c: c.path)
+    return GcPlan(
+        options, now, now_source, cutoff,
+        sorted((_checkpoint_info(c) for c in retained), key=lambda d: d["path"]),
+        sorted((_checkpoint_info(c) for c in expired), key=lambda d: d["path"]),
+        candidates, protected, live_files, live_bytes, len(listing), total_bytes,
+        sorted(external.values(), key=lambda d: d["path"]), missing, partially_live, refusals, warnings,
+    )  # fmt: skip
+
+
+def _covered(spans: list[tuple[int, int]]) -> int:
+    total = end = 0
+    for start, size in sorted(spans):
+        stop = start + size
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+def _candidate_reason(
+    uri, root, options, expired_dirs, retained_dirs, expired_refs
+) -> tuple[str | None, str | None]:
+    """(reason it may be garbage, its job directory or None) — or (None, why it is protected)."""
+    if root is None:
+        return None, "outside the scanned roots"
+    if root in options.changelog_dirs:
+        return "unreferenced changelog (DSTL) file", None
+    parts = uri[len(root.rstrip("/")) + 1 :].split("/")
+    job_rel, area, chk = _place(parts)
+    if area == "savepoint":
+        return None, "inside a savepoint directory"
+    if area == "other" or job_rel is None:
+        return None, "not a checkpoint file"
+    job_uri = st.join(root, job_rel) if job_rel else root
+    if area == "chk":
+        chk_uri = st.join(job_uri, chk)
+        if chk_uri in retained_dirs:
+            return None, "unreferenced file inside a retained checkpoint directory"
+        if chk_uri in expired_dirs:
+            return "expired checkpoint (--keep-last)", job_uri
+        return "incomplete checkpoint directory (no _metadata)", job_uri
+    if uri in expired_refs:
+        return "referenced only by expired checkpoints (--keep-last)", job_uri
+    return ("unreferenced shared file" if area == "shared" else "unreferenced task-owned file"), job_uri
+
+
+def _guard(
+    f: FileInfo, d: FileDecision, now, cutoff, options, newest: LoadedCheckpoint | None, external_names
+):
+    """None if the candidate may go; otherwise the reason it is kept ("future" blocks the plan)."""
+    if f.is_link:
+        return "symbolic link (never followed or deleted)"
+    if f.mtime is None or f.mtime <= 0:
+        return "no modification time (kept: age unknown)"
+    if f.mtime > now + CLOCK_TOLERANCE:
+        return "future"
+    if f.mtime >= cutoff:
+        return f"younger than --older-than ({_age(now - f.mtime)} old)"
+    if newest is not None:
+        anchor = newest.location.metadata.mtime or 0
+        d.evidence = {"newest_retained": newest.location.uri, "newest_retained_mtime": anchor}
+        if f.mtime >= anchor - options.margin:
+            return (
+                "not older than the newest retained checkpoint of its job minus --margin (may be in flight)"
+            )
+    return None
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+# ---------------------------------------------------------------------------------------------
+# applying
+
+
+@dataclass
+class ApplyResult:
+    deleted: list[FileDecision]
+    skipped: list[dict[str, Any]]
+    failed: list[dict[str, Any]]
+    trashed_to: str | None
+    manifest: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "deleted": [asdict(d) for d in self.deleted], "deleted_files": len(self.deleted),
+            "deleted_bytes": sum(d.size for d in self.deleted), "skipped": self.skipped, "failed": self.failed,
+            "trash": self.trashed_to, "manifest": self.manifest,
+        }  # fmt: skip
+
+
+def revalidate(
+    storage: Storage, plan_data: dict[str, Any], progress=None
+) -> tuple[GcPlan, list[FileDecision], list[dict]]:
+    """Re-scan with the plan's options; keep only what is still a candidate, unchanged."""
+    fresh = build_plan(storage, options_from_plan(plan_data), progress=progress)
+    if fresh.refusals:
+        raise GcRefused("the re-validated plan is blocked: " + fresh.refusals[0])
+    now_candidates = {c.path: c for c in fresh.candidates}
+    go: list[FileDecision] = []
+    skipped: list[dict[str, Any]] = []
+    for c in plan_data["candidates"]:
+        current = now_candidates.get(c["path"])
+        if current is None:
+            skipped.append(
+                {"path": c["path"], "reason": "no longer a candidate (gone, referenced again, or guarded)"}
+            )
+        elif current.size != c["size"] or current.mtime != c["mtime"]:
+            skipped.append({"path": c["path"], "reason": "changed since the plan (size or mtime)"})
+        else:
+            go.append(current)
+    return fresh, go, skipped
+
+
+def apply_plan(
+    storage: Storage,
+    fresh: GcPlan,
+    go: list[FileDecision],
+    skipped: list[dict[str, Any]],
+    *,
+    manifest: str | None,
+    trash: str | None = None,
+    batch_size: int = 1000,
+    on_batch: Callable[[int], None] | None = None,
+) -> ApplyResult:
+    """Delete (or move to ``trash``) the re-validated candidates, writing the manifest first."""
+    failed: list[dict[str, Any]] = []
+    deleted: list[FileDecision] = []
+    trash_root = st.normalize_uri(trash) if trash else None
+    if trash_root is not None and _root_of(trash_root, fresh.options.roots) is not None:
+        raise CkptError("--trash must not be inside a scanned root (the trash would be collected next time)")
+    roots = fresh.options.roots + fresh.options.savepoint_dirs + fresh.options.changelog_dirs
+    emptied_dirs = set()
+    for start in range(0, len(go), batch_size):
+        batch = go[start : start + batch_size]
+        if manifest:
+            _append_manifest(manifest, [
+                {"batch": start // batch_size, "path": d.path, "size": d.size, "mtime": d.mtime, "reason": d.reason,
+                 "action": "trash" if trash_root else "delete",
+                 **({"trash_path": _trash_path(trash_root, d.path, roots)} if trash_root else {})}
+                for d in batch
+            ])  # fmt: skip
+        if trash_root:
+            errors = []
+            for d in batch:
+                try:
+                    storage.move(d.path, _trash_path(trash_root, d.path, roots))
+                except CkptError as e:
+                    errors.append((d.path, str(e)))
+        else:
+            errors = storage.delete_many([d.path for d in batch])
+        bad = dict(errors)
+        for d in batch:
+            if d.path in bad:
+                failed.append({"path": d.path, "error": bad[d.path]})
+            else:
+                deleted.append(d)
+                if "checkpoint" in d.reason:
+                    emptied_dirs.add(st.parent(d.path))
+        if manifest:
+            _append_manifest(manifest, [{"batch": start // batch_size, "done": True, "failed": len(bad)}])
+        if on_batch:
+            on_batch(len(batch))
+    for d in sorted(emptied_dirs, key=len, reverse=True):
+        if CHK_RE.match(st.basename(d)):
+            storage.remove_empty_dirs(d)
+    return ApplyResult(deleted, skipped, failed, trash_root, manifest)
+
+
+def _trash_path(trash_root: str, path: str, roots: Iterable[str]) -> str:
+    root = _root_of(path, roots) or st.parent(path)
+    return st.join(trash_root, st.basename(root), path[len(root.rstrip("/")) + 1 :])
+
+
+def _append_manifest(path: str, lines: list[dict[str, Any]]) -> None:
+    import os
+
+    with open(path, "a", encoding="utf-8") as f:
+        for line in lines:
+            f.write(json.dumps(line) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
