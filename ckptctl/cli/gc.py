@@ -131,6 +131,9 @@ def apply_command(
         str | None,
         typer.Option("--manifest", help="Manifest of removed files (default: PLAN.manifest.jsonl)."),
     ] = None,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", min=1, max=1000, help="Files per delete request (S3 allows 1000).")
+    ] = 1000,
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
 ) -> None:
@@ -158,8 +161,8 @@ def apply_command(
             raise typer.Exit(1)
     result = apply_plan(
         storage, fresh, go, skipped,
-        manifest=manifest or (plan_file + ".manifest.jsonl") if go else None, trash=trash,
-        on_batch=None,
+        manifest=(manifest or plan_file + ".manifest.jsonl") if go else None, trash=trash,
+        batch_size=batch_size,
     )  # fmt: skip
     if as_json:
         out.json(result.to_json())
