@@ -17,14 +17,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from ckptctl import __version__
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
+from ckptctl.gcpause import paused_gc
 from ckptctl.layout import CHK_RE, SAVEPOINT_RE, CheckpointLocation, Rebase, scan_root
-from ckptctl.refs import LoadedCheckpoint, load_checkpoint, reference_rows
+from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_files
 from ckptctl.storage import FileInfo, Storage
 
 PLAN_FORMAT = 1
@@ -73,13 +75,18 @@ class GcOptions:
             raise CkptError("--max-delete-fraction must be in (0, 1]")
 
 
-@dataclass
-class FileDecision:
+class FileDecision(NamedTuple):
+    """The fate of one file. ``evidence`` is shared by all files of a job (it names the anchor)."""
+
     path: str
     size: int
     mtime: float | None
     reason: str
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "mtime": self.mtime, "reason": self.reason,
+                "evidence": self.evidence or {}}  # fmt: skip
 
 
 @dataclass
@@ -128,8 +135,8 @@ class GcPlan:
             "blocked": bool(self.refusals), "refusals": self.refusals, "warnings": self.warnings,
             **self.summary(),
             "retained": self.retained, "expired": self.expired,
-            "candidates": [asdict(c) for c in self.candidates],
-            "protected": [asdict(p) for p in self.protected],
+            "candidates": [c.as_dict() for c in self.candidates],
+            "protected": [p.as_dict() for p in self.protected],
             "external": self.external, "missing": self.missing, "partially_live": self.partially_live,
         }  # fmt: skip
 
@@ -185,11 +192,21 @@ def build_plan(
     *,
     progress: Callable[[Iterable[CheckpointLocation], int], Iterable[CheckpointLocation]] | None = None,
 ) -> GcPlan:
-    """Scan the roots, read every ``_metadata``, and decide the fate of every file."""
+    """Scan the roots, read every ``_metadata``, and decide the fate of every file.
+
+    Memory stays bounded by the listing and the live set: each checkpoint is decoded, reduced
+    to the paths it references, and dropped before the next is read.
+    """
+    with paused_gc():
+        return _build_plan(storage, options, progress)
+
+
+def _build_plan(storage: Storage, options: GcOptions, progress) -> GcPlan:
     options = options.normalized()
     options.validate()
-    rebase = Rebase(options.rebase)
-    scan_roots = list(dict.fromkeys((*options.roots, *options.savepoint_dirs, *options.changelog_dirs)))
+    scan_roots = _disjoint(
+        list(dict.fromkeys((*options.roots, *options.savepoint_dirs, *options.changelog_dirs)))
+    )
     refusals: list[str] = []
     warnings: list[str] = []
 
@@ -198,70 +215,74 @@ def build_plan(
     if cutoff > now:
         refusals.append("the age cutoff lies in the future; refusing to delete anything")
 
-    # 1. one listing per root; the layout of each checkpoint root and savepoint directory
-    listing: dict[str, FileInfo] = {}
-    layouts = []
+    # 1. find every _metadata first (cheap: shared/ and taskowned/ never hold one), so that the
+    #    checkpoints can be decoded while the full listing runs
+    meta_roots = [r for r in scan_roots if r not in options.changelog_dirs]
+    discovered: dict[str, CheckpointLocation] = {}
+    for root in meta_roots:
+        for loc in scan_root(storage, root, storage.find_metadata(root)).locations():
+            if loc.complete:
+                discovered.setdefault(loc.uri, loc)
+
+    # 2. retention from the directory layout: newest K chk-N per job (all without --keep-last),
+    #    every savepoint and every other directory holding a _metadata
+    by_job: dict[str, list[CheckpointLocation]] = {}
+    retained_locs: list[CheckpointLocation] = []
+    for loc in sorted(discovered.values(), key=lambda c: c.uri):
+        if loc.kind == "checkpoint":
+            by_job.setdefault(st.parent(loc.uri), []).append(loc)
+        else:
+            retained_locs.append(loc)
+    expired_locs: list[CheckpointLocation] = []
+    newest_retained: dict[str, CheckpointLocation] = {}
+    for job_uri, locs in by_job.items():
+        locs.sort(key=lambda c: c.dir_checkpoint_id or 0)
+        keep = locs if options.keep_last is None else locs[-options.keep_last :]
+        retained_locs.extend(keep)
+        expired_locs.extend(c for c in locs if c not in keep)
+        newest_retained[job_uri] = max(keep, key=lambda c: c.metadata.mtime or 0)
+    retained_set = {loc.uri for loc in retained_locs}
+    root_prefixes = tuple(r.rstrip("/") + "/" for r in scan_roots)
+    ordered = retained_locs + expired_locs
+
+    # 3. decode every checkpoint (in a worker process when there is a lot of metadata, while this
+    #    process lists) and fold its references into the live set or the expired set
+    metadata_bytes = sum(loc.metadata.size for loc in ordered)
+    worker = None
+    if metadata_bytes >= PARALLEL_METADATA_BYTES:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        worker = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        future = worker.submit(
+            fold_references, storage.options, ordered, retained_set, options.rebase, root_prefixes
+        )
+    listings: list[tuple[str, list[FileInfo]]] = []
+    listed_complete: set[str] = set()
     for root in scan_roots:
         files = list(storage.list_files(root))
-        for f in files:
-            listing.setdefault(f.uri, f)
-        if root not in options.changelog_dirs:
-            if not files and not storage.is_dir(root):
-                raise CkptError("no such directory (or it is empty)", path=root)
-            layouts.append(scan_root(storage, root, files))
-    locations: dict[str, CheckpointLocation] = {}
-    for layout in layouts:
-        for loc in layout.locations():
-            locations.setdefault(loc.uri, loc)
-
-    # 2. read every completed checkpoint and savepoint; any failure blocks deletion
-    complete = [loc for loc in locations.values() if loc.complete]
-    loaded: list[LoadedCheckpoint] = []
-    iterator = progress(complete, len(complete)) if progress else complete
-    for loc in iterator:
-        try:
-            ck = load_checkpoint(storage, loc, rebase, apply_inferred=False)
-        except CkptError as e:
-            refusals.append(f"unreadable _metadata, nothing can be proven unreferenced: {e}")
+        listings.append((root, files))
+        if root in options.changelog_dirs:
             continue
-        if ck.inferred_rebase is not None:
-            refusals.append(
-                f"{loc.uri} was written at another location; its absolute paths point elsewhere. "
-                f"Pass --rebase {ck.inferred_rebase.describe()} (or the right mapping) to collect garbage here"
-            )
-        loaded.append(ck)
+        if not files and not storage.is_dir(root):
+            raise CkptError("no such directory (or it is empty)", path=root)
+        listed_complete.update(f.uri[: -len("/_metadata")] for f in files if f.uri.endswith("/_metadata"))
+    if worker is not None:
+        try:
+            folded = future.result()
+        finally:
+            worker.shutdown()
+    else:
+        folded = fold_references(storage, ordered, retained_set, options.rebase, root_prefixes, progress)
+    if listed_complete != set(discovered):
+        refusals.append(
+            "checkpoints completed or disappeared while the roots were scanned "
+            f"({len(listed_complete ^ set(discovered))} changed): a job is running here; run the plan again"
+        )
+    live, spans, expired_refs, external = folded.live, folded.spans, folded.expired_refs, folded.external
+    retained_info, expired_info = folded.retained_info, folded.expired_info
+    refusals.extend(folded.refusals)
 
-    # 3. retention: newest K checkpoints per job (all without --keep-last); savepoints always
-    by_job: dict[str, list[LoadedCheckpoint]] = {}
-    retained: list[LoadedCheckpoint] = []
-    for ck in loaded:
-        if ck.kind == "checkpoint" and ck.location.kind == "checkpoint":
-            by_job.setdefault(st.parent(ck.location.uri), []).append(ck)
-        else:
-            retained.append(ck)
-    expired: list[LoadedCheckpoint] = []
-    newest_retained: dict[str, LoadedCheckpoint] = {}
-    for job_uri, cks in by_job.items():
-        cks.sort(key=lambda c: c.metadata.checkpoint_id)
-        keep = cks if options.keep_last is None else cks[-options.keep_last :]
-        retained.extend(keep)
-        expired.extend(c for c in cks if c not in keep)
-        newest_retained[job_uri] = max(keep, key=lambda c: c.location.metadata.mtime or 0)
-
-    # 4. the live set: every file a retained checkpoint references, plus its _metadata
-    live_spans: dict[str, list[tuple[int, int]]] = {}
-    external: dict[str, dict[str, Any]] = {}
-    for ck in retained:
-        live_spans.setdefault(ck.location.metadata_uri, []).append((0, ck.location.metadata.size))
-        for row in reference_rows(ck):
-            path, offset, size, scope = row[11], row[13], row[14], row[8]
-            if _root_of(path, scan_roots) is None:
-                external.setdefault(path, {"path": path, "referenced_by": ck.location.uri, "scope": scope})
-                continue
-            live_spans.setdefault(path, []).append((offset, size))
-    expired_refs: set[str] = set()
-    for ck in expired:
-        expired_refs.update(row[11] for row in reference_rows(ck))
     if external and not options.allow_external:
         first = next(iter(external))
         refusals.append(
@@ -271,84 +292,179 @@ def build_plan(
         )
     external_names = {st.basename(p): p for p in external}
 
-    missing = [
-        {"path": p, "referenced_bytes": max(o + s for o, s in spans)}
-        for p, spans in live_spans.items()
-        if p not in listing
-    ]
+    # 4. every listed file: live, candidate or protected (classification is cached per directory)
+    candidates: list[FileDecision] = []
+    protected: list[FileDecision] = []
+    partially_live: list[dict[str, Any]] = []
+    found_live: list[str] = []
+    live_files = live_bytes = total_bytes = total_files = 0
+    expired_dirs = {loc.uri for loc in expired_locs}
+    future: list[str] = []
+    tolerance_limit = now + CLOCK_TOLERANCE
+    for root, files in listings:
+        dir_ctx: dict[str, tuple] = {}
+        for f in files:
+            uri, size, mtime, is_link = f
+            total_files += 1
+            total_bytes += size
+            if uri in live:
+                found_live.append(uri)
+                live_files += 1
+                live_bytes += size
+                continue
+            seg = spans.get(uri)
+            if seg is not None:
+                found_live.append(uri)
+                live_files += 1
+                live_bytes += size
+                covered = _covered(seg)
+                if covered < size:
+                    partially_live.append(
+                        {"path": uri, "size": size, "live_bytes": covered, "dead_bytes": size - covered}
+                    )
+                continue
+            parent = uri.rpartition("/")[0]
+            ctx = dir_ctx.get(parent)
+            if ctx is None:
+                ctx = dir_ctx[parent] = _directory_context(
+                    parent, root, options, expired_dirs, retained_set, newest_retained
+                )
+            reason, detail, anchor, evidence = ctx
+            if reason is not None and uri in expired_refs and reason.startswith("unreferenced"):
+                reason = "referenced only by expired checkpoints (--keep-last)"
+            if reason is None:
+                protected.append(FileDecision(uri, size, mtime, detail))
+            elif is_link:
+                protected.append(FileDecision(uri, size, mtime, "symbolic link (never followed or deleted)"))
+            elif mtime is None or mtime <= 0:
+                protected.append(FileDecision(uri, size, mtime, "no modification time (kept: age unknown)"))
+            elif mtime > tolerance_limit:
+                future.append(uri)
+                protected.append(FileDecision(uri, size, mtime, "modification time in the future"))
+            elif mtime >= cutoff:
+                protected.append(
+                    FileDecision(uri, size, mtime, f"younger than --older-than ({_age(now - mtime)} old)")
+                )
+            elif anchor is not None and mtime >= anchor - options.margin:
+                protected.append(FileDecision(uri, size, mtime, IN_FLIGHT, evidence))
+            else:
+                candidates.append(FileDecision(uri, size, mtime, reason, evidence))
+    del listings
+
+    missing_paths = live.union(spans).difference(found_live)
+    missing = sorted(({"path": p} for p in missing_paths), key=lambda d: d["path"])
     if missing:
         warnings.append(
             f"{len(missing)} files referenced by retained checkpoints do not exist (first: {missing[0]['path']}); "
             "those checkpoints cannot be restored: run `ckptctl verify`"
         )
-
-    # 5. every listed file: live, candidate or protected
-    candidates: list[FileDecision] = []
-    protected: list[FileDecision] = []
-    partially_live: list[dict[str, Any]] = []
-    live_files = live_bytes = total_bytes = 0
-    expired_dirs = {ck.location.uri for ck in expired}
-    retained_dirs = {ck.location.uri for ck in retained}
-    future: list[str] = []
-    for uri, f in listing.items():
-        total_bytes += f.size
-        spans = live_spans.get(uri)
-        if spans is not None:
-            live_files += 1
-            live_bytes += f.size
-            covered = _covered(spans)
-            if covered < f.size and any(o or s != f.size for o, s in spans):
-                partially_live.append(
-                    {"path": uri, "size": f.size, "live_bytes": covered, "dead_bytes": f.size - covered}
-                )
-            continue
-        root = _root_of(uri, scan_roots)
-        reason, detail = _candidate_reason(uri, root, options, expired_dirs, retained_dirs, expired_refs)
-        if reason is None:
-            protected.append(FileDecision(uri, f.size, f.mtime, detail or "not a checkpoint file"))
-            continue
-        job_uri = detail  # None for changelog files: only the age guard applies
-        decision = FileDecision(uri, f.size, f.mtime, reason)
-        guard = _guard(f, decision, now, cutoff, options, newest_retained.get(job_uri or ""), external_names)
-        if guard == "future":
-            future.append(uri)
-            protected.append(decision)
-        elif guard is not None:
-            decision.reason = guard
-            protected.append(decision)
-        else:
-            candidates.append(decision)
     if future:
         refusals.append(
             f"{len(future)} files have a modification time in the future of the storage clock ({now_source}), "
             f"first: {future[0]}; a skewed clock makes age guards meaningless"
         )
-    collisions = [c.path for c in candidates if st.basename(c.path) in external_names]
+    collisions = [c.path for c in candidates if c.path.rpartition("/")[2] in external_names]
     if collisions:
         refusals.append(
             f"candidate {collisions[0]} has the same name as the external reference "
             f"{external_names[st.basename(collisions[0])]}: a moved directory? pass --rebase"
         )
-    if candidates and not live_spans:
+    if candidates and not live and not spans:
         refusals.append("the live set is empty but there are candidates: refusing to delete everything")
     if candidates and not options.force:
-        files_share = len(candidates) / max(len(listing), 1)
+        files_share = len(candidates) / max(total_files, 1)
         bytes_share = sum(c.size for c in candidates) / max(total_bytes, 1)
-        share = max(files_share, bytes_share)
-        if share > options.max_delete_fraction:
+        if max(files_share, bytes_share) > options.max_delete_fraction:
             refusals.append(
                 f"the plan deletes {files_share:.0%} of the files and {bytes_share:.0%} of the bytes, more than "
                 f"--max-delete-fraction {options.max_delete_fraction:.0%}; review it and pass --force to proceed"
             )
-    candidates.sort(key=lambda c: c.path)
-    protected.sort(key=lambda c: c.path)
+    candidates.sort(key=itemgetter(0))
+    protected.sort(key=itemgetter(0))
     return GcPlan(
         options, now, now_source, cutoff,
-        sorted((_checkpoint_info(c) for c in retained), key=lambda d: d["path"]),
-        sorted((_checkpoint_info(c) for c in expired), key=lambda d: d["path"]),
-        candidates, protected, live_files, live_bytes, len(listing), total_bytes,
+        sorted(retained_info, key=lambda d: d["path"]), sorted(expired_info, key=lambda d: d["path"]),
+        candidates, protected, live_files, live_bytes, total_files, total_bytes,
         sorted(external.values(), key=lambda d: d["path"]), missing, partially_live, refusals, warnings,
     )  # fmt: skip
+
+
+PARALLEL_METADATA_BYTES = 8 << 20  # below this, a worker process costs more than it saves
+
+
+@dataclass
+class Folded:
+    """What the checkpoints say: the live set and everything the plan needs from the metadata."""
+
+    live: set[str]
+    spans: dict[str, list[tuple[int, int]]]  # segments only: a physical file is live if any is
+    expired_refs: set[str]
+    external: dict[str, dict[str, Any]]
+    retained_info: list[dict[str, Any]]
+    expired_info: list[dict[str, Any]]
+    refusals: list[str]
+
+
+def fold_references(storage, ordered, retained_set, rebase_pairs, root_prefixes, progress=None) -> Folded:
+    """Decode each checkpoint in turn and keep only the paths it references (bounded memory).
+
+    Runs in this process or in a worker; ``storage`` may be a :class:`Storage` or its options.
+    """
+    with paused_gc():
+        if not isinstance(storage, Storage):
+            storage = Storage(storage)
+        rebase = Rebase(tuple(tuple(p) for p in rebase_pairs))
+        out = Folded(set(), {}, set(), {}, [], [], [])
+        live, spans, external = out.live, out.spans, out.external
+        add = live.add
+        iterator = progress(ordered, len(ordered)) if progress else ordered
+        for loc in iterator:
+            try:
+                ck = load_checkpoint(storage, loc, rebase, apply_inferred=False)
+            except CkptError as e:
+                out.refusals.append(f"unreadable _metadata, nothing can be proven unreferenced: {e}")
+                continue
+            if ck.inferred_rebase is not None:
+                out.refusals.append(
+                    f"{loc.uri} was written at another location; its absolute paths point elsewhere. "
+                    f"Pass --rebase {ck.inferred_rebase.describe()} (or the right mapping) to collect garbage here"
+                )
+            if loc.uri in retained_set:
+                out.retained_info.append(_checkpoint_info(ck))
+                add(loc.metadata_uri)
+                for path, scope, offset, size in referenced_files(ck):
+                    if not path.startswith(root_prefixes):
+                        external.setdefault(path, {"path": path, "referenced_by": loc.uri, "scope": scope})
+                    elif scope == "segment":
+                        spans.setdefault(path, []).append((offset, size))
+                    else:
+                        add(path)
+            else:
+                out.expired_info.append(_checkpoint_info(ck))
+                out.expired_refs.update(ref[0] for ref in referenced_files(ck))
+            del ck
+        return out
+
+
+IN_FLIGHT = "not older than the newest retained checkpoint of its job minus --margin (may be in flight)"
+
+
+def _disjoint(roots: list[str]) -> list[str]:
+    """Drop roots inside other roots, so no file is listed (and counted) twice."""
+    return [r for r in roots if not any(o != r and st.is_under(r, o) for o in roots)]
+
+
+def _directory_context(parent, root, options, expired_dirs, retained_dirs, newest_retained) -> tuple:
+    """(candidate reason or None, protection reason, anchor mtime, evidence) for files in ``parent``."""
+    probe = parent + "/x"
+    reason, detail = _candidate_reason(probe, root, options, expired_dirs, retained_dirs)
+    if reason is None:
+        return None, detail, None, None
+    newest = newest_retained.get(detail or "")
+    if newest is None:
+        return reason, None, None, None
+    anchor = newest.metadata.mtime or 0
+    return reason, None, anchor, {"newest_retained": newest.uri, "newest_retained_mtime": anchor}
 
 
 def _covered(spans: list[tuple[int, int]]) -> int:
@@ -362,9 +478,7 @@ def _covered(spans: list[tuple[int, int]]) -> int:
     return total
 
 
-def _candidate_reason(
-    uri, root, options, expired_dirs, retained_dirs, expired_refs
-) -> tuple[str | None, str | None]:
+def _candidate_reason(uri, root, options, expired_dirs, retained_dirs) -> tuple[str | None, str | None]:
     """(reason it may be garbage, its job directory or None) — or (None, why it is protected)."""
     if root is None:
         return None, "outside the scanned roots"
@@ -384,31 +498,7 @@ def _candidate_reason(
         if chk_uri in expired_dirs:
             return "expired checkpoint (--keep-last)", job_uri
         return "incomplete checkpoint directory (no _metadata)", job_uri
-    if uri in expired_refs:
-        return "referenced only by expired checkpoints (--keep-last)", job_uri
     return ("unreferenced shared file" if area == "shared" else "unreferenced task-owned file"), job_uri
-
-
-def _guard(
-    f: FileInfo, d: FileDecision, now, cutoff, options, newest: LoadedCheckpoint | None, external_names
-):
-    """None if the candidate may go; otherwise the reason it is kept ("future" blocks the plan)."""
-    if f.is_link:
-        return "symbolic link (never followed or deleted)"
-    if f.mtime is None or f.mtime <= 0:
-        return "no modification time (kept: age unknown)"
-    if f.mtime > now + CLOCK_TOLERANCE:
-        return "future"
-    if f.mtime >= cutoff:
-        return f"younger than --older-than ({_age(now - f.mtime)} old)"
-    if newest is not None:
-        anchor = newest.location.metadata.mtime or 0
-        d.evidence = {"newest_retained": newest.location.uri, "newest_retained_mtime": anchor}
-        if f.mtime >= anchor - options.margin:
-            return (
-                "not older than the newest retained checkpoint of its job minus --margin (may be in flight)"
-            )
-    return None
 
 
 def _age(seconds: float) -> str:
@@ -433,7 +523,7 @@ class ApplyResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "deleted": [asdict(d) for d in self.deleted], "deleted_files": len(self.deleted),
+            "deleted": [d.as_dict() for d in self.deleted], "deleted_files": len(self.deleted),
             "deleted_bytes": sum(d.size for d in self.deleted), "skipped": self.skipped, "failed": self.failed,
             "trash": self.trashed_to, "manifest": self.manifest,
         }  # fmt: skip

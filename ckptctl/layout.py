@@ -105,13 +105,17 @@ def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = No
     chk_dirs: set[str] = set()
     job_dirs: dict[str, JobDirectory] = {}
     prefix = root.rstrip("/") + "/"
+    seen_dirs: set[str] = set()
     for f in listed:
-        rel = f.uri[len(prefix) :] if f.uri.startswith(prefix) else None
-        if rel is None:
+        uri = f.uri
+        parent, _, name = uri.rpartition("/")
+        if name == METADATA_FILE:
+            metadata_by_dir[parent] = f
+        # directories decide everything else: look at each one once (a flat shared/ holds millions)
+        if parent in seen_dirs or not uri.startswith(prefix):
             continue
-        parts = rel.split("/")
-        if parts[-1] == METADATA_FILE:
-            metadata_by_dir[f.uri[: -len(METADATA_FILE) - 1]] = f
+        seen_dirs.add(parent)
+        parts = uri[len(prefix) :].split("/")
         # the first chk-N / shared / taskowned component marks the directory above it as a job
         for i, part in enumerate(parts[:-1]):
             is_chk = CHK_RE.match(part) is not None

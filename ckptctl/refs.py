@@ -240,6 +240,21 @@ def _reference_rows(ck: LoadedCheckpoint) -> list[tuple]:
     return rows
 
 
+def referenced_files(ck: LoadedCheckpoint) -> Iterator[tuple[str, str, int, int]]:
+    """(path, scope, offset, size) of every file reference: the reference map reduced to what GC needs."""
+    base = ck.location.uri + "/"
+    apply = ck.rebase.apply if ck.rebase else None
+    for _op, _subtask, _slot, scope, _local, _kgr, h in _walk(ck.metadata):
+        t = type(h)
+        if t is RelativeFileHandle:
+            yield base + h.relative_path, scope, 0, h.size
+        else:
+            path = canonical(h.path)
+            if apply is not None:
+                path = apply(path)
+            yield path, scope, h.offset if t is SegmentFileHandle else 0, h.size
+
+
 def rows_to_arrow(rows: Iterable[tuple]) -> Any:
     """An Arrow table with a fixed schema (so empty maps still have typed columns)."""
     import pyarrow as pa

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ckptctl.errors import StorageError
 
@@ -74,9 +74,11 @@ def is_under(uri: str, root: str) -> bool:
     return uri == root or uri.startswith(root + "/")
 
 
-@dataclass(frozen=True, slots=True)
-class FileInfo:
-    """One listed file. ``mtime`` is seconds since the epoch, ``None`` when the storage has none."""
+class FileInfo(NamedTuple):
+    """One listed file. ``mtime`` is seconds since the epoch, ``None`` when the storage has none.
+
+    A NamedTuple: listings hold millions of these, and tuples are the cheapest immutable record.
+    """
 
     uri: str
     size: int
@@ -151,8 +153,7 @@ class Storage:
     def read_bytes(self, uri: str) -> bytes:
         fs, path = self.fs(uri)
         try:
-            with fs.open(path, "rb") as f:
-                return f.read()
+            return _retrying(lambda: fs.cat_file(path) if scheme_of(uri) == "s3" else _read_all(fs, path))
         except FileNotFoundError:
             raise StorageError("file not found", path=uri) from None
         except PermissionError:
@@ -175,7 +176,7 @@ class Storage:
         """The file's size and mtime, or ``None`` if it does not exist (or is a directory)."""
         fs, path = self.fs(uri)
         try:
-            info = fs.info(path)
+            info = _retrying(lambda: fs.info(path))
         except FileNotFoundError:
             return None
         except OSError as e:
@@ -198,6 +199,9 @@ class Storage:
         if scheme == "file":
             yield from _walk_local(path)
             return
+        if scheme == "s3":
+            yield from self._list_s3(fs, path)
+            return
         try:
             found = fs.find(path.rstrip("/") + "/", detail=True, withdirs=False)
         except FileNotFoundError:
@@ -208,6 +212,36 @@ class Storage:
             if info.get("type") == "directory":
                 continue
             yield FileInfo(self.to_uri(scheme, fs_path), int(info.get("size") or 0), _mtime_of(info))
+
+    def _list_s3(self, fs, path: str) -> Iterator[FileInfo]:
+        """List an S3 prefix with concurrent requests (see :mod:`ckptctl.s3list`)."""
+        from fsspec.asyn import sync
+
+        from ckptctl.s3list import list_prefix
+
+        bucket, _, prefix = path.partition("/")
+        prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+        try:
+            objects = sync(fs.loop, list_prefix, fs, bucket, prefix)
+        except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+            if "NoSuchBucket" in str(e) or isinstance(e, FileNotFoundError):
+                raise StorageError("no such bucket", path=f"s3://{bucket}") from None
+            raise StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}") from None
+        for key, size, modified in objects:
+            yield FileInfo(f"s3://{bucket}/{key}", size, modified.timestamp() if modified else None)
+
+    def find_metadata(self, uri: str) -> Iterator[FileInfo]:
+        """Every ``_metadata`` below ``uri``, without reading the (huge) shared/ and taskowned/ dirs.
+
+        Flink never writes a ``_metadata`` inside them, so a local walk prunes them; on object
+        stores, where pruning needs delimiter listings, this is a filtered full listing.
+        """
+        if scheme_of(uri) == "file":
+            yield from _walk_local(uri[5:], prune=("shared", "taskowned"), only="_metadata")
+            return
+        for f in self.list_files(uri):
+            if f.uri.endswith("/_metadata"):
+                yield f
 
     # -- time ----------------------------------------------------------------------------
     def now(self, uri: str) -> tuple[float, str]:
@@ -320,6 +354,28 @@ class Storage:
                 os.rmdir(dirpath)
 
 
+def _read_all(fs: Any, path: str) -> bytes:
+    with fs.open(path, "rb") as f:
+        return f.read()
+
+
+def _retrying(call, attempts: int = 8, base_delay: float = 0.1):
+    """Run a storage call, retrying transient failures (throttling, 5xx, resets) with back-off.
+
+    Answers that will not change (missing file, no permission, a directory) are not retried.
+    """
+    for attempt in range(attempts):
+        try:
+            return call()
+        except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError):
+            raise
+        except Exception:  # noqa: BLE001 - botocore/aiohttp errors have no common base
+            if attempt == attempts - 1:
+                raise
+            time.sleep(min(base_delay * 2**attempt, 5.0))
+    raise AssertionError("unreachable")
+
+
 def _mtime_of(info: dict[str, Any]) -> float | None:
     value = info.get("mtime", info.get("LastModified", info.get("last_modified")))
     if value is None:
@@ -332,13 +388,18 @@ def _mtime_of(info: dict[str, Any]) -> float | None:
         return None
 
 
-def _walk_local(root: str) -> Iterator[FileInfo]:
-    """os.scandir walk: one stat per entry, symlinks reported as files but never traversed."""
+def _walk_local(root: str, prune: tuple[str, ...] = (), only: str | None = None) -> Iterator[FileInfo]:
+    """os.scandir walk: one stat per file, symlinks reported (flagged) but never traversed.
+
+    Entries are consumed as the directory is read (a flat shared/ with a million files must not
+    be held as a million DirEntry objects) and URIs are built from one prefix per directory.
+    """
     stack = [root]
     while stack:
         current = stack.pop()
+        prefix = "file:" + _clean_local(current).rstrip("/") + "/"
         try:
-            entries = list(os.scandir(current))
+            it = os.scandir(current)
         except FileNotFoundError:
             continue
         except NotADirectoryError:
@@ -347,10 +408,13 @@ def _walk_local(root: str) -> Iterator[FileInfo]:
             continue
         except PermissionError:
             raise StorageError("permission denied", path="file:" + current) from None
-        for entry in sorted(entries, key=lambda e: e.name):
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-            else:
-                st = entry.stat(follow_symlinks=False)
-                link = entry.is_symlink()
-                yield FileInfo("file:" + _clean_local(entry.path), st.st_size, st.st_mtime, link)
+        with it:
+            for entry in it:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in prune:
+                        stack.append(entry.path)
+                elif only is not None and entry.name != only:
+                    continue
+                else:
+                    st = entry.stat(follow_symlinks=False)
+                    yield FileInfo(prefix + entry.name, st.st_size, st.st_mtime, entry.is_symlink())

@@ -156,14 +156,31 @@ def test_zero_mtime_is_kept(tmp_path: Path) -> None:
     assert "no modification time" in kept[zero]
 
 
-def test_missing_mtime_is_kept() -> None:
-    from ckptctl.gc import GcOptions, _guard
-    from ckptctl.storage import FileInfo
+def test_missing_mtime_is_kept(tmp_path: Path) -> None:
+    """Object stores can list a file without a modification time: never a candidate then."""
+    from ckptctl.gc import GcOptions, build_plan
+    from ckptctl.storage import Storage
 
-    d = type("D", (), {"evidence": {}})()
-    assert "no modification time" in _guard(
-        FileInfo("file:/x", 1, None), d, time.time(), time.time(), GcOptions(("file:/",)), None, {}
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    orphan = sc.uri(sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/no-mtime"))
+
+    class NoMtimeStorage(Storage):
+        def list_files(self, uri):
+            for f in super().list_files(uri):
+                yield f._replace(mtime=None) if f.uri == orphan else f
+
+    plan = build_plan(
+        NoMtimeStorage(),
+        GcOptions(
+            (str(sc.checkpoints),),
+            older_than=DAY,
+            margin=600,
+            force=True,
+            rebase=((sc.original, str(sc.root)),),
+        ),
     )
+    assert orphan not in {c.path for c in plan.candidates}
+    assert "no modification time" in {p.path: p.reason for p in plan.protected}[orphan]
 
 
 def test_future_cutoff_is_refused(tmp_path: Path) -> None:
@@ -323,3 +340,17 @@ def test_gc_alias_is_plan(tmp_path: Path) -> None:
     a = json.loads(ckptctl("gc", str(sc.checkpoints), *sc.rebase, *OLD, "--json").stdout)
     b = plan_json(str(sc.checkpoints), *sc.rebase, *OLD)
     assert a["candidates"] == b["candidates"] and a["live_files"] == b["live_files"]
+
+
+def test_worker_process_gives_the_same_plan(tmp_path: Path, monkeypatch) -> None:
+    """Large metadata is decoded in a worker process while the roots are listed: same plan."""
+    from ckptctl import gc
+
+    sc = Scenario("1.20.3", "claim", tmp_path)
+    sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/planted")
+    args = (str(sc.checkpoints), *sc.rebase, *OLD, "--keep-last", "2", "--force")
+    inline = plan_json(*args)
+    monkeypatch.setattr(gc, "PARALLEL_METADATA_BYTES", 0)
+    parallel = plan_json(*args)
+    for key in ("candidates", "protected", "live_files", "retained", "expired", "partially_live", "refusals"):
+        assert parallel[key] == inline[key], key
