@@ -1,0 +1,179 @@
+"""``ckptctl plan-rescale``: what a restore at another parallelism will do and cost."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+import typer
+
+from ckptctl.cli import EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:\.\.|-)\s*(\d+)\s*$")
+
+
+def parse_parallelism(text: str) -> list[int]:
+    from ckptctl.errors import CkptError
+
+    m = _RANGE.match(text)
+    if m:
+        lo, hi = int(m.group(1)), int(m.group(2))
+        if lo < 1 or hi < lo or hi - lo > 4096:
+            raise CkptError(f"--parallelism range '{text}' must be LOW..HIGH with 1 <= LOW <= HIGH")
+        return list(range(lo, hi + 1))
+    if text.strip().isdigit():
+        return [int(text)]
+    raise CkptError(f"--parallelism expects N or LOW..HIGH, got '{text}'")
+
+
+@app.command("plan-rescale")
+@command
+def plan_rescale_command(
+    checkpoint: Annotated[str, typer.Argument(help="A checkpoint or savepoint directory, or its _metadata.")],
+    parallelism: Annotated[
+        str, typer.Option("--parallelism", "-p", help="New parallelism N, or a sweep LOW..HIGH.")
+    ],
+    operator: Annotated[
+        str | None, typer.Option("--operator", help="Only this operator (32-hex id, name or uid).")
+    ] = None,
+    flink_version: Annotated[
+        str | None, typer.Option("--flink-version", help="Flink version of the restore (default: inferred).")
+    ] = None,
+    overlap_threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--overlap-threshold", help="state.backend.rocksdb.restore-overlap-fraction-threshold (1.16+)."
+        ),
+    ] = None,
+    ingest_db: Annotated[
+        bool, typer.Option("--ingest-db", help="Flink 2.x state.backend.rocksdb.use-ingest-db-restore-mode.")
+    ] = False,
+    max_parallelism: Annotated[
+        int | None, typer.Option("--max-parallelism", help="Refuse if it differs from the checkpoint's.")
+    ] = None,
+    as_json: JsonOpt = False,
+    s3_endpoint: EndpointOpt = None,
+    rebase: RebaseOpt = None,
+) -> None:
+    """Each new subtask's key groups, the old handles it receives, the base RocksDB handle, and bytes."""
+    from ckptctl.cli.output import make_output
+    from ckptctl.refs import load_checkpoint
+    from ckptctl.rescale import plan_rescale, sweep
+
+    out = make_output(as_json)
+    storage, mappings = _context(s3_endpoint, rebase)
+    ck = load_checkpoint(storage, checkpoint, mappings)
+    values = parse_parallelism(parallelism)
+    kwargs: dict[str, Any] = dict(
+        operator=operator, flink_version=flink_version, overlap_threshold=overlap_threshold,
+        ingest_db=ingest_db, max_parallelism=max_parallelism,
+    )  # fmt: skip
+    if len(values) == 1:
+        plan = plan_rescale(ck.metadata, values[0], **kwargs)
+        plan["checkpoint"] = ck.location.uri
+        if as_json:
+            out.json(plan)
+        else:
+            _render_plan(out, plan)
+        return
+    result = sweep(ck.metadata, values, **kwargs)
+    result["checkpoint"] = ck.location.uri
+    if as_json:
+        out.json(result)
+    else:
+        _render_sweep(out, result)
+
+
+def _render_plan(out, plan: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from ckptctl.cli.output import _escape, human_bytes
+
+    out.out.print(
+        f"[bold]restore of checkpoint {plan['checkpoint_id']} at parallelism {plan['new_parallelism']}[/bold] "
+        f"— Flink {plan['flink_family']} rules ({_escape(plan['family_from'])})"
+    )
+    for op in plan["operators"]:
+        if not op["keyed"] and not op["operator_state"]:
+            continue
+        title = f"{op['operator_id']}" + (f" {op['name']}" if op.get("name") else "")
+        title += f"  {op['old_parallelism']} → {op['new_parallelism']} (max {op['max_parallelism']})"
+        if op["keyed"]:
+            t = Table(title=_escape(title), title_justify="left")
+            for col in (
+                "subtask",
+                "key groups",
+                "handles received (overlap/fraction)",
+                "base",
+                "clip",
+                "copied",
+                "download",
+            ):
+                t.add_column(col, justify="right" if col in ("subtask", "download") else "left")
+            for s in op["subtasks"]:
+                handles = (
+                    ", ".join(
+                        f"{h['key_group_range'][0]}-{h['key_group_range'][1]} ({h['overlap']}/{h['fraction']:.2f})"
+                        for h in s["handles"]
+                    )
+                    or "-"
+                )
+                base = s["base"]
+                base_text = {
+                    "direct": "direct restore (history kept)"
+                    if s["incremental_history_kept"]
+                    else "direct restore",
+                    "empty": "[yellow]empty DB[/yellow]",
+                    "ingest": "ingest all (import)",
+                    "full": "full snapshot read",
+                    "none": "-",
+                }.get(s["mode"]) or f"{base['key_group_range'][0]}-{base['key_group_range'][1]}"
+                clip = ", ".join(f"{a}-{b}" for a, b in s["clip"]) or "-"
+                copied = ", ".join(f"{c['copy_range'][0]}-{c['copy_range'][1]}" for c in s["copied"]) or "-"
+                t.add_row(
+                    str(s["index"]), f"{s['key_group_range'][0]}-{s['key_group_range'][1]}", handles, base_text,
+                    clip, copied, human_bytes(s["download_bytes"]),
+                )  # fmt: skip
+            out.out.print(t)
+        for osp in op["operator_state"]:
+            modes = ", ".join(
+                f"{st['name']} ({st['mode'].lower()}, {st['elements']})" for st in osp["states"]
+            )
+            reads = ", ".join(human_bytes(b) for b in osp["bytes_per_subtask"])
+            out.out.print(
+                f"  operator state of {op['operator_id'][:8]}: {_escape(modes)}; read per subtask: {reads}"
+            )
+    skew = f"{plan['skew']:.2f}" if plan["skew"] else "-"
+    out.out.print(
+        f"total download {human_bytes(plan['download_bytes'])}; critical path subtask {plan['critical_subtask']} "
+        f"({human_bytes(plan['max_subtask_bytes'])}); skew {skew}; subtasks merging RocksDB instances: "
+        f"{plan['merging_subtasks']}"
+    )
+
+
+def _render_sweep(out, result: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from ckptctl.cli.output import human_bytes
+
+    rows = result["rows"]
+    peak = max((r["max_subtask_bytes"] for r in rows), default=0) or 1
+    t = Table(
+        title="restore cost by parallelism (bar: largest subtask download = critical path)",
+        title_justify="left",
+    )
+    for col in ("parallelism", "critical path", "", "total", "merging", "skew"):
+        t.add_column(col, justify="left" if col == "" else "right")
+    for r in rows:
+        bar = "█" * max(1, round(40 * r["max_subtask_bytes"] / peak)) if r["max_subtask_bytes"] else ""
+        style = "green" if r["merging_subtasks"] == 0 else "yellow"
+        t.add_row(
+            str(r["parallelism"]), human_bytes(r["max_subtask_bytes"]), f"[{style}]{bar}[/{style}]",
+            human_bytes(r["download_bytes"]), str(r["merging_subtasks"]), f"{r['skew']:.2f}" if r["skew"] else "-",
+        )  # fmt: skip
+    out.out.print(t)
+    if result["no_merge"]:
+        out.out.print(
+            f"no merging of RocksDB instances at parallelism: {', '.join(map(str, result['no_merge']))}"
+        )
+    out.out.print(f"recommended (smallest critical path, fewest merges): {result['recommended']}")
