@@ -32,7 +32,6 @@ from ckptctl.metadata.model import (
     IncrementalHandle,
     KeyGroupsHandle,
     MergedChannelHandle,
-    OperatorState,
     OperatorStreamHandle,
     RelativeFileHandle,
     SegmentFileHandle,
@@ -130,6 +129,18 @@ def written_absolute_paths(md: CheckpointMetadata) -> Iterator[str]:
 
 def _walk(md: CheckpointMetadata) -> Iterator[tuple]:
     """Yield (operator, subtask, slot, scope, local_name, key_group_range, file_handle) per file."""
+    for op, subtask, slot, scope, kgr, items in _walk_groups(md):
+        for local_name, h in items:
+            yield op, subtask, slot, scope, local_name, kgr, h
+
+
+def _walk_groups(md: CheckpointMetadata) -> Iterator[tuple]:
+    """Yield (operator, subtask, slot, scope, key_group_range, [(local_name, file_handle), ...]).
+
+    Every slot of every subtask is visited (operator, keyed, channel state, the coordinator),
+    recursing through key-group, changelog and file-merging handles. The shared files of an
+    incremental handle come as one group, the LocalFile tuples themselves (no copy).
+    """
     for op in md.operators:
         coord = op.coordinator_state
         if coord is not None and type(coord) is not ByteStreamHandle:
@@ -153,9 +164,9 @@ def _walk(md: CheckpointMetadata) -> Iterator[tuple]:
 def _stream(op, subtask, slot, scope, local_name, kgr, h) -> Iterator[tuple]:
     t = type(h)
     if t is FileHandle or t is RelativeFileHandle:
-        yield (op, subtask, slot, scope, local_name, kgr, h)
+        yield (op, subtask, slot, scope, kgr, ((local_name, h),))
     elif t is SegmentFileHandle:
-        yield (op, subtask, slot, "segment", local_name, kgr, h)
+        yield (op, subtask, slot, "segment", kgr, ((local_name, h),))
     elif t is KeyGroupsHandle:
         yield from _stream(op, subtask, slot, scope, local_name, h.key_groups, h.delegate)
     # None, ByteStreamHandle (inline), EmptySegmentHandle: no file
@@ -171,12 +182,11 @@ def _keyed(op, subtask, slot, h, scope_override: str | None = None) -> Iterator[
     if t is IncrementalHandle:
         kgr = h.key_groups
         yield from _stream(op, subtask, slot, scope_override or "metadata", None, kgr, h.meta)
-        for f in h.shared:
-            hd = f.handle
-            if type(hd) is FileHandle:  # hot path
-                yield (op, subtask, slot, scope_override or "shared", f.local_path, kgr, hd)
-            else:
-                yield from _stream(op, subtask, slot, scope_override or "shared", f.local_path, kgr, hd)
+        if h.shared and scope_override is None and all(type(f.handle) is FileHandle for f in h.shared):
+            yield (op, subtask, slot, "shared", kgr, h.shared)  # hot path: one group for all SSTs
+        else:
+            for f in h.shared:
+                yield from _stream(op, subtask, slot, scope_override or "shared", f.local_path, kgr, f.handle)
         for f in h.private:
             yield from _stream(op, subtask, slot, scope_override or "private", f.local_path, kgr, f.handle)
     elif t is KeyGroupsHandle:
@@ -195,49 +205,78 @@ def _keyed(op, subtask, slot, h, scope_override: str | None = None) -> Iterator[
         return
 
 
+GROUP_KEY = 9  # COLUMNS[:9] and COLUMNS[15:] are shared by a group; COLUMNS[9:15] vary per file
+
+
+def reference_groups(ck: LoadedCheckpoint) -> list[tuple[tuple, list[tuple]]]:
+    """The reference map in groups: ``(shared, files)`` where ``shared`` holds the columns common to
+    one handle's files (checkpoint … scope, key_group_start, key_group_end) and each file is
+    ``(handle_type, local_name, path, written_path, offset, size)``.
+
+    One incremental handle's hundreds of SSTs form one group, so writers encode its common part
+    once; :func:`reference_rows` flattens the groups into full rows.
+    """
+    with paused_gc():
+        return _reference_groups(ck)
+
+
+def _reference_groups(ck: LoadedCheckpoint) -> list[tuple[tuple, list[tuple]]]:
+    loc, md = ck.location, ck.metadata
+    base = loc.uri
+    head = (base, loc.job_id, md.checkpoint_id, ck.kind)
+    to_uri = _resolver(ck.rebase)
+    groups: list[tuple[tuple, list[tuple]]] = []
+    for op, subtask, slot, scope, kgr, items in _walk_groups(md):
+        kg = kgr.as_list() if kgr is not None else (None, None)
+        files: list[tuple] = []
+        append = files.append
+        if scope == "shared" and all(type(f[1]) is FileHandle for f in items):
+            for local_name, (written, size) in items:  # the bulk: whole SST files
+                append(("FileStateHandle", local_name, to_uri(written), written, 0, size))
+        else:
+            for local_name, h in items:
+                t = type(h)
+                if t is RelativeFileHandle:
+                    written = h.relative_path
+                    append((FILE_HANDLE_TYPES[t], local_name, base + "/" + written, written, 0, h.size))
+                else:
+                    written = h.path
+                    offset = h.offset if t is SegmentFileHandle else 0
+                    append((FILE_HANDLE_TYPES[t], local_name, to_uri(written), written, offset, h.size))
+        if files:
+            groups.append(
+                ((*head, op.operator_id, op.display_name, subtask, slot, scope, kg[0], kg[1]), files)
+            )
+    return groups
+
+
+def _resolver(rebase: Rebase):
+    """Written absolute path → canonical, rebased URI, normalising each directory only once."""
+    apply = rebase.apply if rebase else None
+    dirs: dict[str, str] = {}
+
+    def to_uri(path: str) -> str:
+        d, _, name = path.rpartition("/")
+        if name in ("", ".", "..") or not d:
+            uri = canonical(path)
+            return apply(uri) if apply is not None else uri
+        c = dirs.get(d)
+        if c is None:
+            probe = canonical(d + "/_")
+            c = dirs[d] = (apply(probe) if apply is not None else probe)[:-2]
+        return c + "/" + name
+
+    return to_uri
+
+
 def reference_rows(ck: LoadedCheckpoint) -> list[tuple]:
     """The reference map of one checkpoint, as tuples in :data:`COLUMNS` order."""
     with paused_gc():
-        return _reference_rows(ck)
-
-
-def _reference_rows(ck: LoadedCheckpoint) -> list[tuple]:
-    loc, md = ck.location, ck.metadata
-    base = loc.uri
-    rebase = ck.rebase
-    kind = ck.kind
-    job_id = loc.job_id
-    cid = md.checkpoint_id
-    apply = rebase.apply if rebase else None
-    rows: list[tuple] = []
-    append = rows.append
-    last_op: OperatorState | None = None
-    last_kgr = None
-    op_id = op_name = kg_start = kg_end = None
-    for op, subtask, slot, scope, local_name, kgr, h in _walk(md):
-        if op is not last_op:
-            last_op, op_id, op_name = op, op.operator_id, op.display_name
-        if kgr is not last_kgr:
-            last_kgr = kgr
-            kg_start, kg_end = kgr.as_list() if kgr is not None else (None, None)
-        t = type(h)
-        if t is RelativeFileHandle:
-            written = h.relative_path
-            path = base + "/" + written
-            offset = 0
-        else:
-            written = h.path
-            path = canonical(written)
-            if apply is not None:
-                path = apply(path)
-            offset = h.offset if t is SegmentFileHandle else 0
-        append(
-            (
-                base, job_id, cid, kind, op_id, op_name, subtask, slot, scope, FILE_HANDLE_TYPES[t],
-                local_name, path, written, offset, h.size, kg_start, kg_end,
-            )
-        )  # fmt: skip
-    return rows
+        return [
+            (*shared[:GROUP_KEY], *f, *shared[GROUP_KEY:])
+            for shared, files in reference_groups(ck)
+            for f in files
+        ]
 
 
 def referenced_files(ck: LoadedCheckpoint) -> Iterator[tuple[str, str, int, int]]:

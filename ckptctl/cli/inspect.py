@@ -123,9 +123,25 @@ def refs_command(
     out = make_output(fmt != "table")
     storage, mappings = _context(s3_endpoint, rebase)
     checkpoints, root = _checkpoints_at(storage, path, mappings, out)
-    rows: list[tuple] = []
     for ck in checkpoints:
         _warn_moved(out, ck)
+    if fmt == "ndjson":  # the bulk format: encoded group by group, never as full rows
+        from ckptctl.refs import GROUP_KEY, reference_groups
+
+        def emit(f) -> None:
+            for ck in checkpoints:
+                export.write_ndjson_groups(COLUMNS, reference_groups(ck), f, GROUP_KEY)
+
+        if output:
+            with open(output, "wb") as f:
+                emit(f)
+        else:
+            sys.stdout.flush()
+            emit(sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        return
+    rows: list[tuple] = []
+    for ck in checkpoints:
         rows.extend(reference_rows(ck))
     if fmt == "table":
         out.refs_table(COLUMNS, rows, root)

@@ -69,6 +69,7 @@ _I32 = struct.Struct(">i").unpack_from
 _I64 = struct.Struct(">q").unpack_from
 _U16 = struct.Struct(">H").unpack_from
 _I32I32 = struct.Struct(">ii").unpack_from
+_FILE_HEADER = struct.Struct(">bqH").unpack_from  # type code, state size, path length
 
 EMPTY_SEGMENT = EmptySegmentHandle()
 MAX_NESTING = 32  # changelog and key-group handles nest; Flink writes at most three levels
@@ -216,42 +217,44 @@ class _Decoder:
         return KeyGroupsHandle(code, KeyGroupRange(start, count), offsets, delegate, handle_id)
 
     def local_files(self) -> tuple[LocalFile, ...]:
-        """``List<HandleAndLocalPath>``: the hot loop of large incremental checkpoints."""
+        """``List<HandleAndLocalPath>``: the hot loop of large incremental checkpoints.
+
+        The common entry (ASCII name, absolute file handle, ASCII path) is decoded inline with one
+        struct call for (code, size, path length); anything else goes through the general path.
+        """
         n = self.count("incremental state files", 3)
         buf, end = self.buf, self.end
         out = []
         append = out.append
-        stream = self.stream
+        file_header = _FILE_HEADER
+        pos = self.pos
         for _ in range(n):
-            p = self.pos
-            if p + 2 > end:
+            if pos + 2 > end:
+                self.pos = pos
                 raise self.fail("truncated: expected a local file name")
-            ln = _U16(buf, p)[0]
-            q = p + 2 + ln
-            if q > end:
-                raise self.fail(f"truncated: string of {ln} bytes, {end - p - 2} left")
-            raw = buf[p + 2 : q]
-            if raw.isascii():
-                name = raw.decode("ascii")
-                self.pos = q
-            else:
-                name = self.utf()
-            # common case inline: an absolute file handle
-            if q < end and buf[q] == FILE_STREAM_STATE_HANDLE and q + 11 <= end:
-                size = _I64(buf, q + 1)[0]
-                lp = _U16(buf, q + 9)[0]
+            q = pos + 2 + _U16(buf, pos)[0]
+            if q + 11 <= end:
+                code, size, lp = file_header(buf, q)
                 r = q + 11 + lp
-                if r <= end:
-                    praw = buf[q + 11 : r]
-                    if praw.isascii():
-                        self.pos = r
-                        append(LocalFile(name, FileHandle(praw.decode("ascii"), size)))
+                if code == FILE_STREAM_STATE_HANDLE and r <= end:
+                    try:
+                        name = buf[pos + 2 : q].decode("ascii")
+                        path = buf[q + 11 : r].decode("ascii")
+                    except UnicodeDecodeError:
+                        pass
+                    else:
+                        append(LocalFile(name, FileHandle(path, size)))
+                        pos = r
                         continue
+            self.pos = pos
+            name = self.utf()
             at = self.pos
-            handle = stream()
+            handle = self.stream()
             if handle is None:
                 raise self.fail(f"null state handle for incremental file '{name}'", at)
             append(LocalFile(name, handle))
+            pos = self.pos
+        self.pos = pos
         return tuple(out)
 
     # -- keyed handles --------------------------------------------------------------------
