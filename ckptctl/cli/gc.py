@@ -159,11 +159,12 @@ def apply_command(
         what = "move" if trash else "delete"
         if not typer.confirm(f"{what} {len(go)} files ({total:,} bytes)?", default=False, err=True):
             raise typer.Exit(1)
-    result = apply_plan(
-        storage, fresh, go, skipped,
-        manifest=(manifest or plan_file + ".manifest.jsonl") if go else None, trash=trash,
-        batch_size=batch_size,
-    )  # fmt: skip
+    with out.counter(len(go), "moving" if trash else "deleting") as advance:
+        result = apply_plan(
+            storage, fresh, go, skipped,
+            manifest=(manifest or plan_file + ".manifest.jsonl") if go else None, trash=trash,
+            batch_size=batch_size, on_batch=advance,
+        )  # fmt: skip
     if as_json:
         out.json(result.to_json())
     else:

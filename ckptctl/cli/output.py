@@ -79,6 +79,21 @@ class Output:
 
             yield advance()
 
+    @contextmanager
+    def counter(self, total: int, label: str) -> Iterator[Any]:
+        """A progress bar advanced by hand (``advance(n)``); a no-op when stderr is not a terminal."""
+        if not self.err.is_terminal or total < 1:
+            yield lambda n: None
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=self.err, transient=True,
+        ) as bar:  # fmt: skip
+            task = bar.add_task(label, total=total)
+            yield lambda n: bar.advance(task, n)
+
     # -- command renderers (JSON) ------------------------------------------------------------
     def ls(self, root: str, rows: list[dict[str, Any]]) -> None:
         self.json(rows)

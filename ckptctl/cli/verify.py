@@ -1,0 +1,235 @@
+"""``ckptctl verify`` (will it restore? on Spark or in-process) and ``ckptctl check`` (a CI gate)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+import typer
+
+from ckptctl.cli import EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?\s*$", re.IGNORECASE)
+_UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+def parse_bytes(text: str, option: str) -> int:
+    """``1048576``, ``512MiB``, ``10G`` (binary units) as a number of bytes."""
+    from ckptctl.errors import CkptError
+
+    m = _SIZE.match(text)
+    if not m:
+        raise CkptError(f"{option} expects a number of bytes like 1048576, 512MiB or 10G, got '{text}'")
+    return int(float(m.group(1)) * _UNIT[m.group(2).lower()])
+
+
+class _Bar:
+    """A Rich progress bar on a terminal (stderr), nothing otherwise."""
+
+    def __init__(self, out, label: str) -> None:
+        self.out, self.label = out, label
+        self.bar = self.task = None
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def total(self, n: int) -> None:
+        if not self.out.err.is_terminal or n < 2:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=self.out.err, transient=True,
+        )  # fmt: skip
+        self.bar.start()
+        self.task = self.bar.add_task(self.label, total=n)
+
+    def advance(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.advance(self.task, n)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    @property
+    def callback(self):
+        return self.advance if self.out.err.is_terminal else None
+
+
+@app.command("verify")
+@command
+def verify_command(
+    path: Annotated[
+        str, typer.Argument(help="A checkpoint/savepoint (directory or _metadata) or a root to scan.")
+    ],
+    deep: Annotated[
+        bool,
+        typer.Option("--deep", help="Also rebuild every keyed RocksDB instance and check its key groups."),
+    ] = False,
+    master: Annotated[
+        str, typer.Option("--master", help="Spark master URL (default: embedded local[*]).", metavar="URL")
+    ] = "local[*]",
+    engine: Annotated[
+        str, typer.Option("--engine", help="spark (default) or local (in-process, for small inputs).")
+    ] = "spark",
+    report: Annotated[
+        str | None, typer.Option("--report", help="Write every check to this Parquet file.", metavar="FILE")
+    ] = None,
+    histogram: Annotated[
+        str | None,
+        typer.Option(
+            "--histogram", help="With --deep: entries/bytes per key group and column family (Parquet).",
+            metavar="FILE",
+        ),
+    ] = None,  # fmt: skip
+    as_json: JsonOpt = False,
+    s3_endpoint: EndpointOpt = None,
+    rebase: RebaseOpt = None,
+) -> None:
+    """Will it restore? Every needed file exists with its recorded size and is sound (--deep: RocksDB key groups)."""
+    from ckptctl.cli.inspect import _checkpoints_at, _warn_moved
+    from ckptctl.cli.output import make_output
+    from ckptctl.errors import CkptError
+    from ckptctl.verify import verify, write_histogram, write_report
+
+    engine = engine.lower()
+    if engine not in ("spark", "local"):
+        raise CkptError(f"unknown --engine '{engine}'; use spark or local")
+    if histogram and not deep:
+        raise CkptError("--histogram needs --deep")
+    out = make_output(as_json)
+    storage, mappings = _context(s3_endpoint, rebase)
+    checkpoints, root = _checkpoints_at(storage, path, mappings, out)
+    for ck in checkpoints:
+        _warn_moved(out, ck)
+    if not checkpoints:
+        raise CkptError(f"no completed checkpoints or savepoints under {root}")
+    with _Bar(out, "verifying" + (" (deep)" if deep else "")) as bar:
+        result = verify(
+            storage, checkpoints, deep=deep, engine=engine, master=master,
+            progress=bar.callback, on_total=bar.total,
+        )  # fmt: skip
+    if report:
+        write_report(result, report)
+    if histogram:
+        write_histogram(result, histogram)
+    if as_json:
+        out.json(result.to_json())
+    else:
+        _render_verify(out, result, root)
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+def _render_verify(out, result, root: str) -> None:
+    from rich.table import Table
+
+    from ckptctl.cli.output import _escape
+    from ckptctl.verify import CHECKS
+    from ckptctl.views import short_uri
+
+    c = result.counts
+    where = result.engine + (f" on {result.master}" if result.master else "")
+    grid = Table(title=f"verify {root}", title_justify="left", show_header=True)
+    grid.add_column("check")
+    grid.add_column("checked", justify="right")
+    grid.add_column("problems", justify="right")
+    by_check: dict[str, int] = {}
+    for p in result.problems:
+        by_check[p["check"]] = by_check.get(p["check"], 0) + 1
+    for check in CHECKS:
+        if c[check]:
+            n = by_check.get(check, 0)
+            grid.add_row(check, f"{c[check]:,}", f"[red]{n:,}[/red]" if n else "0")
+    out.out.print(grid)
+    out.out.print(
+        f"{c['checkpoints']} checkpoints, {c['references']:,} references, {c['files']:,} files"
+        + (f", {c['handles']:,} RocksDB handles" if c["handles"] else "")
+        + f" — {where}, {result.elapsed:.1f}s"
+    )
+    if result.problems:
+        table = Table(title=f"{len(result.problems)} problems", title_justify="left")
+        table.add_column("path", overflow="fold")
+        table.add_column("check")
+        table.add_column("detail", overflow="fold")
+        for p in result.problems[:200]:
+            table.add_row(_escape(short_uri(p["path"], root)), p["check"], _escape(p["detail"] or ""))
+        out.out.print(table)
+        if len(result.problems) > 200:
+            out.out.print(f"… and {len(result.problems) - 200} more (use --json or --report)")
+        out.out.print("[red]NOT SOUND[/red]: these checkpoints would fail to restore")
+    else:
+        out.out.print("[green]sound[/green]: every file is present, complete and well-formed")
+
+
+# ---------------------------------------------------------------------------------------------
+# check: the CI gate
+
+
+@app.command("check")
+@command
+def check_command(
+    root: Annotated[str, typer.Argument(help="A checkpoint root (every job and savepoint below is checked).")],
+    max_orphan_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--max-orphan-bytes", help="Fail when orphaned files exceed this many bytes (e.g. 10GiB).",
+            metavar="N",
+        ),
+    ] = None,  # fmt: skip
+    junit: Annotated[
+        str | None, typer.Option("--junit", help="Write a JUnit XML report to this file.", metavar="FILE")
+    ] = None,
+    as_json: JsonOpt = False,
+    s3_endpoint: EndpointOpt = None,
+    rebase: RebaseOpt = None,
+) -> None:
+    """CI gate: every _metadata parses, every reference resolves, orphan bytes stay below a limit."""
+    from ckptctl.cli.output import make_output
+    from ckptctl.verify import run_check
+
+    limit = parse_bytes(max_orphan_bytes, "--max-orphan-bytes") if max_orphan_bytes is not None else None
+    out = make_output(as_json)
+    storage, mappings = _context(s3_endpoint, rebase)
+    report = run_check(storage, root, mappings, limit)
+    for w in report["warnings"]:
+        out.warn(w)
+    if junit:
+        from ckptctl.verify import junit_xml
+
+        with open(junit, "w", encoding="utf-8") as f:
+            f.write(junit_xml(report))
+    if as_json:
+        out.json(report)
+    else:
+        _render_check(out, report)
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+def _render_check(out, report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from ckptctl.cli.output import _escape, human_bytes
+    from ckptctl.views import short_uri
+
+    root = report["root"]
+    table = Table(title=f"check {root}", title_justify="left")
+    table.add_column("checkpoint", overflow="fold")
+    table.add_column("files", justify="right")
+    table.add_column("result")
+    for ck in report["checkpoints"]:
+        status = "[green]ok[/green]" if ck["ok"] else f"[red]{len(ck['problems']) or 1} problems[/red]"
+        if ck["error"]:
+            status = f"[red]{_escape(ck['error'])}[/red]"
+        table.add_row(_escape(short_uri(ck["path"], root)), str(ck["files"]), status)
+    o = report["orphans"]
+    limit = "no limit" if o["limit"] is None else human_bytes(o["limit"])
+    status = "[green]ok[/green]" if o["ok"] else f"[red]{_escape(o['error'] or 'over the limit')}[/red]"
+    table.add_row("orphans", f"{o['files']:,}", f"{human_bytes(o['bytes'])} (limit {limit}) {status}")
+    out.out.print(table)
+    for p in report["problems"][:100]:
+        out.out.print(f"[red]{p['check']}[/red] {_escape(p['path'])}: {_escape(p['detail'] or '')}")
+    out.out.print("[green]passed[/green]" if report["ok"] else "[red]FAILED[/red]")
