@@ -64,20 +64,14 @@ class Output:
         if not self.err.is_terminal or total < 2:
             yield items
             return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        with self.counter(total, label) as advance:
 
-        with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=self.err, transient=True,
-        ) as bar:  # fmt: skip
-            task = bar.add_task(label, total=total)
-
-            def advance() -> Iterator[T]:
+            def tick() -> Iterator[T]:
                 for item in items:
                     yield item
-                    bar.advance(task)
+                    advance(1)
 
-            yield advance()
+            yield tick()
 
     @contextmanager
     def counter(self, total: int, label: str) -> Iterator[Any]:
