@@ -120,30 +120,46 @@ class ConsoleOutput(Output):
             self.out = Console(highlight=False, soft_wrap=False, width=200)
 
     def ls(self, root: str, rows: list[dict[str, Any]]) -> None:
+        """One compact table per directory (a job's chk-N, a savepoint directory), rows by leaf name,
+        so it stays readable on an 80-column terminal."""
+        from rich import box
         from rich.table import Table
 
+        from ckptctl import storage as st
         from ckptctl.views import short_uri
 
-        table = Table(title=f"checkpoints under {root}", title_justify="left", show_lines=False)
-        for name, just in (
-            ("checkpoint", "left"), ("id", "right"), ("kind", "left"), ("ver", "right"),
-            ("ops", "right"), ("state", "right"), ("incremental", "right"), ("files", "right"),
-            ("written (UTC)", "left"), ("status", "left"),
-        ):  # fmt: skip
-            table.add_column(
-                name, justify=just, no_wrap=True, overflow="fold" if name == "checkpoint" else "ellipsis"
-            )
+        groups: dict[str, list[dict[str, Any]]] = {}
         for r in rows:
-            kind = r["kind"] + (f" ({r['savepoint_format'].lower()})" if r.get("savepoint_format") else "")
-            status = "[green]complete[/green]" if r["complete"] else "[yellow]incomplete[/yellow]"
-            if r.get("error"):
-                status = f"[red]{_escape(r['error'])}[/red]"
-            table.add_row(
-                short_uri(r["path"], root), _s(r["checkpoint_id"]), kind,
-                _s(r["format_version"]), _s(r["operators"]), human_bytes(r["state_size"]),
-                human_bytes(r["incremental_size"]), _s(r["files"]), human_time(r["metadata_mtime"]), status,
+            groups.setdefault(st.parent(r["path"]), []).append(r)
+        for parent, items in groups.items():
+            is_job = all(r["kind"] == "checkpoint" and r["job_id"] for r in items)
+            where = short_uri(parent, root) if parent != root else parent
+            table = Table(
+                title=_escape(("job " if is_job else "") + where), title_justify="left", title_style="bold",
+                box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
             )  # fmt: skip
-        self.out.print(table)
+            names = [st.basename(r["path"]) for r in items]
+            table.add_column("checkpoint" if is_job else "directory", no_wrap=True, min_width=max(map(len, names)))
+            columns = ("id", "ver", "ops", "state", "incr.", "files", "written UTC", "status")
+            if not is_job:
+                columns = ("id", "kind", *columns[1:])
+            for name in columns:
+                left = name in ("kind", "written UTC", "status")
+                table.add_column(name, justify="left" if left else "right", no_wrap=name != "status")
+            for name, r in zip(names, items, strict=True):
+                kind = (r["savepoint_format"] or "").lower() or r["kind"]
+                status = "[green]ok[/green]" if r["complete"] else "[yellow]incomplete[/yellow]"
+                if r.get("error"):
+                    status = f"[red]{_escape(r['error'])}[/red]"
+                cells = [
+                    _escape(name), _s(r["checkpoint_id"]), _s(r["format_version"]), _s(r["operators"]),
+                    human_bytes(r["state_size"]), human_bytes(r["incremental_size"]), _s(r["files"]),
+                    human_time(r["metadata_mtime"])[5:16], status,
+                ]  # fmt: skip
+                if not is_job:
+                    cells.insert(2, kind)
+                table.add_row(*cells)
+            self.out.print(table)
 
     def show(self, view: dict[str, Any]) -> None:
         from rich.tree import Tree
