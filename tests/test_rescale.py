@@ -197,3 +197,34 @@ def test_cli_sweep_recommends_no_merge_parallelisms() -> None:
     assert 2 in result["no_merge"] and 3 not in result["no_merge"]
     bad = runner.invoke(app, ["plan-rescale", str(REPO / case["checkpoint"]), "-p", "500"])
     assert bad.exit_code == 2 and "exceeds the max parallelism" in bad.stderr
+
+
+def test_operator_state_redistribution() -> None:
+    """SPLIT_DISTRIBUTE elements are dealt out in chunks, UNION goes everywhere, BROADCAST i mod oldP."""
+    from ckptctl.metadata.model import ByteStreamHandle, NamedOperatorState, OperatorStreamHandle
+    from ckptctl.rescale import operator_state_plan
+
+    subtasks = []
+    for i in range(2):
+        # each old subtask: 3 list elements of 10 bytes, one union element of 5, a broadcast copy of 7
+        states = (
+            NamedOperatorState("list", 0, (0, 10, 20)),
+            NamedOperatorState("union", 1, (30,)),
+            NamedOperatorState("bcast", 2, (35,)),
+        )
+        subtasks.append(
+            SubtaskState(
+                i, False, managed_operator=OperatorStreamHandle(states, ByteStreamHandle("x", b"z" * 42))
+            )
+        )
+    op = OperatorState("cd" * 16, 2, 128, None, tuple(subtasks))
+    plan = operator_state_plan(op, 4)[0]
+    modes = {s["name"]: (s["mode"], s["elements"], s["bytes"]) for s in plan["states"]}
+    assert modes == {
+        "list": ("SPLIT_DISTRIBUTE", 6, 60),
+        "union": ("UNION", 2, 10),
+        "bcast": ("BROADCAST", 2, 14),
+    }
+    # 6 list elements over 4 subtasks: 2, 2, 1, 1 elements; plus both union elements; plus one broadcast copy
+    assert sorted(plan["bytes_per_subtask"]) == sorted([20 + 10 + 7, 20 + 10 + 7, 10 + 10 + 7, 10 + 10 + 7])
+    assert sum(plan["bytes_per_subtask"]) == 60 + 4 * 10 + 4 * 7
