@@ -17,6 +17,7 @@ BOUNDARIES = "123456789abcdef"
 SPLIT_DIRS = ("shared", "taskowned")
 MAX_DEPTH = 2
 CONCURRENCY = 32
+PAGE_SIZE: int | None = None  # S3's default (1000); tests set it small to exercise paging
 
 
 ATTEMPTS = 8
@@ -39,6 +40,8 @@ async def _call(fs: Any, sem: asyncio.Semaphore, **kwargs: Any) -> dict:
 
 async def _pages(fs: Any, sem: asyncio.Semaphore, **kwargs: Any):
     token = None
+    if PAGE_SIZE is not None:
+        kwargs["MaxKeys"] = PAGE_SIZE
     while True:
         args = dict(kwargs)
         if token:

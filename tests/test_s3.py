@@ -104,3 +104,27 @@ def test_missing_bucket_is_one_line_error(s3_server) -> None:
     result = runner.invoke(app, ["ls", "--s3-endpoint", s3_server.endpoint, "s3://no-such-bucket/x"])
     assert result.exit_code == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_concurrent_listing_equals_a_plain_listing(s3_server, monkeypatch) -> None:
+    """shared/ and taskowned/ are listed in 16 StartAfter ranges: names on the boundaries, names
+    that are not hex, and more than one page per range must all come back exactly once."""
+    import boto3
+
+    from ckptctl.storage import Storage, StorageOptions
+
+    s3_server.create_bucket("listing")
+    client = boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1")
+    names = ["0", "1", "1a", "9", "a", "f", "f0", "fz", "g-not-hex", "Z-upper", "-dash", "~tilde", "é-accent"]
+    names += [f"{i:04x}-{j}" for i in range(0, 0x10000, 0x1000) for j in range(4)]
+    from ckptctl import s3list
+
+    monkeypatch.setattr(s3list, "PAGE_SIZE", 3)  # several pages per range and per delimiter listing
+    keys = [f"root/{'ab' * 16}/shared/{n}" for n in names]
+    keys += [f"root/{'ab' * 16}/taskowned/job_x_tm_y/{n}" for n in names[:20]]
+    keys += [f"root/{'ab' * 16}/chk-{i}/_metadata" for i in range(3)] + ["root/top-level-file", "rootsibling/x"]
+    for k in keys:
+        client.put_object(Bucket="listing", Key=k, Body=b"1")
+    got = sorted(f.uri for f in Storage(StorageOptions(s3_endpoint=s3_server.endpoint)).list_files("s3://listing/root"))
+    expected = sorted(f"s3://listing/{k}" for k in keys if k.startswith("root/"))
+    assert got == expected
