@@ -1,0 +1,191 @@
+"""GC benchmark: `gc plan` against a bare listing of the same tree, measured in the same run.
+
+    .venv/bin/python bench/gc_bench.py [--files 1000000 --refs 400000 --checkpoints 3] [--s3-files 50000]
+
+Local: a synthetic root (bench/gc_tree.py: one job, N files in shared/, K checkpoints of R
+references each, written with ckptctl's writer). The floor is ckptctl's own listing of the tree
+(every file with size and mtime, which any GC must read); `find` is printed for reference.
+S3: the same shape, smaller (every object is a PUT into moto on loopback), listed and planned
+over HTTP. Prints wall times, the ratio plan/listing and peak RSS (main process and worker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+DRIVER = r"""
+import json, resource, sys, time
+from ckptctl.storage import Storage, StorageOptions
+def main():
+    mode, root, endpoint = sys.argv[1], sys.argv[2], sys.argv[3] or None
+    storage = Storage(StorageOptions(s3_endpoint=endpoint))
+    t = time.perf_counter()
+    if mode == "list":
+        n = sum(1 for _ in storage.list_files(root))
+        extra = {"files": n}
+    else:
+        from ckptctl.gc import GcOptions, build_plan
+        plan = build_plan(storage, GcOptions((root,), older_than=float(sys.argv[4]), margin=0, force=True))
+        extra = {"candidates": len(plan.candidates), "live": plan.live_files, "refusals": plan.refusals}
+    wall = time.perf_counter() - t
+    ru = resource.getrusage
+    print(json.dumps({"wall": wall, "rss_mib": ru(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "worker_rss_mib": ru(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, **extra}))
+if __name__ == "__main__":
+    main()
+"""
+
+
+def run_driver(mode: str, root: str, endpoint: str = "", older_than: float = 86400, runs: int = 2) -> dict:
+    best = None
+    for _ in range(runs):
+        out = subprocess.run(
+            [sys.executable, "-c", DRIVER, mode, root, endpoint, str(older_than)],
+            capture_output=True,
+            text=True,
+        )
+        if out.returncode != 0:
+            raise SystemExit(out.stderr)
+        r = json.loads(out.stdout)
+        if best is None or r["wall"] < best["wall"]:
+            best = r
+    return best
+
+
+def local(args) -> None:
+    from bench.gc_tree import build
+
+    root = Path(args.workdir) / "local"
+    t = time.time()
+    info = build(root, args.files, args.checkpoints, args.refs)
+    print(
+        f"local tree: {info['files']:,} files in shared/, {args.checkpoints} checkpoints × ~{args.refs:,} refs "
+        f"(built in {time.time() - t:.0f}s, reused when present)"
+    )
+    t = time.perf_counter()
+    subprocess.run(["find", str(root), "-type", "f"], stdout=subprocess.DEVNULL, check=True)
+    find_s = time.perf_counter() - t
+    listing = run_driver("list", f"file:{root}")
+    plan = run_driver("plan", str(root))
+    ckptctl = str(Path(sys.executable).parent / "ckptctl")
+    t = time.perf_counter()
+    plan_file = Path(args.workdir) / "plan.json"
+    subprocess.run(
+        [ckptctl, "gc", "plan", str(root), "--older-than", "1d", "--margin", "0s", "--force", "-o", str(plan_file)],
+        stdout=subprocess.DEVNULL, check=True,
+    )  # fmt: skip
+    cli_s = time.perf_counter() - t
+    print(f"  find (C, no stat)          {find_s:7.2f} s")
+    print(
+        f"  ckptctl listing (floor)    {listing['wall']:7.2f} s   {listing['rss_mib']:6.0f} MiB   {listing['files']:,} files"
+    )
+    print(
+        f"  gc plan (library)          {plan['wall']:7.2f} s   {plan['rss_mib']:6.0f} MiB main, "
+        f"{plan['worker_rss_mib']:.0f} MiB worker   {plan['candidates']:,} candidates, {plan['live']:,} live"
+    )
+    print(f"  gc plan -o plan.json (CLI) {cli_s:7.2f} s   plan file {plan_file.stat().st_size / 1e6:.0f} MB")
+    print(
+        f"  ratio plan / listing: {plan['wall'] / listing['wall']:.2f}x (CLI with plan file: {cli_s / listing['wall']:.2f}x)"
+    )
+
+
+def s3(args) -> None:
+    import boto3
+
+    from bench.gc_tree import build
+    from tests.conftest import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    endpoint = f"http://127.0.0.1:{port}"
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1"
+    )
+    try:
+        time.sleep(2)
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        client.create_bucket(Bucket="bench")
+        local_root = Path(args.workdir) / "s3-src"
+        build(local_root, args.s3_files, args.checkpoints, args.s3_refs, subtasks=32)
+        # paths inside _metadata must name the bucket: rewrite them with the writer
+        from ckptctl.metadata import read_metadata, write_metadata
+        from ckptctl.metadata.model import FileHandle
+
+        prefix_local = f"file:{local_root}"
+        from concurrent.futures import ThreadPoolExecutor
+
+        def put(p: Path) -> None:
+            key = p.relative_to(local_root).as_posix()
+            body = p.read_bytes()
+            if p.name == "_metadata":
+                md = read_metadata(body)
+                ops = []
+                for op in md.operators:
+                    subs = []
+                    for s in op.subtasks:
+                        h = s.managed_keyed
+                        fix = lambda fs: tuple(
+                            f._replace(
+                                handle=FileHandle(
+                                    f.handle.path.replace(prefix_local, "s3://bench"), f.handle.size
+                                )
+                            )
+                            for f in fs
+                        )  # noqa: E731
+                        subs.append(
+                            s._replace(managed_keyed=h._replace(shared=fix(h.shared), private=fix(h.private)))
+                        )
+                    ops.append(op._replace(subtasks=tuple(subs)))
+                body = write_metadata(md._replace(operators=tuple(ops)))
+            client.put_object(Bucket="bench", Key=key, Body=body)
+
+        files = [p for p in local_root.rglob("*") if p.is_file()]
+        t = time.time()
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(put, [p for p in files if p.name != "_metadata"]))
+        time.sleep(1.5)
+        for p in files:
+            if p.name == "_metadata":
+                put(p)
+        time.sleep(1.5)
+        print(f"s3 (moto on loopback): {len(files):,} objects uploaded in {time.time() - t:.0f}s")
+        listing = run_driver("list", "s3://bench", endpoint)
+        plan = run_driver("plan", "s3://bench", endpoint, older_than=0)
+        print(f"  ckptctl listing (floor)    {listing['wall']:7.2f} s   {listing['files']:,} objects")
+        print(
+            f"  gc plan (library)          {plan['wall']:7.2f} s   {plan['rss_mib']:6.0f} MiB   "
+            f"{plan['candidates']:,} candidates, {plan['live']:,} live, refusals {plan['refusals'][:1]}"
+        )
+        print(f"  ratio plan / listing: {plan['wall'] / listing['wall']:.2f}x")
+    finally:
+        proc.terminate()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=1_000_000)
+    ap.add_argument("--refs", type=int, default=400_000)
+    ap.add_argument("--checkpoints", type=int, default=3)
+    ap.add_argument("--s3-files", type=int, default=50_000)
+    ap.add_argument("--s3-refs", type=int, default=20_000)
+    ap.add_argument("--skip-s3", action="store_true")
+    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ckptctl-gc-bench"))
+    args = ap.parse_args()
+    local(args)
+    if not args.skip_s3:
+        s3(args)
+
+
+if __name__ == "__main__":
+    main()
