@@ -99,6 +99,25 @@ def local(args) -> None:
     )
 
 
+def _in_bucket(md, old: str, new: str):
+    """The same checkpoint with its absolute paths moved from ``old`` to ``new`` (via the writer)."""
+    from ckptctl.metadata.model import FileHandle
+
+    def move(files):
+        return tuple(
+            f._replace(handle=FileHandle(f.handle.path.replace(old, new), f.handle.size)) for f in files
+        )
+
+    ops = []
+    for op in md.operators:
+        subs = []
+        for s in op.subtasks:
+            h = s.managed_keyed
+            subs.append(s._replace(managed_keyed=h._replace(shared=move(h.shared), private=move(h.private))))
+        ops.append(op._replace(subtasks=tuple(subs)))
+    return md._replace(operators=tuple(ops))
+
+
 def s3(args) -> None:
     import boto3
 
@@ -120,7 +139,6 @@ def s3(args) -> None:
         build(local_root, args.s3_files, args.checkpoints, args.s3_refs, subtasks=32)
         # paths inside _metadata must name the bucket: rewrite them with the writer
         from ckptctl.metadata import read_metadata, write_metadata
-        from ckptctl.metadata.model import FileHandle
 
         prefix_local = f"file:{local_root}"
         from concurrent.futures import ThreadPoolExecutor
@@ -129,25 +147,7 @@ def s3(args) -> None:
             key = p.relative_to(local_root).as_posix()
             body = p.read_bytes()
             if p.name == "_metadata":
-                md = read_metadata(body)
-                ops = []
-                for op in md.operators:
-                    subs = []
-                    for s in op.subtasks:
-                        h = s.managed_keyed
-                        fix = lambda fs: tuple(
-                            f._replace(
-                                handle=FileHandle(
-                                    f.handle.path.replace(prefix_local, "s3://bench"), f.handle.size
-                                )
-                            )
-                            for f in fs
-                        )  # noqa: E731
-                        subs.append(
-                            s._replace(managed_keyed=h._replace(shared=fix(h.shared), private=fix(h.private)))
-                        )
-                    ops.append(op._replace(subtasks=tuple(subs)))
-                body = write_metadata(md._replace(operators=tuple(ops)))
+                body = write_metadata(_in_bucket(read_metadata(body), prefix_local, "s3://bench"))
             client.put_object(Bucket="bench", Key=key, Body=body)
 
         files = [p for p in local_root.rglob("*") if p.is_file()]
