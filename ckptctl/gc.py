@@ -217,10 +217,15 @@ def _build_plan(storage: Storage, options: GcOptions, progress) -> GcPlan:
 
     # 1. find every _metadata first (cheap: shared/ and taskowned/ never hold one), so that the
     #    checkpoints can be decoded while the full listing runs
+    #    On object stores finding them costs a full listing, so there the listing comes first.
     meta_roots = [r for r in scan_roots if r not in options.changelog_dirs]
+    prelisted: dict[str, list[FileInfo]] = {}
+    if not all(st.scheme_of(r) == "file" for r in scan_roots):
+        prelisted = {root: list(storage.list_files(root)) for root in scan_roots}
     discovered: dict[str, CheckpointLocation] = {}
     for root in meta_roots:
-        for loc in scan_root(storage, root, storage.find_metadata(root)).locations():
+        found = prelisted[root] if prelisted else storage.find_metadata(root)
+        for loc in scan_root(storage, root, found).locations():
             if loc.complete:
                 discovered.setdefault(loc.uri, loc)
 
@@ -260,7 +265,7 @@ def _build_plan(storage: Storage, options: GcOptions, progress) -> GcPlan:
     listings: list[tuple[str, list[FileInfo]]] = []
     listed_complete: set[str] = set()
     for root in scan_roots:
-        files = list(storage.list_files(root))
+        files = prelisted.pop(root) if prelisted else list(storage.list_files(root))
         listings.append((root, files))
         if root in options.changelog_dirs:
             continue
