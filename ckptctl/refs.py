@@ -264,7 +264,7 @@ def _resolver(rebase: Rebase):
         if c is None:
             probe = canonical(d + "/_")
             c = dirs[d] = (apply(probe) if apply is not None else probe)[:-2]
-        return c + "/" + name
+        return path if c == d else c + "/" + name  # unchanged directory: the written string itself
 
     return to_uri
 
