@@ -122,9 +122,14 @@ def test_concurrent_listing_equals_a_plain_listing(s3_server, monkeypatch) -> No
     monkeypatch.setattr(s3list, "PAGE_SIZE", 3)  # several pages per range and per delimiter listing
     keys = [f"root/{'ab' * 16}/shared/{n}" for n in names]
     keys += [f"root/{'ab' * 16}/taskowned/job_x_tm_y/{n}" for n in names[:20]]
-    keys += [f"root/{'ab' * 16}/chk-{i}/_metadata" for i in range(3)] + ["root/top-level-file", "rootsibling/x"]
+    keys += [f"root/{'ab' * 16}/chk-{i}/_metadata" for i in range(3)] + [
+        "root/top-level-file",
+        "rootsibling/x",
+    ]
     for k in keys:
         client.put_object(Bucket="listing", Key=k, Body=b"1")
-    got = sorted(f.uri for f in Storage(StorageOptions(s3_endpoint=s3_server.endpoint)).list_files("s3://listing/root"))
+    got = sorted(
+        f.uri for f in Storage(StorageOptions(s3_endpoint=s3_server.endpoint)).list_files("s3://listing/root")
+    )
     expected = sorted(f"s3://listing/{k}" for k in keys if k.startswith("root/"))
     assert got == expected

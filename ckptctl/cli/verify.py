@@ -80,7 +80,8 @@ def verify_command(
     histogram: Annotated[
         str | None,
         typer.Option(
-            "--histogram", help="With --deep: entries/bytes per key group and column family (Parquet).",
+            "--histogram",
+            help="With --deep: entries/bytes per key group and column family (Parquet).",
             metavar="FILE",
         ),
     ] = None,  # fmt: skip
@@ -171,11 +172,14 @@ def _render_verify(out, result, root: str) -> None:
 @app.command("check")
 @command
 def check_command(
-    root: Annotated[str, typer.Argument(help="A checkpoint root (every job and savepoint below is checked).")],
+    root: Annotated[
+        str, typer.Argument(help="A checkpoint root (every job and savepoint below is checked).")
+    ],
     max_orphan_bytes: Annotated[
         str | None,
         typer.Option(
-            "--max-orphan-bytes", help="Fail when orphaned files exceed this many bytes (e.g. 10GiB).",
+            "--max-orphan-bytes",
+            help="Fail when orphaned files exceed this many bytes (e.g. 10GiB).",
             metavar="N",
         ),
     ] = None,  # fmt: skip
