@@ -224,7 +224,7 @@ def _reference_groups(ck: LoadedCheckpoint) -> list[tuple[tuple, list[tuple]]]:
     loc, md = ck.location, ck.metadata
     base = loc.uri
     head = (base, loc.job_id, md.checkpoint_id, ck.kind)
-    to_uri = _resolver(ck.rebase)
+    to_uri = _resolver(ck.rebase)  # absolute paths; relative ones are joined to ``base`` inline below
     groups: list[tuple[tuple, list[tuple]]] = []
     for op, subtask, slot, scope, kgr, items in _walk_groups(md):
         kg = kgr.as_list() if kgr is not None else (None, None)
@@ -279,19 +279,23 @@ def reference_rows(ck: LoadedCheckpoint) -> list[tuple]:
         ]
 
 
+def file_resolver(ck: LoadedCheckpoint):
+    """The one mapping from a file handle to the URI of its file now: relative handles against
+    the checkpoint's directory, absolute ones canonicalised and rebased (see :func:`_resolver`)."""
+    base = ck.location.uri + "/"
+    to_uri = _resolver(ck.rebase)
+
+    def resolve(h: Any) -> str:
+        return base + h.relative_path if type(h) is RelativeFileHandle else to_uri(h.path)
+
+    return resolve
+
+
 def referenced_files(ck: LoadedCheckpoint) -> Iterator[tuple[str, str, int, int]]:
     """(path, scope, offset, size) of every file reference: the reference map reduced to what GC needs."""
-    base = ck.location.uri + "/"
-    apply = ck.rebase.apply if ck.rebase else None
+    resolve = file_resolver(ck)
     for _op, _subtask, _slot, scope, _local, _kgr, h in _walk(ck.metadata):
-        t = type(h)
-        if t is RelativeFileHandle:
-            yield base + h.relative_path, scope, 0, h.size
-        else:
-            path = canonical(h.path)
-            if apply is not None:
-                path = apply(path)
-            yield path, scope, h.offset if t is SegmentFileHandle else 0, h.size
+        yield resolve(h), scope, h.offset if type(h) is SegmentFileHandle else 0, h.size
 
 
 def rows_to_arrow(rows: Iterable[tuple]) -> Any:

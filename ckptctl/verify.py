@@ -40,7 +40,7 @@ from ckptctl.metadata.model import (
     RelativeFileHandle,
     SegmentFileHandle,
 )
-from ckptctl.refs import COLUMNS, LoadedCheckpoint, canonical, reference_rows
+from ckptctl.refs import COLUMNS, LoadedCheckpoint, file_resolver, reference_rows
 from ckptctl.storage import Storage, StorageOptions
 
 SST_MAGIC = 0x88E241B785F4CFF7  # BlockBasedTable (kBlockBasedTableMagicNumber)
@@ -176,7 +176,7 @@ def handle_refs(checkpoints: Iterable[LoadedCheckpoint]) -> list[HandleRef]:
     seen: dict[tuple, HandleRef] = {}
     for ck in checkpoints:
         base = ck.location.uri
-        apply = ck.rebase.apply if ck.rebase else None
+        resolve = file_resolver(ck)
 
         for op in ck.metadata.operators:
             for s in op.subtasks or ():
@@ -187,7 +187,7 @@ def handle_refs(checkpoints: Iterable[LoadedCheckpoint]) -> list[HandleRef]:
                             continue
                         files = []
                         for lf in (*h.shared, *h.private):
-                            src = _source(lf.handle, base, apply) if lf.handle is not None else None
+                            src = _source(lf.handle, resolve) if lf.handle is not None else None
                             if src is not None:
                                 files.append((lf.local_path, src))
                         files_t = tuple(sorted(files, key=lambda f: f[0]))
@@ -205,21 +205,16 @@ def handle_refs(checkpoints: Iterable[LoadedCheckpoint]) -> list[HandleRef]:
     return list(seen.values())
 
 
-def _source(h, base: str, apply) -> tuple | None:
+def _source(h, resolve) -> tuple | None:
     """Where a RocksDB file's bytes come from, as a picklable tuple."""
     t = type(h)
     if t is ByteStreamHandle:
         return ("inline", h.data)
-    if t is RelativeFileHandle:
-        return ("file", base + "/" + h.relative_path)
-    if t is not FileHandle and t is not SegmentFileHandle:
-        return None
-    path = canonical(h.path)
-    if apply is not None:
-        path = apply(path)
     if t is SegmentFileHandle:
-        return ("range", path, h.offset, h.size)
-    return ("file", path)
+        return ("range", resolve(h), h.offset, h.size)
+    if t is FileHandle or t is RelativeFileHandle:
+        return ("file", resolve(h))
+    return None
 
 
 def _incremental_parts(h) -> Iterator[IncrementalHandle]:

@@ -30,7 +30,7 @@ from ckptctl.metadata.model import (
     SegmentFileHandle,
 )
 from ckptctl.metadata.writer import encode_merged_channel_offsets
-from ckptctl.refs import LoadedCheckpoint, canonical, reference_rows, state_sizes
+from ckptctl.refs import LoadedCheckpoint, file_resolver, reference_rows, state_sizes
 
 Resolver = Callable[[Any], str]
 
@@ -158,15 +158,7 @@ def kgr_view(r: KeyGroupRange) -> list[int]:
 
 
 def resolver_for(ck: LoadedCheckpoint) -> Resolver:
-    base = ck.location.uri
-    apply = ck.rebase.apply
-
-    def resolve(h: Any) -> str:
-        if type(h) is RelativeFileHandle:
-            return base + "/" + h.relative_path
-        return apply(canonical(h.path))
-
-    return resolve
+    return file_resolver(ck)
 
 
 def checkpoint_view(ck: LoadedCheckpoint) -> dict[str, Any]:

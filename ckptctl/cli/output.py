@@ -139,7 +139,9 @@ class ConsoleOutput(Output):
                 box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
             )  # fmt: skip
             names = [st.basename(r["path"]) for r in items]
-            table.add_column("checkpoint" if is_job else "directory", no_wrap=True, min_width=max(map(len, names)))
+            table.add_column(
+                "checkpoint" if is_job else "directory", no_wrap=True, min_width=max(map(len, names))
+            )
             columns = ("id", "ver", "ops", "state", "incr.", "files", "written UTC", "status")
             if not is_job:
                 columns = ("id", "kind", *columns[1:])
