@@ -15,7 +15,7 @@ import typer
 from ckptctl.cli import EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
 
 
-def _warn_moved(out, ck) -> None:
+def warn_moved(out, ck) -> None:
     if ck.inferred_rebase is not None:
         out.warn(
             f"{ck.location.uri} was written elsewhere; paths are mapped with --rebase "
@@ -89,7 +89,7 @@ def show_command(
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
     ck = load_checkpoint(storage, path, mappings)
-    _warn_moved(out, ck)
+    warn_moved(out, ck)
     out.show(checkpoint_view(ck))
 
 
@@ -122,9 +122,9 @@ def refs_command(
         raise CkptError("--format parquet needs --output FILE")
     out = make_output(fmt != "table")
     storage, mappings = _context(s3_endpoint, rebase)
-    checkpoints, root = _checkpoints_at(storage, path, mappings, out)
+    checkpoints, root = checkpoints_at(storage, path, mappings, out)
     for ck in checkpoints:
-        _warn_moved(out, ck)
+        warn_moved(out, ck)
     if fmt == "ndjson":  # the bulk format: encoded group by group, never as full rows
         from ckptctl.refs import GROUP_KEY, reference_groups
 
@@ -159,7 +159,7 @@ def refs_command(
         writer(COLUMNS, rows, sys.stdout)
 
 
-def _checkpoints_at(storage, path, mappings, out):
+def checkpoints_at(storage, path, mappings, out):
     """A single checkpoint if PATH is one, else every readable checkpoint under the root PATH."""
     from ckptctl.errors import CkptError
     from ckptctl.layout import METADATA_FILE, locate_checkpoint, scan_root
@@ -204,5 +204,5 @@ def diff_command(
     ck_a = load_checkpoint(storage, a, mappings)
     ck_b = load_checkpoint(storage, b, mappings)
     for ck in (ck_a, ck_b):
-        _warn_moved(out, ck)
+        warn_moved(out, ck)
     out.diff(diff_view(ck_a, ck_b))

@@ -90,7 +90,7 @@ def verify_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Will it restore? Every needed file exists with its recorded size and is sound (--deep: RocksDB key groups)."""
-    from ckptctl.cli.inspect import _checkpoints_at, _warn_moved
+    from ckptctl.cli.inspect import checkpoints_at, warn_moved
     from ckptctl.cli.output import make_output
     from ckptctl.errors import CkptError
     from ckptctl.verify import verify, write_histogram, write_report
@@ -102,9 +102,9 @@ def verify_command(
         raise CkptError("--histogram needs --deep")
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
-    checkpoints, root = _checkpoints_at(storage, path, mappings, out)
+    checkpoints, root = checkpoints_at(storage, path, mappings, out)
     for ck in checkpoints:
-        _warn_moved(out, ck)
+        warn_moved(out, ck)
     if not checkpoints:
         raise CkptError(f"no completed checkpoints or savepoints under {root}")
     with _Bar(out, "verifying" + (" (deep)" if deep else "")) as bar:
