@@ -89,41 +89,101 @@ def write_ndjson(columns: Sequence[str], rows: Sequence[tuple], out: IO[str], ba
 
 
 def write_ndjson_groups(columns: Sequence[str], groups, out: IO[bytes], split: int) -> None:
-    """NDJSON (UTF-8 bytes) from grouped rows (see ``refs.reference_groups``): the columns a group
-    shares are encoded once into a line template; only each file's own fields are formatted."""
-    varying = columns[split : split + 6]
-    quoted = ",".join(f'"{c}":{slot}' for c, slot in zip(varying, ('"%s"',) * 4 + ("%d", "%d"), strict=True))
-    encoded = ",".join(f'"{c}":%s' for c in varying)
-    buf: list[str] = []
-    pending = 0
-    for shared, files in groups:
-        head = ",".join(f'"{c}":{_encode(v)}' for c, v in zip(columns[:split], shared[:split], strict=True))
-        tail = ",".join(
-            f'"{c}":{_encode(v)}' for c, v in zip(columns[split + 6 :], shared[split:], strict=True)
-        )
-        head, tail = "{" + head.replace("%", "%%") + ",", "," + tail.replace("%", "%%") + "}\n"
-        if _plain_strings(files):
-            template = head + quoted + tail
-            lines = [template % f for f in files]
+    """NDJSON (UTF-8 bytes) from grouped rows (see ``refs.reference_groups``).
+
+    The columns a group shares are encoded once into a line template, per-file columns that are
+    constant within the group (handle type, offset) too; only the rest is formatted per line.
+    Writing happens on a background thread (``write`` releases the GIL) while lines are formatted.
+    """
+    names = columns[split : split + 6]
+    with _BackgroundWriter(out) as write:
+        buf: list[str] = []
+        pending = 0
+        for shared, files in groups:
+            head = ",".join(f'"{c}":{_encode(v)}' for c, v in zip(columns[:split], shared[:split], strict=True))
+            tail = ",".join(f'"{c}":{_encode(v)}' for c, v in zip(columns[split + 6 :], shared[split:], strict=True))
+            head, tail = "{" + head.replace("%", "%%") + ",", "," + tail.replace("%", "%%") + "}\n"
+            if _plain_strings(files):
+                lines = _format_plain(head, tail, names, files)
+            else:
+                template = head + ",".join(f'"{c}":%s' for c in names) + tail
+                lines = [template % tuple(map(_encode, f)) for f in files]
+            buf.extend(lines)
+            pending += len(lines)
+            if pending >= 8192:
+                write("".join(buf).encode("utf-8"))
+                buf.clear()
+                pending = 0
+        write("".join(buf).encode("utf-8"))
+
+
+def _format_plain(head: str, tail: str, names: Sequence[str], files: list[tuple]) -> list[str]:
+    """Lines for files whose strings need no escaping; group-constant fields become literals."""
+    first = files[0]
+    constant = [i in (0, 4) and len(files) > 1 and all(f[i] == first[i] for f in files) for i in range(6)]
+    parts, picks = [], []
+    for i, name in enumerate(names):
+        if constant[i]:
+            value = f'"{first[i]}"' if i < 4 else str(first[i])
+            parts.append(f'"{name}":' + value.replace("%", "%%"))
         else:
-            template = head + encoded + tail
-            lines = [template % tuple(map(_encode, f)) for f in files]
-        buf.extend(lines)
-        pending += len(lines)
-        if pending >= 8192:
-            out.write("".join(buf).encode("utf-8"))
-            buf.clear()
-            pending = 0
-    out.write("".join(buf).encode("utf-8"))
+            parts.append(f'"{name}":' + ('"%s"' if i < 4 else "%d"))
+            picks.append(i)
+    template = head + ",".join(parts) + tail
+    if picks == [1, 2, 3, 5]:  # the bulk: local name, path, written path, size
+        return [template % (f[1], f[2], f[3], f[5]) for f in files]
+    getter = itemgetter(*picks)
+    return [template % getter(f) for f in files]
+
+
+class _BackgroundWriter:
+    """Hands byte chunks to a thread that writes them, keeping at most a few chunks in flight."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        import queue
+        import threading
+
+        self.out = out
+        self.queue: queue.Queue = queue.Queue(maxsize=4)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            chunk = self.queue.get()
+            if chunk is None:
+                return
+            if self.error is None:
+                try:
+                    self.out.write(chunk)
+                except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                    self.error = e
+
+    def write(self, chunk: bytes) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put(chunk)
+
+    def __enter__(self):
+        self.thread.start()
+        return self.write
+
+    def __exit__(self, *exc) -> None:
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None and exc[0] is None:
+            raise self.error
 
 
 def _plain_strings(files: list[tuple]) -> bool:
-    """True if the four string fields of every file are present and need no JSON escaping."""
-    for i in (0, 1, 2, 3):
+    """True if the four string fields of every file are present and need no JSON escaping
+    (the written path is only checked where it is not the very same string as the path)."""
+    for i in (0, 1, 2):
         column = list(map(itemgetter(i), files))
         if None in column or _needs_escape(" ".join(column)):
             return False
-    return True
+    written = [f[3] for f in files if f[3] is not f[2]]
+    return None not in written and not _needs_escape(" ".join(written))
 
 
 def write_json(columns: Sequence[str], rows: Sequence[tuple], out: IO[str]) -> None:
