@@ -73,7 +73,7 @@ def local(args) -> None:
         f"(built in {time.time() - t:.0f}s, reused when present)"
     )
     t = time.perf_counter()
-    subprocess.run(["find", str(root), "-type", "f"], stdout=subprocess.DEVNULL, check=True)
+    subprocess.run(["find", "-L", str(root), "-type", "f"], stdout=subprocess.DEVNULL, check=True)
     find_s = time.perf_counter() - t
     listing = run_driver("list", f"file:{root}")
     plan = run_driver("plan", str(root))

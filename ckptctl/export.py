@@ -100,8 +100,12 @@ def write_ndjson_groups(columns: Sequence[str], groups, out: IO[bytes], split: i
         buf: list[str] = []
         pending = 0
         for shared, files in groups:
-            head = ",".join(f'"{c}":{_encode(v)}' for c, v in zip(columns[:split], shared[:split], strict=True))
-            tail = ",".join(f'"{c}":{_encode(v)}' for c, v in zip(columns[split + 6 :], shared[split:], strict=True))
+            head = ",".join(
+                f'"{c}":{_encode(v)}' for c, v in zip(columns[:split], shared[:split], strict=True)
+            )
+            tail = ",".join(
+                f'"{c}":{_encode(v)}' for c, v in zip(columns[split + 6 :], shared[split:], strict=True)
+            )
             head, tail = "{" + head.replace("%", "%%") + ",", "," + tail.replace("%", "%%") + "}\n"
             if _plain_strings(files):
                 lines = _format_plain(head, tail, names, files)

@@ -128,17 +128,62 @@ class GcPlan:
             "newest_candidate_mtime": max(mtimes) if mtimes else None,
         }  # fmt: skip
 
-    def to_json(self) -> dict[str, Any]:
+    def header(self) -> dict[str, Any]:
+        """Everything in the plan but the (possibly millions of) per-file entries."""
+        from collections import Counter
+
         return {
             "format": PLAN_FORMAT, "tool": f"ckptctl {__version__}", "created_at": time.time(),
             "options": asdict(self.options), "now": self.now, "now_source": self.now_source, "cutoff": self.cutoff,
             "blocked": bool(self.refusals), "refusals": self.refusals, "warnings": self.warnings,
             **self.summary(),
+            "candidates_by_reason": dict(Counter(c.reason for c in self.candidates).most_common()),
+            "protected_by_reason": dict(Counter(p.reason for p in self.protected).most_common()),
             "retained": self.retained, "expired": self.expired,
-            "candidates": [c.as_dict() for c in self.candidates],
-            "protected": [p.as_dict() for p in self.protected],
             "external": self.external, "missing": self.missing, "partially_live": self.partially_live,
         }  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.header(),
+            "candidates": [c.as_dict() for c in self.candidates],
+            "protected": [p.as_dict() for p in self.protected],
+        }
+
+    def write_json(self, out) -> None:
+        """The plan as JSON on a binary stream, one file entry per line (fast for huge plans)."""
+        head = json.dumps(self.header(), indent=1)
+        out.write(head[:-2].encode("utf-8"))
+        for key, entries in (("candidates", self.candidates), ("protected", self.protected)):
+            out.write(f',\n "{key}": [\n'.encode())
+            _write_entries(entries, out)
+            out.write(b"\n ]")
+        out.write(b"\n}\n")
+
+
+def _write_entries(entries: list[FileDecision], out) -> None:
+    """One JSON object per line; reasons and evidence are encoded once per distinct value."""
+    from ckptctl.export import _encode, _needs_escape
+
+    memo: dict[int, str] = {}
+
+    def once(value: Any) -> str:
+        key = id(value)
+        text = memo.get(key)
+        if text is None:
+            text = memo[key] = json.dumps(value or {}) if not isinstance(value, str) else _encode(value)
+        return text
+
+    for start in range(0, len(entries), 4096):
+        chunk = entries[start : start + 4096]
+        plain = not _needs_escape(" ".join(e.path for e in chunk))
+        lines = [
+            f'  {{"path": {chr(34) + e.path + chr(34) if plain else _encode(e.path)}, "size": {e.size}, '
+            f'"mtime": {"null" if e.mtime is None else repr(float(e.mtime))}, "reason": {once(e.reason)}, '
+            f'"evidence": {once(e.evidence)}}}'
+            for e in chunk
+        ]
+        out.write(((",\n" if start else "") + ",\n".join(lines)).encode("utf-8"))
 
 
 def options_from_plan(data: dict[str, Any]) -> GcOptions:
@@ -356,7 +401,10 @@ def _build_plan(storage: Storage, options: GcOptions, progress) -> GcPlan:
                 candidates.append(FileDecision(uri, size, mtime, reason, evidence))
     del listings
 
-    missing_paths = live.union(spans).difference(found_live)
+    # every listed live file was found once; only when some were not is the set algebra needed
+    missing_paths = (
+        live.union(spans).difference(found_live) if len(found_live) < len(live) + len(spans) else ()
+    )
     missing = sorted(({"path": p} for p in missing_paths), key=lambda d: d["path"])
     if missing:
         warnings.append(

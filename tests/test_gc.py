@@ -354,3 +354,31 @@ def test_worker_process_gives_the_same_plan(tmp_path: Path, monkeypatch) -> None
     parallel = plan_json(*args)
     for key in ("candidates", "protected", "live_files", "retained", "expired", "partially_live", "refusals"):
         assert parallel[key] == inline[key], key
+
+
+def test_streamed_plan_json_equals_the_plan(tmp_path: Path) -> None:
+    """-o/--json stream the plan entry by entry; it must parse to exactly the plan's content."""
+    import io
+
+    from ckptctl.gc import GcOptions, build_plan
+    from ckptctl.storage import Storage
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    sc.plant(f'checkpoints/{sc.jobs()[0].name}/shared/we"ird\\\\name')
+    sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/fresh", mtime=time.time())
+    plan = build_plan(
+        Storage(),
+        GcOptions(
+            (str(sc.checkpoints),),
+            older_than=DAY,
+            margin=600,
+            force=True,
+            rebase=((sc.original, str(sc.root)),),
+        ),
+    )
+    buf = io.BytesIO()
+    plan.write_json(buf)
+    streamed, direct = json.loads(buf.getvalue()), json.loads(json.dumps(plan.to_json()))
+    streamed.pop("created_at")
+    direct.pop("created_at")
+    assert streamed == direct and len(streamed["candidates"]) >= 1 and len(streamed["protected"]) >= 1

@@ -102,14 +102,15 @@ def plan_command(
         allow_external, mappings.mappings,
     )  # fmt: skip
     plan = build_plan(storage, options, progress=lambda items, n: _progress(out, items, n))
-    data = plan.to_json()
     if output:
-        with open(output, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
+        with open(output, "wb") as f:
+            plan.write_json(f)
     if as_json:
-        out.json(data)
+        sys.stdout.flush()
+        plan.write_json(sys.stdout.buffer)
+        sys.stdout.buffer.flush()
     else:
-        out.gc_plan(data, output)
+        out.gc_plan(plan.header(), output)
     if plan.refusals:
         raise typer.Exit(1)
 

@@ -248,8 +248,6 @@ class ConsoleOutput(Output):
         self.out.print(table)
 
     def gc_plan(self, plan: dict[str, Any], written_to: str | None) -> None:
-        from collections import Counter
-
         from rich.panel import Panel
         from rich.table import Table
 
@@ -282,14 +280,13 @@ class ConsoleOutput(Output):
             )
         title = "gc plan" + (" [red](blocked)[/red]" if plan["blocked"] else " (dry run)")
         self.out.print(Panel(grid, title=title, title_align="left", expand=False))
-        reasons = Counter(c["reason"] for c in plan["candidates"])
-        kept = Counter(p["reason"] for p in plan["protected"])
-        for label, counter in (("orphans by reason", reasons), ("kept by guard", kept)):
+        for label, counter in (("orphans by reason", plan["candidates_by_reason"]),
+                               ("kept by guard", plan["protected_by_reason"])):  # fmt: skip
             if counter:
                 table = Table(title=label, title_justify="left", show_header=False)
                 table.add_column("reason")
                 table.add_column("files", justify="right")
-                for reason, n in counter.most_common():
+                for reason, n in counter.items():
                     table.add_row(_escape(reason), f"{n:,}")
                 self.out.print(table)
         for w in plan["warnings"]:
