@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -108,6 +108,7 @@ class GcPlan:
     partially_live: list[dict[str, Any]]
     refusals: list[str]
     warnings: list[str]
+    _header: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def candidate_bytes(self) -> int:
@@ -129,7 +130,12 @@ class GcPlan:
         }  # fmt: skip
 
     def header(self) -> dict[str, Any]:
-        """Everything in the plan but the (possibly millions of) per-file entries."""
+        """Everything in the plan but the (possibly millions of) per-file entries (computed once)."""
+        if self._header is None:
+            self._header = self._make_header()
+        return dict(self._header, created_at=time.time())
+
+    def _make_header(self) -> dict[str, Any]:
         from collections import Counter
 
         return {
@@ -162,27 +168,24 @@ class GcPlan:
 
 
 def _write_entries(entries: list[FileDecision], out) -> None:
-    """One JSON object per line; reasons and evidence are encoded once per distinct value."""
+    """One JSON object per line. Entries of one job share their reason and evidence objects, so
+    the line's tail is re-encoded only when those change (compared by identity)."""
     from ckptctl.export import _encode, _needs_escape
 
-    memo: dict[int, str] = {}
-
-    def once(value: Any) -> str:
-        key = id(value)
-        text = memo.get(key)
-        if text is None:
-            text = memo[key] = json.dumps(value or {}) if not isinstance(value, str) else _encode(value)
-        return text
-
+    last_reason = last_evidence = object()
+    tail = ""
     for start in range(0, len(entries), 4096):
         chunk = entries[start : start + 4096]
         plain = not _needs_escape(" ".join(e.path for e in chunk))
-        lines = [
-            f'  {{"path": {chr(34) + e.path + chr(34) if plain else _encode(e.path)}, "size": {e.size}, '
-            f'"mtime": {"null" if e.mtime is None else repr(float(e.mtime))}, "reason": {once(e.reason)}, '
-            f'"evidence": {once(e.evidence)}}}'
-            for e in chunk
-        ]
+        lines = []
+        append = lines.append
+        for path, size, mtime, reason, evidence in chunk:
+            if reason is not last_reason or evidence is not last_evidence:
+                last_reason, last_evidence = reason, evidence
+                tail = f', "reason": {_encode(reason)}, "evidence": {json.dumps(evidence or {})}}}'
+            p = '"' + path + '"' if plain else _encode(path)
+            m = "null" if mtime is None else repr(mtime)
+            append(f'  {{"path": {p}, "size": {size}, "mtime": {m}{tail}')
         out.write(((",\n" if start else "") + ",\n".join(lines)).encode("utf-8"))
 
 
