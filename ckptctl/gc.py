@@ -18,6 +18,7 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from ckptctl import __version__
@@ -344,69 +345,84 @@ def _build_plan(storage: Storage, options: GcOptions, progress) -> GcPlan:
         )
     external_names = {st.basename(p): p for p in external}
 
-    # 4. every listed file: live, candidate or protected (classification is cached per directory)
+    # 4. every listed file: live, candidate or protected. This loop runs once per file (millions):
+    #    a directory's context is looked up once per run of its files, and tuples are built
+    #    directly (FileDecision's constructor is a Python frame).
     candidates: list[FileDecision] = []
     protected: list[FileDecision] = []
+    keep, take = protected.append, candidates.append
+    new = tuple.__new__
     partially_live: list[dict[str, Any]] = []
-    found_live: list[str] = []
-    live_files = live_bytes = total_bytes = total_files = 0
+    found_live = live_files = live_bytes = 0
+    total_files = sum(len(files) for _root, files in listings)
+    total_bytes = sum(sum(map(itemgetter(1), files)) for _root, files in listings)
     expired_dirs = {loc.uri for loc in expired_locs}
     future: list[str] = []
     tolerance_limit = now + CLOCK_TOLERANCE
+    margin = options.margin
+    check_expired = bool(expired_refs)
     for root, files in listings:
         dir_ctx: dict[str, tuple] = {}
-        for f in files:
-            uri, size, mtime, is_link = f
-            total_files += 1
-            total_bytes += size
+        run_prefix, run_ctx = None, None
+        for uri, size, mtime, is_link in files:
             if uri in live:
-                found_live.append(uri)
+                found_live += 1
                 live_files += 1
                 live_bytes += size
                 continue
-            seg = spans.get(uri)
-            if seg is not None:
-                found_live.append(uri)
-                live_files += 1
-                live_bytes += size
-                covered = _covered(seg)
-                if covered < size:
-                    partially_live.append(
-                        {"path": uri, "size": size, "live_bytes": covered, "dead_bytes": size - covered}
+            if spans:
+                seg = spans.get(uri)
+                if seg is not None:
+                    found_live += 1
+                    live_files += 1
+                    live_bytes += size
+                    covered = _covered(seg)
+                    if covered < size:
+                        partially_live.append(
+                            {"path": uri, "size": size, "live_bytes": covered, "dead_bytes": size - covered}
+                        )
+                    continue
+            if run_prefix is not None and uri.startswith(run_prefix) and uri.find("/", len(run_prefix)) < 0:
+                ctx = run_ctx
+            else:
+                parent = uri.rpartition("/")[0]
+                ctx = dir_ctx.get(parent)
+                if ctx is None:
+                    ctx = dir_ctx[parent] = _directory_context(
+                        parent, root, options, expired_dirs, retained_set, newest_retained
                     )
-                continue
-            parent = uri.rpartition("/")[0]
-            ctx = dir_ctx.get(parent)
-            if ctx is None:
-                ctx = dir_ctx[parent] = _directory_context(
-                    parent, root, options, expired_dirs, retained_set, newest_retained
-                )
+                run_prefix, run_ctx = parent + "/", ctx
             reason, detail, anchor, evidence = ctx
-            if reason is not None and uri in expired_refs and reason.startswith("unreferenced"):
+            if (
+                check_expired
+                and reason is not None
+                and uri in expired_refs
+                and reason.startswith("unreferenced")
+            ):
                 reason = "referenced only by expired checkpoints (--keep-last)"
             if reason is None:
-                protected.append(FileDecision(uri, size, mtime, detail))
+                keep(new(FileDecision, (uri, size, mtime, detail, None)))
             elif is_link:
-                protected.append(FileDecision(uri, size, mtime, "symbolic link (never followed or deleted)"))
+                keep(new(FileDecision, (uri, size, mtime, "symbolic link (never followed or deleted)", None)))
             elif mtime is None or mtime <= 0:
-                protected.append(FileDecision(uri, size, mtime, "no modification time (kept: age unknown)"))
+                keep(new(FileDecision, (uri, size, mtime, "no modification time (kept: age unknown)", None)))
             elif mtime > tolerance_limit:
                 future.append(uri)
-                protected.append(FileDecision(uri, size, mtime, "modification time in the future"))
+                keep(new(FileDecision, (uri, size, mtime, "modification time in the future", None)))
             elif mtime >= cutoff:
-                protected.append(
-                    FileDecision(uri, size, mtime, f"younger than --older-than ({_age(now - mtime)} old)")
-                )
-            elif anchor is not None and mtime >= anchor - options.margin:
-                protected.append(FileDecision(uri, size, mtime, IN_FLIGHT, evidence))
+                young = f"younger than --older-than ({_age(now - mtime)} old)"
+                keep(new(FileDecision, (uri, size, mtime, young, None)))
+            elif anchor is not None and mtime >= anchor - margin:
+                keep(new(FileDecision, (uri, size, mtime, IN_FLIGHT, evidence)))
             else:
-                candidates.append(FileDecision(uri, size, mtime, reason, evidence))
-    del listings
+                take(new(FileDecision, (uri, size, mtime, reason, evidence)))
 
     # every listed live file was found once; only when some were not is the set algebra needed
-    missing_paths = (
-        live.union(spans).difference(found_live) if len(found_live) < len(live) + len(spans) else ()
-    )
+    missing_paths: Iterable[str] = ()
+    if found_live < len(live) + len(spans):
+        listed = {f.uri for _root, files in listings for f in files}
+        missing_paths = live.union(spans).difference(listed)
+    del listings
     missing = sorted(({"path": p} for p in missing_paths), key=lambda d: d["path"])
     if missing:
         warnings.append(
