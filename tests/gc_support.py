@@ -48,6 +48,18 @@ class Scenario:
     def rebase(self) -> list[str]:
         return ["--rebase", f"{self.original}={self.root}"]
 
+    def gc_options(self, **overrides):
+        """GcOptions for planning this scenario in place (moved from its original root)."""
+        from ckptctl.gc import GcOptions
+
+        settings = {
+            "older_than": DAY,
+            "margin": 600.0,
+            "force": True,
+            "rebase": ((self.original, str(self.root)),),
+        }
+        return GcOptions((str(self.checkpoints),), **{**settings, **overrides})
+
     def jobs(self) -> list[Path]:
         return sorted(p for p in self.checkpoints.iterdir() if p.is_dir())
 

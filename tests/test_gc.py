@@ -158,7 +158,7 @@ def test_zero_mtime_is_kept(tmp_path: Path) -> None:
 
 def test_missing_mtime_is_kept(tmp_path: Path) -> None:
     """Object stores can list a file without a modification time: never a candidate then."""
-    from ckptctl.gc import GcOptions, build_plan
+    from ckptctl.gc import build_plan
     from ckptctl.storage import Storage
 
     sc = Scenario("2.2.0", "basic", tmp_path)
@@ -171,13 +171,7 @@ def test_missing_mtime_is_kept(tmp_path: Path) -> None:
 
     plan = build_plan(
         NoMtimeStorage(),
-        GcOptions(
-            (str(sc.checkpoints),),
-            older_than=DAY,
-            margin=600,
-            force=True,
-            rebase=((sc.original, str(sc.root)),),
-        ),
+        sc.gc_options(),
     )
     assert orphan not in {c.path for c in plan.candidates}
     assert "no modification time" in {p.path: p.reason for p in plan.protected}[orphan]
@@ -360,7 +354,7 @@ def test_streamed_plan_json_equals_the_plan(tmp_path: Path) -> None:
     """-o/--json stream the plan entry by entry; it must parse to exactly the plan's content."""
     import io
 
-    from ckptctl.gc import GcOptions, build_plan
+    from ckptctl.gc import build_plan
     from ckptctl.storage import Storage
 
     sc = Scenario("2.2.0", "basic", tmp_path)
@@ -368,13 +362,7 @@ def test_streamed_plan_json_equals_the_plan(tmp_path: Path) -> None:
     sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/fresh", mtime=time.time())
     plan = build_plan(
         Storage(),
-        GcOptions(
-            (str(sc.checkpoints),),
-            older_than=DAY,
-            margin=600,
-            force=True,
-            rebase=((sc.original, str(sc.root)),),
-        ),
+        sc.gc_options(),
     )
     buf = io.BytesIO()
     plan.write_json(buf)
