@@ -43,51 +43,6 @@ def transpose(rows: Sequence[tuple], width: int) -> list[list[Any]]:
     return [list(map(itemgetter(i), rows)) for i in range(width)]
 
 
-def _column_slot(values: list[Any]) -> tuple[str, list[Any] | None]:
-    """How one column goes into the line template: (template slot, values to format into it).
-
-    A value constant over the batch becomes a literal of the template (no per-line work); a
-    column of plain strings that need no escaping goes in raw between quotes; ints go in raw;
-    anything else is encoded once per distinct value.
-    """
-    first = values[0]
-    if values.count(first) == len(values) and (type(first) is not int or all(type(v) is int for v in values)):
-        return _encode(first).replace("%", "%%"), None
-    kinds = set(map(type, values))
-    if kinds <= {int}:
-        return "%d", values
-    if kinds == {str}:
-        if not _needs_escape(" ".join(values)):
-            return '"%s"', values
-        memo = {v: _encode(v) for v in set(values)}
-        return "%s", [memo[v] for v in values]
-    memo: dict[tuple[type, Any], str] = {}  # keyed by type too: True == 1 must not share a slot
-    out = []
-    for v in values:
-        key = (v.__class__, v)
-        e = memo.get(key)
-        if e is None:
-            e = memo[key] = _encode(v)
-        out.append(e)
-    return "%s", out
-
-
-def write_ndjson(columns: Sequence[str], rows: Sequence[tuple], out: IO[str], batch: int = 1024) -> None:
-    """One JSON object per line, encoded column by column in batches (bounded extra memory)."""
-    for start in range(0, len(rows), batch):
-        chunk = rows[start : start + batch]
-        slots = [_column_slot(col) for col in transpose(chunk, len(columns))]
-        template = (
-            "{" + ",".join(f'"{c}":{slot}' for c, (slot, _v) in zip(columns, slots, strict=True)) + "}\n"
-        )
-        template = template.replace("%d", "%s")
-        varying = [v for _s, v in slots if v is not None]
-        if not varying:
-            out.write(template.replace("%%", "%") * len(chunk))
-            continue
-        out.write("".join([template % line for line in zip(*varying, strict=True)]))
-
-
 def write_ndjson_groups(columns: Sequence[str], groups, out: IO[bytes], split: int) -> None:
     """NDJSON (UTF-8 bytes) from grouped rows (see ``refs.reference_groups``).
 

@@ -16,13 +16,12 @@ CASES = cases()
 
 
 @pytest.mark.parametrize("case", CASES[::3], ids=[c.id for c in CASES[::3]])
-def test_grouped_ndjson_equals_row_ndjson(case) -> None:
+def test_grouped_ndjson_is_the_reference_map(case) -> None:
     ck = load_checkpoint(Storage(), str(case.checkpoint_dir))
-    a, b = io.StringIO(), io.BytesIO()
-    export.write_ndjson(COLUMNS, reference_rows(ck), a)
+    b = io.BytesIO()
     export.write_ndjson_groups(COLUMNS, reference_groups(ck), b, GROUP_KEY)
-    assert a.getvalue().encode() == b.getvalue()
     rows = [json.loads(line) for line in b.getvalue().splitlines()]
+    assert all(list(r) == list(COLUMNS) for r in rows)
     assert [tuple(r[c] for c in COLUMNS) for r in rows] == [tuple(r) for r in reference_rows(ck)]
 
 
@@ -47,9 +46,6 @@ def test_odd_strings_round_trip_through_every_writer() -> None:
     rows = [(*shared[:GROUP_KEY], *f, *shared[GROUP_KEY:]) for f in files]
     out = io.BytesIO()
     export.write_ndjson_groups(COLUMNS, [(shared, files)], out, GROUP_KEY)
-    assert [tuple(json.loads(line).values()) for line in out.getvalue().splitlines()] == rows
-    out = io.StringIO()
-    export.write_ndjson(COLUMNS, rows, out)
     assert [tuple(json.loads(line).values()) for line in out.getvalue().splitlines()] == rows
     out = io.StringIO()
     export.write_json(COLUMNS, rows, out)

@@ -151,7 +151,7 @@ def refs_command(
 
         export.write_parquet(rows_to_arrow(rows), output)
         return
-    writer = {"json": export.write_json, "ndjson": export.write_ndjson, "csv": export.write_csv}[fmt]
+    writer = {"json": export.write_json, "csv": export.write_csv}[fmt]
     if output:
         with open(output, "w", encoding="utf-8", newline="") as f:
             writer(COLUMNS, rows, f)
