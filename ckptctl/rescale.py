@@ -415,3 +415,45 @@ def sweep(md: CheckpointMetadata, parallelisms: list[int], **kwargs: Any) -> dic
     no_merge = [r["parallelism"] for r in rows if r["merging_subtasks"] == 0]
     fastest = min(rows, key=lambda r: (r["max_subtask_bytes"], r["merging_subtasks"]))
     return {"rows": rows, "no_merge": no_merge, "recommended": fastest["parallelism"]}
+
+
+def apply_histogram(plan: dict[str, Any], rows: list[tuple], checkpoint: str | None = None) -> dict[str, Any]:
+    """Replace the uniform-key-group assumption with measured bytes (``verify --deep --histogram``).
+
+    ``rows`` are (checkpoint, operator_id, subtask, column_family, key_group, entries, bytes); rows
+    of other checkpoints are ignored when ``checkpoint`` is given. Per new subtask it adds the bytes
+    it ends up holding (``keep_bytes``), the bytes its base instance must drop by clipping
+    (``clip_bytes``) and the bytes copied key by key out of temporary instances (``copy_bytes``).
+    """
+    per_kg: dict[str, dict[int, list[int]]] = {}
+    for ck, op_id, _subtask, _cf, kg, entries, nbytes in rows:
+        if checkpoint is not None and ck != checkpoint:
+            continue
+        slot = per_kg.setdefault(op_id, {}).setdefault(kg, [0, 0])
+        slot[0] += entries
+        slot[1] += nbytes
+    if not per_kg:
+        raise CkptError("the histogram has no rows for this checkpoint (run verify --deep --histogram on it)")
+
+    def measure(kgs: dict[int, list[int]], lo: int, hi: int, index: int) -> int:
+        return sum(v[index] for kg, v in kgs.items() if lo <= kg <= hi)
+
+    for op in plan["operators"]:
+        kgs = per_kg.get(op["operator_id"])
+        if kgs is None or not op["keyed"]:
+            continue
+        totals = {"keep_bytes": 0, "clip_bytes": 0, "copy_bytes": 0}
+        for s in op["subtasks"]:
+            lo, hi = s["key_group_range"]
+            clip = sum(measure(kgs, a, b, 1) for a, b in s["clip"])
+            copy = sum(measure(kgs, *c["copy_range"], 1) for c in s["copied"])
+            data = {
+                "keep_bytes": measure(kgs, lo, hi, 1), "keep_entries": measure(kgs, lo, hi, 0),
+                "clip_bytes": clip, "copy_bytes": copy,
+            }  # fmt: skip
+            s["data"] = data
+            for k in totals:
+                totals[k] += data[k]
+        op["data"] = totals
+    plan["data_aware"] = True
+    return plan

@@ -228,3 +228,39 @@ def test_operator_state_redistribution() -> None:
     # 6 list elements over 4 subtasks: 2, 2, 1, 1 elements; plus both union elements; plus one broadcast copy
     assert sorted(plan["bytes_per_subtask"]) == sorted([20 + 10 + 7, 20 + 10 + 7, 10 + 10 + 7, 10 + 10 + 7])
     assert sum(plan["bytes_per_subtask"]) == 60 + 4 * 10 + 4 * 7
+
+
+def test_data_aware_plan_uses_the_measured_histogram(tmp_path: Path) -> None:
+    """verify --deep measures bytes per key group in the real RocksDB instances; plan-rescale
+    --data-aware must account every measured byte to exactly one new subtask."""
+    import pyarrow.parquet as pq
+
+    case = json.loads(GROUND_TRUTH[0].read_text())
+    checkpoint = str(REPO / case["checkpoint"])
+    histogram = tmp_path / "h.parquet"
+    result = runner.invoke(
+        app, ["verify", checkpoint, "--deep", "--engine", "local", "--histogram", str(histogram), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    hist = pq.read_table(histogram).to_pylist()
+    assert hist
+    plan = cli_json("plan-rescale", checkpoint, "-p", "3", "--data-aware", str(histogram), "--json")
+    assert plan["data_aware"]
+    for op in plan["operators"]:
+        if not op["keyed"]:
+            continue
+        rows = [h for h in hist if h["operator_id"] == op["operator_id"]]
+
+        def measured(lo: int, hi: int, rows=rows) -> int:
+            return sum(h["bytes"] for h in rows if lo <= h["key_group"] <= hi)
+
+        assert sum(s["data"]["keep_bytes"] for s in op["subtasks"]) == sum(h["bytes"] for h in rows) > 0
+        for s in op["subtasks"]:
+            assert s["data"]["keep_bytes"] == measured(*s["key_group_range"])
+            assert s["data"]["clip_bytes"] == sum(measured(a, b) for a, b in s["clip"])
+            assert s["data"]["copy_bytes"] == sum(measured(*c["copy_range"]) for c in s["copied"])
+        assert op["subtasks"][1]["data"]["copy_bytes"] == measured(43, 63) > 0
+    other = tmp_path / "other.parquet"
+    pq.write_table(pq.read_table(histogram).slice(0, 0), other)
+    bad = runner.invoke(app, ["plan-rescale", checkpoint, "-p", "3", "--data-aware", str(other)])
+    assert bad.exit_code == 2 and "no rows for this checkpoint" in bad.stderr

@@ -51,6 +51,12 @@ def plan_rescale_command(
     max_parallelism: Annotated[
         int | None, typer.Option("--max-parallelism", help="Refuse if it differs from the checkpoint's.")
     ] = None,
+    data_aware: Annotated[
+        str | None,
+        typer.Option(
+            "--data-aware", help="Histogram Parquet of `verify --deep --histogram`: real bytes per key group."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
@@ -58,7 +64,7 @@ def plan_rescale_command(
     """Each new subtask's key groups, the old handles it receives, the base RocksDB handle, and bytes."""
     from ckptctl.cli.output import make_output
     from ckptctl.refs import load_checkpoint
-    from ckptctl.rescale import plan_rescale, sweep
+    from ckptctl.rescale import apply_histogram, plan_rescale, sweep
 
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
@@ -71,6 +77,8 @@ def plan_rescale_command(
     if len(values) == 1:
         plan = plan_rescale(ck.metadata, values[0], **kwargs)
         plan["checkpoint"] = ck.location.uri
+        if data_aware:
+            apply_histogram(plan, _histogram_rows(data_aware), ck.location.uri)
         if as_json:
             out.json(plan)
         else:
@@ -82,6 +90,19 @@ def plan_rescale_command(
         out.json(result)
     else:
         _render_sweep(out, result)
+
+
+def _histogram_rows(path: str) -> list[tuple]:
+    from ckptctl.errors import CkptError
+
+    names = ("checkpoint", "operator_id", "subtask", "column_family", "key_group", "entries", "bytes")
+    try:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        return list(zip(*(table.column(n).to_pylist() for n in names), strict=True))
+    except (OSError, KeyError, ValueError) as e:
+        raise CkptError(f"not a verify histogram: {e}", path=path) from None
 
 
 def _render_plan(out, plan: dict[str, Any]) -> None:
@@ -100,7 +121,7 @@ def _render_plan(out, plan: dict[str, Any]) -> None:
         title += f"  {op['old_parallelism']} → {op['new_parallelism']} (max {op['max_parallelism']})"
         if op["keyed"]:
             t = Table(title=_escape(title), title_justify="left")
-            for col in (
+            columns = [
                 "subtask",
                 "key groups",
                 "handles received (overlap/fraction)",
@@ -108,8 +129,12 @@ def _render_plan(out, plan: dict[str, Any]) -> None:
                 "clip",
                 "copied",
                 "download",
-            ):
-                t.add_column(col, justify="right" if col in ("subtask", "download") else "left")
+            ]
+            if "data" in op:  # --data-aware: measured bytes instead of uniform key groups
+                columns += ["keeps", "clipped", "copied bytes"]
+            for col in columns:
+                left = col in ("key groups", "handles received (overlap/fraction)", "base", "clip", "copied")
+                t.add_column(col, justify="left" if left else "right")
             for s in op["subtasks"]:
                 handles = (
                     ", ".join(
@@ -130,9 +155,17 @@ def _render_plan(out, plan: dict[str, Any]) -> None:
                 }.get(s["mode"]) or f"{base['key_group_range'][0]}-{base['key_group_range'][1]}"
                 clip = ", ".join(f"{a}-{b}" for a, b in s["clip"]) or "-"
                 copied = ", ".join(f"{c['copy_range'][0]}-{c['copy_range'][1]}" for c in s["copied"]) or "-"
+                extra = []
+                if "data" in s:
+                    d = s["data"]
+                    extra = [
+                        human_bytes(d["keep_bytes"]),
+                        human_bytes(d["clip_bytes"]),
+                        human_bytes(d["copy_bytes"]),
+                    ]
                 t.add_row(
                     str(s["index"]), f"{s['key_group_range'][0]}-{s['key_group_range'][1]}", handles, base_text,
-                    clip, copied, human_bytes(s["download_bytes"]),
+                    clip, copied, human_bytes(s["download_bytes"]), *extra,
                 )  # fmt: skip
             out.out.print(t)
         for osp in op["operator_state"]:
