@@ -157,14 +157,10 @@ def kgr_view(r: KeyGroupRange) -> list[int]:
     return r.as_list()
 
 
-def resolver_for(ck: LoadedCheckpoint) -> Resolver:
-    return file_resolver(ck)
-
-
 def checkpoint_view(ck: LoadedCheckpoint) -> dict[str, Any]:
     """``show --json``: the whole checkpoint, operators → subtasks → handles."""
     md = ck.metadata
-    resolve = resolver_for(ck)
+    resolve = file_resolver(ck)
     full, incremental, inline = state_sizes(md)
     props = md.properties
     ops = []
