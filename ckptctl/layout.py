@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ckptctl import storage as st
 from ckptctl.errors import LayoutError, StorageError
@@ -27,7 +28,74 @@ from ckptctl.storage import FileInfo, Storage
 METADATA_FILE = "_metadata"
 CHK_RE = re.compile(r"^chk-(\d+)$")
 SAVEPOINT_RE = re.compile(r"^savepoint-([0-9a-fA-F]{6})-([0-9a-zA-Z]{12})$")
-JOB_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+JOB_ID_RE = re.compile(r"^[0-9a-f]{32}$")  # a JobID as Flink prints it: 16 bytes in lowercase hex
+# ForSt (Flink 2.x, disaggregated state) keeps each operator's live database inside shared/:
+# shared/op_<operator>__<subtask>_<parallelism>__attempt_<k>/db/<files>, plus empty _dummy_dir_<uuid>
+FORST_DIR_RE = re.compile(r"^(?:op_.+__\d+_\d+__attempt_\d+|_dummy_dir_.*)$")
+# files of a RocksDB/ForSt database that are not data files: never collected from a working dir
+FORST_CONTROL_RE = re.compile(r"^(?:CURRENT|IDENTITY|LOCK|LOG(?:\..*)?|MANIFEST-\d+|OPTIONS-\d+)$")
+AREAS_WITHOUT_METADATA = ("shared", "taskowned")
+
+
+# ---------------------------------------------------------------------------------------------
+# The one directory grammar (used by every command and by gc)
+
+
+class Place(NamedTuple):
+    """Where a directory lies in Flink's layout below a root.
+
+    ``area`` is ``shared``, ``taskowned``, ``chk`` (inside ``<job>/chk-N``), ``savepoint`` (inside a
+    ``savepoint-…`` directory) or ``other`` (anything Flink's checkpoint storage does not write:
+    never a gc candidate). ``job`` is the job directory URI (its name a 32-hex JobID), ``chk`` the
+    checkpoint directory URI, ``forst`` whether it is a ForSt working directory in ``shared/``.
+    """
+
+    area: str
+    job: str | None = None
+    chk: str | None = None
+    forst: bool = False
+
+
+OTHER = Place("other")
+SAVEPOINT_PLACE = Place("savepoint")
+
+
+def place_of(root: str, dir_uri: str) -> Place:
+    """The place of directory ``dir_uri`` (inside ``root`` or ``root`` itself) in the grammar::
+
+        [root/…/]<job-id>/shared/…            [root/…/]<job-id>/taskowned/…
+        [root/…/]<job-id>/chk-<N>/…           …/savepoint-<6 hex>-<12 alnum>/…
+
+    The first ``shared``, ``taskowned``, ``chk-N`` or savepoint component decides; the directory
+    above a ``shared``/``taskowned``/``chk-N`` must be a job directory (a 32-hex JobID, the root
+    itself included), or the files are not Flink's (``ROOT/team/shared/report.csv``).
+    """
+    root = root.rstrip("/")
+    if dir_uri == root:
+        return OTHER
+    parts = dir_uri[len(root) + 1 :].split("/")
+    for i, part in enumerate(parts):
+        is_chk = part.startswith("chk-") and CHK_RE.match(part) is not None
+        if is_chk or part in AREAS_WITHOUT_METADATA:
+            job = root + "/" + "/".join(parts[:i]) if i else root
+            if JOB_ID_RE.match(st.basename(job)) is None:
+                return OTHER
+            if is_chk:
+                return Place("chk", job, job + "/" + part)
+            forst = part == "shared" and i + 1 < len(parts) and FORST_DIR_RE.match(parts[i + 1]) is not None
+            return Place(part, job, None, forst)
+        if part.startswith("savepoint-") and SAVEPOINT_RE.match(part):
+            return SAVEPOINT_PLACE
+    return OTHER
+
+
+def is_checkpoint_metadata(root: str, uri: str) -> bool:
+    """A ``_metadata`` that can be a checkpoint's or savepoint's: not inside ``shared/`` or
+    ``taskowned/`` (Flink never writes one there; :meth:`Storage.find_metadata` prunes them)."""
+    if not uri.endswith("/" + METADATA_FILE):
+        return False
+    rel = uri[len(root.rstrip("/")) + 1 :].split("/")[:-1]
+    return not any(p in AREAS_WITHOUT_METADATA for p in rel)
 
 
 @dataclass(frozen=True)
@@ -109,22 +177,17 @@ def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = No
     for f in listed:
         uri = f.uri
         parent, _, name = uri.rpartition("/")
-        if name == METADATA_FILE:
+        if name == METADATA_FILE and is_checkpoint_metadata(root, uri):
             metadata_by_dir[parent] = f
         # directories decide everything else: look at each one once (a flat shared/ holds millions)
         if parent in seen_dirs or not uri.startswith(prefix):
             continue
         seen_dirs.add(parent)
-        parts = uri[len(prefix) :].split("/")
-        # the first chk-N / shared / taskowned component marks the directory above it as a job
-        for i, part in enumerate(parts[:-1]):
-            is_chk = CHK_RE.match(part) is not None
-            if is_chk or part in ("shared", "taskowned"):
-                job_uri = prefix + "/".join(parts[:i]) if i else root
-                job_dirs.setdefault(job_uri, JobDirectory(job_uri, st.basename(job_uri)))
-                if is_chk:
-                    chk_dirs.add(st.join(job_uri, part))
-                break
+        place = place_of(root, parent)
+        if place.job is not None:
+            job_dirs.setdefault(place.job, JobDirectory(place.job, st.basename(place.job)))
+            if place.chk is not None:
+                chk_dirs.add(place.chk)
     savepoints: list[CheckpointLocation] = []
     others: list[CheckpointLocation] = []
     for dir_uri in sorted(set(metadata_by_dir) | chk_dirs):

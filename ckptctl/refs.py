@@ -66,12 +66,18 @@ FILE_HANDLE_TYPES = {
 
 
 def canonical(path: str) -> str:
-    """Canonical URI of a path Flink wrote; the common, already-canonical case costs one check."""
-    if path.startswith("s3://") or (
-        path.startswith("file:/") and not path.startswith("file://") and "//" not in path and "/." not in path
-    ):
-        return path.rstrip("/") if path.endswith("/") and len(path) > 6 else path
+    """Canonical URI of a path Flink wrote (see :func:`storage.normalize_uri`); the common,
+    already-canonical case costs one check."""
+    if (path.startswith("s3://") or path.startswith("file:/")) and st.is_normal(path):
+        return path
     return st.normalize_uri(path)
+
+
+def relative_uri(base: str, relative: str) -> str:
+    """URI of a relative handle's file; the common plain name costs one check."""
+    if "/" in relative or "\\" in relative or ":" in relative or relative in (".", "..", ""):
+        return st.resolve_relative(base, relative)
+    return base + "/" + relative
 
 
 @dataclass(frozen=True)
@@ -238,7 +244,7 @@ def _reference_groups(ck: LoadedCheckpoint) -> list[tuple[tuple, list[tuple]]]:
                 t = type(h)
                 if t is RelativeFileHandle:
                     written = h.relative_path
-                    append((FILE_HANDLE_TYPES[t], local_name, base + "/" + written, written, 0, h.size))
+                    append((FILE_HANDLE_TYPES[t], local_name, relative_uri(base, written), written, 0, h.size))
                 else:
                     written = h.path
                     offset = h.offset if t is SegmentFileHandle else 0
@@ -257,7 +263,7 @@ def _resolver(rebase: Rebase):
 
     def to_uri(path: str) -> str:
         d, _, name = path.rpartition("/")
-        if name in ("", ".", "..") or not d:
+        if name in ("", ".", "..") or not d or "\\" in name:
             uri = canonical(path)
             return apply(uri) if apply is not None else uri
         c = dirs.get(d)
@@ -282,11 +288,11 @@ def reference_rows(ck: LoadedCheckpoint) -> list[tuple]:
 def file_resolver(ck: LoadedCheckpoint):
     """The one mapping from a file handle to the URI of its file now: relative handles against
     the checkpoint's directory, absolute ones canonicalised and rebased (see :func:`_resolver`)."""
-    base = ck.location.uri + "/"
+    base = ck.location.uri
     to_uri = _resolver(ck.rebase)
 
     def resolve(h: Any) -> str:
-        return base + h.relative_path if type(h) is RelativeFileHandle else to_uri(h.path)
+        return relative_uri(base, h.relative_path) if type(h) is RelativeFileHandle else to_uri(h.path)
 
     return resolve
 

@@ -24,11 +24,21 @@ S3_ALIASES = ("s3a", "s3n", "s3p")
 
 
 def normalize_uri(location: str) -> str:
-    """Canonical URI of a local path or storage URI (no trailing slash except for roots)."""
+    """Canonical URI of a local path or storage URI, with Flink ``Path`` semantics.
+
+    Flink's ``Path`` turns backslashes into slashes, collapses runs of slashes and then applies
+    ``URI.normalize()`` (drops ``.`` segments, resolves ``..``), so ``s3://b/ck//job/./shared/x``
+    and ``s3://b/ck/job/shared/sub/../x`` name the same object Flink opens. ckptctl must see the
+    same file, or gc would keep the literal spelling alive and delete the real one. A ``..`` that
+    climbs above the bucket stays in the result (Flink keeps it too): see :func:`escapes`.
+    """
     loc = location.strip()
     scheme, sep, rest = loc.partition("://")
     if sep and scheme.lower() in (*S3_ALIASES, "s3"):
-        return "s3://" + rest.rstrip("/") if rest.strip("/") else "s3://" + rest
+        bucket, slash, key = rest.partition("/")
+        if not slash:
+            return "s3://" + bucket
+        return "s3://" + bucket + "/" + _clean_key(key)
     if sep and scheme.lower() == "file":
         # file:///x -> file:/x ; file://localhost/x -> file:/x
         path = rest[rest.index("/") :] if not rest.startswith("/") and "/" in rest else rest
@@ -40,10 +50,52 @@ def normalize_uri(location: str) -> str:
     return "file:" + _clean_local(os.path.abspath(os.path.expanduser(loc)))
 
 
+def _clean_key(key: str) -> str:
+    """An object key as Flink's ``Path`` normalises it: no empty, ``.`` or resolvable ``..`` parts."""
+    out: list[str] = []
+    for part in key.replace("\\", "/").split("/"):
+        if part in ("", "."):
+            continue
+        if part == ".." and out and out[-1] != "..":
+            out.pop()
+        else:
+            out.append(part)
+    return "/".join(out)
+
+
 def _clean_local(path: str) -> str:
-    path = "/" + path.lstrip("/")
+    path = "/" + path.replace("\\", "/").lstrip("/")
     cleaned = posixpath.normpath(path)
     return "/" if cleaned == "//" else cleaned
+
+
+def escapes(uri: str) -> bool:
+    """True if a normalised URI still climbs above its bucket (``s3://b/../x``): it names no
+    object under any root, whatever its prefix looks like."""
+    return uri.startswith("s3://") and ("/../" in uri or uri.endswith("/.."))
+
+
+def is_normal(uri: str) -> bool:
+    """True if ``uri`` is already in the form :func:`normalize_uri` gives (checked cheaply)."""
+    if not uri.startswith(("s3://", "file:")):
+        return True
+    body = uri[5:]
+    return not (
+        "//" in body or "/./" in body or "/../" in body or "\\" in body
+        or body.endswith(("/.", "/..")) or (body.endswith("/") and len(body) > 1)
+    )  # fmt: skip
+
+
+def resolve_relative(base_dir: str, relative: str) -> str:
+    """The file a ``RelativeFileStateHandle`` names: ``new Path(exclusiveDir, new Path(relative))``.
+
+    As in Flink, a relative path with a scheme is absolute, a leading slash is dropped, and
+    ``..`` is resolved, so ``../shared/x`` in ``chk-9`` is the job's ``shared/x``.
+    """
+    colon, slash = relative.find(":"), relative.find("/")
+    if colon > 0 and (slash < 0 or colon < slash):
+        return normalize_uri(relative)
+    return normalize_uri(base_dir.rstrip("/") + "/" + relative.lstrip("/\\"))
 
 
 def scheme_of(uri: str) -> str:
@@ -233,33 +285,61 @@ class Storage:
     def find_metadata(self, uri: str) -> Iterator[FileInfo]:
         """Every ``_metadata`` below ``uri``, without reading the (huge) shared/ and taskowned/ dirs.
 
-        Flink never writes a ``_metadata`` inside them, so a local walk prunes them; on object
-        stores, where pruning needs delimiter listings, this is a filtered full listing.
+        Flink never writes a ``_metadata`` inside them. Locally a pruned walk; on object stores a
+        walk of delimiter listings that never descends into them either, so it costs one request
+        per directory outside shared/ and taskowned/, not a full listing. gc runs it again after
+        the full listing: a checkpoint that completed meanwhile shows up as a difference.
         """
         if scheme_of(uri) == "file":
             yield from _walk_local(uri[5:], prune=("shared", "taskowned"), only="_metadata")
             return
-        for f in self.list_files(uri):
-            if f.uri.endswith("/_metadata"):
-                yield f
+        if scheme_of(uri) != "s3":
+            for f in self.list_files(uri):
+                if f.uri.endswith("/_metadata"):
+                    yield f
+            return
+        fs, path = self.fs(uri)
+        stack = [path.rstrip("/")]
+        while stack:
+            current = stack.pop()
+            try:
+                entries = _retrying(lambda c=current: fs.ls(c, detail=True, refresh=True))
+            except FileNotFoundError:
+                continue
+            except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+                raise StorageError(f"cannot list: {type(e).__name__}: {e}", path="s3://" + current) from None
+            for info in entries:
+                name = info["name"].rstrip("/")
+                base = name.rpartition("/")[2]
+                if info.get("type") == "directory":
+                    if base not in ("shared", "taskowned") and name != current:
+                        stack.append(name)
+                elif base == "_metadata":
+                    yield FileInfo("s3://" + name, int(info.get("size") or 0), _mtime_of(info))
 
     # -- time ----------------------------------------------------------------------------
-    def now(self, uri: str) -> tuple[float, str]:
+    def now(self, uri: str, attempts: int = 4) -> tuple[float | None, str]:
         """The storage's idea of the current time, and where it came from.
 
         Object stores stamp mtimes with their own clock, so age cut-offs are taken from it (the
-        HTTP ``Date`` of a cheap request) rather than from this machine's clock.
+        HTTP ``Date`` of a cheap request, retried) rather than from this machine's clock. When it
+        cannot be read the time is ``None``: gc then refuses unless told to use the local clock.
         """
-        if scheme_of(uri) == "s3":
-            fs, path = self.fs(uri)
-            bucket = path.split("/", 1)[0]
+        if scheme_of(uri) != "s3":
+            return time.time(), "local clock"
+        fs, path = self.fs(uri)
+        bucket = path.split("/", 1)[0]
+        error = "unknown"
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(0.2 * 2 ** (attempt - 1))
             try:
                 response = fs.call_s3("list_objects_v2", Bucket=bucket, MaxKeys=1)
                 date = response["ResponseMetadata"]["HTTPHeaders"]["date"]
-            except Exception as e:  # noqa: BLE001 - any failure: fall back, but say so
-                return time.time(), f"local clock (no S3 Date header: {type(e).__name__})"
-            return email.utils.parsedate_to_datetime(date).timestamp(), "S3 Date header"
-        return time.time(), "local clock"
+                return email.utils.parsedate_to_datetime(date).timestamp(), "S3 Date header"
+            except Exception as e:  # noqa: BLE001 - any failure: try again, then say so
+                error = f"{type(e).__name__}: {e}"
+        return None, f"no S3 Date header after {attempts} attempts ({error})"
 
     # -- writing -------------------------------------------------------------------------
     def write_bytes(self, uri: str, data: bytes) -> None:

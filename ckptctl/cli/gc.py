@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from datetime import datetime
@@ -49,48 +48,72 @@ def parse_age(text: str, option: str) -> float:
 @command
 def plan_command(
     roots: Annotated[
-        list[str], typer.Argument(help="Checkpoint roots (every job directory below is scanned).")
+        list[str],
+        typer.Argument(help="Checkpoint roots (every job directory below is scanned).", metavar="ROOT..."),
     ],
     savepoints: Annotated[
-        list[str] | None, typer.Option("--savepoints", help="Extra savepoint directory to scan. Repeatable.")
+        list[str] | None,
+        typer.Option("--savepoints", metavar="DIR", help="Extra savepoint directory to scan. Repeatable."),
     ] = None,
     changelog_dir: Annotated[
         list[str] | None,
-        typer.Option("--changelog-dir", help="Changelog (DSTL) storage directory. Repeatable."),
+        typer.Option("--changelog-dir", metavar="DIR", help="Changelog (DSTL) storage directory. Repeatable."),
     ] = None,
     keep_last: Annotated[
         int | None,
-        typer.Option("--keep-last", help="Retain only the newest K completed checkpoints per job."),
+        typer.Option("--keep-last", metavar="K", help="Retain only the newest K completed checkpoints per job."),
     ] = None,
     older_than: Annotated[
         str,
         typer.Option(
-            "--older-than", help="Only files older than this are candidates (duration or ISO time)."
+            "--older-than", metavar="DURATION",
+            help="Only files older than this are candidates (24h, 90m, 7d, or an ISO time).",
         ),
     ] = "24h",
     margin: Annotated[
         str,
         typer.Option(
-            "--margin", help="Files must also predate the newest retained checkpoint of their job by this."
+            "--margin", metavar="DURATION",
+            help="Files must also predate the newest retained checkpoint of their job by this.",
         ),
     ] = "1h",
     max_delete_fraction: Annotated[
         float,
-        typer.Option("--max-delete-fraction", help="Refuse plans deleting a larger share of files or bytes."),
+        typer.Option(
+            "--max-delete-fraction", metavar="FRACTION",
+            help="Refuse plans deleting a larger share of files or bytes, overall or of any job.",
+        ),
     ] = 0.5,
     force: Annotated[bool, typer.Option("--force", help="Allow plans above --max-delete-fraction.")] = False,
     allow_external: Annotated[
         bool,
         typer.Option("--allow-external", help="Proceed although references point outside the scanned roots."),
     ] = False,
+    accept_lost: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--accept-lost", metavar="CHECKPOINT",
+            help="A retained checkpoint whose missing files you accept as lost (otherwise missing files block). Repeatable.",
+        ),
+    ] = None,
+    clock: Annotated[
+        str,
+        typer.Option(
+            "--clock", metavar="storage|local",
+            help="Whose clock ages are measured on: the object store's (default; refuses if unreadable) or this machine's.",
+        ),
+    ] = "storage",
     output: Annotated[
-        str | None, typer.Option("--output", "-o", help="Write the plan (JSON) to this file.")
+        str | None, typer.Option("--output", "-o", metavar="PLAN.json", help="Write the plan (JSON) to this file.")
     ] = None,
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
 ) -> None:
-    """Dry run: the live set, the orphans the guards allow, and why anything else is kept."""
+    """Dry run: the live set, the orphans the guards allow, and why anything else is kept.
+
+    `ckptctl gc ROOT ...` is the same as `ckptctl gc plan ROOT ...`.
+    """
     from ckptctl.cli.output import make_output
     from ckptctl.gc import GcOptions, build_plan
 
@@ -99,7 +122,7 @@ def plan_command(
     options = GcOptions(
         tuple(roots), tuple(savepoints or ()), tuple(changelog_dir or ()), keep_last,
         parse_age(older_than, "--older-than"), parse_age(margin, "--margin"), max_delete_fraction, force,
-        allow_external, mappings.mappings,
+        allow_external, mappings.mappings, tuple(accept_lost or ()), clock,
     )  # fmt: skip
     plan = build_plan(storage, options, progress=lambda items, n: _progress(out, items, n))
     if output:
@@ -123,14 +146,17 @@ def _progress(out, items, total):
 @gc_app.command("apply")
 @command
 def apply_command(
-    plan_file: Annotated[str, typer.Argument(help="A plan written by `ckptctl gc plan -o FILE`.")],
+    plan_file: Annotated[
+        str, typer.Argument(help="A plan written by `ckptctl gc plan -o FILE`.", metavar="PLAN.json")
+    ],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     trash: Annotated[
-        str | None, typer.Option("--trash", help="Move files under this prefix instead of deleting them.")
+        str | None,
+        typer.Option("--trash", metavar="DIR", help="Move files under this prefix instead of deleting them."),
     ] = None,
     manifest: Annotated[
         str | None,
-        typer.Option("--manifest", help="Manifest of removed files (default: PLAN.manifest.jsonl)."),
+        typer.Option("--manifest", metavar="FILE", help="Manifest of removed files (default: PLAN.manifest.jsonl)."),
     ] = None,
     batch_size: Annotated[
         int, typer.Option("--batch-size", min=1, max=1000, help="Files per delete request (S3 allows 1000).")
@@ -138,18 +164,19 @@ def apply_command(
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
 ) -> None:
-    """Re-validate the plan against the storage as it is now, then delete what is still an orphan."""
+    """Re-validate the plan against the storage as it is now, then delete what is still an orphan.
+
+    The plan's own storage endpoint is used unless --s3-endpoint names another.
+    """
     from ckptctl.cli.output import make_output
     from ckptctl.errors import CkptError
-    from ckptctl.gc import apply_plan, revalidate
+    from ckptctl.gc import apply_plan, read_plan, revalidate
+    from ckptctl.gc.planfile import storage_from_plan
+    from ckptctl.storage import Storage
 
     out = make_output(as_json)
-    try:
-        with open(plan_file, encoding="utf-8") as f:
-            plan_data = json.load(f)
-    except (OSError, ValueError) as e:
-        raise CkptError(f"cannot read the plan: {e}", path=plan_file) from None
-    storage, _ = _context(s3_endpoint, None)
+    plan_data = read_plan(plan_file)
+    storage = Storage(storage_from_plan(plan_data, s3_endpoint))
     fresh, go, skipped = revalidate(storage, plan_data, progress=lambda items, n: _progress(out, items, n))
     total = sum(d.size for d in go)
     if not go:
@@ -159,6 +186,7 @@ def apply_command(
             raise CkptError("refusing to delete without confirmation: pass --yes (no terminal to ask)")
         what = "move" if trash else "delete"
         if not typer.confirm(f"{what} {len(go)} files ({total:,} bytes)?", default=False, err=True):
+            out.warn("aborted; nothing deleted")
             raise typer.Exit(1)
     with out.counter(len(go), "moving" if trash else "deleting") as advance:
         result = apply_plan(

@@ -251,6 +251,8 @@ class ConsoleOutput(Output):
         from rich.panel import Panel
         from rich.table import Table
 
+        from ckptctl.gc.reasons import describe
+
         grid = Table.grid(padding=(0, 2))
         grid.add_column(justify="left")
         grid.add_column(justify="right")
@@ -287,12 +289,20 @@ class ConsoleOutput(Output):
                 table.add_column("reason")
                 table.add_column("files", justify="right")
                 for reason, n in counter.items():
-                    table.add_row(_escape(reason), f"{n:,}")
+                    table.add_row(_escape(describe(reason)), f"{n:,}")
                 self.out.print(table)
+        if plan.get("dead_jobs"):
+            table = Table(title="jobs with no retained checkpoint", title_justify="left")
+            table.add_column("job")
+            table.add_column("files", justify="right")
+            table.add_column("bytes", justify="right")
+            for d in plan["dead_jobs"]:
+                table.add_row(_escape(d["job"].rpartition("/")[2]), f"{d['files']:,}", human_bytes(d["bytes"]))
+            self.out.print(table)
         for w in plan["warnings"]:
             self.warn(w)
         for r in plan["refusals"]:
-            self.err.print(f"[red]refused:[/red] {_escape(r)}")
+            self.err.print(f"[red]refused ({r['code']}):[/red] {_escape(r['message'])}")
         if written_to:
             self.out.print(f"plan written to {written_to}; apply with: ckptctl gc apply {written_to}")
         elif not plan["blocked"] and plan["candidate_files"]:

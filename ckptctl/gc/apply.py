@@ -1,0 +1,341 @@
+"""Applying a plan: re-validate against the storage as it is now, then delete without ever
+leaving the roots.
+
+``apply`` never trusts an old plan: it re-scans with the plan's options and deletes only what is
+still a candidate with the same size and mtime. Expired checkpoints go ``_metadata`` first (as
+Flink's own discard does), so an interruption never leaves a ``_metadata`` pointing at deleted
+files. Locally every deletion walks from the root through directory descriptors opened with
+``O_NOFOLLOW``: a directory swapped for a symbolic link while apply runs is never followed. On
+object stores a key must lie under its root's prefix and be in normal form.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ckptctl import storage as st
+from ckptctl.errors import CkptError
+from ckptctl.gc.plan import FileDecision, GcPlan, build_plan
+from ckptctl.gc.planfile import BlockedPlan, options_from_plan, validate
+from ckptctl.gc.reasons import Reason
+from ckptctl.layout import CHK_RE, METADATA_FILE
+from ckptctl.storage import Storage
+
+
+class GcApplyRefused(CkptError):
+    exit_code = 1
+
+
+@dataclass
+class ApplyResult:
+    deleted: list[FileDecision]
+    skipped: list[dict[str, Any]]
+    failed: list[dict[str, Any]]
+    trashed_to: str | None
+    manifest: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "deleted": [d.as_dict() for d in self.deleted], "deleted_files": len(self.deleted),
+            "deleted_bytes": sum(d.size for d in self.deleted), "skipped": self.skipped, "failed": self.failed,
+            "trash": self.trashed_to, "manifest": self.manifest,
+        }  # fmt: skip
+
+
+def revalidate(
+    storage: Storage, plan_data: dict[str, Any], progress=None
+) -> tuple[GcPlan, list[FileDecision], list[dict]]:
+    """Re-scan with the plan's options; keep only what is still a candidate, unchanged.
+
+    The result is ordered for deletion: the ``_metadata`` of expired checkpoints first. When
+    an expired checkpoint's ``_metadata`` will not be deleted (changed, guarded), nothing that
+    belongs to it or is referenced only by expired checkpoints is deleted either.
+    """
+    validate(plan_data)
+    if plan_data["blocked"]:
+        raise BlockedPlan("this plan was blocked and can never be applied; run `ckptctl gc plan` again")
+    fresh = build_plan(storage, options_from_plan(plan_data), progress=progress)
+    if fresh.refusals:
+        raise GcApplyRefused("the re-validated plan is blocked: " + fresh.refusals[0]["message"])
+    now_candidates = {c.path: c for c in fresh.candidates}
+    go: list[FileDecision] = []
+    skipped: list[dict[str, Any]] = []
+    for c in plan_data["candidates"]:
+        current = now_candidates.get(c["path"])
+        if current is None:
+            skipped.append(
+                {"path": c["path"], "reason": "no longer a candidate (gone, referenced again, or guarded)"}
+            )
+        elif current.size != c["size"] or current.mtime != c["mtime"]:
+            skipped.append({"path": c["path"], "reason": "changed since the plan (size or mtime)"})
+        else:
+            go.append(current)
+    going = {d.path for d in go}
+    expired_metadata = {st.join(e["path"], METADATA_FILE) for e in fresh.expired}
+    stuck = {st.parent(m) for m in expired_metadata if m not in going}
+    if stuck:
+        kept = []
+        for d in go:
+            if d.reason is Reason.EXPIRED_ONLY or (
+                d.reason is Reason.EXPIRED_CHECKPOINT and any(st.is_under(d.path, s) for s in stuck)
+            ):
+                skipped.append({"path": d.path, "reason": "its expired checkpoint's _metadata is not deleted this time"})
+            else:
+                kept.append(d)
+        go = kept
+    first = [d for d in go if d.path in expired_metadata]
+    return fresh, first + [d for d in go if d.path not in expired_metadata], skipped
+
+
+def apply_plan(
+    storage: Storage,
+    fresh: GcPlan,
+    go: list[FileDecision],
+    skipped: list[dict[str, Any]],
+    *,
+    manifest: str | None,
+    trash: str | None = None,
+    batch_size: int = 1000,
+    on_batch: Callable[[int], None] | None = None,
+) -> ApplyResult:
+    """Delete (or move to ``trash``) the re-validated candidates, writing the manifest first."""
+    failed: list[dict[str, Any]] = []
+    deleted: list[FileDecision] = []
+    roots = fresh.options.scopes()
+    trash_root = st.normalize_uri(trash) if trash else None
+    if trash_root is not None:
+        for scope in roots:
+            if st.is_under(trash_root, scope) or st.is_under(scope, trash_root):
+                raise GcApplyRefused(
+                    f"overlapping scopes: --trash {trash_root} and {scope} nest (the trash would be collected, "
+                    "or would collect)"
+                )
+    remover = _Remover(storage, roots)
+    expired_metadata = {st.join(e["path"], METADATA_FILE) for e in fresh.expired}
+    n_first = sum(1 for d in go if d.path in expired_metadata)
+    batches = _batches(go, n_first, batch_size)
+    emptied_dirs: set[str] = set()
+    try:
+        for number, batch in enumerate(batches):
+            targets = {d.path: _trash_target(storage, trash_root, d.path) for d in batch} if trash_root else {}
+            if manifest:
+                _append_manifest(manifest, [
+                    {"batch": number, "path": d.path, "size": d.size, "mtime": d.mtime, "reason": str(d.reason),
+                     "action": "trash" if trash_root else "delete",
+                     **({"trash_path": targets[d.path]} if trash_root else {})}
+                    for d in batch
+                ])  # fmt: skip
+            bad = dict(remover.move(targets) if trash_root else remover.delete([d.path for d in batch]))
+            for d in batch:
+                if d.path in bad:
+                    failed.append({"path": d.path, "error": bad[d.path]})
+                else:
+                    deleted.append(d)
+                    if d.reason in (Reason.EXPIRED_CHECKPOINT, Reason.INCOMPLETE_CHECKPOINT):
+                        emptied_dirs.add(st.parent(d.path))
+            if manifest:
+                _append_manifest(manifest, [{"batch": number, "done": True, "failed": len(bad)}])
+            if on_batch:
+                on_batch(len(batch))
+            if bad and number == 0 and n_first:
+                # an expired _metadata could not be removed: its files must stay
+                for d in go[len(batch) :]:
+                    skipped.append({"path": d.path, "reason": "not attempted: an expired _metadata could not be deleted first"})
+                break
+        for d in sorted(emptied_dirs, key=len, reverse=True):
+            if CHK_RE.match(st.basename(d)):
+                remover.remove_empty_dir(d)
+    finally:
+        remover.close()
+    return ApplyResult(deleted, skipped, failed, trash_root, manifest)
+
+
+def _batches(go: list[FileDecision], n_first: int, size: int) -> Iterable[list[FileDecision]]:
+    """The expired ``_metadata`` files as the first batch of their own, then the rest."""
+    if n_first:
+        yield go[:n_first]
+    for start in range(n_first, len(go), size):
+        yield go[start : start + size]
+
+
+def _trash_target(storage: Storage, trash_root: str, path: str) -> str:
+    """``TRASH/<scheme>/<the whole original path>``: files of two roots never meet, and an
+    existing file is never overwritten (a ``.~N~`` suffix is added)."""
+    scheme = st.scheme_of(path)
+    body = path[5:].lstrip("/")  # file:/… and s3://… both have a 5-character prefix
+    target = st.join(trash_root, scheme, body)
+    n = 0
+    candidate = target
+    while storage.stat(candidate) is not None:
+        n += 1
+        candidate = f"{target}.~{n}~"
+    return candidate
+
+
+class _Remover:
+    """Deletes and moves files without ever leaving the scanned roots."""
+
+    def __init__(self, storage: Storage, roots: Iterable[str]) -> None:
+        self.storage = storage
+        self.roots = sorted(roots, key=len, reverse=True)
+        self._dir: str | None = None
+        self._fd: int | None = None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._dir = self._fd = None
+
+    def _root_of(self, uri: str) -> str | None:
+        for root in self.roots:
+            if uri != root and st.is_under(uri, root):
+                return root
+        return None
+
+    def _check(self, uri: str) -> str | None:
+        """Why ``uri`` must not be touched, or ``None``."""
+        if not st.is_normal(uri) or st.escapes(uri):
+            return "path not in normal form: refusing to delete"
+        if self._root_of(uri) is None:
+            return "outside the scanned roots: refusing to delete"
+        return None
+
+    # -- local, through directory descriptors ----------------------------------------------
+    def _dir_fd(self, dir_uri: str) -> int:
+        if dir_uri == self._dir and self._fd is not None:
+            return self._fd
+        self.close()
+        root = self._root_of(dir_uri + "/x")
+        assert root is not None
+        fd = os.open(root[5:], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the root itself as named
+        try:
+            rest = dir_uri[len(root.rstrip("/")) + 1 :] if dir_uri != root else ""
+            for part in filter(None, rest.split("/")):
+                nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = nfd
+        except BaseException:
+            os.close(fd)
+            raise
+        self._dir, self._fd = dir_uri, fd
+        return fd
+
+    def _open_parent(self, uri: str) -> tuple[int | None, str, str | None]:
+        """(directory fd, file name, error). fd None with no error: the directory is gone."""
+        parent, _, name = uri.rpartition("/")
+        try:
+            return self._dir_fd(parent), name, None
+        except FileNotFoundError:
+            return None, name, None
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                return None, name, "a directory on its path is a symbolic link or not a directory: not followed"
+            return None, name, f"cannot open its directory: {e.strerror or e}"
+
+    def _local_unlink(self, uri: str) -> str | None:
+        fd, name, error = self._open_parent(uri)
+        if fd is None:
+            return error
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None  # already gone: an interrupted run repeated
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file (a symbolic link?): never deleted"
+        try:
+            os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            return e.strerror or str(e)
+        return None
+
+    def _local_move(self, uri: str, target: str) -> str | None:
+        fd, name, error = self._open_parent(uri)
+        if fd is None:
+            return error
+        dst = target[5:]
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file (a symbolic link?): never moved"
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        try:
+            os.link(name, dst, src_dir_fd=fd, follow_symlinks=False)  # fails if dst exists: no overwrite
+        except FileExistsError:
+            return f"{target} exists: never overwritten"
+        except OSError as e:
+            if e.errno not in (errno.EXDEV, errno.EPERM, errno.ENOTSUP):
+                return e.strerror or str(e)
+            src_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            try:
+                with os.fdopen(src_fd, "rb", closefd=False) as src, open(dst, "xb") as out:
+                    while chunk := src.read(1 << 20):
+                        out.write(chunk)
+                    out.flush()
+                    os.fsync(out.fileno())
+            finally:
+                os.close(src_fd)
+        os.unlink(name, dir_fd=fd)
+        return None
+
+    # -- both ----------------------------------------------------------------------------
+    def delete(self, uris: list[str]) -> list[tuple[str, str]]:
+        errors: list[tuple[str, str]] = []
+        remote: list[str] = []
+        for uri in uris:
+            why = self._check(uri)
+            if why is not None:
+                errors.append((uri, why))
+            elif st.scheme_of(uri) == "file":
+                why = self._local_unlink(uri)
+                if why is not None:
+                    errors.append((uri, why))
+            else:
+                remote.append(uri)
+        if remote:
+            errors += self.storage.delete_many(remote)
+        return errors
+
+    def move(self, targets: dict[str, str]) -> list[tuple[str, str]]:
+        errors: list[tuple[str, str]] = []
+        for uri, target in targets.items():
+            why = self._check(uri)
+            if why is None:
+                try:
+                    if st.scheme_of(uri) == "file" and st.scheme_of(target) == "file":
+                        why = self._local_move(uri, target)
+                    else:
+                        self.storage.move(uri, target)
+                except (CkptError, OSError) as e:
+                    why = str(e)
+            if why is not None:
+                errors.append((uri, why))
+        return errors
+
+    def remove_empty_dir(self, dir_uri: str) -> None:
+        """Remove an emptied checkpoint directory (local only; object stores have none)."""
+        if st.scheme_of(dir_uri) != "file" or self._check(dir_uri) is not None:
+            return
+        fd, name, _ = self._open_parent(dir_uri)
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):  # not empty, or gone: keep it
+            os.rmdir(name, dir_fd=fd)
+
+
+def _append_manifest(path: str, lines: list[dict[str, Any]]) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        for line in lines:
+            f.write(json.dumps(line) + "\n")
+        f.flush()
+        os.fsync(f.fileno())

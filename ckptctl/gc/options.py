@@ -1,0 +1,78 @@
+"""What a gc run is asked to do, checked before anything is listed."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ckptctl import storage as st
+from ckptctl.errors import CkptError
+from ckptctl.layout import Rebase
+
+CLOCKS = ("storage", "local")
+
+
+@dataclass(frozen=True)
+class GcOptions:
+    roots: tuple[str, ...]
+    savepoint_dirs: tuple[str, ...] = ()
+    changelog_dirs: tuple[str, ...] = ()
+    keep_last: int | None = None
+    older_than: float = 24 * 3600.0
+    margin: float = 3600.0
+    max_delete_fraction: float = 0.5
+    force: bool = False
+    allow_external: bool = False
+    rebase: tuple[tuple[str, str], ...] = ()
+    accept_lost: tuple[str, ...] = ()  # checkpoints whose missing files the user accepts as lost
+    clock: str = "storage"  # "storage": the object store's Date header; "local": this machine
+
+    def normalized(self) -> GcOptions:
+        def norm(xs):
+            return tuple(dict.fromkeys(st.normalize_uri(x) for x in xs))
+
+        return GcOptions(
+            norm(self.roots), norm(self.savepoint_dirs), norm(self.changelog_dirs), self.keep_last,
+            self.older_than, self.margin, self.max_delete_fraction, self.force, self.allow_external,
+            Rebase.parse(f"{o}={n}" for o, n in self.rebase).mappings,
+            tuple(st.parent(u) if st.basename(u) == "_metadata" else u for u in norm(self.accept_lost)),
+            self.clock,
+        )  # fmt: skip
+
+    def validate(self) -> None:
+        if not self.roots:
+            raise CkptError("gc needs at least one ROOT")
+        if self.keep_last is not None and (isinstance(self.keep_last, bool) or self.keep_last < 1):
+            raise CkptError("--keep-last must be at least 1")
+        for name, value in (("--older-than", self.older_than), ("--margin", self.margin)):
+            if not math.isfinite(value):
+                raise CkptError(f"{name} must be a finite duration, got {value}")
+            if value < 0:
+                raise CkptError(f"{name} must not be negative: a cutoff in the future would make every file eligible")
+        if not (math.isfinite(self.max_delete_fraction) and 0 < self.max_delete_fraction <= 1):
+            raise CkptError("--max-delete-fraction must be in (0, 1]")
+        if self.clock not in CLOCKS:
+            raise CkptError(f"--clock must be one of {', '.join(CLOCKS)}")
+
+    def overlaps(self) -> list[str]:
+        """Scopes that nest in a way that would classify one area by the rules of another.
+
+        A changelog directory holding a root or a savepoint directory would make ``_metadata`` and
+        SSTs "unreferenced changelog files"; a savepoint directory holding a root would protect or
+        misfile its jobs. (A changelog or savepoint directory strictly inside a root is fine: the
+        more specific scope decides for its files.)
+        """
+        problems = []
+        for c in self.changelog_dirs:
+            for kind, others in (("root", self.roots), ("--savepoints dir", self.savepoint_dirs)):
+                for o in others:
+                    if st.is_under(o, c):
+                        problems.append(f"--changelog-dir {c} contains the {kind} {o}")
+        for s in self.savepoint_dirs:
+            for r in self.roots:
+                if st.is_under(r, s):
+                    problems.append(f"--savepoints {s} contains the root {r}")
+        return problems
+
+    def scopes(self) -> tuple[str, ...]:
+        return self.roots + self.savepoint_dirs + self.changelog_dirs

@@ -1,0 +1,790 @@
+"""Planning: discover → retain → fold → classify, over every job under the scanned roots.
+
+The plan is the whole decision: every file is live, a candidate, or protected (each with a
+:class:`~ckptctl.gc.reasons.Reason`), and every :class:`~ckptctl.gc.reasons.Refusal` blocks the
+plan outright. It fails closed: what ckptctl cannot prove (an unreadable ``_metadata``, a moved
+directory without ``--rebase``, a reference outside the roots or missing from the listing, a
+file without an mtime, a clock in the future or unknown, checkpoints completing during the
+scan, overlapping scopes) protects files or blocks deletion.
+
+Paths are compared in one form only (:func:`ckptctl.storage.normalize_uri`, Flink ``Path``
+semantics), and only files inside Flink's directory grammar (:func:`ckptctl.layout.place_of`)
+can ever be candidates.
+
+Lessons taken from other systems' orphan GC (see the project's anchors notes): Iceberg's age
+floor and scheme normalisation, Paimon's fail-closed reads, Delta's retention check anchored on
+the newest commit, Fluss's keep-when-mtime-unknown, plus blast-radius caps and a plan file.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+from ckptctl import __version__
+from ckptctl import storage as st
+from ckptctl.errors import CkptError
+from ckptctl.gc.options import GcOptions
+from ckptctl.gc.planfile import PLAN_FORMAT
+from ckptctl.gc.reasons import UNREFERENCED, Reason, Refusal
+from ckptctl.gcpause import paused_gc
+from ckptctl.layout import (
+    FORST_CONTROL_RE,
+    JOB_ID_RE,
+    METADATA_FILE,
+    CheckpointLocation,
+    Rebase,
+    is_checkpoint_metadata,
+    place_of,
+    scan_root,
+)
+from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_files
+from ckptctl.storage import FileInfo, Storage
+
+CLOCK_TOLERANCE = 300.0  # seconds a file's mtime may lead the storage clock before we refuse
+PARALLEL_METADATA_BYTES = 8 << 20  # below this, a worker process costs more than it saves
+
+
+class GcRefused(CkptError):
+    """The plan has refusals: nothing may be deleted."""
+
+    exit_code = 1
+
+
+class FileDecision(NamedTuple):
+    """The fate of one file. ``evidence`` is shared by all files of a job (it names the anchor)."""
+
+    path: str
+    size: int
+    mtime: float | None
+    reason: Reason
+    evidence: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "mtime": self.mtime, "reason": str(self.reason),
+                "evidence": self.evidence or {}}  # fmt: skip
+
+
+@dataclass
+class GcPlan:
+    options: GcOptions
+    now: float
+    now_source: str
+    cutoff: float
+    retained: list[dict[str, Any]]
+    expired: list[dict[str, Any]]
+    candidates: list[FileDecision]
+    protected: list[FileDecision]
+    live_files: int
+    live_bytes: int
+    total_files: int
+    total_bytes: int
+    external: list[dict[str, Any]]
+    missing: list[dict[str, Any]]
+    partially_live: list[dict[str, Any]]
+    refusals: list[dict[str, str]]
+    warnings: list[str]
+    dead_jobs: list[dict[str, Any]] = field(default_factory=list)
+    storage: dict[str, Any] = field(default_factory=dict)
+    _header: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self.refusals)
+
+    @property
+    def candidate_bytes(self) -> int:
+        return sum(c.size for c in self.candidates)
+
+    def summary(self) -> dict[str, Any]:
+        mtimes = [c.mtime for c in self.candidates if c.mtime]
+        return {
+            "live_files": self.live_files, "live_bytes": self.live_bytes,
+            "candidate_files": len(self.candidates), "candidate_bytes": self.candidate_bytes,
+            "protected_files": len(self.protected), "protected_bytes": sum(p.size for p in self.protected),
+            "total_files": self.total_files, "total_bytes": self.total_bytes,
+            "retained_checkpoints": len(self.retained), "expired_checkpoints": len(self.expired),
+            "external_references": len(self.external), "missing_files": len(self.missing),
+            "partially_live_files": len(self.partially_live),
+            "dead_bytes_in_partially_live_files": sum(p["dead_bytes"] for p in self.partially_live),
+            "oldest_candidate_mtime": min(mtimes) if mtimes else None,
+            "newest_candidate_mtime": max(mtimes) if mtimes else None,
+        }  # fmt: skip
+
+    def header(self) -> dict[str, Any]:
+        """Everything in the plan but the (possibly millions of) per-file entries (computed once)."""
+        if self._header is None:
+            self._header = self._make_header()
+        return dict(self._header, created_at=time.time())
+
+    def _make_header(self) -> dict[str, Any]:
+        return {
+            "format": PLAN_FORMAT, "tool": f"ckptctl {__version__}", "created_at": time.time(),
+            "options": asdict(self.options), "storage": self.storage,
+            "now": self.now, "now_source": self.now_source, "cutoff": self.cutoff,
+            "blocked": self.blocked, "refusals": self.refusals, "warnings": self.warnings,
+            **self.summary(),
+            "candidates_by_reason": {str(k): v for k, v in Counter(c.reason for c in self.candidates).most_common()},
+            "protected_by_reason": {str(k): v for k, v in Counter(p.reason for p in self.protected).most_common()},
+            "retained": self.retained, "expired": self.expired, "dead_jobs": self.dead_jobs,
+            "external": self.external, "missing": self.missing, "partially_live": self.partially_live,
+        }  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.header(),
+            "candidates": [c.as_dict() for c in self.candidates],
+            "protected": [p.as_dict() for p in self.protected],
+        }
+
+    def write_json(self, out) -> None:
+        """The plan as JSON on a binary stream, one file entry per line (fast for huge plans)."""
+        head = json.dumps(self.header(), indent=1)
+        out.write(head[:-2].encode("utf-8"))
+        for key, entries in (("candidates", self.candidates), ("protected", self.protected)):
+            out.write(f',\n "{key}": [\n'.encode())
+            _write_entries(entries, out)
+            out.write(b"\n ]")
+        out.write(b"\n}\n")
+
+
+def _write_entries(entries: list[FileDecision], out) -> None:
+    """One JSON object per line. Entries of one job share their reason and evidence objects, so
+    the line's tail is re-encoded only when those change (compared by identity)."""
+    from ckptctl.export import _encode, _needs_escape
+
+    last_reason = last_evidence = object()
+    tail = ""
+    for start in range(0, len(entries), 4096):
+        chunk = entries[start : start + 4096]
+        plain = not _needs_escape(" ".join(e.path for e in chunk))
+        lines = []
+        append = lines.append
+        for path, size, mtime, reason, evidence in chunk:
+            if reason is not last_reason or evidence is not last_evidence:
+                last_reason, last_evidence = reason, evidence
+                tail = f', "reason": "{reason.value}", "evidence": {json.dumps(evidence or {})}}}'
+            p = '"' + path + '"' if plain else _encode(path)
+            m = "null" if mtime is None else repr(mtime)
+            append(f'  {{"path": {p}, "size": {size}, "mtime": {m}{tail}')
+        out.write(((",\n" if start else "") + ",\n".join(lines)).encode("utf-8"))
+
+
+def refusal(code: Refusal, message: str) -> dict[str, str]:
+    return {"code": code.value, "message": message}
+
+
+# ---------------------------------------------------------------------------------------------
+# scopes: which root a file belongs to and under which rules it is classified
+
+
+class Scopes:
+    """The scanned roots, ``--savepoints`` and ``--changelog-dir`` directories.
+
+    Listings are made of the outermost directories only (no file is listed twice); a file is
+    classified by the most specific scope holding it: a changelog directory inside a root makes
+    its files changelog files whether or not the root is scanned too.
+    """
+
+    def __init__(self, options: GcOptions) -> None:
+        self.options = options
+        everything = list(dict.fromkeys(options.scopes()))
+        self.listed = [r for r in everything if not any(o != r and st.is_under(r, o) for o in everything)]
+        self.prefixes = tuple(r.rstrip("/") + "/" for r in everything)
+        # most specific first: longer paths first, changelog before savepoints before roots
+        kinds = [(c, "changelog") for c in options.changelog_dirs]
+        kinds += [(s, "savepoints") for s in options.savepoint_dirs] + [(r, "root") for r in options.roots]
+        self._by_specificity = sorted(kinds, key=lambda kv: -len(kv[0]))
+
+    def scope_of(self, uri: str) -> tuple[str, str] | tuple[None, None]:
+        for scope, kind in self._by_specificity:
+            if st.is_under(uri, scope):
+                return scope, kind
+        return None, None
+
+    def holds(self, uri: str) -> bool:
+        return uri.startswith(self.prefixes) and not st.escapes(uri)
+
+
+# ---------------------------------------------------------------------------------------------
+# the steps
+
+
+def build_plan(
+    storage: Storage,
+    options: GcOptions,
+    *,
+    progress: Callable[[Iterable[CheckpointLocation], int], Iterable[CheckpointLocation]] | None = None,
+) -> GcPlan:
+    """Scan the roots, read every ``_metadata``, and decide the fate of every file.
+
+    Memory stays bounded by the listing and the live set: each checkpoint is decoded, reduced
+    to the paths it references, and dropped before the next is read.
+    """
+    with paused_gc():
+        return _Planner(storage, options, progress).run()
+
+
+@dataclass
+class Retention:
+    retained: list[CheckpointLocation]
+    expired: list[CheckpointLocation]
+    newest_retained: dict[str, CheckpointLocation]  # job dir -> its newest retained checkpoint
+    notes: list[str]
+
+
+class _Planner:
+    def __init__(self, storage: Storage, options: GcOptions, progress) -> None:
+        options = options.normalized()
+        options.validate()
+        self.storage, self.options, self.progress = storage, options, progress
+        self.scopes = Scopes(options)
+        self.refusals: list[dict[str, str]] = []
+        self.warnings: list[str] = []
+
+    def refuse(self, code: Refusal, message: str) -> None:
+        self.refusals.append(refusal(code, message))
+
+    def run(self) -> GcPlan:
+        options = self.options
+        for problem in options.overlaps():
+            self.refuse(Refusal.OVERLAPPING_SCOPES, f"overlapping scopes: {problem}")
+        now, now_source = self.clock()
+        cutoff = now - options.older_than
+
+        prelisted = self.prelist()
+        discovered = self.discover(prelisted)
+        retention = self.retain(discovered, now, cutoff)
+        self.warnings.extend(retention.notes)
+        folded, listings = self.fold_while_listing(retention, prelisted)
+        self.check_checkpoints_unchanged(discovered, listings)
+        plan = self.classify(now, now_source, cutoff, retention, folded, listings)
+        return plan
+
+    # -- clock ----------------------------------------------------------------------------
+    def clock(self) -> tuple[float, str]:
+        if self.options.clock == "local":
+            return time.time(), "local clock (--clock local)"
+        now, source = self.storage.now(self.options.roots[0])
+        if now is None:
+            self.refuse(
+                Refusal.CLOCK_UNKNOWN,
+                f"the storage clock could not be read ({source}); age guards need it. "
+                "Run again, or pass --clock local if this machine's clock is known to be right",
+            )
+            return time.time(), source
+        return now, source
+
+    # -- 1. discover ----------------------------------------------------------------------
+    def prelist(self) -> dict[str, list[FileInfo]]:
+        """On object stores finding the ``_metadata`` files costs a listing; list everything first."""
+        if all(st.scheme_of(r) == "file" for r in self.scopes.listed):
+            return {}
+        return {root: list(self.storage.list_files(root)) for root in self.scopes.listed}
+
+    def discover(self, prelisted: dict[str, list[FileInfo]]) -> dict[str, CheckpointLocation]:
+        """Every completed checkpoint and savepoint (a directory with a ``_metadata``)."""
+        discovered: dict[str, CheckpointLocation] = {}
+        for root in self.scopes.listed:
+            if root in self.options.changelog_dirs:
+                continue
+            found = prelisted[root] if prelisted else self.storage.find_metadata(root)
+            for loc in scan_root(self.storage, root, found).locations():
+                if loc.complete and self.scopes.scope_of(loc.uri)[1] != "changelog":
+                    discovered.setdefault(loc.uri, loc)
+        return discovered
+
+    # -- 2. retain ------------------------------------------------------------------------
+    def retain(self, discovered: dict[str, CheckpointLocation], now: float, cutoff: float) -> Retention:
+        """Newest K ``chk-N`` per job (all without ``--keep-last``), every savepoint and every other
+        directory holding a ``_metadata``. An expired checkpoint goes as a unit: if its
+        ``_metadata`` could not be deleted now (young, in flight, no mtime...), it stays retained
+        and so do all its files."""
+        options = self.options
+        by_job: dict[str, list[CheckpointLocation]] = {}
+        retained: list[CheckpointLocation] = []
+        for loc in sorted(discovered.values(), key=lambda c: c.uri):
+            if loc.kind == "checkpoint":
+                by_job.setdefault(st.parent(loc.uri), []).append(loc)
+            else:
+                retained.append(loc)
+        expired: list[CheckpointLocation] = []
+        newest: dict[str, CheckpointLocation] = {}
+        notes: list[str] = []
+        for job_uri, locs in by_job.items():
+            locs.sort(key=lambda c: c.dir_checkpoint_id or 0)
+            keep = locs if options.keep_last is None else locs[-options.keep_last :]
+            newest[job_uri] = max(keep, key=lambda c: c.metadata.mtime or 0)
+            for loc in locs:
+                if loc in keep:
+                    retained.append(loc)
+                    continue
+                meta = loc.metadata
+                m = meta.mtime
+                # exactly the guards classify() applies to files of an expired checkpoint directory
+                if meta.is_link or m is None or m <= 0 or m >= cutoff or m > now + CLOCK_TOLERANCE:
+                    retained.append(loc)
+                    notes.append(
+                        f"{loc.uri} is past --keep-last but its _metadata is too young or has no usable "
+                        "mtime to be deleted now: the checkpoint is kept whole"
+                    )
+                else:
+                    expired.append(loc)
+        return Retention(retained, expired, newest, notes)
+
+    # -- 3. fold (decode every checkpoint while the roots are listed) ----------------------
+    def fold_while_listing(self, retention: Retention, prelisted) -> tuple[Folded, list]:
+        storage, options = self.storage, self.options
+        ordered = retention.retained + retention.expired
+        retained_set = {loc.uri for loc in retention.retained}
+        prefixes = self.scopes.prefixes
+        worker = None
+        if sum(loc.metadata.size for loc in ordered) >= PARALLEL_METADATA_BYTES:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            worker = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            future = worker.submit(fold_references_packed, storage.options, ordered, retained_set, options.rebase, prefixes)
+        listings: list[tuple[str, list[FileInfo]]] = []
+        for root in self.scopes.listed:
+            files = prelisted.pop(root) if prelisted else list(storage.list_files(root))
+            listings.append((root, files))
+            if root in options.roots and not files and not storage.is_dir(root):
+                raise CkptError("no such directory (or it is empty)", path=root)
+        if worker is not None:
+            try:
+                folded = _unpack(future.result())
+            finally:
+                worker.shutdown()
+        else:
+            folded = fold_references(storage, ordered, retained_set, options.rebase, prefixes, self.progress)
+        for code, message in folded.refusals:
+            self.refuse(Refusal(code), message)
+        return folded, listings
+
+    def check_checkpoints_unchanged(self, discovered, listings) -> None:
+        """The set of ``_metadata`` files must be the same in discovery, in the full listing and in
+        a second pruned listing made after it: otherwise a checkpoint completed (or was
+        discarded) while we looked, and the live set may already be stale."""
+        in_listing: set[str] = set()
+        for root, files in listings:
+            for f in files:
+                uri = f.uri
+                if (
+                    uri.endswith("/_metadata") and is_checkpoint_metadata(root, uri)
+                    and self.scopes.scope_of(uri)[1] != "changelog"
+                ):  # fmt: skip
+                    in_listing.add(uri[: -len("/_metadata")])
+        after: set[str] = set()
+        for root in self.scopes.listed:
+            if root in self.options.changelog_dirs:
+                continue
+            for f in self.storage.find_metadata(root):
+                if is_checkpoint_metadata(root, f.uri) and self.scopes.scope_of(f.uri)[1] != "changelog":
+                    after.add(f.uri[: -len("/_metadata")])
+        known = set(discovered)
+        changed = (in_listing ^ known) | (after ^ in_listing)
+        if changed:
+            first = sorted(changed)[0]
+            self.refuse(
+                Refusal.CHECKPOINTS_CHANGED,
+                f"checkpoints completed or disappeared while the roots were scanned ({len(changed)} changed, "
+                f"first: {first}): a job is running here; run the plan again",
+            )
+
+    # -- 4. classify every listed file ------------------------------------------------------
+    def classify(self, now, now_source, cutoff, retention: Retention, folded: Folded, listings) -> GcPlan:
+        options = self.options
+        live, spans, expired_refs, external = folded.live, folded.spans, folded.expired_refs, folded.external
+        if external and not options.allow_external:
+            first = next(iter(external))
+            self.refuse(
+                Refusal.EXTERNAL_REFERENCES,
+                f"{len(external)} references point outside the scanned roots (first: {first}). They may mean a "
+                "moved directory or a missing --savepoints/--changelog-dir. Scan their location too, map it with "
+                "--rebase, or pass --allow-external (files outside the roots are never deleted)",
+            )
+        external_names = {st.basename(p): p for p in external}
+
+        # This loop runs once per file (millions): a directory's context is looked up once per
+        # run of its files, and tuples are built directly (FileDecision's constructor is a frame).
+        candidates: list[FileDecision] = []
+        protected: list[FileDecision] = []
+        keep, take = protected.append, candidates.append
+        new = tuple.__new__
+        partially_live: list[dict[str, Any]] = []
+        found_live = live_files = live_bytes = 0
+        total_files = sum(len(files) for _root, files in listings)
+        total_bytes = sum(sum(map(itemgetter(1), files)) for _root, files in listings)
+        contexts = _Contexts(self.scopes, retention, options)
+        future: list[str] = []
+        tolerance_limit = now + CLOCK_TOLERANCE
+        margin = options.margin
+        check_expired = bool(expired_refs)
+        young_evidence = {"cutoff": cutoff}
+        for _root, files in listings:
+            run_prefix = None
+            ctx = contexts.get
+            for uri, size, mtime, is_link in files:
+                if run_prefix is None or not uri.startswith(run_prefix) or uri.find("/", len(run_prefix)) >= 0:
+                    parent = uri.rpartition("/")[0]
+                    run_prefix = parent + "/"
+                    c = ctx(parent)
+                    reason, anchor, evidence, stats, name_rules = c
+                stats[0] += 1
+                stats[1] += size
+                if mtime is not None and mtime > tolerance_limit:
+                    future.append(uri)
+                if uri in live:
+                    found_live += 1
+                    live_files += 1
+                    live_bytes += size
+                    continue
+                if spans:
+                    seg = spans.get(uri)
+                    if seg is not None:
+                        found_live += 1
+                        live_files += 1
+                        live_bytes += size
+                        covered = _covered(seg)
+                        if covered < size:
+                            partially_live.append(
+                                {"path": uri, "size": size, "live_bytes": covered, "dead_bytes": size - covered}
+                            )
+                        continue
+                r = reason
+                if name_rules:
+                    r = _by_name(uri, r)
+                if r not in _CANDIDATE:
+                    keep(new(FileDecision, (uri, size, mtime, r, evidence)))
+                    continue
+                if check_expired and r in UNREFERENCED and uri in expired_refs:
+                    r = Reason.EXPIRED_ONLY
+                if is_link:
+                    keep(new(FileDecision, (uri, size, mtime, Reason.SYMLINK, None)))
+                elif mtime is None or mtime <= 0:
+                    keep(new(FileDecision, (uri, size, mtime, Reason.NO_MTIME, None)))
+                elif mtime > tolerance_limit:
+                    keep(new(FileDecision, (uri, size, mtime, Reason.FUTURE_MTIME, None)))
+                elif mtime >= cutoff:
+                    keep(new(FileDecision, (uri, size, mtime, Reason.YOUNG, young_evidence)))
+                elif anchor is not None and mtime >= anchor - margin:
+                    keep(new(FileDecision, (uri, size, mtime, Reason.IN_FLIGHT, evidence)))
+                else:
+                    take(new(FileDecision, (uri, size, mtime, r, evidence)))
+                    stats[2] += 1
+                    stats[3] += size
+
+        # every listed live file was found once; only when some were not is the set algebra needed
+        missing_paths: set[str] = set()
+        if found_live < len(live) + len(spans):
+            listed = {f.uri for _root, files in listings for f in files}
+            missing_paths = live.union(spans).difference(listed)
+        del listings
+        missing = self.missing_files(missing_paths, retention)
+        if future:
+            self.refuse(
+                Refusal.FUTURE_MTIME,
+                f"{len(future)} files have a modification time in the future of the storage clock ({now_source}), "
+                f"first: {future[0]}; a skewed clock makes age guards meaningless",
+            )
+        collisions = [c.path for c in candidates if c.path.rpartition("/")[2] in external_names]
+        if collisions:
+            self.refuse(
+                Refusal.NAME_COLLISION,
+                f"candidate {collisions[0]} has the same name as the external reference "
+                f"{external_names[st.basename(collisions[0])]}: a moved directory? pass --rebase",
+            )
+        if candidates and not live and not spans:
+            self.refuse(Refusal.EMPTY_LIVE_SET, "the live set is empty but there are candidates: refusing to delete everything")
+        dead_jobs = self.caps(contexts, candidates, total_files, total_bytes, retention)
+        return GcPlan(
+            options, now, now_source, cutoff,
+            sorted((folded.info[u] for u in {loc.uri for loc in retention.retained}), key=lambda d: d["path"]),
+            sorted((folded.info[u] for u in {loc.uri for loc in retention.expired}), key=lambda d: d["path"]),
+            candidates, protected, live_files, live_bytes, total_files, total_bytes,
+            sorted(external.values(), key=lambda d: d["path"]), missing, partially_live, self.refusals,
+            self.warnings, dead_jobs, {"s3_endpoint": self.storage.options.s3_endpoint},
+        )  # fmt: skip
+
+    def missing_files(self, missing_paths: set[str], retention: Retention) -> list[dict[str, Any]]:
+        """Files retained checkpoints reference under the scanned roots that are not there.
+
+        Such a checkpoint is already broken, or the references are mapped wrongly (a renamed job
+        directory, a wrong ``--rebase``): in the second case the files they really mean look
+        unreferenced. Either way nothing may be deleted until a human has looked, unless every
+        such checkpoint is named with ``--accept-lost``.
+        """
+        if not missing_paths:
+            return []
+        by_path: dict[str, list[str]] = {p: [] for p in missing_paths}
+        rebase = Rebase(self.options.rebase)
+        for loc in retention.retained:
+            try:
+                ck = load_checkpoint(self.storage, loc, rebase, apply_inferred=False)
+            except CkptError:
+                continue  # already a refusal
+            for path, *_ in referenced_files(ck):
+                if path in by_path and loc.uri not in by_path[path]:
+                    by_path[path].append(loc.uri)
+        missing = [{"path": p, "checkpoints": cks} for p, cks in sorted(by_path.items())]
+        broken = sorted({c for m in missing for c in m["checkpoints"]})
+        not_accepted = [c for c in broken if c not in self.options.accept_lost]
+        first = missing[0]["path"]
+        if not_accepted:
+            self.refuse(
+                Refusal.MISSING_LIVE_FILES,
+                f"{len(missing)} files referenced by retained checkpoints are missing (first: {first}), in "
+                f"{len(broken)} checkpoints: {', '.join(not_accepted[:5])}{' ...' if len(not_accepted) > 5 else ''}. "
+                "A wrong --rebase or a renamed directory makes the files they mean look unreferenced. "
+                "Run `ckptctl verify` on them; if they are lost for good, name each with --accept-lost to go on",
+            )
+        else:
+            self.warnings.append(
+                f"{len(missing)} files referenced by checkpoints accepted as lost (--accept-lost) are missing "
+                f"(first: {first})"
+            )
+        return missing
+
+    def caps(self, contexts: _Contexts, candidates, total_files, total_bytes, retention: Retention) -> list[dict]:
+        """Blast-radius caps (global and per living job) and the list of dead jobs."""
+        options = self.options
+        limit = options.max_delete_fraction
+        dead: list[dict[str, Any]] = []
+        for job, (files, size, cand_files, cand_bytes) in sorted(contexts.job_stats.items()):
+            if job not in retention.newest_retained:
+                if cand_files:
+                    dead.append({"job": job, "files": files, "bytes": size,
+                                 "candidate_files": cand_files, "candidate_bytes": cand_bytes})  # fmt: skip
+                continue
+            share = max(cand_files / max(files, 1), cand_bytes / max(size, 1))
+            if candidates and not options.force and share > limit:
+                self.refuse(
+                    Refusal.DELETE_FRACTION,
+                    f"the plan deletes {cand_files / max(files, 1):.0%} of the files and {cand_bytes / max(size, 1):.0%} "
+                    f"of the bytes of job {job}, more than --max-delete-fraction {limit:.0%}; review it, then run "
+                    "`ckptctl gc plan` again with --force (or a higher --max-delete-fraction)",
+                )
+        if dead:
+            names = ", ".join(st.basename(d["job"]) for d in dead[:5])
+            self.warnings.append(
+                f"{len(dead)} jobs have no retained checkpoint and all their old files are candidates ({names}"
+                f"{' ...' if len(dead) > 5 else ''}): if another job was restored from one of them in CLAIM mode "
+                "and writes its checkpoints elsewhere, scan that root in the same plan, or it loses the files it borrows"
+            )
+        if candidates and not options.force:
+            files_share = len(candidates) / max(total_files, 1)
+            bytes_share = sum(c.size for c in candidates) / max(total_bytes, 1)
+            if max(files_share, bytes_share) > limit:
+                self.refuse(
+                    Refusal.DELETE_FRACTION,
+                    f"the plan deletes {files_share:.0%} of the files and {bytes_share:.0%} of the bytes, more than "
+                    f"--max-delete-fraction {limit:.0%}; review it, then run `ckptctl gc plan` again with --force",
+                )
+        return dead
+
+
+_CANDIDATE = frozenset(
+    {
+        Reason.UNREFERENCED_SHARED, Reason.UNREFERENCED_TASKOWNED, Reason.UNREFERENCED_CHANGELOG,
+        Reason.UNREFERENCED_FORST, Reason.INCOMPLETE_CHECKPOINT, Reason.EXPIRED_CHECKPOINT,
+    }
+)  # fmt: skip
+
+
+def _by_name(uri: str, reason: Reason) -> Reason:
+    """Rules that depend on the file's own name (only for directories that need them)."""
+    name = uri.rpartition("/")[2]
+    if name in ("", ".", "..") or "\\" in name:
+        return Reason.ABNORMAL_PATH
+    if name == METADATA_FILE and reason in (Reason.UNREFERENCED_SHARED, Reason.UNREFERENCED_TASKOWNED,
+                                            Reason.UNREFERENCED_FORST):  # fmt: skip
+        return Reason.NOT_FLINK_FILE  # Flink never writes one there
+    if reason is Reason.UNREFERENCED_FORST and FORST_CONTROL_RE.match(name):
+        return Reason.FORST_CONTROL_FILE
+    return reason
+
+
+class _Contexts:
+    """Per directory: (reason, anchor mtime, evidence, job stats, whether file names matter)."""
+
+    def __init__(self, scopes: Scopes, retention: Retention, options: GcOptions) -> None:
+        self.scopes = scopes
+        self.retained_dirs = {loc.uri for loc in retention.retained}
+        self.expired_dirs = {loc.uri for loc in retention.expired}
+        self.newest = retention.newest_retained
+        self.newest_by_name = {st.basename(j): loc for j, loc in retention.newest_retained.items()}
+        self.job_stats: dict[str, list[int]] = {}
+        self._cache: dict[str, tuple] = {}
+        self._orphan_stats = [0, 0, 0, 0]
+
+    def get(self, parent: str) -> tuple:
+        c = self._cache.get(parent)
+        if c is None:
+            c = self._cache[parent] = self._make(parent)
+        return c
+
+    def _stats(self, job: str | None) -> list[int]:
+        if job is None:
+            return self._orphan_stats
+        s = self.job_stats.get(job)
+        if s is None:
+            s = self.job_stats[job] = [0, 0, 0, 0]
+        return s
+
+    def _anchored(self, reason: Reason, job: str | None, newest: CheckpointLocation | None, names: bool) -> tuple:
+        stats = self._stats(job)
+        if newest is None:
+            return reason, None, None, stats, names
+        anchor = newest.metadata.mtime or 0
+        return reason, anchor, {"newest_retained": newest.uri, "newest_retained_mtime": anchor}, stats, names
+
+    def _make(self, parent: str) -> tuple:
+        scope, kind = self.scopes.scope_of(parent + "/x")
+        if not st.is_normal(parent):
+            return Reason.ABNORMAL_PATH, None, None, self._stats(None), False
+        if kind is None:
+            return Reason.NOT_FLINK_FILE, None, None, self._stats(None), False
+        if kind == "changelog":
+            # DSTL files: <dir>/<job-id>/dstl/<uuid>; anchored on that job's newest checkpoint if scanned
+            job_name = next((p for p in parent[len(scope) :].split("/") if JOB_ID_RE.match(p)), None)
+            newest = self.newest_by_name.get(job_name) if job_name else None
+            return self._anchored(Reason.UNREFERENCED_CHANGELOG, None, newest, True)
+        place = place_of(scope, parent)
+        if place.area == "savepoint":
+            return Reason.IN_SAVEPOINT, None, None, self._stats(None), False
+        if place.area == "other" or kind == "savepoints":
+            return Reason.NOT_FLINK_FILE, None, None, self._stats(place.job), False
+        newest = self.newest.get(place.job)
+        if place.area == "chk":
+            if place.chk in self.retained_dirs:
+                return Reason.RETAINED_CHECKPOINT_DIR, None, None, self._stats(place.job), False
+            if place.chk in self.expired_dirs:
+                # completed long ago, not in flight: no anchor, so that the _metadata goes exactly
+                # when retain() decided it would (the unit rule)
+                return self._anchored(Reason.EXPIRED_CHECKPOINT, place.job, None, True)
+            return self._anchored(Reason.INCOMPLETE_CHECKPOINT, place.job, newest, True)
+        if place.area == "shared":
+            reason = Reason.UNREFERENCED_FORST if place.forst else Reason.UNREFERENCED_SHARED
+            return self._anchored(reason, place.job, newest, True)
+        return self._anchored(Reason.UNREFERENCED_TASKOWNED, place.job, newest, True)
+
+
+# ---------------------------------------------------------------------------------------------
+# folding the references of every checkpoint into the live set
+
+
+@dataclass
+class Folded:
+    """What the checkpoints say: the live set and everything the plan needs from the metadata."""
+
+    live: set[str]
+    spans: dict[str, list[tuple[int, int]]]  # segments only: a physical file is live if any is
+    expired_refs: set[str]
+    external: dict[str, dict[str, Any]]
+    info: dict[str, dict[str, Any]]  # checkpoint dir -> what the plan shows of it
+    refusals: list[tuple[str, str]]
+
+
+def _checkpoint_info(ck: LoadedCheckpoint) -> dict[str, Any]:
+    meta = ck.location.metadata
+    return {
+        "path": ck.location.uri, "job_id": ck.location.job_id, "checkpoint_id": ck.metadata.checkpoint_id,
+        "kind": ck.kind, "metadata_mtime": meta.mtime if meta else None, "metadata_size": meta.size if meta else None,
+    }  # fmt: skip
+
+
+def _location_info(loc: CheckpointLocation) -> dict[str, Any]:
+    meta = loc.metadata
+    return {"path": loc.uri, "job_id": loc.job_id, "checkpoint_id": loc.dir_checkpoint_id, "kind": loc.kind,
+            "metadata_mtime": meta.mtime if meta else None, "metadata_size": meta.size if meta else None}  # fmt: skip
+
+
+def fold_references(storage, ordered, retained_set, rebase_pairs, prefixes, progress=None) -> Folded:
+    """Decode each checkpoint in turn and keep only the paths it references (bounded memory).
+
+    Runs in this process or in a worker; ``storage`` may be a :class:`Storage` or its options.
+    A reference is live when it lies under a scanned scope (after normalisation: a ``..`` that
+    climbs out of the roots makes it external, whatever its spelling).
+    """
+    with paused_gc():
+        if not isinstance(storage, Storage):
+            storage = Storage(storage)
+        rebase = Rebase(tuple(tuple(p) for p in rebase_pairs))
+        out = Folded(set(), {}, set(), {}, {}, [])
+        live, spans, external = out.live, out.spans, out.external
+        add = live.add
+        escapes = st.escapes
+        iterator = progress(ordered, len(ordered)) if progress else ordered
+        for loc in iterator:
+            try:
+                ck = load_checkpoint(storage, loc, rebase, apply_inferred=False)
+            except CkptError as e:
+                out.refusals.append(
+                    (Refusal.UNREADABLE_METADATA.value, f"unreadable _metadata, nothing can be proven unreferenced: {e}")
+                )
+                out.info[loc.uri] = _location_info(loc)
+                if loc.uri in retained_set:
+                    add(loc.metadata_uri)
+                continue
+            if ck.inferred_rebase is not None:
+                out.refusals.append((
+                    Refusal.MOVED_DIRECTORY.value,
+                    f"{loc.uri} was written at another location; its absolute paths point elsewhere. "
+                    f"Pass --rebase {ck.inferred_rebase.describe()} (or the right mapping) to collect garbage here",
+                ))  # fmt: skip
+            out.info[loc.uri] = _checkpoint_info(ck)
+            if loc.uri in retained_set:
+                add(loc.metadata_uri)
+                for path, scope, offset, size in referenced_files(ck):
+                    if not path.startswith(prefixes) or escapes(path):
+                        external.setdefault(path, {"path": path, "referenced_by": loc.uri, "scope": scope})
+                    elif scope == "segment":
+                        spans.setdefault(path, []).append((offset, size))
+                    else:
+                        add(path)
+            else:
+                out.expired_refs.update(ref[0] for ref in referenced_files(ck))
+            del ck
+        return out
+
+
+def fold_references_packed(*args) -> tuple:
+    """:func:`fold_references` for a worker process: the path sets travel as single NUL-joined
+    strings, which pickle in one piece instead of half a million small ones."""
+    out = fold_references(*args)
+    live, expired = _pack(out.live), _pack(out.expired_refs)
+    out.live, out.expired_refs = set(), set()
+    return live, expired, out
+
+
+def _pack(paths: set[str]) -> str | set[str]:
+    return paths if any("\0" in p for p in paths) else "\0".join(paths)
+
+
+def _unpack_paths(value: str | set[str]) -> set[str]:
+    if isinstance(value, set):
+        return value
+    return set(value.split("\0")) if value else set()
+
+
+def _unpack(packed: tuple) -> Folded:
+    live, expired, out = packed
+    out.live, out.expired_refs = _unpack_paths(live), _unpack_paths(expired)
+    return out
+
+
+def _covered(spans: list[tuple[int, int]]) -> int:
+    total = end = 0
+    for start, size in sorted(spans):
+        stop = start + size
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total

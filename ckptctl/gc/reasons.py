@@ -1,0 +1,90 @@
+"""Why a file is a candidate or is kept, and why a plan is blocked: codes, not prose.
+
+Plans carry the short codes (stable for scripts and for ``gc apply``'s re-validation); the
+console shows the sentence. A new reason is one member and one sentence here.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    # candidates: nothing retained references the file, and every guard let it through
+    UNREFERENCED_SHARED = "unreferenced-shared"
+    UNREFERENCED_TASKOWNED = "unreferenced-taskowned"
+    UNREFERENCED_CHANGELOG = "unreferenced-changelog"
+    UNREFERENCED_FORST = "unreferenced-forst"
+    INCOMPLETE_CHECKPOINT = "incomplete-checkpoint"
+    EXPIRED_CHECKPOINT = "expired-checkpoint"
+    EXPIRED_ONLY = "expired-only"
+    # kept
+    NOT_FLINK_FILE = "not-flink-file"
+    IN_SAVEPOINT = "in-savepoint"
+    RETAINED_CHECKPOINT_DIR = "retained-checkpoint-dir"
+    SYMLINK = "symlink"
+    NO_MTIME = "no-mtime"
+    FUTURE_MTIME = "future-mtime"
+    YOUNG = "young"
+    IN_FLIGHT = "in-flight"
+    FORST_CONTROL_FILE = "forst-control-file"
+    ABNORMAL_PATH = "abnormal-path"
+
+    @property
+    def text(self) -> str:
+        return _TEXT[self]
+
+
+_TEXT = {
+    Reason.UNREFERENCED_SHARED: "unreferenced shared file",
+    Reason.UNREFERENCED_TASKOWNED: "unreferenced task-owned file",
+    Reason.UNREFERENCED_CHANGELOG: "unreferenced changelog (DSTL) file",
+    Reason.UNREFERENCED_FORST: "unreferenced ForSt working file",
+    Reason.INCOMPLETE_CHECKPOINT: "incomplete checkpoint directory (no _metadata)",
+    Reason.EXPIRED_CHECKPOINT: "expired checkpoint (--keep-last), deleted as a unit, _metadata first",
+    Reason.EXPIRED_ONLY: "referenced only by expired checkpoints (--keep-last)",
+    Reason.NOT_FLINK_FILE: "not a Flink file (outside <job-id>/{shared,taskowned,chk-N})",
+    Reason.IN_SAVEPOINT: "inside a savepoint directory",
+    Reason.RETAINED_CHECKPOINT_DIR: "unreferenced file inside a retained checkpoint directory",
+    Reason.SYMLINK: "symbolic link (never followed or deleted)",
+    Reason.NO_MTIME: "no modification time (age unknown)",
+    Reason.FUTURE_MTIME: "modification time in the future",
+    Reason.YOUNG: "younger than --older-than",
+    Reason.IN_FLIGHT: "not older than the newest retained checkpoint of its job minus --margin (may be in flight)",
+    Reason.FORST_CONTROL_FILE: "control file of a ForSt database (CURRENT, MANIFEST, OPTIONS, ...)",
+    Reason.ABNORMAL_PATH: "path not in normal form (//, . or ..): Flink cannot have written it",
+}
+
+CANDIDATE_REASONS = frozenset(
+    {
+        Reason.UNREFERENCED_SHARED, Reason.UNREFERENCED_TASKOWNED, Reason.UNREFERENCED_CHANGELOG,
+        Reason.UNREFERENCED_FORST, Reason.INCOMPLETE_CHECKPOINT, Reason.EXPIRED_CHECKPOINT, Reason.EXPIRED_ONLY,
+    }
+)  # fmt: skip
+UNREFERENCED = frozenset(
+    {Reason.UNREFERENCED_SHARED, Reason.UNREFERENCED_TASKOWNED, Reason.UNREFERENCED_CHANGELOG, Reason.UNREFERENCED_FORST}
+)
+
+
+class Refusal(StrEnum):
+    """Why nothing of a plan may be deleted."""
+
+    UNREADABLE_METADATA = "unreadable-metadata"
+    MOVED_DIRECTORY = "moved-directory"
+    EXTERNAL_REFERENCES = "external-references"
+    MISSING_LIVE_FILES = "missing-live-files"
+    OVERLAPPING_SCOPES = "overlapping-scopes"
+    FUTURE_MTIME = "future-mtime"
+    CLOCK_UNKNOWN = "clock-unknown"
+    CHECKPOINTS_CHANGED = "checkpoints-changed"
+    DELETE_FRACTION = "delete-fraction"
+    EMPTY_LIVE_SET = "empty-live-set"
+    NAME_COLLISION = "name-collision"
+
+
+def describe(code: str) -> str:
+    """The sentence for a reason code (codes from newer plans are shown as they are)."""
+    try:
+        return Reason(code).text
+    except ValueError:
+        return code
