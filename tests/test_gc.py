@@ -368,3 +368,83 @@ def test_streamed_plan_json_equals_the_plan(tmp_path: Path) -> None:
     streamed.pop("created_at")
     direct.pop("created_at")
     assert streamed == direct and len(streamed["candidates"]) >= 1 and len(streamed["protected"]) >= 1
+
+
+@pytest.mark.parametrize("version", ["1.20.3", "2.2.0"])
+def test_changelog_dir_inside_the_root_is_classified_as_changelog(tmp_path: Path, version: str) -> None:
+    """The same plan whether the changelog dir is scanned on its own or lies inside a scanned root:
+    DSTL files only expired checkpoints reference are 'expired-only', never 'not a Flink file'."""
+    sc = Scenario(version, "changelog", tmp_path)
+    dstl = sc.root / "dstl"
+    args = (*sc.rebase, *OLD, "--keep-last", "1", "--force", "--changelog-dir", str(dstl))
+    inside = plan_json(str(sc.root), *args)
+    apart = plan_json(str(sc.checkpoints), *args)
+    assert {c["path"] for c in inside["candidates"]} == {c["path"] for c in apart["candidates"]}
+    dstl_reasons = {c["reason"] for c in inside["candidates"] if c["path"].startswith(sc.uri(dstl) + "/")}
+    assert dstl_reasons and dstl_reasons <= {"expired-only", "unreferenced-changelog"}
+    assert "expired-only" in dstl_reasons, "the fixture's older checkpoints hold DSTL files the newest does not"
+    assert not any(p["path"].startswith(sc.uri(dstl) + "/") and p["reason"] == "not-flink-file"
+                   for p in inside["protected"])  # fmt: skip
+
+
+def test_summary_counts_each_reason_once(tmp_path: Path) -> None:
+    """Reasons are codes: files kept for being young are one row, whatever their ages."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0].name
+    for i, age in enumerate((5, 50, 500)):
+        sc.plant(f"checkpoints/{job}/shared/young-{i}", mtime=time.time() - age)
+    plan = plan_json(str(sc.checkpoints), *sc.rebase, *OLD, "--force")
+    assert plan["protected_by_reason"]["young"] == 3
+    human = ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, *OLD, "--force").stdout
+    assert human.count("younger than --older-than") == 1
+
+
+def test_blocked_plan_names_the_command_that_fixes_it(tmp_path: Path) -> None:
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0].name
+    for i in range(200):
+        sc.plant(f"checkpoints/{job}/shared/orphan-{i}")
+    plan_file = tmp_path / "plan.json"
+    result = ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, *OLD, "-o", str(plan_file), expect=1)
+    assert "`ckptctl gc plan` again with --force" in result.stderr
+    applied = ckptctl("gc", "apply", str(plan_file), "--yes", expect=1)
+    assert "blocked" in applied.stderr and "gc plan" in applied.stderr
+    assert all((sc.checkpoints / job / "shared" / f"orphan-{i}").exists() for i in range(200))
+    # the condition clearing later does not make a blocked plan applicable
+    for i in range(200):
+        (sc.checkpoints / job / "shared" / f"orphan-{i}").unlink()
+    ckptctl("gc", "apply", str(plan_file), "--yes", expect=1)
+
+
+def test_apply_prompt_answered_no_says_nothing_was_deleted(tmp_path: Path) -> None:
+    """At a terminal, answering n aborts with a message and deletes nothing (real pty)."""
+    import pty
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    orphan = sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/a")
+    plan_file = tmp_path / "plan.json"
+    ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, *OLD, "--force", "-o", str(plan_file))
+    ckptctl_bin = str(Path(sys.executable).parent / "ckptctl")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: ckptctl at a terminal
+        os.execv(ckptctl_bin, [ckptctl_bin, "gc", "apply", str(plan_file)])
+    out = b""
+    deadline = time.time() + 60
+    while b"[y/N]" not in out and time.time() < deadline:
+        try:
+            out += os.read(fd, 4096)
+        except OSError:
+            break
+    os.write(fd, b"n\n")
+    while time.time() < deadline:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 1
+    assert b"aborted; nothing deleted" in out
+    assert orphan.exists()
