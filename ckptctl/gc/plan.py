@@ -418,7 +418,7 @@ class _Planner:
         keep, take = protected.append, candidates.append
         new = tuple.__new__
         partially_live: list[dict[str, Any]] = []
-        found_live = live_files = live_bytes = 0
+        live_files = live_bytes = 0
         total_files = sum(len(files) for _root, files in listings)
         total_bytes = sum(sum(map(itemgetter(1), files)) for _root, files in listings)
         contexts = _Contexts(self.scopes, retention, options)
@@ -428,27 +428,23 @@ class _Planner:
         check_expired = bool(expired_refs)
         young_evidence = {"cutoff": cutoff}
         for _root, files in listings:
+            runs: list[tuple] = []  # (job stats, first file, first candidate) per run of one directory
             run_prefix = None
             ctx = contexts.get
-            for uri, size, mtime, is_link in files:
+            for i, (uri, size, mtime, is_link) in enumerate(files):
                 if run_prefix is None or not uri.startswith(run_prefix) or uri.find("/", len(run_prefix)) >= 0:
                     parent = uri.rpartition("/")[0]
                     run_prefix = parent + "/"
-                    c = ctx(parent)
-                    reason, anchor, evidence, stats, name_rules = c
-                stats[0] += 1
-                stats[1] += size
-                if mtime is not None and mtime > tolerance_limit:
-                    future.append(uri)
+                    plen = len(run_prefix)
+                    reason, is_candidate, anchor, evidence, stats, unreferenced, forst = ctx(parent)
+                    runs.append((stats, i, len(candidates)))
                 if uri in live:
-                    found_live += 1
                     live_files += 1
                     live_bytes += size
                     continue
                 if spans:
                     seg = spans.get(uri)
                     if seg is not None:
-                        found_live += 1
                         live_files += 1
                         live_bytes += size
                         covered = _covered(seg)
@@ -457,13 +453,17 @@ class _Planner:
                                 {"path": uri, "size": size, "live_bytes": covered, "dead_bytes": size - covered}
                             )
                         continue
-                r = reason
-                if name_rules:
-                    r = _by_name(uri, r)
-                if r not in _CANDIDATE:
-                    keep(new(FileDecision, (uri, size, mtime, r, evidence)))
+                if not is_candidate:
+                    keep(new(FileDecision, (uri, size, mtime, reason, evidence)))
                     continue
-                if check_expired and r in UNREFERENCED and uri in expired_refs:
+                r = reason
+                name = uri[plen:]
+                if name in _SPECIAL_NAMES or "\\" in name or (forst and FORST_CONTROL_RE.match(name)):
+                    r = _by_name(name, r)
+                    if r not in _CANDIDATE:
+                        keep(new(FileDecision, (uri, size, mtime, r, None)))
+                        continue
+                elif check_expired and unreferenced and uri in expired_refs:
                     r = Reason.EXPIRED_ONLY
                 if is_link:
                     keep(new(FileDecision, (uri, size, mtime, Reason.SYMLINK, None)))
@@ -477,12 +477,22 @@ class _Planner:
                     keep(new(FileDecision, (uri, size, mtime, Reason.IN_FLIGHT, evidence)))
                 else:
                     take(new(FileDecision, (uri, size, mtime, r, evidence)))
-                    stats[2] += 1
-                    stats[3] += size
+            # per-job totals from the runs, summed in C rather than per file above
+            runs.append((None, len(files), len(candidates)))
+            size_of = itemgetter(1)
+            for (stats, a, ca), (_next, b, cb) in zip(runs, runs[1:], strict=False):
+                stats[0] += b - a
+                stats[1] += sum(map(size_of, files[a:b]))
+                stats[2] += cb - ca
+                stats[3] += sum(map(size_of, candidates[ca:cb]))
+            # any file in the future, live ones and _metadata included (found in C: max over mtimes)
+            newest = max(filter(None, map(itemgetter(2), files)), default=0.0)
+            if newest > tolerance_limit:
+                future.extend(f.uri for f in files if f.mtime is not None and f.mtime > tolerance_limit)
 
         # every listed live file was found once; only when some were not is the set algebra needed
         missing_paths: set[str] = set()
-        if found_live < len(live) + len(spans):
+        if live_files < len(live) + len(spans):
             listed = {f.uri for _root, files in listings for f in files}
             missing_paths = live.union(spans).difference(listed)
         del listings
@@ -597,9 +607,11 @@ _CANDIDATE = frozenset(
 )  # fmt: skip
 
 
-def _by_name(uri: str, reason: Reason) -> Reason:
-    """Rules that depend on the file's own name (only for directories that need them)."""
-    name = uri.rpartition("/")[2]
+_SPECIAL_NAMES = frozenset({"", ".", "..", METADATA_FILE})
+
+
+def _by_name(name: str, reason: Reason) -> Reason:
+    """Rules that depend on the file's own name (called only for the names that need them)."""
     if name in ("", ".", "..") or "\\" in name:
         return Reason.ABNORMAL_PATH
     if name == METADATA_FILE and reason in (Reason.UNREFERENCED_SHARED, Reason.UNREFERENCED_TASKOWNED,
@@ -611,7 +623,7 @@ def _by_name(uri: str, reason: Reason) -> Reason:
 
 
 class _Contexts:
-    """Per directory: (reason, anchor mtime, evidence, job stats, whether file names matter)."""
+    """Per directory: what its files are unless referenced (see :meth:`_anchored`), and job stats."""
 
     def __init__(self, scopes: Scopes, retention: Retention, options: GcOptions) -> None:
         self.scopes = scopes
@@ -637,42 +649,49 @@ class _Contexts:
             s = self.job_stats[job] = [0, 0, 0, 0]
         return s
 
-    def _anchored(self, reason: Reason, job: str | None, newest: CheckpointLocation | None, names: bool) -> tuple:
+    def _kept(self, reason: Reason, job: str | None = None) -> tuple:
+        return reason, False, None, None, self._stats(job), False, False
+
+    def _anchored(self, reason: Reason, job: str | None, newest: CheckpointLocation | None) -> tuple:
+        """A candidate directory: (reason, True, anchor mtime, evidence, job stats, unreferenced, forst)."""
         stats = self._stats(job)
+        unreferenced = reason in UNREFERENCED
+        forst = reason is Reason.UNREFERENCED_FORST
         if newest is None:
-            return reason, None, None, stats, names
+            return reason, True, None, None, stats, unreferenced, forst
         anchor = newest.metadata.mtime or 0
-        return reason, anchor, {"newest_retained": newest.uri, "newest_retained_mtime": anchor}, stats, names
+        evidence = {"newest_retained": newest.uri, "newest_retained_mtime": anchor}
+        return reason, True, anchor, evidence, stats, unreferenced, forst
 
     def _make(self, parent: str) -> tuple:
         scope, kind = self.scopes.scope_of(parent + "/x")
         if not st.is_normal(parent):
-            return Reason.ABNORMAL_PATH, None, None, self._stats(None), False
+            return self._kept(Reason.ABNORMAL_PATH)
         if kind is None:
-            return Reason.NOT_FLINK_FILE, None, None, self._stats(None), False
+            return self._kept(Reason.NOT_FLINK_FILE)
         if kind == "changelog":
             # DSTL files: <dir>/<job-id>/dstl/<uuid>; anchored on that job's newest checkpoint if scanned
             job_name = next((p for p in parent[len(scope) :].split("/") if JOB_ID_RE.match(p)), None)
             newest = self.newest_by_name.get(job_name) if job_name else None
-            return self._anchored(Reason.UNREFERENCED_CHANGELOG, None, newest, True)
+            return self._anchored(Reason.UNREFERENCED_CHANGELOG, None, newest)
         place = place_of(scope, parent)
         if place.area == "savepoint":
-            return Reason.IN_SAVEPOINT, None, None, self._stats(None), False
+            return self._kept(Reason.IN_SAVEPOINT)
         if place.area == "other" or kind == "savepoints":
-            return Reason.NOT_FLINK_FILE, None, None, self._stats(place.job), False
+            return self._kept(Reason.NOT_FLINK_FILE, place.job)
         newest = self.newest.get(place.job)
         if place.area == "chk":
             if place.chk in self.retained_dirs:
-                return Reason.RETAINED_CHECKPOINT_DIR, None, None, self._stats(place.job), False
+                return self._kept(Reason.RETAINED_CHECKPOINT_DIR, place.job)
             if place.chk in self.expired_dirs:
                 # completed long ago, not in flight: no anchor, so that the _metadata goes exactly
                 # when retain() decided it would (the unit rule)
-                return self._anchored(Reason.EXPIRED_CHECKPOINT, place.job, None, True)
-            return self._anchored(Reason.INCOMPLETE_CHECKPOINT, place.job, newest, True)
+                return self._anchored(Reason.EXPIRED_CHECKPOINT, place.job, None)
+            return self._anchored(Reason.INCOMPLETE_CHECKPOINT, place.job, newest)
         if place.area == "shared":
             reason = Reason.UNREFERENCED_FORST if place.forst else Reason.UNREFERENCED_SHARED
-            return self._anchored(reason, place.job, newest, True)
-        return self._anchored(Reason.UNREFERENCED_TASKOWNED, place.job, newest, True)
+            return self._anchored(reason, place.job, newest)
+        return self._anchored(Reason.UNREFERENCED_TASKOWNED, place.job, newest)
 
 
 # ---------------------------------------------------------------------------------------------
