@@ -448,3 +448,34 @@ def test_apply_prompt_answered_no_says_nothing_was_deleted(tmp_path: Path) -> No
     assert os.waitstatus_to_exitcode(status) == 1
     assert b"aborted; nothing deleted" in out
     assert orphan.exists()
+
+
+def test_one_tree_under_two_names_is_refused(tmp_path: Path) -> None:
+    """A root and its alias through a symbolic link: the alias's files look unreferenced (the
+    _metadata spells the other name), so deleting them would delete live files."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    alias = tmp_path / "alias"
+    alias.symlink_to(sc.checkpoints)
+    result = ckptctl("gc", "plan", str(sc.checkpoints), str(alias), *sc.rebase, *OLD, "--force", "--json", expect=1)
+    codes = {r["code"] for r in json.loads(result.stdout)["refusals"]}
+    assert "overlapping-scopes" in codes
+
+
+@pytest.mark.parametrize("where", ["job", "chk"])
+def test_changelog_dir_holding_checkpoint_files_is_refused(tmp_path: Path, where: str) -> None:
+    """--changelog-dir pointed (strictly inside the root) at a job directory or a checkpoint:
+    its _metadata and SSTs must not become 'unreferenced changelog files'."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0]
+    target = job if where == "job" else sorted(job.glob("chk-*"))[-1]
+    plan_file = tmp_path / "plan.json"
+    result = ckptctl(
+        "gc", "plan", str(sc.checkpoints), "--changelog-dir", str(target), *sc.rebase, *OLD, "--force",
+        "--json", "-o", str(plan_file), expect=1,
+    )  # fmt: skip
+    plan = json.loads(result.stdout)
+    assert "overlapping-scopes" in {r["code"] for r in plan["refusals"]}
+    referenced = sc.referenced_by_flink()
+    assert not referenced & {c["path"] for c in plan["candidates"]}
+    ckptctl("gc", "apply", str(plan_file), "--yes", expect=1)
+    assert all(Path(u[5:]).exists() for u in referenced)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 from ckptctl import storage as st
@@ -72,6 +73,22 @@ class GcOptions:
             for r in self.roots:
                 if st.is_under(r, s):
                     problems.append(f"--savepoints {s} contains the root {r}")
+        # the same directory under two names (a symbolic link) would be listed twice, and the
+        # spelling the _metadata does not use would look unreferenced
+        real = {}
+        for scope in self.scopes():
+            if st.scheme_of(scope) == "file":
+                real.setdefault(os.path.realpath(scope[5:]), []).append(scope)
+        resolved = list(real.items())
+        for names in real.values():
+            if len(names) > 1 and not all(st.is_under(n, names[0]) or st.is_under(names[0], n) for n in names):
+                problems.append(f"{names[0]} and {names[1]} are the same directory through a symbolic link")
+        for i, (a, names_a) in enumerate(resolved):
+            for b, names_b in resolved[i + 1 :]:
+                if a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/"):
+                    na, nb = names_a[0], names_b[0]
+                    if not (st.is_under(na, nb) or st.is_under(nb, na)):
+                        problems.append(f"{na} and {nb} are the same directory tree through a symbolic link")
         return problems
 
     def scopes(self) -> tuple[str, ...]:

@@ -291,12 +291,17 @@ class _Planner:
         """Every completed checkpoint and savepoint (a directory with a ``_metadata``)."""
         discovered: dict[str, CheckpointLocation] = {}
         for root in self.scopes.listed:
-            if root in self.options.changelog_dirs:
-                continue
             found = prelisted[root] if prelisted else self.storage.find_metadata(root)
             for loc in scan_root(self.storage, root, found).locations():
-                if loc.complete and self.scopes.scope_of(loc.uri)[1] != "changelog":
+                if loc.complete:
                     discovered.setdefault(loc.uri, loc)
+        inside = sorted(u for u in discovered if self.scopes.scope_of(u)[1] == "changelog")
+        if inside:
+            # retained all the same (their files stay live); but the scope is wrong
+            self.refuse(
+                Refusal.OVERLAPPING_SCOPES,
+                f"overlapping scopes: --changelog-dir holds checkpoints or savepoints (first: {inside[0]})",
+            )
         return discovered
 
     # -- 2. retain ------------------------------------------------------------------------
@@ -375,17 +380,12 @@ class _Planner:
         for root, files in listings:
             for f in files:
                 uri = f.uri
-                if (
-                    uri.endswith("/_metadata") and is_checkpoint_metadata(root, uri)
-                    and self.scopes.scope_of(uri)[1] != "changelog"
-                ):  # fmt: skip
+                if uri.endswith("/_metadata") and is_checkpoint_metadata(root, uri):
                     in_listing.add(uri[: -len("/_metadata")])
         after: set[str] = set()
         for root in self.scopes.listed:
-            if root in self.options.changelog_dirs:
-                continue
             for f in self.storage.find_metadata(root):
-                if is_checkpoint_metadata(root, f.uri) and self.scopes.scope_of(f.uri)[1] != "changelog":
+                if is_checkpoint_metadata(root, f.uri):
                     after.add(f.uri[: -len("/_metadata")])
         known = set(discovered)
         changed = (in_listing ^ known) | (after ^ in_listing)
@@ -490,6 +490,8 @@ class _Planner:
             if newest > tolerance_limit:
                 future.extend(f.uri for f in files if f.mtime is not None and f.mtime > tolerance_limit)
 
+        if contexts.overlaps:
+            self.refuse(Refusal.OVERLAPPING_SCOPES, f"overlapping scopes: {contexts.overlaps[0]}")
         # every listed live file was found once; only when some were not is the set algebra needed
         missing_paths: set[str] = set()
         if live_files < len(live) + len(spans):
@@ -632,6 +634,7 @@ class _Contexts:
         self.newest = retention.newest_retained
         self.newest_by_name = {st.basename(j): loc for j, loc in retention.newest_retained.items()}
         self.job_stats: dict[str, list[int]] = {}
+        self.overlaps: list[str] = []  # scope problems only seen while classifying
         self._cache: dict[str, tuple] = {}
         self._orphan_stats = [0, 0, 0, 0]
 
@@ -670,7 +673,15 @@ class _Contexts:
         if kind is None:
             return self._kept(Reason.NOT_FLINK_FILE)
         if kind == "changelog":
-            # DSTL files: <dir>/<job-id>/dstl/<uuid>; anchored on that job's newest checkpoint if scanned
+            # DSTL files: <dir>/<job-id>/dstl/<uuid>. Checkpoint structure in here (chk-N, shared/,
+            # taskowned/ of a job, seen from the changelog dir or from a root holding it) means
+            # the scope is wrong: those files are kept and the plan is blocked.
+            outer = [r for r in self.scopes.options.roots if st.is_under(parent, r)]
+            for base in [scope, *outer]:
+                area = place_of(base, parent).area
+                if area != "other":
+                    self.overlaps.append(f"--changelog-dir {scope} holds Flink checkpoint files ({parent})")
+                    return self._kept(Reason.NOT_FLINK_FILE)
             job_name = next((p for p in parent[len(scope) :].split("/") if JOB_ID_RE.match(p)), None)
             newest = self.newest_by_name.get(job_name) if job_name else None
             return self._anchored(Reason.UNREFERENCED_CHANGELOG, None, newest)
