@@ -124,6 +124,7 @@ def apply_plan(
     emptied_dirs: set[str] = set()
     try:
         for number, batch in enumerate(batches):
+            remover.close()  # each batch walks from the root again: a swapped-in link is seen
             targets = {d.path: _trash_target(storage, trash_root, d.path) for d in batch} if trash_root else {}
             if manifest:
                 _append_manifest(manifest, [

@@ -19,6 +19,7 @@ the newest commit, Fluss's keep-when-mtime-unknown, plus blast-radius caps and a
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -324,7 +325,10 @@ class _Planner:
         for job_uri, locs in by_job.items():
             locs.sort(key=lambda c: c.dir_checkpoint_id or 0)
             keep = locs if options.keep_last is None else locs[-options.keep_last :]
-            newest[job_uri] = max(keep, key=lambda c: c.metadata.mtime or 0)
+            # the anchor of the in-flight guard: a _metadata from the future proves nothing (it is
+            # a refusal of its own); the newest believable one anchors, or none (keep everything)
+            believable = [c for c in keep if (c.metadata.mtime or 0) <= now + CLOCK_TOLERANCE]
+            newest[job_uri] = max(believable or keep, key=lambda c: c.metadata.mtime or 0)
             for loc in locs:
                 if loc in keep:
                     retained.append(loc)
@@ -421,7 +425,7 @@ class _Planner:
         live_files = live_bytes = 0
         total_files = sum(len(files) for _root, files in listings)
         total_bytes = sum(sum(map(itemgetter(1), files)) for _root, files in listings)
-        contexts = _Contexts(self.scopes, retention, options)
+        contexts = _Contexts(self.scopes, retention, options, now + CLOCK_TOLERANCE)
         future: list[str] = []
         tolerance_limit = now + CLOCK_TOLERANCE
         margin = options.margin
@@ -627,8 +631,9 @@ def _by_name(name: str, reason: Reason) -> Reason:
 class _Contexts:
     """Per directory: what its files are unless referenced (see :meth:`_anchored`), and job stats."""
 
-    def __init__(self, scopes: Scopes, retention: Retention, options: GcOptions) -> None:
+    def __init__(self, scopes: Scopes, retention: Retention, options: GcOptions, future_limit: float) -> None:
         self.scopes = scopes
+        self.future_limit = future_limit
         self.retained_dirs = {loc.uri for loc in retention.retained}
         self.expired_dirs = {loc.uri for loc in retention.expired}
         self.newest = retention.newest_retained
@@ -664,6 +669,8 @@ class _Contexts:
             return reason, True, None, None, stats, unreferenced, forst
         anchor = newest.metadata.mtime or 0
         evidence = {"newest_retained": newest.uri, "newest_retained_mtime": anchor}
+        if anchor > self.future_limit:
+            anchor = math.inf  # no believable checkpoint time in this job: every file may be in flight
         return reason, True, anchor, evidence, stats, unreferenced, forst
 
     def _make(self, parent: str) -> tuple:
