@@ -109,17 +109,27 @@ def handle_bytes(h: Any) -> int:
 
 
 def key_group_bytes(h: KeyGroupsHandle, target: tuple[int, int]) -> int:
-    """Bytes of a full-snapshot handle that fall in ``target`` (from its per-key-group offsets)."""
+    """Bytes of a full-snapshot handle that fall in ``target`` (from its per-key-group offsets).
+
+    Flink's ``KeyGroupRangeOffsets`` hold 0 for key groups the snapshot wrote nothing for (a
+    RocksDB full snapshot sets an offset only when a key group has data; the file starts with the
+    serialization header, so 0 is never a real offset). A key group's bytes therefore run from its
+    offset to the next non-zero offset, or to the end of the file for the last one; an empty key
+    group costs nothing, and the bytes of all key groups together never exceed the file.
+    """
     total = _size(h.delegate)
     start = h.key_groups.start
     offsets = list(h.offsets)
     n = 0
-    for i, off in enumerate(offsets):
-        kg = start + i
-        if target[0] <= kg <= target[1]:
-            nxt = offsets[i + 1] if i + 1 < len(offsets) else total
-            n += max(nxt - off, 0)
-    return n
+    end = total
+    for i in range(len(offsets) - 1, -1, -1):  # backwards: each span ends where the next one starts
+        off = offsets[i]
+        if off <= 0:
+            continue
+        if target[0] <= start + i <= target[1]:
+            n += max(min(end, total) - off, 0)
+        end = min(end, off)
+    return min(n, total)
 
 
 @dataclass
