@@ -682,6 +682,9 @@ def run_check(storage: Storage, root: str, rebase, max_orphan_bytes: int | None)
 
     started = time.monotonic()
     layout = scan_root(storage, root)
+    if not any(loc.complete for loc in layout.locations()):
+        # a gate that passes on a path with nothing to check would hide a wrong path in CI
+        raise CkptError(f"no checkpoints under {layout.root}: no completed checkpoint or savepoint to check")
     warnings: list[str] = []
     loaded: list[LoadedCheckpoint] = []
     entries: list[dict[str, Any]] = []

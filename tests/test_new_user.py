@@ -71,3 +71,136 @@ def test_canonical_savepoint_handles_cost_the_bytes_of_their_key_groups() -> Non
                     assert s["download_bytes"] == sum(h["bytes"] for h in s["handles"])
             assert read == {k: size - first for k, (size, first) in handles.items()}, (sp, p)
             assert plan["download_bytes"] <= file_bytes
+
+
+# ---- gates and wrong kinds of path ----------------------------------------------------------
+
+
+def test_check_fails_on_a_path_without_checkpoints(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    line = one_line_error(cli("check", str(tmp_path / "empty")))
+    assert "no checkpoints under" in line and "empty" in line
+    line = one_line_error(cli("check", str(REPO / "README.md")))
+    assert "not a checkpoint directory" in line and "README.md" in line
+
+
+@pytest.mark.parametrize("command", ["ls", "show", "refs", "verify", "plan-rescale", "diff"])
+def test_a_plain_file_is_not_a_checkpoint_directory(command: str) -> None:
+    args = {"plan-rescale": ["-p", "2"], "diff": [str(REPO / "README.md")], "verify": ["--engine", "local"]}
+    result = cli(command, str(REPO / "README.md"), *args.get(command, []))
+    line = one_line_error(result)
+    assert "not a checkpoint directory" in line and "README.md" in line and "Errno" not in line
+
+
+def test_refs_on_an_empty_directory_is_an_error(tmp_path: Path) -> None:
+    line = one_line_error(cli("refs", str(tmp_path)))
+    assert "not a checkpoint directory" in line and "no completed checkpoints" in line
+
+
+# ---- refs: the output format ----------------------------------------------------------------
+
+
+def test_refs_output_format_from_the_file_extension(tmp_path: Path, monkeypatch) -> None:
+    import pyarrow.parquet as pq
+
+    checkpoint = str(DATA / "2.2.0" / "basic")
+    expected = cli_json("refs", checkpoint)
+    for ext in ("json", "ndjson", "csv", "parquet"):
+        target = tmp_path / f"out.{ext}"
+        result = cli("refs", checkpoint, "-o", str(target))
+        assert result.exit_code == 0, result.output
+        assert result.stdout == "" and target.exists()
+        if ext == "json":
+            assert json.loads(target.read_text()) == expected
+        elif ext == "ndjson":
+            assert [json.loads(line) for line in target.read_text().splitlines()] == expected
+        elif ext == "csv":
+            assert len(target.read_text().splitlines()) == len(expected) + 1
+        else:
+            assert pq.read_table(target).num_rows == len(expected)
+    line = one_line_error(cli("refs", checkpoint, "-o", str(tmp_path / "out.txt")))
+    assert "cannot tell the format" in line and not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--json", "-f", "csv"], ("--json", "--format csv", "conflict")),
+        (["-f", "csv", "-o", "x.json"], ("--format csv", "x.json", "conflict")),
+        (["--json", "-o", "x.csv"], ("--json", "x.csv", "conflict")),
+    ],
+)
+def test_refs_conflicting_formats_are_refused(args: list[str], words: tuple[str, ...], tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = one_line_error(cli("refs", str(DATA / "2.2.0" / "basic"), *args))
+    for w in words:
+        assert w in line
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- plan-rescale options -------------------------------------------------------------------
+
+
+def rescale_checkpoint() -> str:
+    truth = json.loads(sorted((REPO / "fixtures" / "rescale").glob("*.json"))[0].read_text())
+    return str(REPO / truth["checkpoint"])
+
+
+@pytest.mark.parametrize("p", ["3", "2..4"])
+def test_plan_rescale_missing_histogram_is_an_error(p: str, tmp_path: Path) -> None:
+    line = one_line_error(
+        cli("plan-rescale", rescale_checkpoint(), "-p", p, "--data-aware", str(tmp_path / "x"))
+    )
+    assert "no such file" in line and str(tmp_path / "x") in line
+
+
+def test_plan_rescale_sweep_uses_the_histogram(tmp_path: Path) -> None:
+    checkpoint = rescale_checkpoint()
+    histogram = tmp_path / "h.parquet"
+    result = cli("verify", checkpoint, "--deep", "--engine", "local", "--histogram", str(histogram), "--json")
+    assert result.exit_code == 0, result.output
+    sweep = cli_json("plan-rescale", checkpoint, "-p", "2..4", "--data-aware", str(histogram))
+    assert sweep["data_aware"]
+    for row in sweep["rows"]:
+        single = cli_json(
+            "plan-rescale", checkpoint, "-p", str(row["parallelism"]), "--data-aware", str(histogram)
+        )
+        totals = [op["data"] for op in single["operators"] if "data" in op]
+        assert totals
+        assert row["data"] == {
+            k: sum(t[k] for t in totals) for k in ("keep_bytes", "clip_bytes", "copy_bytes")
+        }
+    assert any(r["data"]["copy_bytes"] > 0 for r in sweep["rows"])
+    table = cli("plan-rescale", checkpoint, "-p", "2..4", "--data-aware", str(histogram))
+    assert table.exit_code == 0 and "copied bytes" in table.stdout
+
+
+@pytest.mark.parametrize("version", ["3.7", "1.21", "0.9"])
+def test_plan_rescale_unknown_flink_version_is_refused(version: str) -> None:
+    line = one_line_error(cli("plan-rescale", rescale_checkpoint(), "-p", "3", "--flink-version", version))
+    assert f"unknown Flink version {version}" in line
+    for family in ("1.15", "1.16-1.18", "1.19-1.20", "2.x"):
+        assert family in line
+
+
+# ---- check output ---------------------------------------------------------------------------
+
+
+def test_check_output_wording_and_a_corrupt_metadata_named_once(tmp_path: Path, monkeypatch) -> None:
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(DATA / "2.2.0" / "basic", root)
+    ok = cli("check", str(root), env={"COLUMNS": "120"})
+    assert ok.exit_code == 0, ok.output
+    assert "limit no limit" not in ok.stdout and "ok (0 B)" in ok.stdout
+    limited = cli("check", str(root), "--max-orphan-bytes", "1GiB", env={"COLUMNS": "120"})
+    assert limited.exit_code == 0 and "of 1.0 GiB allowed" in limited.stdout
+    victim = sorted(root.rglob("chk-*/_metadata"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])
+    monkeypatch.chdir(tmp_path)
+    bad = cli("check", "root", env={"COLUMNS": "200"})
+    assert bad.exit_code == 1
+    rel = victim.relative_to(root).as_posix()
+    assert bad.stdout.count(rel) == 1, bad.stdout
+    assert str(root) not in bad.stdout

@@ -7,6 +7,7 @@ together with the ``--rebase`` option that commands touching the files will need
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -21,6 +22,22 @@ def warn_moved(out, ck) -> None:
             f"{ck.location.uri} was written elsewhere; paths are mapped with --rebase "
             f"{ck.inferred_rebase.describe()} (inferred)"
         )
+
+
+def checked_path(storage, path: str) -> str:
+    """PATH unchanged if it can name a checkpoint, savepoint, job or root: a directory (or prefix)
+    or a ``_metadata`` file. A plain file is refused in one line instead of an OS error later."""
+    from ckptctl.errors import LayoutError
+    from ckptctl.layout import METADATA_FILE
+    from ckptctl.storage import basename, normalize_uri
+
+    uri = normalize_uri(path)
+    if basename(uri) != METADATA_FILE and storage.stat(uri) is not None:
+        raise LayoutError(
+            f"not a checkpoint directory: {path} is a file (name a checkpoint or savepoint directory, "
+            "its _metadata, or a directory of them)"
+        )
+    return path
 
 
 @app.command("ls")
@@ -42,7 +59,7 @@ def ls_command(
 
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
-    layout = scan_root(storage, root)
+    layout = scan_root(storage, checked_path(storage, root))
     locations = layout.locations()
     rows = []
     failed = 0
@@ -88,7 +105,7 @@ def show_command(
 
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
-    ck = load_checkpoint(storage, path, mappings)
+    ck = load_checkpoint(storage, checked_path(storage, path), mappings)
     warn_moved(out, ck)
     out.show(checkpoint_view(ck))
 
@@ -100,10 +117,22 @@ def refs_command(
         str, typer.Argument(help="A checkpoint/savepoint (directory or _metadata) or a root to scan.")
     ],
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="table, json, ndjson, csv or parquet.", metavar="FORMAT")
-    ] = "table",
+        str | None,
+        typer.Option(
+            "--format",
+            "-f",
+            metavar="FORMAT",
+            help="table, json, ndjson, csv or parquet (default: table, or from the -o file's extension).",
+        ),
+    ] = None,
     output: Annotated[
-        str | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="Write to FILE instead of stdout; .json, .ndjson, .csv or .parquet sets the format.",
+        ),
     ] = None,
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
@@ -112,14 +141,9 @@ def refs_command(
     """The reference map: one row per (checkpoint, operator, subtask, handle, file)."""
     from ckptctl import export
     from ckptctl.cli.output import make_output
-    from ckptctl.errors import CkptError
     from ckptctl.refs import COLUMNS, reference_rows
 
-    fmt = "json" if as_json and fmt == "table" else fmt.lower()
-    if fmt not in export.FORMATS:
-        raise CkptError(f"unknown --format '{fmt}'; use one of {', '.join(export.FORMATS)}")
-    if fmt == "parquet" and not output:
-        raise CkptError("--format parquet needs --output FILE")
+    fmt = refs_format(fmt, as_json, output)
     out = make_output(fmt != "table")
     storage, mappings = _context(s3_endpoint, rebase)
     checkpoints, root = checkpoints_at(storage, path, mappings, out)
@@ -159,6 +183,43 @@ def refs_command(
         writer(COLUMNS, rows, sys.stdout)
 
 
+_EXTENSIONS = {".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson", ".csv": "csv", ".parquet": "parquet"}
+
+
+def refs_format(fmt: str | None, as_json: bool, output: str | None) -> str:
+    """The one format asked for by --format, --json and the -o file's extension; conflicts are errors."""
+    from ckptctl import export
+    from ckptctl.errors import CkptError
+
+    if fmt is not None:
+        fmt = fmt.lower()
+        if fmt not in export.FORMATS:
+            raise CkptError(f"unknown --format '{fmt}'; use one of {', '.join(export.FORMATS)}")
+    if as_json and fmt not in (None, "json"):
+        raise CkptError(f"--json and --format {fmt} conflict; give one of them")
+    chosen = fmt or ("json" if as_json else None)
+    if output:
+        ext = os.path.splitext(output)[1].lower()
+        implied = _EXTENSIONS.get(ext)
+        if chosen == "table":
+            raise CkptError(
+                "--format table is for the terminal; with -o FILE use json, ndjson, csv or parquet"
+            )
+        if chosen is None and implied is None:
+            raise CkptError(
+                f"cannot tell the format of -o {output} from its extension; "
+                "name it .json, .ndjson, .csv or .parquet, or pass --format"
+            )
+        if chosen is not None and implied is not None and implied != chosen:
+            how = "--json" if as_json and fmt is None else f"--format {chosen}"
+            raise CkptError(f"{how} conflicts with -o {output} (a {implied} file name); give one format")
+        chosen = chosen or implied
+    chosen = chosen or "table"
+    if chosen == "parquet" and not output:
+        raise CkptError("--format parquet needs --output FILE")
+    return chosen
+
+
 def checkpoints_at(storage, path, mappings, out):
     """A single checkpoint if PATH is one, else every readable checkpoint under the root PATH."""
     from ckptctl.errors import CkptError
@@ -166,7 +227,7 @@ def checkpoints_at(storage, path, mappings, out):
     from ckptctl.refs import load_checkpoint
     from ckptctl.storage import basename, join, normalize_uri
 
-    uri = normalize_uri(path)
+    uri = normalize_uri(checked_path(storage, path))
     if basename(uri) == METADATA_FILE or storage.stat(join(uri, METADATA_FILE)) is not None:
         loc = locate_checkpoint(storage, uri)
         return [load_checkpoint(storage, loc, mappings)], loc.uri
@@ -182,6 +243,8 @@ def checkpoints_at(storage, path, mappings, out):
                 errors.append(str(e))
     if errors:
         raise CkptError(f"{len(errors)} unreadable _metadata under {layout.root}; first: {errors[0]}")
+    if not loaded:
+        raise CkptError(f"not a checkpoint directory: no completed checkpoints or savepoints under {path}")
     return loaded, layout.root
 
 
@@ -201,8 +264,8 @@ def diff_command(
 
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
-    ck_a = load_checkpoint(storage, a, mappings)
-    ck_b = load_checkpoint(storage, b, mappings)
+    ck_a = load_checkpoint(storage, checked_path(storage, a), mappings)
+    ck_b = load_checkpoint(storage, checked_path(storage, b), mappings)
     for ck in (ck_a, ck_b):
         warn_moved(out, ck)
     out.diff(diff_view(ck_a, ck_b))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Annotated, Any
 
@@ -62,14 +63,18 @@ def plan_rescale_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Each new subtask's key groups, the old handles it receives, the base RocksDB handle, and bytes."""
+    from ckptctl.cli.inspect import checked_path
     from ckptctl.cli.output import make_output
     from ckptctl.refs import load_checkpoint
-    from ckptctl.rescale import apply_histogram, plan_rescale, sweep
+    from ckptctl.rescale import apply_histogram, family_of, plan_rescale, sweep
 
+    values = parse_parallelism(parallelism)
+    if flink_version is not None:
+        family_of(flink_version)  # refuse an unknown version before reading anything
+    histogram = _histogram_rows(data_aware) if data_aware else None
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
-    ck = load_checkpoint(storage, checkpoint, mappings)
-    values = parse_parallelism(parallelism)
+    ck = load_checkpoint(storage, checked_path(storage, checkpoint), mappings)
     kwargs: dict[str, Any] = dict(
         operator=operator, flink_version=flink_version, overlap_threshold=overlap_threshold,
         ingest_db=ingest_db, max_parallelism=max_parallelism,
@@ -77,14 +82,14 @@ def plan_rescale_command(
     if len(values) == 1:
         plan = plan_rescale(ck.metadata, values[0], **kwargs)
         plan["checkpoint"] = ck.location.uri
-        if data_aware:
-            apply_histogram(plan, _histogram_rows(data_aware), ck.location.uri)
+        if histogram is not None:
+            apply_histogram(plan, histogram, ck.location.uri)
         if as_json:
             out.json(plan)
         else:
             _render_plan(out, plan)
         return
-    result = sweep(ck.metadata, values, **kwargs)
+    result = sweep(ck.metadata, values, histogram=histogram, checkpoint=ck.location.uri, **kwargs)
     result["checkpoint"] = ck.location.uri
     if as_json:
         out.json(result)
@@ -96,6 +101,8 @@ def _histogram_rows(path: str) -> list[tuple]:
     from ckptctl.errors import CkptError
 
     names = ("checkpoint", "operator_id", "subtask", "column_family", "key_group", "entries", "bytes")
+    if "://" not in path and not os.path.isfile(path):
+        raise CkptError("no such file" if not os.path.exists(path) else "not a file", path=path)
     try:
         import pyarrow.parquet as pq
 
@@ -195,18 +202,28 @@ def _render_sweep(out, result: dict[str, Any]) -> None:
         title="restore cost by parallelism (bar: largest subtask download = critical path)",
         title_justify="left",
     )
-    for col in ("parallelism", "critical path", "", "total", "merging", "skew"):
-        t.add_column(col, justify="left" if col == "" else "right")
+    data_aware = bool(result.get("data_aware"))
+    columns = ["parallelism", "critical path", "", "total", "merging", "skew"]
+    if data_aware:  # measured bytes (verify --deep --histogram)
+        columns += ["clipped", "copied bytes"]
+    for col in columns:
+        t.add_column(col, justify="left" if col == "" else "right", no_wrap=col != "")
+    width = 40 if not data_aware else 24
     for r in rows:
-        bar = "█" * max(1, round(40 * r["max_subtask_bytes"] / peak)) if r["max_subtask_bytes"] else ""
+        bar = "█" * max(1, round(width * r["max_subtask_bytes"] / peak)) if r["max_subtask_bytes"] else ""
         style = "green" if r["merging_subtasks"] == 0 else "yellow"
+        extra = (
+            [human_bytes(r["data"]["clip_bytes"]), human_bytes(r["data"]["copy_bytes"])] if data_aware else []
+        )
         t.add_row(
             str(r["parallelism"]), human_bytes(r["max_subtask_bytes"]), f"[{style}]{bar}[/{style}]",
             human_bytes(r["download_bytes"]), str(r["merging_subtasks"]), f"{r['skew']:.2f}" if r["skew"] else "-",
+            *extra,
         )  # fmt: skip
     out.out.print(t)
     if result["no_merge"]:
         out.out.print(
             f"no merging of RocksDB instances at parallelism: {', '.join(map(str, result['no_merge']))}"
         )
-    out.out.print(f"recommended (smallest critical path, fewest merges): {result['recommended']}")
+    tie = "fewest copied bytes" if data_aware else "fewest merges"
+    out.out.print(f"recommended (smallest critical path, {tie}): {result['recommended']}")

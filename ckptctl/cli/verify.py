@@ -197,7 +197,9 @@ def check_command(
     limit = parse_bytes(max_orphan_bytes, "--max-orphan-bytes") if max_orphan_bytes is not None else None
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
-    report = run_check(storage, root, mappings, limit)
+    from ckptctl.cli.inspect import checked_path
+
+    report = run_check(storage, checked_path(storage, root), mappings, limit)
     for w in report["warnings"]:
         out.warn(w)
     if junit:
@@ -208,32 +210,42 @@ def check_command(
     if as_json:
         out.json(report)
     else:
-        _render_check(out, report)
+        _render_check(out, report, root)
     if not report["ok"]:
         raise typer.Exit(1)
 
 
-def _render_check(out, report: dict[str, Any]) -> None:
+def _render_check(out, report: dict[str, Any], named: str) -> None:
     from rich.table import Table
 
     from ckptctl.cli.output import _escape, human_bytes
     from ckptctl.views import short_uri
 
     root = report["root"]
-    table = Table(title=f"check {root}", title_justify="left")
+    table = Table(title=_escape(f"check {named}"), title_justify="left")
     table.add_column("checkpoint", overflow="fold")
     table.add_column("files", justify="right")
     table.add_column("result")
     for ck in report["checkpoints"]:
-        status = "[green]ok[/green]" if ck["ok"] else f"[red]{len(ck['problems']) or 1} problems[/red]"
+        n = len(ck["problems"])
+        status = "[green]ok[/green]" if ck["ok"] else f"[red]{n} problem{'s' if n != 1 else ''}[/red]"
         if ck["error"]:
-            status = f"[red]{_escape(ck['error'])}[/red]"
+            status = "[red]unreadable _metadata[/red]"  # the problem lines below say why, once
         table.add_row(_escape(short_uri(ck["path"], root)), str(ck["files"]), status)
     o = report["orphans"]
-    limit = "no limit" if o["limit"] is None else human_bytes(o["limit"])
-    status = "[green]ok[/green]" if o["ok"] else f"[red]{_escape(o['error'] or 'over the limit')}[/red]"
-    table.add_row("orphans", f"{o['files']:,}", f"{human_bytes(o['bytes'])} (limit {limit}) {status}")
+    amount = human_bytes(o["bytes"]) + (
+        "" if o["limit"] is None else f" of {human_bytes(o['limit'])} allowed"
+    )
+    if o["error"]:
+        status = f"[red]{_escape(o['error'])}[/red]" if not o["ok"] else "[yellow]not measured[/yellow]"
+    elif not o["ok"]:
+        status = f"[red]{amount}: over the limit[/red]"
+    else:
+        status = f"[green]ok[/green] ({amount})"
+    table.add_row("orphans", f"{o['files']:,}", status)
     out.out.print(table)
     for p in report["problems"][:100]:
-        out.out.print(f"[red]{p['check']}[/red] {_escape(p['path'])}: {_escape(p['detail'] or '')}")
+        path = short_uri(p["path"], root)
+        detail = (p["detail"] or "").removeprefix(p["path"] + ": ")  # metadata errors name the file already
+        out.out.print(f"[red]{p['check']}[/red] {_escape(path)}: {_escape(detail)}")
     out.out.print("[green]passed[/green]" if report["ok"] else "[red]FAILED[/red]")
