@@ -204,3 +204,130 @@ def test_check_output_wording_and_a_corrupt_metadata_named_once(tmp_path: Path, 
     rel = victim.relative_to(root).as_posix()
     assert bad.stdout.count(rel) == 1, bad.stdout
     assert str(root) not in bad.stdout
+
+
+# ---- S3: unreachable endpoint, missing credentials ------------------------------------------
+
+
+def run_ckptctl(*args: str, env: dict[str, str] | None = None, timeout: float = 120):
+    """The installed command in a fresh process (timing includes imports, as a user sees it)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", _MAIN, *args],
+        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}, cwd=REPO,
+    )  # fmt: skip
+    return proc, time.monotonic() - started
+
+
+_MAIN = "import sys; from ckptctl.cli import main; sys.argv[0] = 'ckptctl'; main()"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["ls"], ["check"], ["verify", "--engine", "local"], ["show"], ["refs"], ["plan-rescale", "-p", "2"]],
+)
+def test_closed_s3_endpoint_fails_fast_in_one_line(command: list[str]) -> None:
+    from tests.conftest import free_port
+
+    endpoint = f"http://127.0.0.1:{free_port()}"  # bound, released: nothing listens there
+    proc, elapsed = run_ckptctl(*command, "s3://bucket/checkpoints", "--s3-endpoint", endpoint, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach the S3 endpoint" in lines[0] and endpoint in lines[0], (
+        proc.stderr
+    )
+    assert elapsed < 10, f"{elapsed:.1f}s"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["ls"], ["show"], ["refs"], ["diff", "SAME"], ["verify", "--engine", "local"], ["plan-rescale", "-p", "3"],
+     ["check"]],
+)  # fmt: skip
+def test_missing_s3_credentials_say_how_to_provide_them(command, s3_server, s3_fixtures, monkeypatch) -> None:
+    import time
+
+    from tests.fixture_cases import cases
+
+    case = next(c for c in cases() if c.scenario == "basic" and c.flink_version == "2.2.0")
+    uri = f"{s3_fixtures}/{case.checkpoint_dir.relative_to(DATA).as_posix()}"
+    if command[0] in ("ls", "check"):
+        uri = uri.rsplit("/", 1)[0]
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    args = [
+        command[0],
+        uri,
+        *[uri if a == "SAME" else a for a in command[1:]],
+        "--s3-endpoint",
+        s3_server.endpoint,
+    ]
+    started = time.monotonic()
+    line = one_line_error(cli(*args))
+    assert time.monotonic() - started < 5
+    assert "no AWS credentials" in line and "AWS_ACCESS_KEY_ID" in line and "AWS_PROFILE" in line
+    assert "internal error" not in line
+
+
+# ---- verify on the embedded Spark: fast, quiet failures -------------------------------------
+
+BASIC_CHECKPOINT = DATA / "2.2.0" / "basic"
+
+
+def test_spark_master_with_nothing_listening_fails_fast_in_one_line(tmp_path: Path) -> None:
+    from tests.conftest import free_port
+
+    master = f"spark://127.0.0.1:{free_port()}"
+    proc, elapsed = run_ckptctl(
+        "verify",
+        str(BASIC_CHECKPOINT),
+        "--master",
+        master,
+        env={"CKPTCTL_SPARK_LOG": str(tmp_path / "s.log")},
+    )
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cannot reach the Spark master" in errors[0] and master in errors[0]
+    assert len(errors[0]) < 300 and "Traceback" not in proc.stderr and "at org." not in proc.stderr
+    assert [line for line in proc.stderr.splitlines() if not line.startswith(("error:", "warning:"))] == []
+    assert elapsed < 20, f"{elapsed:.1f}s"
+
+
+def test_broken_java_home_names_java_17_and_the_local_engine(tmp_path: Path) -> None:
+    fake = tmp_path / "jdk11" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "java").write_text("#!/bin/sh\necho 'openjdk version \"11.0.22\" 2024-01-16' >&2\n")
+    (fake / "java").chmod(0o755)
+    for home, why in ((tmp_path / "nowhere", "has no bin/java"), (fake.parent, "is Java 11")):
+        proc, _ = run_ckptctl(
+            "verify",
+            str(BASIC_CHECKPOINT),
+            env={"JAVA_HOME": str(home), "CKPTCTL_SPARK_LOG": str(tmp_path / "s.log")},
+        )
+        assert proc.returncode == 2, proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if not line.startswith("warning:")]
+        assert len(errors) == 1, proc.stderr
+        assert (
+            "the Spark engine needs Java 17+" in errors[0]
+            and why in errors[0]
+            and "--engine local" in errors[0]
+        )
+        assert "JAVA_GATEWAY_EXITED" not in proc.stderr
+
+
+def test_spark_start_shows_a_status_and_keeps_jvm_logging_off_the_terminal(tmp_path: Path) -> None:
+    log = tmp_path / "spark.log"
+    proc, _ = run_ckptctl(
+        "verify", str(BASIC_CHECKPOINT), "--master", "local[1]",
+        env={"FORCE_COLOR": "1", "COLUMNS": "100", "CKPTCTL_SPARK_LOG": str(log)}, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "starting Spark (local[1])" in proc.stderr
+    for jvm in ("WARN", "WARNING: Using incubator", "NativeCodeLoader", "log4j", "setLogLevel"):
+        assert jvm not in proc.stderr, jvm
+    assert log.exists() and "log4j" in log.read_text()  # where the JVM's own output went

@@ -76,6 +76,11 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
         except (typer.Exit, typer.Abort):
             raise
         except Exception as e:  # a bug in ckptctl: still one line, with a way to see more
+            from ckptctl.storage import s3_problem
+
+            problem = s3_problem(e)  # no credentials, endpoint unreachable: the user's to fix
+            if problem:
+                _fail(problem, 2)
             if os.environ.get("CKPTCTL_DEBUG"):
                 raise
             _fail(f"internal error: {type(e).__name__}: {e} (set CKPTCTL_DEBUG=1 for a traceback)", 3)

@@ -74,6 +74,15 @@ class Output:
             yield tick()
 
     @contextmanager
+    def status(self, label: str) -> Iterator[None]:
+        """A spinner with ``label`` on a terminal while something without a count runs."""
+        if not self.err.is_terminal:
+            yield
+            return
+        with self.err.status(label):
+            yield
+
+    @contextmanager
     def counter(self, total: int, label: str) -> Iterator[Any]:
         """A progress bar advanced by hand (``advance(n)``); a no-op when stderr is not a terminal."""
         if not self.err.is_terminal or total < 1:

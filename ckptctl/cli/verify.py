@@ -107,6 +107,11 @@ def verify_command(
         warn_moved(out, ck)
     if not checkpoints:
         raise CkptError(f"no completed checkpoints or savepoints under {root}")
+    if engine == "spark":  # the JVM takes seconds to start: say so instead of a bar stuck at 0
+        from ckptctl.verify import spark_session
+
+        with out.status(f"starting Spark ({master}) …"):
+            spark_session(master)
     with _Bar(out, "verifying" + (" (deep)" if deep else "")) as bar:
         result = verify(
             storage, checkpoints, deep=deep, engine=engine, master=master,
