@@ -331,3 +331,131 @@ def test_spark_start_shows_a_status_and_keeps_jvm_logging_off_the_terminal(tmp_p
     for jvm in ("WARN", "WARNING: Using incubator", "NativeCodeLoader", "log4j", "setLogLevel"):
         assert jvm not in proc.stderr, jvm
     assert log.exists() and "log4j" in log.read_text()  # where the JVM's own output went
+
+
+# ---- moved roots, diff, --help ----------------------------------------------------------------
+
+
+def test_verify_on_a_moved_root_warns_once_per_mapping(tmp_path: Path, monkeypatch) -> None:
+    import shutil
+
+    root = tmp_path / "moved"
+    shutil.copytree(DATA / "2.2.0" / "savepoints", root)
+    victim = next(root.glob("savepoints/savepoint-*/*-*-*-*-*"))
+    victim.unlink()
+    monkeypatch.chdir(tmp_path)
+    result = cli("verify", "moved", "--engine", "local", env={"COLUMNS": "200"})
+    assert result.exit_code == 1, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "--rebase" in warnings[0], result.stderr
+    assert victim.relative_to(root).as_posix() in result.stdout
+    single = cli("verify", str(victim.parent), "--engine", "local", env={"COLUMNS": "200"})
+    assert single.exit_code == 1
+    assert f"{victim.parent.name}/{victim.name}" in single.stdout  # not a bare UUID
+
+
+def test_diff_warns_about_order_and_jobs_and_lists_files() -> None:
+    from tests.fixture_cases import cases
+
+    basic = sorted(
+        (c for c in cases() if c.flink_version == "2.2.0" and c.scenario == "basic"),
+        key=lambda c: int(c.checkpoint_dir.name.split("-")[1]),
+    )
+    old, new = str(basic[0].checkpoint_dir), str(basic[-1].checkpoint_dir)
+    forward = cli("diff", old, new, env={"COLUMNS": "200"})
+    assert forward.exit_code == 0 and "older" not in forward.stderr
+    view = cli_json("diff", old, new)
+    biggest = max(view["added"], key=lambda f: f["size"])
+    rel = biggest["path"].removeprefix("file:" + str(basic[0].checkpoint_dir.parent) + "/")
+    assert rel in forward.stdout and len(view["added"]) > 10 and "more" in forward.stdout
+    backward = cli("diff", new, old)
+    assert backward.exit_code == 0 and "is older than A" in backward.stderr
+    other = next(c for c in cases() if c.flink_version == "1.20.3" and c.scenario == "basic")
+    across = cli("diff", old, str(other.checkpoint_dir))
+    assert across.exit_code == 0 and "different jobs" in across.stderr
+
+
+@pytest.mark.parametrize("command", ["", "ls", "show", "refs", "diff", "verify", "check", "plan-rescale"])
+def test_help_metavars_say_what_to_type(command: str) -> None:
+    result = cli(*([command] if command else []), "--help", env={"COLUMNS": "100"})
+    assert result.exit_code == 0
+    text = result.stdout
+    for bad in ("<str>", "<int>", "<float>", "<list", "{", "HDFS"):
+        assert bad not in text, (bad, text)
+    usage = {
+        "ls": "ls [OPTIONS] ROOT", "show": "show [OPTIONS] CHECKPOINT", "refs": "refs [OPTIONS] CHECKPOINT|ROOT",
+        "diff": "diff [OPTIONS] A B", "verify": "verify [OPTIONS] CHECKPOINT|ROOT", "check": "check [OPTIONS] ROOT",
+        "plan-rescale": "plan-rescale [OPTIONS] CHECKPOINT",
+    }  # fmt: skip
+    if command:
+        assert usage[command] in text
+
+
+# ---- an 80-column terminal --------------------------------------------------------------------
+
+NARROW = {"COLUMNS": "80"}
+
+
+def narrow(*args: str) -> str:
+    result = cli(*args, env=NARROW)
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    for line in text.splitlines():
+        assert len(line.rstrip()) <= 80, line
+    assert "…" not in text, text  # nothing cut mid-cell
+    assert "file:/" not in text and str(REPO) not in text, text  # paths relative to the named root
+    return text
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """Cells of the boxed rows whose first cell is filled (folded continuation lines skipped)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("│"):
+            cells = [c.strip() for c in line.strip().strip("│").split("│")]
+            if cells[0]:
+                out.append(cells)
+    return out
+
+
+def test_ls_at_80_columns_keeps_ids_and_status(monkeypatch) -> None:
+    monkeypatch.chdir(REPO)
+    for root in ("fixtures/data/2.2.0", "fixtures/data/1.20.3/savepoints"):
+        text = narrow("ls", root)
+        lines = text.splitlines()
+        for r in cli_json("ls", root):
+            name = r["path"].rsplit("/", 1)[1]
+            line = next(x for x in lines if x.split() and x.split()[0] == name)
+            tokens = line.split()
+            assert str(r["checkpoint_id"]) in tokens and "ok" in tokens, line
+        assert "job basic/checkpoints/" in narrow("ls", "fixtures/data/2.2.0")
+
+
+def test_refs_at_80_columns_keeps_numbers_whole(monkeypatch) -> None:
+    monkeypatch.chdir(REPO)
+    for root in ("fixtures/data/2.2.0/filemerging", "fixtures/data/1.20.3/basic"):
+        text = narrow("refs", root)
+        assert f"under {root}" in text
+        rows = table_rows(text)
+        expected = cli_json("refs", root)
+        assert [r[-1] for r in rows] == [str(e["size"]) for e in expected]
+        assert [r[0] for r in rows] == [str(e["checkpoint_id"]) for e in expected]
+
+
+def test_show_and_check_at_80_columns(monkeypatch) -> None:
+    from tests.fixture_cases import cases
+
+    monkeypatch.chdir(REPO)
+    case = next(c for c in cases() if c.flink_version == "2.2.0" and c.scenario == "basic")
+    named = case.checkpoint_dir.relative_to(REPO).as_posix()
+    text = narrow("show", named)
+    assert named in text.replace("\n", "")  # the title names it as typed (folded if long)
+    assert f"{case.checkpoint_dir.name}/" in text and "shared/" in text  # relative to the job directory
+    root = "fixtures/data/2.2.0/basic"
+    text = narrow("check", root)
+    assert f"check {root}" in text
+    report = cli_json("check", root)
+    rows = {r[0]: r for r in table_rows(text)}
+    for ck in report["checkpoints"]:
+        rel = ck["path"].removeprefix(report["root"] + "/")
+        assert rows[rel][1] == str(ck["files"]) and rows[rel][2] == "ok"

@@ -13,15 +13,17 @@ from typing import Annotated
 
 import typer
 
-from ckptctl.cli import EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
 
 
-def warn_moved(out, ck) -> None:
-    if ck.inferred_rebase is not None:
-        out.warn(
-            f"{ck.location.uri} was written elsewhere; paths are mapped with --rebase "
-            f"{ck.inferred_rebase.describe()} (inferred)"
-        )
+def warn_moved(out, *checkpoints) -> None:
+    """One warning per inferred mapping (not per checkpoint: a moved root has dozens)."""
+    seen: list[str] = []
+    for ck in checkpoints:
+        if ck.inferred_rebase is not None and ck.inferred_rebase.describe() not in seen:
+            seen.append(ck.inferred_rebase.describe())
+    for mapping in seen:
+        out.warn(f"directories were written elsewhere; mapped with --rebase {mapping} (inferred)")
 
 
 def checked_path(storage, path: str) -> str:
@@ -40,11 +42,12 @@ def checked_path(storage, path: str) -> str:
     return path
 
 
-@app.command("ls")
+@app.command("ls", cls=Command)
 @command
 def ls_command(
     root: Annotated[
-        str, typer.Argument(help="A checkpoint root, a job directory, or a savepoint directory.")
+        str,
+        typer.Argument(metavar="ROOT", help="A checkpoint root, a job directory, or a savepoint directory."),
     ],
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
@@ -82,7 +85,7 @@ def ls_command(
         out.warn(f"directories were written elsewhere; mapped with --rebase {mapping} (inferred)")
     if not rows:
         out.warn(f"no checkpoints or savepoints found under {layout.root}")
-    out.ls(layout.root, rows)
+    out.ls(layout.root, rows, root)
     if failed:
         for r in rows:
             if r["error"]:
@@ -90,10 +93,15 @@ def ls_command(
         raise typer.Exit(1)
 
 
-@app.command("show")
+@app.command("show", cls=Command)
 @command
 def show_command(
-    path: Annotated[str, typer.Argument(help="A checkpoint or savepoint directory, or its _metadata file.")],
+    path: Annotated[
+        str,
+        typer.Argument(
+            metavar="CHECKPOINT", help="A checkpoint or savepoint directory, or its _metadata file."
+        ),
+    ],
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
@@ -107,14 +115,18 @@ def show_command(
     storage, mappings = _context(s3_endpoint, rebase)
     ck = load_checkpoint(storage, checked_path(storage, path), mappings)
     warn_moved(out, ck)
-    out.show(checkpoint_view(ck))
+    out.show(checkpoint_view(ck), path)
 
 
-@app.command("refs")
+@app.command("refs", cls=Command)
 @command
 def refs_command(
     path: Annotated[
-        str, typer.Argument(help="A checkpoint/savepoint (directory or _metadata) or a root to scan.")
+        str,
+        typer.Argument(
+            metavar="CHECKPOINT|ROOT",
+            help="A checkpoint/savepoint (directory or _metadata) or a root to scan.",
+        ),
     ],
     fmt: Annotated[
         str | None,
@@ -147,8 +159,7 @@ def refs_command(
     out = make_output(fmt != "table")
     storage, mappings = _context(s3_endpoint, rebase)
     checkpoints, root = checkpoints_at(storage, path, mappings, out)
-    for ck in checkpoints:
-        warn_moved(out, ck)
+    warn_moved(out, *checkpoints)
     if fmt == "ndjson":  # the bulk format: encoded group by group, never as full rows
         from ckptctl.refs import GROUP_KEY, reference_groups
 
@@ -168,7 +179,7 @@ def refs_command(
     for ck in checkpoints:
         rows.extend(reference_rows(ck))
     if fmt == "table":
-        out.refs_table(COLUMNS, rows, root)
+        out.refs_table(COLUMNS, rows, display_base(root, checkpoints), path)
         return
     if fmt == "parquet":
         from ckptctl.refs import rows_to_arrow
@@ -220,6 +231,16 @@ def refs_format(fmt: str | None, as_json: bool, output: str | None) -> str:
     return chosen
 
 
+def display_base(root: str, checkpoints) -> str:
+    """What shown paths are relative to: the scanned root, or for a single checkpoint its parent
+    (so its own files read ``chk-7/…`` or ``savepoint-…/…`` and shared ones ``shared/…``)."""
+    from ckptctl.storage import parent
+
+    if len(checkpoints) == 1 and checkpoints[0].location.uri == root:
+        return parent(root)
+    return root
+
+
 def checkpoints_at(storage, path, mappings, out):
     """A single checkpoint if PATH is one, else every readable checkpoint under the root PATH."""
     from ckptctl.errors import CkptError
@@ -248,11 +269,11 @@ def checkpoints_at(storage, path, mappings, out):
     return loaded, layout.root
 
 
-@app.command("diff")
+@app.command("diff", cls=Command)
 @command
 def diff_command(
-    a: Annotated[str, typer.Argument(help="The older checkpoint (directory or _metadata).")],
-    b: Annotated[str, typer.Argument(help="The newer checkpoint (directory or _metadata).")],
+    a: Annotated[str, typer.Argument(metavar="A", help="The older checkpoint (directory or _metadata).")],
+    b: Annotated[str, typer.Argument(metavar="B", help="The newer checkpoint (directory or _metadata).")],
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
@@ -266,6 +287,21 @@ def diff_command(
     storage, mappings = _context(s3_endpoint, rebase)
     ck_a = load_checkpoint(storage, checked_path(storage, a), mappings)
     ck_b = load_checkpoint(storage, checked_path(storage, b), mappings)
-    for ck in (ck_a, ck_b):
-        warn_moved(out, ck)
+    warn_moved(out, ck_a, ck_b)
+    for warning in diff_warnings(ck_a, ck_b):
+        out.warn(warning)
     out.diff(diff_view(ck_a, ck_b))
+
+
+def diff_warnings(a, b) -> list[str]:
+    """A diff reads as 'from A to B': say so when B is the older one or another job's."""
+    out = []
+    ja, jb = a.location.job_id, b.location.job_id
+    if ja and jb and ja != jb:
+        out.append(f"A and B belong to different jobs ({ja} and {jb}): the diff compares unrelated files")
+    elif b.metadata.checkpoint_id < a.metadata.checkpoint_id:
+        out.append(
+            f"B (checkpoint {b.metadata.checkpoint_id}) is older than A (checkpoint {a.metadata.checkpoint_id}): "
+            "'added' and 'removed' are reversed; name the older checkpoint first"
+        )
+    return out

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli import EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
 
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:\.\.|-)\s*(\d+)\s*$")
 
@@ -27,35 +27,52 @@ def parse_parallelism(text: str) -> list[int]:
     raise CkptError(f"--parallelism expects N or LOW..HIGH, got '{text}'")
 
 
-@app.command("plan-rescale")
+@app.command("plan-rescale", cls=Command)
 @command
 def plan_rescale_command(
-    checkpoint: Annotated[str, typer.Argument(help="A checkpoint or savepoint directory, or its _metadata.")],
+    checkpoint: Annotated[
+        str,
+        typer.Argument(metavar="CHECKPOINT", help="A checkpoint or savepoint directory, or its _metadata."),
+    ],
     parallelism: Annotated[
-        str, typer.Option("--parallelism", "-p", help="New parallelism N, or a sweep LOW..HIGH.")
+        str,
+        typer.Option(
+            "--parallelism", "-p", metavar="N|LOW..HIGH", help="New parallelism N, or a sweep LOW..HIGH."
+        ),
     ],
     operator: Annotated[
-        str | None, typer.Option("--operator", help="Only this operator (32-hex id, name or uid).")
+        str | None,
+        typer.Option("--operator", metavar="OPERATOR", help="Only this operator (32-hex id, name or uid)."),
     ] = None,
     flink_version: Annotated[
-        str | None, typer.Option("--flink-version", help="Flink version of the restore (default: inferred).")
+        str | None,
+        typer.Option(
+            "--flink-version",
+            metavar="MAJOR.MINOR",
+            help="Flink version of the restore, e.g. 1.20 (default: inferred).",
+        ),
     ] = None,
     overlap_threshold: Annotated[
         float | None,
         typer.Option(
-            "--overlap-threshold", help="state.backend.rocksdb.restore-overlap-fraction-threshold (1.16+)."
+            "--overlap-threshold",
+            metavar="FRACTION",
+            help="state.backend.rocksdb.restore-overlap-fraction-threshold, 0..1 (1.16+).",
         ),
     ] = None,
     ingest_db: Annotated[
         bool, typer.Option("--ingest-db", help="Flink 2.x state.backend.rocksdb.use-ingest-db-restore-mode.")
     ] = False,
     max_parallelism: Annotated[
-        int | None, typer.Option("--max-parallelism", help="Refuse if it differs from the checkpoint's.")
+        int | None,
+        typer.Option("--max-parallelism", metavar="N", help="Refuse if it differs from the checkpoint's."),
     ] = None,
     data_aware: Annotated[
         str | None,
         typer.Option(
-            "--data-aware", help="Histogram Parquet of `verify --deep --histogram`: real bytes per key group."
+            "--data-aware",
+            metavar="HISTOGRAM",
+            help="Histogram Parquet of `verify --deep --histogram`: real bytes per key group.",
         ),
     ] = None,
     as_json: JsonOpt = False,

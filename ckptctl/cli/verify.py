@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli import EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?\s*$", re.IGNORECASE)
 _UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
@@ -58,11 +58,15 @@ class _Bar:
         return self.advance if self.out.err.is_terminal else None
 
 
-@app.command("verify")
+@app.command("verify", cls=Command)
 @command
 def verify_command(
     path: Annotated[
-        str, typer.Argument(help="A checkpoint/savepoint (directory or _metadata) or a root to scan.")
+        str,
+        typer.Argument(
+            metavar="CHECKPOINT|ROOT",
+            help="A checkpoint/savepoint (directory or _metadata) or a root to scan.",
+        ),
     ],
     deep: Annotated[
         bool,
@@ -72,7 +76,10 @@ def verify_command(
         str, typer.Option("--master", help="Spark master URL (default: embedded local[*]).", metavar="URL")
     ] = "local[*]",
     engine: Annotated[
-        str, typer.Option("--engine", help="spark (default) or local (in-process, for small inputs).")
+        str,
+        typer.Option(
+            "--engine", metavar="spark|local", help="spark (default) or local (in-process, for small inputs)."
+        ),
     ] = "spark",
     report: Annotated[
         str | None, typer.Option("--report", help="Write every check to this Parquet file.", metavar="FILE")
@@ -90,7 +97,7 @@ def verify_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Will it restore? Every needed file exists with its recorded size and is sound (--deep: RocksDB key groups)."""
-    from ckptctl.cli.inspect import checkpoints_at, warn_moved
+    from ckptctl.cli.inspect import checkpoints_at, display_base, warn_moved
     from ckptctl.cli.output import make_output
     from ckptctl.errors import CkptError
     from ckptctl.verify import verify, write_histogram, write_report
@@ -103,8 +110,7 @@ def verify_command(
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
     checkpoints, root = checkpoints_at(storage, path, mappings, out)
-    for ck in checkpoints:
-        warn_moved(out, ck)
+    warn_moved(out, *checkpoints)
     if not checkpoints:
         raise CkptError(f"no completed checkpoints or savepoints under {root}")
     if engine == "spark":  # the JVM takes seconds to start: say so instead of a bar stuck at 0
@@ -124,12 +130,12 @@ def verify_command(
     if as_json:
         out.json(result.to_json())
     else:
-        _render_verify(out, result, root)
+        _render_verify(out, result, display_base(root, checkpoints), path)
     if not result.ok:
         raise typer.Exit(1)
 
 
-def _render_verify(out, result, root: str) -> None:
+def _render_verify(out, result, root: str, named: str) -> None:
     from rich.table import Table
 
     from ckptctl.cli.output import _escape
@@ -138,7 +144,7 @@ def _render_verify(out, result, root: str) -> None:
 
     c = result.counts
     where = result.engine + (f" on {result.master}" if result.master else "")
-    grid = Table(title=f"verify {root}", title_justify="left", show_header=True)
+    grid = Table(title=_escape(f"verify {named}"), title_justify="left", show_header=True)
     grid.add_column("check")
     grid.add_column("checked", justify="right")
     grid.add_column("problems", justify="right")
@@ -157,9 +163,9 @@ def _render_verify(out, result, root: str) -> None:
     )
     if result.problems:
         table = Table(title=f"{len(result.problems)} problems", title_justify="left")
-        table.add_column("path", overflow="fold")
-        table.add_column("check")
-        table.add_column("detail", overflow="fold")
+        table.add_column("path", overflow="fold", ratio=3)
+        table.add_column("check", no_wrap=True)
+        table.add_column("detail", overflow="fold", ratio=2)
         for p in result.problems[:200]:
             table.add_row(_escape(short_uri(p["path"], root)), p["check"], _escape(p["detail"] or ""))
         out.out.print(table)
@@ -174,11 +180,12 @@ def _render_verify(out, result, root: str) -> None:
 # check: the CI gate
 
 
-@app.command("check")
+@app.command("check", cls=Command)
 @command
 def check_command(
     root: Annotated[
-        str, typer.Argument(help="A checkpoint root (every job and savepoint below is checked).")
+        str,
+        typer.Argument(metavar="ROOT", help="A checkpoint root (every job and savepoint below is checked)."),
     ],
     max_orphan_bytes: Annotated[
         str | None,
@@ -229,7 +236,7 @@ def _render_check(out, report: dict[str, Any], named: str) -> None:
     root = report["root"]
     table = Table(title=_escape(f"check {named}"), title_justify="left")
     table.add_column("checkpoint", overflow="fold")
-    table.add_column("files", justify="right")
+    table.add_column("files", justify="right", no_wrap=True)
     table.add_column("result")
     for ck in report["checkpoints"]:
         n = len(ck["problems"])
