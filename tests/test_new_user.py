@@ -459,3 +459,13 @@ def test_show_and_check_at_80_columns(monkeypatch) -> None:
     for ck in report["checkpoints"]:
         rel = ck["path"].removeprefix(report["root"] + "/")
         assert rows[rel][1] == str(ck["files"]) and rows[rel][2] == "ok"
+
+
+def test_plan_rescale_at_80_columns() -> None:
+    checkpoint = rescale_checkpoint()
+    sweep = narrow("plan-rescale", checkpoint, "-p", "1..6")
+    rows = table_rows(sweep)
+    expected = cli_json("plan-rescale", checkpoint, "-p", "1..6")["rows"]
+    assert [r[0] for r in rows] == [str(e["parallelism"]) for e in expected]
+    assert all("█" in r[2] for r in rows)
+    narrow("plan-rescale", checkpoint, "-p", "3")

@@ -148,7 +148,7 @@ def _render_plan(out, plan: dict[str, Any]) -> None:
             columns = [
                 "subtask",
                 "key groups",
-                "handles received (overlap/fraction)",
+                "handles received (overlap, fraction)",
                 "base",
                 "clip",
                 "copied",
@@ -157,7 +157,7 @@ def _render_plan(out, plan: dict[str, Any]) -> None:
             if "data" in op:  # --data-aware: measured bytes instead of uniform key groups
                 columns += ["keeps", "clipped", "copied bytes"]
             for col in columns:
-                left = col in ("key groups", "handles received (overlap/fraction)", "base", "clip", "copied")
+                left = col in ("key groups", "handles received (overlap, fraction)", "base", "clip", "copied")
                 t.add_column(col, justify="left" if left else "right")
             for s in op["subtasks"]:
                 handles = (
@@ -224,8 +224,9 @@ def _render_sweep(out, result: dict[str, Any]) -> None:
     if data_aware:  # measured bytes (verify --deep --histogram)
         columns += ["clipped", "copied bytes"]
     for col in columns:
-        t.add_column(col, justify="left" if col == "" else "right", no_wrap=col != "")
-    width = 40 if not data_aware else 24
+        t.add_column(col, justify="left" if col == "" else "right", no_wrap=True)
+    # the bar gets what the numbers leave of the terminal (80 columns included), never cut
+    width = max(8, min(40, out.out.width - (90 if data_aware else 64)))
     for r in rows:
         bar = "█" * max(1, round(width * r["max_subtask_bytes"] / peak)) if r["max_subtask_bytes"] else ""
         style = "green" if r["merging_subtasks"] == 0 else "yellow"
