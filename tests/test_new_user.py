@@ -244,12 +244,25 @@ def test_closed_s3_endpoint_fails_fast_in_one_line(command: list[str]) -> None:
     assert elapsed < 10, f"{elapsed:.1f}s"
 
 
+@pytest.fixture
+def fresh_s3fs():
+    """s3fs caches filesystems (and the credentials they resolved) per process: a test without
+    credentials must not reuse one made with them, nor leave its own for the next test."""
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
 @pytest.mark.parametrize(
     "command",
     [["ls"], ["show"], ["refs"], ["diff", "SAME"], ["verify", "--engine", "local"], ["plan-rescale", "-p", "3"],
      ["check"]],
 )  # fmt: skip
-def test_missing_s3_credentials_say_how_to_provide_them(command, s3_server, s3_fixtures, monkeypatch) -> None:
+def test_missing_s3_credentials_say_how_to_provide_them(
+    command, s3_server, s3_fixtures, fresh_s3fs, monkeypatch
+):
     import time
 
     from tests.fixture_cases import cases
