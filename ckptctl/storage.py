@@ -89,7 +89,7 @@ class FileInfo(NamedTuple):
 S3_CONNECT_TIMEOUT = 3.0  # seconds
 
 _NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError")
-_UNREACHABLE = ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError")
+_UNREACHABLE = ("EndpointConnectionError", "ConnectTimeoutError")
 
 
 def s3_problem(error: BaseException) -> str | None:
@@ -130,8 +130,9 @@ class StorageOptions:
     def s3fs_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"anon": self.s3_anonymous}
         # a closed or unreachable endpoint must fail in seconds: a bounded connect timeout and no
-        # botocore retries on top of s3fs's own (a few quick ones) and ckptctl's back-off loops,
-        # which stop at once on an unreachable endpoint or missing credentials (see s3_problem)
+        # botocore retries on top of s3fs's own (a few quick ones) and ckptctl's back-off loops
+        # (_retrying, s3list), which retry throttling and 5xx but stop at once on an unreachable
+        # endpoint or missing credentials (see s3_problem)
         kwargs["config_kwargs"] = {"connect_timeout": S3_CONNECT_TIMEOUT, "retries": {"max_attempts": 1}}
         if self.s3_endpoint:
             kwargs["client_kwargs"] = {"endpoint_url": self.s3_endpoint}
@@ -193,8 +194,8 @@ class Storage:
 
     def read_range(self, uri: str, start: int, length: int) -> bytes:
         fs, path = self.fs(uri)
-        try:
-            return fs.cat_file(path, start=start, end=start + length)
+        try:  # retried here: botocore itself does not retry (see StorageOptions.s3fs_kwargs)
+            return _retrying(lambda: fs.cat_file(path, start=start, end=start + length))
         except FileNotFoundError:
             raise StorageError("file not found", path=uri) from None
         except OSError as e:
