@@ -413,9 +413,18 @@ def fitted_table(console, columns: list[Col], drop: Iterable[str] = (), **table_
 
 
 def cell_len(markup: str) -> int:
+    """Terminal cells of a cell's text (markup parsed only when there is any: tables can be long)."""
+    if "[" not in markup:
+        return len(markup) if markup.isascii() else _cells(markup)
     from rich.text import Text
 
     return Text.from_markup(markup).cell_len
+
+
+def _cells(text: str) -> int:
+    from rich.cells import cell_len as rich_cell_len
+
+    return rich_cell_len(text)
 
 
 DIFF_TOP = 10  # files listed per kind in the human diff
