@@ -61,15 +61,18 @@ def family_of(version: str) -> str:
         major, minor = (int(x) for x in version.split(".")[:2])
     except ValueError:
         raise CkptError(f"--flink-version expects MAJOR.MINOR such as 1.20 or 2.1, got '{version}'") from None
-    if major >= 2:
+    if major == 2:
         return "2.x"
     if major == 1 and minor <= 15:
         return "1.15"
     if major == 1 and minor <= 18:
         return "1.16-1.18"
-    if major == 1:
+    if major == 1 and minor <= 20:
         return "1.19-1.20"
-    raise CkptError(f"unsupported Flink version {version}")
+    raise CkptError(
+        f"unknown Flink version {version}; known families: ≤1.15, 1.16-1.18, 1.19-1.20, 2.x "
+        "(give MAJOR.MINOR such as 1.17 or 2.1)"
+    )
 
 
 def infer_family(md: CheckpointMetadata) -> tuple[str, str]:
@@ -109,17 +112,27 @@ def handle_bytes(h: Any) -> int:
 
 
 def key_group_bytes(h: KeyGroupsHandle, target: tuple[int, int]) -> int:
-    """Bytes of a full-snapshot handle that fall in ``target`` (from its per-key-group offsets)."""
+    """Bytes of a full-snapshot handle that fall in ``target`` (from its per-key-group offsets).
+
+    Flink's ``KeyGroupRangeOffsets`` hold 0 for key groups the snapshot wrote nothing for (a
+    RocksDB full snapshot sets an offset only when a key group has data; the file starts with the
+    serialization header, so 0 is never a real offset). A key group's bytes therefore run from its
+    offset to the next non-zero offset, or to the end of the file for the last one; an empty key
+    group costs nothing, and the bytes of all key groups together never exceed the file.
+    """
     total = _size(h.delegate)
     start = h.key_groups.start
     offsets = list(h.offsets)
     n = 0
-    for i, off in enumerate(offsets):
-        kg = start + i
-        if target[0] <= kg <= target[1]:
-            nxt = offsets[i + 1] if i + 1 < len(offsets) else total
-            n += max(nxt - off, 0)
-    return n
+    end = total
+    for i in range(len(offsets) - 1, -1, -1):  # backwards: each span ends where the next one starts
+        off = offsets[i]
+        if off <= 0:
+            continue
+        if target[0] <= start + i <= target[1]:
+            n += max(min(end, total) - off, 0)
+        end = min(end, off)
+    return min(n, total)
 
 
 @dataclass
@@ -398,23 +411,43 @@ def plan_rescale(
     }  # fmt: skip
 
 
-def sweep(md: CheckpointMetadata, parallelisms: list[int], **kwargs: Any) -> dict[str, Any]:
+def sweep(
+    md: CheckpointMetadata,
+    parallelisms: list[int],
+    *,
+    histogram: list[tuple] | None = None,
+    checkpoint: str | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
     """Restore cost per parallelism, and which ones need no merging of RocksDB instances.
 
     Merging (copying keys out of temporary instances) is the slow part of a rescaled RocksDB
     restore; clipping a single instance is cheap (range deletes). The recommendation is the
     parallelism with the smallest critical path (largest subtask download), then fewest merges.
+    With a ``histogram`` (``verify --deep --histogram``) every row also carries the measured bytes
+    clipped and copied, and fewer copied bytes break ties before fewer merging subtasks.
     """
     rows = []
     for p in parallelisms:
         plan = plan_rescale(md, p, **kwargs)
-        rows.append({
+        row = {
             "parallelism": p, "download_bytes": plan["download_bytes"], "max_subtask_bytes": plan["max_subtask_bytes"],
             "skew": plan["skew"], "merging_subtasks": plan["merging_subtasks"],
-        })  # fmt: skip
+        }  # fmt: skip
+        if histogram is not None:
+            apply_histogram(plan, histogram, checkpoint)
+            totals = [op["data"] for op in plan["operators"] if "data" in op]
+            row["data"] = {k: sum(t[k] for t in totals) for k in ("keep_bytes", "clip_bytes", "copy_bytes")}
+        rows.append(row)
     no_merge = [r["parallelism"] for r in rows if r["merging_subtasks"] == 0]
-    fastest = min(rows, key=lambda r: (r["max_subtask_bytes"], r["merging_subtasks"]))
-    return {"rows": rows, "no_merge": no_merge, "recommended": fastest["parallelism"]}
+    fastest = min(
+        rows,
+        key=lambda r: (r["max_subtask_bytes"], r.get("data", {}).get("copy_bytes", 0), r["merging_subtasks"]),
+    )
+    out = {"rows": rows, "no_merge": no_merge, "recommended": fastest["parallelism"]}
+    if histogram is not None:
+        out["data_aware"] = True
+    return out
 
 
 def apply_histogram(plan: dict[str, Any], rows: list[tuple], checkpoint: str | None = None) -> dict[str, Any]:

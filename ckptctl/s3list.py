@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ckptctl.storage import s3_problem
+
 BOUNDARIES = "123456789abcdef"
 SPLIT_DIRS = ("shared", "taskowned")
 MAX_DEPTH = 2
@@ -31,8 +33,8 @@ async def _call(fs: Any, sem: asyncio.Semaphore, **kwargs: Any) -> dict:
                 return await fs._call_s3("list_objects_v2", **kwargs)
         except FileNotFoundError:
             raise
-        except Exception:  # noqa: BLE001 - SlowDown, InternalError, connection resets
-            if attempt == ATTEMPTS - 1:
+        except Exception as e:  # noqa: BLE001 - SlowDown, InternalError, connection resets
+            if attempt == ATTEMPTS - 1 or s3_problem(e):  # retrying cannot bring credentials or a server
                 raise
             await asyncio.sleep(min(0.1 * 2**attempt, 5.0))
     raise AssertionError("unreachable")

@@ -138,6 +138,30 @@ class FileInfo(NamedTuple):
     is_link: bool = False
 
 
+S3_CONNECT_TIMEOUT = 3.0  # seconds
+
+_NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError")
+_UNREACHABLE = ("EndpointConnectionError", "ConnectTimeoutError")
+
+
+def s3_problem(error: BaseException) -> str | None:
+    """One line for S3 failures that retrying cannot fix (no credentials, endpoint unreachable),
+    saying what to do; ``None`` for anything else. Matched by class name: botocore stays lazy."""
+    names = {cls.__name__ for cls in type(error).__mro__}
+    if names & set(_NO_CREDENTIALS):
+        return (
+            f"no AWS credentials ({error}): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+            "(and AWS_SESSION_TOKEN for temporary ones), or AWS_PROFILE naming a profile in "
+            "~/.aws/credentials, or run with an instance or container role"
+        )
+    if names & set(_UNREACHABLE):
+        return (
+            f"cannot reach the S3 endpoint ({error}); check --s3-endpoint / AWS_ENDPOINT_URL_S3 "
+            "and that the server is running"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class StorageOptions:
     """How to reach object stores: endpoint (MinIO, Ceph, moto) and extra s3fs arguments."""
@@ -157,6 +181,11 @@ class StorageOptions:
 
     def s3fs_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"anon": self.s3_anonymous}
+        # a closed or unreachable endpoint must fail in seconds: a bounded connect timeout and no
+        # botocore retries on top of s3fs's own (a few quick ones) and ckptctl's back-off loops
+        # (_retrying, s3list), which retry throttling and 5xx but stop at once on an unreachable
+        # endpoint or missing credentials (see s3_problem)
+        kwargs["config_kwargs"] = {"connect_timeout": S3_CONNECT_TIMEOUT, "retries": {"max_attempts": 1}}
         if self.s3_endpoint:
             kwargs["client_kwargs"] = {"endpoint_url": self.s3_endpoint}
             kwargs["endpoint_url"] = self.s3_endpoint
@@ -217,8 +246,8 @@ class Storage:
 
     def read_range(self, uri: str, start: int, length: int) -> bytes:
         fs, path = self.fs(uri)
-        try:
-            return fs.cat_file(path, start=start, end=start + length)
+        try:  # retried here: botocore itself does not retry (see StorageOptions.s3fs_kwargs)
+            return _retrying(lambda: fs.cat_file(path, start=start, end=start + length))
         except FileNotFoundError:
             raise StorageError("file not found", path=uri) from None
         except OSError as e:
@@ -276,6 +305,8 @@ class Storage:
         try:
             objects = sync(fs.loop, list_prefix, fs, bucket, prefix)
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+            if s3_problem(e):
+                raise StorageError(s3_problem(e), path=f"s3://{path}") from None
             if "NoSuchBucket" in str(e) or isinstance(e, FileNotFoundError):
                 raise StorageError("no such bucket", path=f"s3://{bucket}") from None
             raise StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}") from None
@@ -449,8 +480,8 @@ def _retrying(call, attempts: int = 8, base_delay: float = 0.1):
             return call()
         except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError):
             raise
-        except Exception:  # noqa: BLE001 - botocore/aiohttp errors have no common base
-            if attempt == attempts - 1:
+        except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors have no common base
+            if attempt == attempts - 1 or s3_problem(e):
                 raise
             time.sleep(min(base_delay * 2**attempt, 5.0))
     raise AssertionError("unreachable")

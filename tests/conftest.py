@@ -14,6 +14,28 @@ import pytest
 
 from tests.fixture_cases import FIXTURES
 
+# Ports nobody listens on: port 9 (discard) on loopback; a stray S3 request fails there, at once.
+NOWHERE = "http://127.0.0.1:9"
+
+
+@pytest.fixture(autouse=True)
+def aws_sandbox(monkeypatch, tmp_path_factory) -> None:
+    """No test may send a request off loopback, the instance-metadata address included: dummy
+    credentials, no instance metadata, no profile or config files of the machine, and an S3
+    endpoint on loopback for any command that is not given one."""
+    nothing = tmp_path_factory.getbasetemp() / "no-aws-config"
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(nothing))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(nothing))
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", NOWHERE)
+    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "CKPTCTL_S3_ENDPOINT",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+
 
 def free_port() -> int:
     with socket.socket() as s:

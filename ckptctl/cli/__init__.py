@@ -14,12 +14,13 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperArgument, TyperCommand
 
 from ckptctl import __version__
 
 app = typer.Typer(
     name="ckptctl",
-    help="Inspect and repair Apache Flink checkpoint directories (local, HDFS-like or S3).",
+    help="Inspect and repair Apache Flink checkpoint directories, on local disk or S3.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -40,6 +41,26 @@ RebaseOpt = Annotated[
         help="Map absolute paths written in _metadata from OLD to NEW (for moved or copied directories). Repeatable.",
     ),
 ]  # fmt: skip
+
+
+class Command(TyperCommand):
+    """A command whose positional arguments read as their metavar in the help: ``ckptctl ls
+    [OPTIONS] ROOT`` and ``ROOT  A checkpoint root …``, not ``{root}`` and ``root <str>``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperArgument) and param.metavar:
+                param.__class__ = _PlainArgument
+
+
+class _PlainArgument(TyperArgument):
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    def display_type(self, ctx: Any) -> str:
+        return ""  # the metavar already says what to type
 
 
 def _version(value: bool) -> None:
@@ -76,6 +97,11 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
         except (typer.Exit, typer.Abort):
             raise
         except Exception as e:  # a bug in ckptctl: still one line, with a way to see more
+            from ckptctl.storage import s3_problem
+
+            problem = s3_problem(e)  # no credentials, endpoint unreachable: the user's to fix
+            if problem:
+                _fail(problem, 2)
             if os.environ.get("CKPTCTL_DEBUG"):
                 raise
             _fail(f"internal error: {type(e).__name__}: {e} (set CKPTCTL_DEBUG=1 for a traceback)", 3)

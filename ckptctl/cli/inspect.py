@@ -7,27 +7,47 @@ together with the ``--rebase`` option that commands touching the files will need
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
 import typer
 
-from ckptctl.cli import EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
 
 
-def warn_moved(out, ck) -> None:
-    if ck.inferred_rebase is not None:
-        out.warn(
-            f"{ck.location.uri} was written elsewhere; paths are mapped with --rebase "
-            f"{ck.inferred_rebase.describe()} (inferred)"
+def warn_moved(out, *checkpoints) -> None:
+    """One warning per inferred mapping (not per checkpoint: a moved root has dozens)."""
+    seen: list[str] = []
+    for ck in checkpoints:
+        if ck.inferred_rebase is not None and ck.inferred_rebase.describe() not in seen:
+            seen.append(ck.inferred_rebase.describe())
+    for mapping in seen:
+        out.warn(f"directories were written elsewhere; mapped with --rebase {mapping} (inferred)")
+
+
+def checked_path(storage, path: str) -> str:
+    """PATH unchanged if it can name a checkpoint, savepoint, job or root: a directory (or prefix)
+    or a ``_metadata`` file. A plain file is refused in one line instead of an OS error later."""
+    from ckptctl.errors import LayoutError
+    from ckptctl.layout import METADATA_FILE
+    from ckptctl.storage import basename, normalize_uri
+
+    uri = normalize_uri(path)
+    if basename(uri) != METADATA_FILE and storage.stat(uri) is not None:
+        raise LayoutError(
+            f"not a checkpoint directory: {path} is a file (name a checkpoint or savepoint directory, "
+            "its _metadata, or a directory of them)"
         )
+    return path
 
 
-@app.command("ls")
+@app.command("ls", cls=Command)
 @command
 def ls_command(
     root: Annotated[
-        str, typer.Argument(help="A checkpoint root, a job directory, or a savepoint directory.")
+        str,
+        typer.Argument(metavar="ROOT", help="A checkpoint root, a job directory, or a savepoint directory."),
     ],
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
@@ -42,7 +62,7 @@ def ls_command(
 
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
-    layout = scan_root(storage, root)
+    layout = scan_root(storage, checked_path(storage, root))
     locations = layout.locations()
     rows = []
     failed = 0
@@ -65,7 +85,7 @@ def ls_command(
         out.warn(f"directories were written elsewhere; mapped with --rebase {mapping} (inferred)")
     if not rows:
         out.warn(f"no checkpoints or savepoints found under {layout.root}")
-    out.ls(layout.root, rows)
+    out.ls(layout.root, rows, root)
     if failed:
         for r in rows:
             if r["error"]:
@@ -73,10 +93,15 @@ def ls_command(
         raise typer.Exit(1)
 
 
-@app.command("show")
+@app.command("show", cls=Command)
 @command
 def show_command(
-    path: Annotated[str, typer.Argument(help="A checkpoint or savepoint directory, or its _metadata file.")],
+    path: Annotated[
+        str,
+        typer.Argument(
+            metavar="CHECKPOINT", help="A checkpoint or savepoint directory, or its _metadata file."
+        ),
+    ],
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
@@ -88,22 +113,38 @@ def show_command(
 
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
-    ck = load_checkpoint(storage, path, mappings)
+    ck = load_checkpoint(storage, checked_path(storage, path), mappings)
     warn_moved(out, ck)
-    out.show(checkpoint_view(ck))
+    out.show(checkpoint_view(ck), path)
 
 
-@app.command("refs")
+@app.command("refs", cls=Command)
 @command
 def refs_command(
     path: Annotated[
-        str, typer.Argument(help="A checkpoint/savepoint (directory or _metadata) or a root to scan.")
+        str,
+        typer.Argument(
+            metavar="CHECKPOINT|ROOT",
+            help="A checkpoint/savepoint (directory or _metadata) or a root to scan.",
+        ),
     ],
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="table, json, ndjson, csv or parquet.", metavar="FORMAT")
-    ] = "table",
+        str | None,
+        typer.Option(
+            "--format",
+            "-f",
+            metavar="FORMAT",
+            help="table, json, ndjson, csv or parquet (default: table, or from the -o file's extension).",
+        ),
+    ] = None,
     output: Annotated[
-        str | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="Write to FILE instead of stdout; .json, .ndjson, .csv or .parquet sets the format.",
+        ),
     ] = None,
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
@@ -112,19 +153,13 @@ def refs_command(
     """The reference map: one row per (checkpoint, operator, subtask, handle, file)."""
     from ckptctl import export
     from ckptctl.cli.output import make_output
-    from ckptctl.errors import CkptError
     from ckptctl.refs import COLUMNS, reference_rows
 
-    fmt = "json" if as_json and fmt == "table" else fmt.lower()
-    if fmt not in export.FORMATS:
-        raise CkptError(f"unknown --format '{fmt}'; use one of {', '.join(export.FORMATS)}")
-    if fmt == "parquet" and not output:
-        raise CkptError("--format parquet needs --output FILE")
+    fmt = refs_format(fmt, as_json, output)
     out = make_output(fmt != "table")
     storage, mappings = _context(s3_endpoint, rebase)
     checkpoints, root = checkpoints_at(storage, path, mappings, out)
-    for ck in checkpoints:
-        warn_moved(out, ck)
+    warn_moved(out, *checkpoints)
     if fmt == "ndjson":  # the bulk format: encoded group by group, never as full rows
         from ckptctl.refs import GROUP_KEY, reference_groups
 
@@ -144,7 +179,7 @@ def refs_command(
     for ck in checkpoints:
         rows.extend(reference_rows(ck))
     if fmt == "table":
-        out.refs_table(COLUMNS, rows, root)
+        out.refs_table(COLUMNS, rows, display_base(root, checkpoints), path)
         return
     if fmt == "parquet":
         from ckptctl.refs import rows_to_arrow
@@ -159,6 +194,53 @@ def refs_command(
         writer(COLUMNS, rows, sys.stdout)
 
 
+_EXTENSIONS = {".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson", ".csv": "csv", ".parquet": "parquet"}
+
+
+def refs_format(fmt: str | None, as_json: bool, output: str | None) -> str:
+    """The one format asked for by --format, --json and the -o file's extension; conflicts are errors."""
+    from ckptctl import export
+    from ckptctl.errors import CkptError
+
+    if fmt is not None:
+        fmt = fmt.lower()
+        if fmt not in export.FORMATS:
+            raise CkptError(f"unknown --format '{fmt}'; use one of {', '.join(export.FORMATS)}")
+    if as_json and fmt not in (None, "json"):
+        raise CkptError(f"--json and --format {fmt} conflict; give one of them")
+    chosen = fmt or ("json" if as_json else None)
+    if output:
+        ext = os.path.splitext(output)[1].lower()
+        implied = _EXTENSIONS.get(ext)
+        if chosen == "table":
+            raise CkptError(
+                "--format table is for the terminal; with -o FILE use json, ndjson, csv or parquet"
+            )
+        if chosen is None and implied is None:
+            raise CkptError(
+                f"cannot tell the format of -o {output} from its extension; "
+                "name it .json, .ndjson, .csv or .parquet, or pass --format"
+            )
+        if chosen is not None and implied is not None and implied != chosen:
+            how = "--json" if as_json and fmt is None else f"--format {chosen}"
+            raise CkptError(f"{how} conflicts with -o {output} (a {implied} file name); give one format")
+        chosen = chosen or implied
+    chosen = chosen or "table"
+    if chosen == "parquet" and not output:
+        raise CkptError("--format parquet needs --output FILE")
+    return chosen
+
+
+def display_base(root: str, checkpoints) -> str:
+    """What shown paths are relative to: the scanned root, or for a single checkpoint its parent
+    (so its own files read ``chk-7/…`` or ``savepoint-…/…`` and shared ones ``shared/…``)."""
+    from ckptctl.storage import parent
+
+    if len(checkpoints) == 1 and checkpoints[0].location.uri == root:
+        return parent(root)
+    return root
+
+
 def checkpoints_at(storage, path, mappings, out):
     """A single checkpoint if PATH is one, else every readable checkpoint under the root PATH."""
     from ckptctl.errors import CkptError
@@ -166,7 +248,7 @@ def checkpoints_at(storage, path, mappings, out):
     from ckptctl.refs import load_checkpoint
     from ckptctl.storage import basename, join, normalize_uri
 
-    uri = normalize_uri(path)
+    uri = normalize_uri(checked_path(storage, path))
     if basename(uri) == METADATA_FILE or storage.stat(join(uri, METADATA_FILE)) is not None:
         loc = locate_checkpoint(storage, uri)
         return [load_checkpoint(storage, loc, mappings)], loc.uri
@@ -182,14 +264,16 @@ def checkpoints_at(storage, path, mappings, out):
                 errors.append(str(e))
     if errors:
         raise CkptError(f"{len(errors)} unreadable _metadata under {layout.root}; first: {errors[0]}")
+    if not loaded:
+        raise CkptError(f"not a checkpoint directory: no completed checkpoints or savepoints under {path}")
     return loaded, layout.root
 
 
-@app.command("diff")
+@app.command("diff", cls=Command)
 @command
 def diff_command(
-    a: Annotated[str, typer.Argument(help="The older checkpoint (directory or _metadata).")],
-    b: Annotated[str, typer.Argument(help="The newer checkpoint (directory or _metadata).")],
+    a: Annotated[str, typer.Argument(metavar="A", help="The older checkpoint (directory or _metadata).")],
+    b: Annotated[str, typer.Argument(metavar="B", help="The newer checkpoint (directory or _metadata).")],
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
@@ -201,8 +285,23 @@ def diff_command(
 
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
-    ck_a = load_checkpoint(storage, a, mappings)
-    ck_b = load_checkpoint(storage, b, mappings)
-    for ck in (ck_a, ck_b):
-        warn_moved(out, ck)
+    ck_a = load_checkpoint(storage, checked_path(storage, a), mappings)
+    ck_b = load_checkpoint(storage, checked_path(storage, b), mappings)
+    warn_moved(out, ck_a, ck_b)
+    for warning in diff_warnings(ck_a, ck_b):
+        out.warn(warning)
     out.diff(diff_view(ck_a, ck_b))
+
+
+def diff_warnings(a, b) -> list[str]:
+    """A diff reads as 'from A to B': say so when B is the older one or another job's."""
+    out = []
+    ja, jb = a.location.job_id, b.location.job_id
+    if ja and jb and ja != jb:
+        out.append(f"A and B belong to different jobs ({ja} and {jb}): the diff compares unrelated files")
+    elif b.metadata.checkpoint_id < a.metadata.checkpoint_id:
+        out.append(
+            f"B (checkpoint {b.metadata.checkpoint_id}) is older than A (checkpoint {a.metadata.checkpoint_id}): "
+            "'added' and 'removed' are reversed; name the older checkpoint first"
+        )
+    return out

@@ -8,6 +8,7 @@ always sees clean JSON. Progress bars appear only when stderr is a terminal.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -74,6 +75,15 @@ class Output:
             yield tick()
 
     @contextmanager
+    def status(self, label: str) -> Iterator[None]:
+        """A spinner with ``label`` on a terminal while something without a count runs."""
+        if not self.err.is_terminal:
+            yield
+            return
+        with self.err.status(label):
+            yield
+
+    @contextmanager
     def counter(self, total: int, label: str) -> Iterator[Any]:
         """A progress bar advanced by hand (``advance(n)``); a no-op when stderr is not a terminal."""
         if not self.err.is_terminal or total < 1:
@@ -89,16 +99,18 @@ class Output:
             yield lambda n: bar.advance(task, n)
 
     # -- command renderers (JSON) ------------------------------------------------------------
-    def ls(self, root: str, rows: list[dict[str, Any]]) -> None:
+    def ls(self, root: str, rows: list[dict[str, Any]], named: str | None = None) -> None:
         self.json(rows)
 
-    def show(self, view: dict[str, Any]) -> None:
+    def show(self, view: dict[str, Any], named: str | None = None) -> None:
         self.json(view)
 
     def diff(self, view: dict[str, Any]) -> None:
         self.json(view)
 
-    def refs_table(self, columns: tuple[str, ...], rows: list[tuple], root: str | None) -> None:
+    def refs_table(
+        self, columns: tuple[str, ...], rows: list[tuple], root: str | None, named: str | None = None
+    ) -> None:
         self.json([dict(zip(columns, r, strict=True)) for r in rows])
 
     def gc_plan(self, plan: dict[str, Any], written_to: str | None) -> None:
@@ -116,14 +128,15 @@ class ConsoleOutput(Output):
         from rich.console import Console
 
         self.out = Console(highlight=False, soft_wrap=False)
-        if not self.out.is_terminal:
-            self.out = Console(highlight=False, soft_wrap=False, width=200)
+        if not self.out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+            self.out = Console(highlight=False, soft_wrap=False, width=200)  # piped: a wide page
 
-    def ls(self, root: str, rows: list[dict[str, Any]]) -> None:
+    def ls(self, root: str, rows: list[dict[str, Any]], named: str | None = None) -> None:
         """One compact table per directory (a job's chk-N, a savepoint directory), rows by leaf name,
-        so it stays readable on an 80-column terminal."""
+        so it stays readable on an 80-column terminal: directories relative to the root the user
+        named, ids and status never cut, the least useful columns dropped when the width runs out
+        (unreadable ``_metadata``: 'unreadable' here, the error on stderr)."""
         from rich import box
-        from rich.table import Table
 
         from ckptctl import storage as st
         from ckptctl.views import short_uri
@@ -133,41 +146,67 @@ class ConsoleOutput(Output):
             groups.setdefault(st.parent(r["path"]), []).append(r)
         for parent, items in groups.items():
             is_job = all(r["kind"] == "checkpoint" and r["job_id"] for r in items)
-            where = short_uri(parent, root) if parent != root else parent
-            table = Table(
+            where = short_uri(parent, root) if parent != root else (named or parent)
+            names = [st.basename(r["path"]) for r in items]
+            data: dict[str, list[str]] = {
+                "checkpoint" if is_job else "directory": [_escape(n) for n in names]
+            }
+            data.update(
+                {
+                    name: []
+                    for name in (
+                        "id",
+                        "kind",
+                        "ver",
+                        "ops",
+                        "state",
+                        "incr.",
+                        "files",
+                        "written UTC",
+                        "status",
+                    )
+                }
+            )
+            for r in items:
+                status = "[green]ok[/green]" if r["complete"] else "[yellow]incomplete[/yellow]"
+                if r.get("error"):
+                    status = "[red]unreadable[/red]"
+                data["id"].append(_s(r["checkpoint_id"]))
+                data["kind"].append((r["savepoint_format"] or "").lower() or r["kind"])
+                data["ver"].append(_s(r["format_version"]))
+                data["ops"].append(_s(r["operators"]))
+                data["state"].append(human_bytes(r["state_size"]))
+                data["incr."].append(human_bytes(r["incremental_size"]))
+                data["files"].append(_s(r["files"]))
+                data["written UTC"].append(human_time(r["metadata_mtime"])[5:16])
+                data["status"].append(status)
+            if is_job:
+                del data["kind"]
+            columns = [
+                Col(
+                    name,
+                    cells,
+                    justify="left" if name in ("kind", "written UTC", "status") or i == 0 else "right",
+                )
+                for i, (name, cells) in enumerate(data.items())
+            ]
+            table = fitted_table(
+                self.out, columns, drop=("ops", "ver", "incr.", "written UTC", "kind", "files", "state"),
                 title=_escape(("job " if is_job else "") + where), title_justify="left", title_style="bold",
                 box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
             )  # fmt: skip
-            names = [st.basename(r["path"]) for r in items]
-            table.add_column(
-                "checkpoint" if is_job else "directory", no_wrap=True, min_width=max(map(len, names))
-            )
-            columns = ("id", "ver", "ops", "state", "incr.", "files", "written UTC", "status")
-            if not is_job:
-                columns = ("id", "kind", *columns[1:])
-            for name in columns:
-                left = name in ("kind", "written UTC", "status")
-                table.add_column(name, justify="left" if left else "right", no_wrap=name != "status")
-            for name, r in zip(names, items, strict=True):
-                kind = (r["savepoint_format"] or "").lower() or r["kind"]
-                status = "[green]ok[/green]" if r["complete"] else "[yellow]incomplete[/yellow]"
-                if r.get("error"):
-                    status = f"[red]{_escape(r['error'])}[/red]"
-                cells = [
-                    _escape(name), _s(r["checkpoint_id"]), _s(r["format_version"]), _s(r["operators"]),
-                    human_bytes(r["state_size"]), human_bytes(r["incremental_size"]), _s(r["files"]),
-                    human_time(r["metadata_mtime"])[5:16], status,
-                ]  # fmt: skip
-                if not is_job:
-                    cells.insert(2, kind)
-                table.add_row(*cells)
             self.out.print(table)
 
-    def show(self, view: dict[str, Any]) -> None:
+    def show(self, view: dict[str, Any], named: str | None = None) -> None:
+        """The checkpoint as a tree; file paths relative to the directory holding the checkpoint
+        (``chk-7/…``, ``shared/…``, ``savepoint-…/…``), the checkpoint as the user named it."""
         from rich.tree import Tree
 
+        from ckptctl import storage as st
+
+        base = st.parent(view["path"])
         title = (
-            f"[bold]{view['kind']} {view['checkpoint_id']}[/bold]  {view['path']}\n"
+            f"[bold]{view['kind']} {view['checkpoint_id']}[/bold]  {_escape(named or view['path'])}\n"
             f"format V{view['format_version']}"
             + (f", {view['checkpoint_type']}" if view.get("checkpoint_type") else "")
             + (f" ({view['savepoint_format']})" if view.get("savepoint_format") else "")
@@ -186,7 +225,7 @@ class ConsoleOutput(Output):
                 label += " [dim]fully finished[/dim]"
             node = tree.add(label)
             if op.get("coordinator_state"):
-                node.add(f"coordinator: {_handle_line(op['coordinator_state'])}")
+                node.add(f"coordinator: {_handle_line(op['coordinator_state'], base)}")
             for s in op["subtasks"]:
                 if s["finished"]:
                     node.add(f"subtask {s['index']} [dim]finished[/dim]")
@@ -199,11 +238,13 @@ class ConsoleOutput(Output):
                 ]  # fmt: skip
                 sub = node.add(f"subtask {s['index']}" + ("" if handles else " [dim](no state)[/dim]"))
                 for slot, h in handles:
-                    _add_handle(sub.add(f"{slot}: {_handle_line(h)}"), h)
+                    _add_handle(sub.add(f"{slot}: {_handle_line(h, base)}"), h, base)
         self.out.print(tree)
 
     def diff(self, view: dict[str, Any]) -> None:
         from rich.table import Table
+
+        from ckptctl.views import short_uri
 
         a, b = view["a"], view["b"]
         table = Table(title=f"{a['checkpoint_id']} → {b['checkpoint_id']}", title_justify="left")
@@ -217,35 +258,54 @@ class ConsoleOutput(Output):
             f"uploaded by {a['checkpoint_id']}: {human_bytes(a['uploaded_bytes'])}; "
             f"by {b['checkpoint_id']}: {human_bytes(b['uploaded_bytes'])}"
         )
+        base = _common_dir(a["path"], b["path"])
+        for key in ("added", "removed"):
+            files = sorted(view[key], key=lambda f: (-f["size"], f["path"]))
+            if not files:
+                continue
+            listed = Table(
+                title=f"{key} ({len(files)}, largest first)" if len(files) > DIFF_TOP else key,
+                title_justify="left", show_header=False, box=None, pad_edge=False,
+            )  # fmt: skip
+            listed.add_column("size", justify="right", no_wrap=True)
+            listed.add_column("path", overflow="fold")
+            for f in files[:DIFF_TOP]:
+                listed.add_row(human_bytes(f["size"]), _escape(short_uri(f["path"], base)))
+            self.out.print(listed)
+            if len(files) > DIFF_TOP:
+                self.out.print(f"… and {len(files) - DIFF_TOP} more (--json lists every file)")
 
-    def refs_table(self, columns: tuple[str, ...], rows: list[tuple], root: str | None) -> None:
-        from rich.table import Table
-
+    def refs_table(
+        self, columns: tuple[str, ...], rows: list[tuple], root: str | None, named: str | None = None
+    ) -> None:
+        """The reference map for people: numbers whole, paths relative to ROOT and folded, and the
+        least needed columns (slot, offset, RocksDB name, operator) dropped on a narrow terminal."""
         from ckptctl.views import short_uri
 
-        shown = (
-            "checkpoint_id",
-            "operator_id",
-            "subtask",
-            "slot",
-            "scope",
-            "local_name",
-            "path",
-            "offset",
-            "size",
-        )
-        idx = [columns.index(c) for c in shown]
-        table = Table(title=f"{len(rows)} file references", title_justify="left")
-        for c in shown:
-            table.add_column(
-                c, justify="right" if c in ("checkpoint_id", "subtask", "offset", "size") else "left"
-            )
+        headers = {
+            "checkpoint_id": "chk", "operator_id": "operator", "subtask": "sub", "slot": "slot",
+            "scope": "scope", "local_name": "local name", "path": "path", "offset": "offset", "size": "size",
+        }  # fmt: skip
+        idx = {c: columns.index(c) for c in headers}
+        data: dict[str, list[str]] = {c: [] for c in headers}
         for r in rows:
-            cells = [r[i] for i in idx]
-            cells[1] = (cells[1] or "-")[:8]
-            cells[6] = short_uri(cells[6], root)
-            table.add_row(*(_s(c) for c in cells))
-        self.out.print(table)
+            for c, i in idx.items():
+                v = r[i]
+                if c == "operator_id":
+                    v = (v or "-")[:8]
+                elif c == "path":
+                    v = _escape(short_uri(v, root))
+                data[c].append(_s(v))
+        cols = [
+            Col(headers[c], cells, justify="right" if c in ("checkpoint_id", "subtask", "offset", "size") else "left",
+                fold=c == "path")
+            for c, cells in data.items()
+        ]  # fmt: skip
+        title = f"{len(rows)} file references" + (f" under {named}" if named else "")
+        nonzero_offsets = any(x != "0" for x in data["offset"])
+        drop = ("slot", "local name", "offset") if nonzero_offsets else ("slot", "offset", "local name")
+        drop += ("operator", "scope")
+        self.out.print(fitted_table(self.out, cols, drop=drop, title=_escape(title), title_justify="left"))
 
     def gc_plan(self, plan: dict[str, Any], written_to: str | None) -> None:
         from rich.panel import Panel
@@ -321,32 +381,103 @@ class ConsoleOutput(Output):
             self.out.print(f"manifest: {result['manifest']}")
 
 
-def _handle_line(h: dict[str, Any]) -> str:
+class Col:
+    """A table column: header, cells (Rich markup), alignment; ``fold``: may wrap (paths)."""
+
+    def __init__(self, header: str, cells: list[str], justify: str = "left", fold: bool = False) -> None:
+        self.header, self.cells, self.justify, self.fold = header, cells, justify, fold
+
+
+FOLD_MIN = 24  # the narrowest a folded (path) column may get before other columns are dropped
+
+
+def fitted_table(console, columns: list[Col], drop: Iterable[str] = (), **table_kwargs: Any):
+    """A Rich table that fits ``console.width`` without cutting a cell: every column but the
+    folded ones keeps its full width (no ellipsis in ids, numbers or status), folded columns wrap,
+    and columns named in ``drop`` are left out, in that order, until the rest fits."""
+    from rich.table import Table
+
+    def build(cols: list[Col], cap_folds: bool) -> Table:
+        table = Table(**table_kwargs)
+        for c in cols:
+            width = max(len(c.header), *(cell_len(x) for x in c.cells)) if c.cells else len(c.header)
+            if c.fold:
+                table.add_column(
+                    c.header, justify=c.justify, overflow="fold",
+                    max_width=min(width, FOLD_MIN) if cap_folds else None,
+                )  # fmt: skip
+            else:
+                table.add_column(c.header, justify=c.justify, no_wrap=True, min_width=width)
+        for row in zip(*(c.cells for c in cols), strict=True):
+            table.add_row(*row)
+        return table
+
+    unbounded = console.options.update_width(1 << 20)  # measure the natural width, not the clamped one
+    shown = list(columns)
+    for victim in [None, *drop]:
+        if victim is not None:
+            shown = [c for c in shown if c.header != victim]
+        if console.measure(build(shown, cap_folds=True), options=unbounded).maximum <= console.width:
+            break
+    return build(shown, cap_folds=False)
+
+
+def cell_len(markup: str) -> int:
+    """Terminal cells of a cell's text (markup parsed only when there is any: tables can be long)."""
+    if "[" not in markup:
+        return len(markup) if markup.isascii() else _cells(markup)
+    from rich.text import Text
+
+    return Text.from_markup(markup).cell_len
+
+
+def _cells(text: str) -> int:
+    from rich.cells import cell_len as rich_cell_len
+
+    return rich_cell_len(text)
+
+
+DIFF_TOP = 10  # files listed per kind in the human diff
+
+
+def _common_dir(a: str, b: str) -> str:
+    """The deepest directory holding both URIs (e.g. the job directory of two checkpoints)."""
+    from ckptctl import storage as st
+
+    d = st.parent(a)
+    while d and not st.is_under(b, d) and st.parent(d) != d:
+        d = st.parent(d)
+    return d
+
+
+def _handle_line(h: dict[str, Any], base: str | None = None) -> str:
+    from ckptctl.views import short_uri
+
     parts = [f"[bold]{h['type']}[/bold]", human_bytes(h.get("state_size"))]
     if "key_group_range" in h:
         parts.append(f"key groups {h['key_group_range'][0]}..{h['key_group_range'][1]}")
     if "path" in h:
-        parts.append(_escape(h["path"]))
+        parts.append(_escape(short_uri(h["path"], base)))
     if h.get("start_pos"):
         parts.append(f"@{h['start_pos']}")
     return "  ".join(parts)
 
 
-def _add_handle(node, h: dict[str, Any]) -> None:
+def _add_handle(node, h: dict[str, Any], base: str | None = None) -> None:
     for key in ("meta", "delegate"):
         if h.get(key):
-            child = node.add(f"{key}: {_handle_line(h[key])}")
-            _add_handle(child, h[key])
+            child = node.add(f"{key}: {_handle_line(h[key], base)}")
+            _add_handle(child, h[key], base)
     for key in ("shared", "private"):
         for f in h.get(key, ()):
             if f["handle"]:
-                node.add(f"{key} {f['local_path']}: {_handle_line(f['handle'])}")
+                node.add(f"{key} {f['local_path']}: {_handle_line(f['handle'], base)}")
     for key in ("materialized", "non_materialized"):
         for part in h.get(key, ()):
-            _add_handle(node.add(f"{key}: {_handle_line(part)}"), part)
+            _add_handle(node.add(f"{key}: {_handle_line(part, base)}"), part, base)
     for piece in h.get("handles_and_offsets", ()):
         if piece["handle"]:
-            node.add(f"changelog @{piece['offset']}: {_handle_line(piece['handle'])}")
+            node.add(f"changelog @{piece['offset']}: {_handle_line(piece['handle'], base)}")
 
 
 def _s(v: Any) -> str:

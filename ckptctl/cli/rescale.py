@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli import EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
 
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:\.\.|-)\s*(\d+)\s*$")
 
@@ -26,35 +27,52 @@ def parse_parallelism(text: str) -> list[int]:
     raise CkptError(f"--parallelism expects N or LOW..HIGH, got '{text}'")
 
 
-@app.command("plan-rescale")
+@app.command("plan-rescale", cls=Command)
 @command
 def plan_rescale_command(
-    checkpoint: Annotated[str, typer.Argument(help="A checkpoint or savepoint directory, or its _metadata.")],
+    checkpoint: Annotated[
+        str,
+        typer.Argument(metavar="CHECKPOINT", help="A checkpoint or savepoint directory, or its _metadata."),
+    ],
     parallelism: Annotated[
-        str, typer.Option("--parallelism", "-p", help="New parallelism N, or a sweep LOW..HIGH.")
+        str,
+        typer.Option(
+            "--parallelism", "-p", metavar="N|LOW..HIGH", help="New parallelism N, or a sweep LOW..HIGH."
+        ),
     ],
     operator: Annotated[
-        str | None, typer.Option("--operator", help="Only this operator (32-hex id, name or uid).")
+        str | None,
+        typer.Option("--operator", metavar="OPERATOR", help="Only this operator (32-hex id, name or uid)."),
     ] = None,
     flink_version: Annotated[
-        str | None, typer.Option("--flink-version", help="Flink version of the restore (default: inferred).")
+        str | None,
+        typer.Option(
+            "--flink-version",
+            metavar="MAJOR.MINOR",
+            help="Flink version of the restore, e.g. 1.20 (default: inferred).",
+        ),
     ] = None,
     overlap_threshold: Annotated[
         float | None,
         typer.Option(
-            "--overlap-threshold", help="state.backend.rocksdb.restore-overlap-fraction-threshold (1.16+)."
+            "--overlap-threshold",
+            metavar="FRACTION",
+            help="state.backend.rocksdb.restore-overlap-fraction-threshold, 0..1 (1.16+).",
         ),
     ] = None,
     ingest_db: Annotated[
         bool, typer.Option("--ingest-db", help="Flink 2.x state.backend.rocksdb.use-ingest-db-restore-mode.")
     ] = False,
     max_parallelism: Annotated[
-        int | None, typer.Option("--max-parallelism", help="Refuse if it differs from the checkpoint's.")
+        int | None,
+        typer.Option("--max-parallelism", metavar="N", help="Refuse if it differs from the checkpoint's."),
     ] = None,
     data_aware: Annotated[
         str | None,
         typer.Option(
-            "--data-aware", help="Histogram Parquet of `verify --deep --histogram`: real bytes per key group."
+            "--data-aware",
+            metavar="HISTOGRAM",
+            help="Histogram Parquet of `verify --deep --histogram`: real bytes per key group.",
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -62,14 +80,18 @@ def plan_rescale_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Each new subtask's key groups, the old handles it receives, the base RocksDB handle, and bytes."""
+    from ckptctl.cli.inspect import checked_path
     from ckptctl.cli.output import make_output
     from ckptctl.refs import load_checkpoint
-    from ckptctl.rescale import apply_histogram, plan_rescale, sweep
+    from ckptctl.rescale import apply_histogram, family_of, plan_rescale, sweep
 
+    values = parse_parallelism(parallelism)
+    if flink_version is not None:
+        family_of(flink_version)  # refuse an unknown version before reading anything
+    histogram = _histogram_rows(data_aware) if data_aware else None
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
-    ck = load_checkpoint(storage, checkpoint, mappings)
-    values = parse_parallelism(parallelism)
+    ck = load_checkpoint(storage, checked_path(storage, checkpoint), mappings)
     kwargs: dict[str, Any] = dict(
         operator=operator, flink_version=flink_version, overlap_threshold=overlap_threshold,
         ingest_db=ingest_db, max_parallelism=max_parallelism,
@@ -77,14 +99,14 @@ def plan_rescale_command(
     if len(values) == 1:
         plan = plan_rescale(ck.metadata, values[0], **kwargs)
         plan["checkpoint"] = ck.location.uri
-        if data_aware:
-            apply_histogram(plan, _histogram_rows(data_aware), ck.location.uri)
+        if histogram is not None:
+            apply_histogram(plan, histogram, ck.location.uri)
         if as_json:
             out.json(plan)
         else:
             _render_plan(out, plan)
         return
-    result = sweep(ck.metadata, values, **kwargs)
+    result = sweep(ck.metadata, values, histogram=histogram, checkpoint=ck.location.uri, **kwargs)
     result["checkpoint"] = ck.location.uri
     if as_json:
         out.json(result)
@@ -96,6 +118,8 @@ def _histogram_rows(path: str) -> list[tuple]:
     from ckptctl.errors import CkptError
 
     names = ("checkpoint", "operator_id", "subtask", "column_family", "key_group", "entries", "bytes")
+    if "://" not in path and not os.path.isfile(path):
+        raise CkptError("no such file" if not os.path.exists(path) else "not a file", path=path)
     try:
         import pyarrow.parquet as pq
 
@@ -124,7 +148,7 @@ def _render_plan(out, plan: dict[str, Any]) -> None:
             columns = [
                 "subtask",
                 "key groups",
-                "handles received (overlap/fraction)",
+                "handles received (overlap, fraction)",
                 "base",
                 "clip",
                 "copied",
@@ -133,7 +157,7 @@ def _render_plan(out, plan: dict[str, Any]) -> None:
             if "data" in op:  # --data-aware: measured bytes instead of uniform key groups
                 columns += ["keeps", "clipped", "copied bytes"]
             for col in columns:
-                left = col in ("key groups", "handles received (overlap/fraction)", "base", "clip", "copied")
+                left = col in ("key groups", "handles received (overlap, fraction)", "base", "clip", "copied")
                 t.add_column(col, justify="left" if left else "right")
             for s in op["subtasks"]:
                 handles = (
@@ -195,18 +219,29 @@ def _render_sweep(out, result: dict[str, Any]) -> None:
         title="restore cost by parallelism (bar: largest subtask download = critical path)",
         title_justify="left",
     )
-    for col in ("parallelism", "critical path", "", "total", "merging", "skew"):
-        t.add_column(col, justify="left" if col == "" else "right")
+    data_aware = bool(result.get("data_aware"))
+    columns = ["parallelism", "critical path", "", "total", "merging", "skew"]
+    if data_aware:  # measured bytes (verify --deep --histogram)
+        columns += ["clipped", "copied bytes"]
+    for col in columns:
+        t.add_column(col, justify="left" if col == "" else "right", no_wrap=True)
+    # the bar gets what the numbers leave of the terminal (80 columns included), never cut
+    width = max(8, min(40, out.out.width - (90 if data_aware else 64)))
     for r in rows:
-        bar = "█" * max(1, round(40 * r["max_subtask_bytes"] / peak)) if r["max_subtask_bytes"] else ""
+        bar = "█" * max(1, round(width * r["max_subtask_bytes"] / peak)) if r["max_subtask_bytes"] else ""
         style = "green" if r["merging_subtasks"] == 0 else "yellow"
+        extra = (
+            [human_bytes(r["data"]["clip_bytes"]), human_bytes(r["data"]["copy_bytes"])] if data_aware else []
+        )
         t.add_row(
             str(r["parallelism"]), human_bytes(r["max_subtask_bytes"]), f"[{style}]{bar}[/{style}]",
             human_bytes(r["download_bytes"]), str(r["merging_subtasks"]), f"{r['skew']:.2f}" if r["skew"] else "-",
+            *extra,
         )  # fmt: skip
     out.out.print(t)
     if result["no_merge"]:
         out.out.print(
             f"no merging of RocksDB instances at parallelism: {', '.join(map(str, result['no_merge']))}"
         )
-    out.out.print(f"recommended (smallest critical path, fewest merges): {result['recommended']}")
+    tie = "fewest copied bytes" if data_aware else "fewest merges"
+    out.out.print(f"recommended (smallest critical path, {tie}): {result['recommended']}")

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli import EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?\s*$", re.IGNORECASE)
 _UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
@@ -58,11 +58,15 @@ class _Bar:
         return self.advance if self.out.err.is_terminal else None
 
 
-@app.command("verify")
+@app.command("verify", cls=Command)
 @command
 def verify_command(
     path: Annotated[
-        str, typer.Argument(help="A checkpoint/savepoint (directory or _metadata) or a root to scan.")
+        str,
+        typer.Argument(
+            metavar="CHECKPOINT|ROOT",
+            help="A checkpoint/savepoint (directory or _metadata) or a root to scan.",
+        ),
     ],
     deep: Annotated[
         bool,
@@ -72,7 +76,10 @@ def verify_command(
         str, typer.Option("--master", help="Spark master URL (default: embedded local[*]).", metavar="URL")
     ] = "local[*]",
     engine: Annotated[
-        str, typer.Option("--engine", help="spark (default) or local (in-process, for small inputs).")
+        str,
+        typer.Option(
+            "--engine", metavar="spark|local", help="spark (default) or local (in-process, for small inputs)."
+        ),
     ] = "spark",
     report: Annotated[
         str | None, typer.Option("--report", help="Write every check to this Parquet file.", metavar="FILE")
@@ -90,7 +97,7 @@ def verify_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Will it restore? Every needed file exists with its recorded size and is sound (--deep: RocksDB key groups)."""
-    from ckptctl.cli.inspect import checkpoints_at, warn_moved
+    from ckptctl.cli.inspect import checkpoints_at, display_base, warn_moved
     from ckptctl.cli.output import make_output
     from ckptctl.errors import CkptError
     from ckptctl.verify import verify, write_histogram, write_report
@@ -103,10 +110,14 @@ def verify_command(
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
     checkpoints, root = checkpoints_at(storage, path, mappings, out)
-    for ck in checkpoints:
-        warn_moved(out, ck)
+    warn_moved(out, *checkpoints)
     if not checkpoints:
         raise CkptError(f"no completed checkpoints or savepoints under {root}")
+    if engine == "spark":  # the JVM takes seconds to start: say so instead of a bar stuck at 0
+        from ckptctl.verify import spark_session
+
+        with out.status(f"starting Spark ({master}) …"):
+            spark_session(master)
     with _Bar(out, "verifying" + (" (deep)" if deep else "")) as bar:
         result = verify(
             storage, checkpoints, deep=deep, engine=engine, master=master,
@@ -119,12 +130,12 @@ def verify_command(
     if as_json:
         out.json(result.to_json())
     else:
-        _render_verify(out, result, root)
+        _render_verify(out, result, display_base(root, checkpoints), path)
     if not result.ok:
         raise typer.Exit(1)
 
 
-def _render_verify(out, result, root: str) -> None:
+def _render_verify(out, result, root: str, named: str) -> None:
     from rich.table import Table
 
     from ckptctl.cli.output import _escape
@@ -133,7 +144,7 @@ def _render_verify(out, result, root: str) -> None:
 
     c = result.counts
     where = result.engine + (f" on {result.master}" if result.master else "")
-    grid = Table(title=f"verify {root}", title_justify="left", show_header=True)
+    grid = Table(title=_escape(f"verify {named}"), title_justify="left", show_header=True)
     grid.add_column("check")
     grid.add_column("checked", justify="right")
     grid.add_column("problems", justify="right")
@@ -152,9 +163,9 @@ def _render_verify(out, result, root: str) -> None:
     )
     if result.problems:
         table = Table(title=f"{len(result.problems)} problems", title_justify="left")
-        table.add_column("path", overflow="fold")
-        table.add_column("check")
-        table.add_column("detail", overflow="fold")
+        table.add_column("path", overflow="fold", ratio=3)
+        table.add_column("check", no_wrap=True)
+        table.add_column("detail", overflow="fold", ratio=2)
         for p in result.problems[:200]:
             table.add_row(_escape(short_uri(p["path"], root)), p["check"], _escape(p["detail"] or ""))
         out.out.print(table)
@@ -169,11 +180,12 @@ def _render_verify(out, result, root: str) -> None:
 # check: the CI gate
 
 
-@app.command("check")
+@app.command("check", cls=Command)
 @command
 def check_command(
     root: Annotated[
-        str, typer.Argument(help="A checkpoint root (every job and savepoint below is checked).")
+        str,
+        typer.Argument(metavar="ROOT", help="A checkpoint root (every job and savepoint below is checked)."),
     ],
     max_orphan_bytes: Annotated[
         str | None,
@@ -197,7 +209,9 @@ def check_command(
     limit = parse_bytes(max_orphan_bytes, "--max-orphan-bytes") if max_orphan_bytes is not None else None
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
-    report = run_check(storage, root, mappings, limit)
+    from ckptctl.cli.inspect import checked_path
+
+    report = run_check(storage, checked_path(storage, root), mappings, limit)
     for w in report["warnings"]:
         out.warn(w)
     if junit:
@@ -208,32 +222,42 @@ def check_command(
     if as_json:
         out.json(report)
     else:
-        _render_check(out, report)
+        _render_check(out, report, root)
     if not report["ok"]:
         raise typer.Exit(1)
 
 
-def _render_check(out, report: dict[str, Any]) -> None:
+def _render_check(out, report: dict[str, Any], named: str) -> None:
     from rich.table import Table
 
     from ckptctl.cli.output import _escape, human_bytes
     from ckptctl.views import short_uri
 
     root = report["root"]
-    table = Table(title=f"check {root}", title_justify="left")
+    table = Table(title=_escape(f"check {named}"), title_justify="left")
     table.add_column("checkpoint", overflow="fold")
-    table.add_column("files", justify="right")
+    table.add_column("files", justify="right", no_wrap=True)
     table.add_column("result")
     for ck in report["checkpoints"]:
-        status = "[green]ok[/green]" if ck["ok"] else f"[red]{len(ck['problems']) or 1} problems[/red]"
+        n = len(ck["problems"])
+        status = "[green]ok[/green]" if ck["ok"] else f"[red]{n} problem{'s' if n != 1 else ''}[/red]"
         if ck["error"]:
-            status = f"[red]{_escape(ck['error'])}[/red]"
+            status = "[red]unreadable _metadata[/red]"  # the problem lines below say why, once
         table.add_row(_escape(short_uri(ck["path"], root)), str(ck["files"]), status)
     o = report["orphans"]
-    limit = "no limit" if o["limit"] is None else human_bytes(o["limit"])
-    status = "[green]ok[/green]" if o["ok"] else f"[red]{_escape(o['error'] or 'over the limit')}[/red]"
-    table.add_row("orphans", f"{o['files']:,}", f"{human_bytes(o['bytes'])} (limit {limit}) {status}")
+    amount = human_bytes(o["bytes"]) + (
+        "" if o["limit"] is None else f" of {human_bytes(o['limit'])} allowed"
+    )
+    if o["error"]:
+        status = f"[red]{_escape(o['error'])}[/red]" if not o["ok"] else "[yellow]not measured[/yellow]"
+    elif not o["ok"]:
+        status = f"[red]{amount}: over the limit[/red]"
+    else:
+        status = f"[green]ok[/green] ({amount})"
+    table.add_row("orphans", f"{o['files']:,}", status)
     out.out.print(table)
     for p in report["problems"][:100]:
-        out.out.print(f"[red]{p['check']}[/red] {_escape(p['path'])}: {_escape(p['detail'] or '')}")
+        path = short_uri(p["path"], root)
+        detail = (p["detail"] or "").removeprefix(p["path"] + ": ")  # metadata errors name the file already
+        out.out.print(f"[red]{p['check']}[/red] {_escape(path)}: {_escape(detail)}")
     out.out.print("[green]passed[/green]" if report["ok"] else "[red]FAILED[/red]")
