@@ -388,17 +388,20 @@ def test_diff_warns_about_order_and_jobs_and_lists_files() -> None:
     assert across.exit_code == 0 and "different jobs" in across.stderr
 
 
-@pytest.mark.parametrize("command", ["", "ls", "show", "refs", "diff", "verify", "check", "plan-rescale"])
+@pytest.mark.parametrize(
+    "command", ["", "ls", "show", "refs", "diff", "verify", "check", "plan-rescale", "gc", "gc plan", "gc apply"]
+)
 def test_help_metavars_say_what_to_type(command: str) -> None:
-    result = cli(*([command] if command else []), "--help", env={"COLUMNS": "100"})
+    result = cli(*command.split(), "--help", env={"COLUMNS": "100"})
     assert result.exit_code == 0
     text = result.stdout
-    for bad in ("<str>", "<int>", "<float>", "<list", "{", "HDFS"):
+    for bad in ("<str>", "<int", "<float>", "<list", "{", "HDFS"):
         assert bad not in text, (bad, text)
     usage = {
         "ls": "ls [OPTIONS] ROOT", "show": "show [OPTIONS] CHECKPOINT", "refs": "refs [OPTIONS] CHECKPOINT|ROOT",
         "diff": "diff [OPTIONS] A B", "verify": "verify [OPTIONS] CHECKPOINT|ROOT", "check": "check [OPTIONS] ROOT",
-        "plan-rescale": "plan-rescale [OPTIONS] CHECKPOINT",
+        "plan-rescale": "plan-rescale [OPTIONS] CHECKPOINT", "gc": "`ckptctl gc ROOT ...` is",
+        "gc plan": "gc plan [OPTIONS] ROOT...", "gc apply": "gc apply [OPTIONS] PLAN.json",
     }  # fmt: skip
     if command:
         assert usage[command] in text

@@ -9,10 +9,13 @@ from typing import Annotated
 
 import typer
 
-from ckptctl.cli import EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
 
 gc_app = typer.Typer(
-    help="Find and safely delete orphaned checkpoint files (dry run by default: plan → review → apply).",
+    help=(
+        "Find and safely delete orphaned checkpoint files (dry run by default: plan → review → apply). "
+        "`ckptctl gc ROOT ...` is `ckptctl gc plan ROOT ...`."
+    ),
     no_args_is_help=True,
 )
 app.add_typer(gc_app, name="gc")
@@ -44,12 +47,12 @@ def parse_age(text: str, option: str) -> float:
     return age
 
 
-@gc_app.command("plan")
+@gc_app.command("plan", cls=Command)
 @command
 def plan_command(
     roots: Annotated[
         list[str],
-        typer.Argument(help="Checkpoint roots (every job directory below is scanned).", metavar="ROOT..."),
+        typer.Argument(help="Checkpoint roots (every job directory below is scanned).", metavar="ROOT"),
     ],
     savepoints: Annotated[
         list[str] | None,
@@ -143,7 +146,7 @@ def _progress(out, items, total):
         yield from it
 
 
-@gc_app.command("apply")
+@gc_app.command("apply", cls=Command)
 @command
 def apply_command(
     plan_file: Annotated[
@@ -159,7 +162,7 @@ def apply_command(
         typer.Option("--manifest", metavar="FILE", help="Manifest of removed files (default: PLAN.manifest.jsonl)."),
     ] = None,
     batch_size: Annotated[
-        int, typer.Option("--batch-size", min=1, max=1000, help="Files per delete request (S3 allows 1000).")
+        int, typer.Option("--batch-size", min=1, max=1000, metavar="N", help="Files per delete request (S3 allows 1000).")
     ] = 1000,
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
