@@ -17,7 +17,13 @@ an orphan. See fixtures/README.md (scenario ``forst``) for the layout Flink 2.2 
   it WHILE it runs; the job must complete 2 more checkpoints without failing (restart strategy
   none, no tolerable checkpoint failure), no file referenced by the checkpoints retained at the
   end may have been deleted (ckptctl's reference map and Flink's own dumper), and real Flink must
-  restore the newest retained checkpoint.
+  restore the newest retained checkpoint. Each gc round starts right after a checkpoint completed:
+  a file the DB flushed after that checkpoint's snapshot but before its ``_metadata`` landed is
+  older than the newest ``_metadata`` (so no margin of 0s protects it) and unreferenced until the
+  next checkpoint completes. Deleting it fails the next checkpoint ("Could not materialize
+  checkpoint", FileNotFoundException on the working file) and so the job. Whether such a file
+  exists in a round is up to timing, so on a gc without a ForSt guard the test fails often, not
+  always.
 """
 
 from __future__ import annotations
