@@ -47,13 +47,13 @@ class Place(NamedTuple):
     ``area`` is ``shared``, ``taskowned``, ``chk`` (inside ``<job>/chk-N``), ``savepoint`` (inside a
     ``savepoint-…`` directory) or ``other`` (anything Flink's checkpoint storage does not write:
     never a gc candidate). ``job`` is the job directory URI (its name a 32-hex JobID), ``chk`` the
-    checkpoint directory URI, ``forst`` whether it is a ForSt working directory in ``shared/``.
+    checkpoint directory URI, ``forst`` the ForSt working directory (``<job>/shared/op_…``) it is in.
     """
 
     area: str
     job: str | None = None
     chk: str | None = None
-    forst: bool = False
+    forst: str | None = None  # the ForSt working directory (shared/op_…__attempt_k) holding it
 
 
 OTHER = Place("other")
@@ -82,7 +82,9 @@ def place_of(root: str, dir_uri: str) -> Place:
                 return OTHER
             if is_chk:
                 return Place("chk", job, job + "/" + part)
-            forst = part == "shared" and i + 1 < len(parts) and FORST_DIR_RE.match(parts[i + 1]) is not None
+            forst = None
+            if part == "shared" and i + 1 < len(parts) and FORST_DIR_RE.match(parts[i + 1]) is not None:
+                forst = job + "/shared/" + parts[i + 1]
             return Place(part, job, None, forst)
         if part.startswith("savepoint-") and SAVEPOINT_RE.match(part):
             return SAVEPOINT_PLACE

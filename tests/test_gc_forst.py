@@ -9,9 +9,11 @@ no ``_metadata`` references it until the next checkpoint completes: by the check
 an orphan. See fixtures/README.md (scenario ``forst``) for the layout Flink 2.2 really writes.
 
 - ``test_plan_names_forst_working_files``: the committed fixture (written by real Flink, ended by a
-  crash so that unreferenced working files remain), aged; the plan must name the unreferenced
-  working files ``unreferenced-forst`` candidates, keep a young one, keep RocksDB control files
-  found in a working dir (``forst-control-file``), and never offer a referenced file.
+  crash so that unreferenced working files remain), aged; the unreferenced files of working
+  directories a retained checkpoint uses are kept (``forst-in-use``: the job may be running), the
+  old files of a superseded attempt directory are ``unreferenced-forst`` candidates, a young one
+  and RocksDB control files found there (``forst-control-file``) are kept, and no referenced
+  file is ever offered.
 - ``test_gc_while_forst_job_runs`` (flink, about 2 minutes): a live ForSt job writes checkpoints
   into a temp dir; ``gc plan --older-than 0s --margin 0s --force`` + ``gc apply --yes`` run against
   it WHILE it runs; the job must complete 2 more checkpoints without failing (restart strategy
@@ -107,27 +109,35 @@ def test_plan_names_forst_working_files(tmp_path):
     assert len(unreferenced_working) >= 2, "the fixture has too few unreferenced ForSt working files"
     assert not set(unreferenced_working) & referenced
 
-    # one unreferenced working file written just now: the DB may still need it
-    young = unreferenced_working.pop()
+    # A superseded attempt of the first working directory (a task that failed over): the same
+    # real files under attempt_9, which no checkpoint references. Its old files may go; a file
+    # written just now may not (the DB may still need it).
+    first_dir = copy / working[0]["dir"]
+    op_dir = first_dir.parent
+    superseded = op_dir.with_name(op_dir.name.rsplit("__attempt_", 1)[0] + "__attempt_9")
+    shutil.copytree(op_dir, superseded)
+    old_dead = sorted(str(f) for f in superseded.rglob("*") if f.is_file())
+    assert len(old_dead) >= 2
+    young = old_dead.pop()
     os.utime(young, (now, now))
 
-    # RocksDB control files next to the SSTs. Flink 2.2 keeps a ForSt DB's CURRENT/MANIFEST/OPTIONS
-    # in the TaskManager's local dir (the working dir holds SSTs only), so they are placed here by
-    # the test: the bytes are the DB's real MANIFEST and OPTIONS, which the newest checkpoint
-    # uploaded as private files, under their names in the DB.
+    # RocksDB control files next to the SSTs of the superseded attempt. Flink 2.2 keeps a ForSt
+    # DB's CURRENT/MANIFEST/OPTIONS in the TaskManager's local dir (the working dir holds SSTs
+    # only), so they are placed here by the test: the bytes are the DB's real MANIFEST and OPTIONS,
+    # which the newest checkpoint uploaded as private files, under their names in the DB.
     newest = max(dumps, key=lambda d: d["checkpoint_id"])
-    first_dir = copy / working[0]["dir"]
-    subtask = int(Path(working[0]["dir"]).parent.name.split("__")[1].split("_")[0]) - 1
+    dead_db = superseded / first_dir.name
+    subtask = int(op_dir.name.split("__")[1].split("_")[0]) - 1
     control = []
     for r in newest["references"]:
         name = r.get("local_name") or ""
         if (
             r["role"] == "private"
-            and r["operator_id"] in first_dir.parent.name
+            and r["operator_id"] in op_dir.name
             and r["subtask"] == subtask
             and name.startswith(("MANIFEST-", "OPTIONS-"))
         ):
-            target = first_dir / name
+            target = dead_db / name
             shutil.copyfile(here(r["path"]), target)
             os.utime(target, (t0, t0))
             control.append(str(target))
@@ -150,12 +160,16 @@ def test_plan_names_forst_working_files(tmp_path):
         f"a ForSt working file written just now is a candidate: {candidates[young]}"
     )
     assert protected.get(young, {}).get("reason") == "young", protected.get(young)
+    # the working directories the retained checkpoints use belong to a job that may be running:
+    # their unreferenced files (flushed after the last snapshot) are never candidates
+    in_use = {f: (candidates.get(f) or protected.get(f) or {}).get("reason") for f in unreferenced_working}
+    assert all(r == "forst-in-use" for r in in_use.values()), f"working files of a live DB: {in_use}"
     wrong = {
         f: (candidates.get(f) or protected.get(f) or {}).get("reason")
-        for f in unreferenced_working
+        for f in old_dead
         if candidates.get(f, {}).get("reason") != "unreferenced-forst"
     }
-    assert not wrong, f"old unreferenced ForSt working files not named unreferenced-forst: {wrong}"
+    assert not wrong, f"old files of a superseded attempt not named unreferenced-forst: {wrong}"
     kept = {f: (candidates.get(f) or protected.get(f) or {}).get("reason") for f in control}
     assert all(r == "forst-control-file" for r in kept.values()), f"control files: {kept}"
 

@@ -18,6 +18,8 @@ the newest commit, Fluss's keep-when-mtime-unknown, plus blast-radius caps and a
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import math
 import time
@@ -425,7 +427,7 @@ class _Planner:
         live_files = live_bytes = 0
         total_files = sum(len(files) for _root, files in listings)
         total_bytes = sum(sum(map(itemgetter(1), files)) for _root, files in listings)
-        contexts = _Contexts(self.scopes, retention, options, now + CLOCK_TOLERANCE)
+        contexts = _Contexts(self.scopes, retention, folded, now + CLOCK_TOLERANCE)
         future: list[str] = []
         tolerance_limit = now + CLOCK_TOLERANCE
         margin = options.margin
@@ -631,8 +633,9 @@ def _by_name(name: str, reason: Reason) -> Reason:
 class _Contexts:
     """Per directory: what its files are unless referenced (see :meth:`_anchored`), and job stats."""
 
-    def __init__(self, scopes: Scopes, retention: Retention, options: GcOptions, future_limit: float) -> None:
+    def __init__(self, scopes: Scopes, retention: Retention, folded: Folded, future_limit: float) -> None:
         self.scopes = scopes
+        self.live, self.spans = folded.live, folded.spans
         self.future_limit = future_limit
         self.retained_dirs = {loc.uri for loc in retention.retained}
         self.expired_dirs = {loc.uri for loc in retention.expired}
@@ -642,6 +645,19 @@ class _Contexts:
         self.overlaps: list[str] = []  # scope problems only seen while classifying
         self._cache: dict[str, tuple] = {}
         self._orphan_stats = [0, 0, 0, 0]
+
+    @functools.cached_property
+    def forst_in_use(self) -> set[str]:
+        """ForSt working directories holding a file some retained checkpoint references."""
+        used: set[str] = set()
+        for path in itertools.chain(self.live, self.spans):
+            i = path.find("/shared/op_")
+            if i < 0:
+                i = path.find("/shared/_dummy_dir_")
+            if i >= 0:
+                end = path.find("/", i + len("/shared/"))
+                used.add(path if end < 0 else path[:end])
+        return used
 
     def get(self, parent: str) -> tuple:
         c = self._cache.get(parent)
@@ -664,7 +680,7 @@ class _Contexts:
         """A candidate directory: (reason, True, anchor mtime, evidence, job stats, unreferenced, forst)."""
         stats = self._stats(job)
         unreferenced = reason in UNREFERENCED
-        forst = reason is Reason.UNREFERENCED_FORST
+        forst = reason is Reason.UNREFERENCED_FORST  # control-file names matter there
         if newest is None:
             return reason, True, None, None, stats, unreferenced, forst
         anchor = newest.metadata.mtime or 0
@@ -707,8 +723,16 @@ class _Contexts:
                 return self._anchored(Reason.EXPIRED_CHECKPOINT, place.job, None)
             return self._anchored(Reason.INCOMPLETE_CHECKPOINT, place.job, newest)
         if place.area == "shared":
-            reason = Reason.UNREFERENCED_FORST if place.forst else Reason.UNREFERENCED_SHARED
-            return self._anchored(reason, place.job, newest)
+            if place.forst is None:
+                return self._anchored(Reason.UNREFERENCED_SHARED, place.job, newest)
+            # A ForSt database works inside shared/: a file it flushed after a snapshot but before
+            # that checkpoint's _metadata landed is older than every anchor and referenced by
+            # nothing yet, but live. While a retained checkpoint uses the working directory the
+            # job may be running, so nothing in it is collected (ForSt deletes its own garbage);
+            # a directory no retained checkpoint uses (a superseded attempt, a dead job) is.
+            if place.forst in self.forst_in_use:
+                return self._kept(Reason.FORST_IN_USE, place.job)
+            return self._anchored(Reason.UNREFERENCED_FORST, place.job, newest)
         return self._anchored(Reason.UNREFERENCED_TASKOWNED, place.job, newest)
 
 
