@@ -251,8 +251,7 @@ def test_row04_trash_overlapping_a_scope_moves_nothing(tmp_path: Path, where: st
     """--trash inside any scope (root, --savepoints, --changelog-dir) or containing one."""
     sc = Scenario("2.2.0", "savepoints", tmp_path)
     orphan = sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan")
-    changelog = sc.root / "dstl"
-    changelog.mkdir()
+    changelog = sc.plant("dstl/young-changelog-file", mtime=time.time() - 60).parent
     args = [
         str(sc.checkpoints),
         "--savepoints",
