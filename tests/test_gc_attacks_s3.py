@@ -93,6 +93,20 @@ def shared_refs(meta: Path, bucket: str) -> list[str]:
     return found
 
 
+def s3_metadata(meta: Path, bucket: str, spellings: dict[str, str] | None = None) -> bytes:
+    """A real _metadata with every absolute path moved to ``s3://bucket`` in the typed model
+    (``spellings``: such an ``s3://`` path -> the spelling to write instead), re-encoded."""
+    original = "file:" + fixture_entry()["original_root"]
+
+    def to_s3(h):
+        if type(h) in (FileHandle, SegmentFileHandle) and h.path.startswith(original + "/"):
+            path = f"s3://{bucket}" + h.path[len(original) :]
+            return h._replace(path=(spellings or {}).get(path, path))
+        return None
+
+    return write_metadata(rewrite(read_metadata(meta.read_bytes(), str(meta)), to_s3))
+
+
 class Upload:
     """A fixture scenario in a bucket, its absolute paths rewritten to ``s3://bucket/...`` in the
     typed model (as if the job had written there), so no --rebase is needed."""
@@ -115,18 +129,9 @@ class Upload:
         for key, body in (extra or {}).items():
             self.put(key, body)
         time.sleep(1.2)  # S3 mtimes have one-second resolution: every _metadata is newer
-        original = "file:" + self.entry["original_root"]
         for meta in metas:
-            spellings = hostile if meta == self.newest else {}
-
-            def to_s3(h, spellings=spellings):
-                if type(h) in (FileHandle, SegmentFileHandle) and h.path.startswith(original + "/"):
-                    path = f"s3://{bucket}" + h.path[len(original) :]
-                    return h._replace(path=(spellings or {}).get(path, path))
-                return None
-
-            md = rewrite(read_metadata(meta.read_bytes(), str(meta)), to_s3)
-            self.put(meta.relative_to(data).as_posix(), write_metadata(md))
+            body = s3_metadata(meta, bucket, hostile if meta == self.newest else None)
+            self.put(meta.relative_to(data).as_posix(), body)
         time.sleep(1.2)
         self.referenced = set()
         for exp in (REPO / self.entry["expected_dir"]).rglob("*.json"):
@@ -311,3 +316,23 @@ def socket_port_nobody_listens_on() -> int:
     from tests.conftest import free_port
 
     return free_port()
+
+
+# ---------------------------------------------------------------------------------------------
+# row 14 on S3: a stray _metadata inside shared/ is just a file there (the second, pruned listing
+# of _metadata keys skips shared/, so it must not count as a checkpoint that appeared)
+
+
+def test_row14_s3_stray_metadata_in_shared_is_just_a_file(s3_server, tmp_path: Path) -> None:
+    job = fixture_entry()["job_ids"][0]
+    stray = f"checkpoints/{job}/shared/_metadata"
+    bucket = "attack-row14"
+    up = Upload(s3_server, bucket, extra={stray: s3_metadata(checkpoint_metadata()[0], bucket)})
+    plan_file = tmp_path / "plan.json"
+    p = plan(s3_server.endpoint, up.root, out=plan_file)
+    assert not p["blocked"] and not codes(p)
+    assert {c["path"]: c["reason"] for c in p["candidates"]}.get(up.uri(stray)) == "unreferenced-shared"
+    ckptctl("gc", "apply", str(plan_file), "--yes", "--s3-endpoint", s3_server.endpoint)
+    assert not exists(up.s3, up.uri(stray))
+    for uri in up.referenced:
+        assert exists(up.s3, uri), f"live object deleted: {uri}"
