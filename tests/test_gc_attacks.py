@@ -418,6 +418,8 @@ def test_row11_expired_checkpoint_with_protected_metadata_keeps_all_its_files(tm
     young_meta = chks[-2]  # expired by --keep-last 1, but its _metadata is too young to delete
     young = time.time() - 60
     os.utime(young_meta, (young, young))
+    gone_meta = chks[0]  # expired, and its _metadata predates the newest one by more than --margin
+    os.utime(gone_meta, (T0 + 600, T0 + 600))
     exp = json.loads(
         (REPO / sc.entry["expected_dir"] / young_meta.parent.relative_to(sc.root))
         .with_suffix(".json")
@@ -433,7 +435,6 @@ def test_row11_expired_checkpoint_with_protected_metadata_keeps_all_its_files(tm
     assert not its_files & candidates(plan), "an expired checkpoint whose _metadata stays keeps its files"
     assert sc.uri(young_meta) not in candidates(plan)
     # the other expired checkpoint goes as a unit, _metadata included
-    gone_meta = chks[0]
     assert sc.uri(gone_meta) in candidates(plan)
     apply(plan_to_file(tmp_path, *args))
     for uri in its_files:
