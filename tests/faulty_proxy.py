@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import http.client
 import random
+import re
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 SLOW_DOWN = (
     503,
@@ -24,8 +27,76 @@ INTERNAL = (
 )
 
 
+@dataclass
+class Rule:
+    """A deterministic rule: requests ``match(method, path)`` selects.
+
+    The first ``fail`` matching requests get ``fault`` instead of being forwarded. ``before`` runs
+    once, just before the first matching request that is forwarded (so its effect is visible to
+    that request and every later one); ``after_response`` triggers it instead (or too) once an
+    upstream answer matches, after the answer was read and before it is returned.
+    """
+
+    match: Callable[[str, str], bool]
+    fail: int = 0
+    fault: tuple[int, bytes] = INTERNAL
+    before: Callable[[], None] | None = None
+    after_response: Callable[[str, str, bytes], bool] | None = None
+    seen: int = 0
+    failed: int = 0
+    fired: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def fire(self) -> None:
+        with self.lock:
+            if self.fired or self.before is None:
+                return
+            self.fired = True
+            self.before()
+
+
+def query(path: str) -> dict[str, str]:
+    """The query parameters of a request path (first value of each)."""
+    return {k: v[0] for k, v in parse_qs(urlsplit(path).query, keep_blank_values=True).items()}
+
+
+def is_list(path: str) -> bool:
+    return query(path).get("list-type") == "2"
+
+
+def is_clock_request(method: str, path: str) -> bool:
+    """ListObjectsV2 with max-keys=1: the cheap request whose Date header is the storage clock."""
+    q = query(path)
+    return method == "GET" and q.get("list-type") == "2" and q.get("max-keys") == "1"
+
+
+def lists_inside(dirname: str) -> Callable[[str, str], bool]:
+    """A list request whose prefix or start-after lies inside a ``dirname/`` directory."""
+    marker = f"/{dirname}/"
+
+    def match(method: str, path: str) -> bool:
+        q = query(path)
+        return is_list(path) and any(marker in "/" + q.get(k, "") for k in ("prefix", "start-after"))
+
+    return match
+
+
+def response_has_key_inside(dirname: str) -> Callable[[str, str, bytes], bool]:
+    """A list answer holding an object key inside a ``dirname/`` directory."""
+    pattern = re.compile(rb"<Key>(?:[^<]*/)?" + re.escape(dirname.encode()) + rb"/[^<]*</Key>")
+    return lambda method, path, body: is_list(path) and pattern.search(body) is not None
+
+
 class FaultyProxy:
-    def __init__(self, upstream: str, fault_rate: float = 0.3, max_faults: int = 200, seed: int = 7) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        fault_rate: float = 0.3,
+        max_faults: int = 200,
+        seed: int = 7,
+        rules: list[Rule] | tuple[Rule, ...] = (),
+    ) -> None:
+        self.rules = list(rules)
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname, parts.port)
         self.fault_rate = fault_rate
@@ -62,6 +133,7 @@ class FaultyProxy:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 response = conn.getresponse()
                 data = response.read()
+                proxy.after(self.command, self.path, data)
                 self.send_response(response.status)
                 for k, v in response.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection", "content-length"):
@@ -81,6 +153,18 @@ class FaultyProxy:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def decide(self, method: str, path: str):
+        for rule in self.rules:
+            if rule.match(method, path):
+                with rule.lock:
+                    rule.seen += 1
+                    fail = rule.failed < rule.fail
+                    if fail:
+                        rule.failed += 1
+                if fail:
+                    with self.lock:
+                        self.requests += 1
+                    return rule.fault
+                rule.fire()
         with self.lock:
             self.requests += 1
             if self.faults >= self.max_faults or self.random.random() >= self.fault_rate:
@@ -89,6 +173,11 @@ class FaultyProxy:
             kind = "delete" if "delete" in path else "list" if "list-type" in path else method.lower()
             self.faults_by_kind[kind] = self.faults_by_kind.get(kind, 0) + 1
             return SLOW_DOWN if self.random.random() < 0.5 else INTERNAL
+
+    def after(self, method: str, path: str, body: bytes) -> None:
+        for rule in self.rules:
+            if rule.after_response is not None and not rule.fired and rule.after_response(method, path, body):
+                rule.fire()
 
     def __enter__(self) -> FaultyProxy:
         self.thread.start()
