@@ -523,9 +523,11 @@ def test_row14_stray_metadata_in_shared_is_just_a_file(tmp_path: Path) -> None:
     args = [str(sc.checkpoints), *sc.rebase, *OLD, "--force"]
     plan = plan_json(*args)
     assert not plan["blocked"] and not codes(plan)
-    assert {c["path"]: c["reason"] for c in plan["candidates"]}.get(sc.uri(stray)) == "unreferenced-shared"
+    # Flink never writes a _metadata into shared/: not a Flink file, so kept and said why
+    assert sc.uri(stray) not in candidates(plan)
+    assert protected(plan).get(sc.uri(stray)) == "not-flink-file"
     apply(plan_to_file(tmp_path, *args))
-    assert not stray.exists()
+    assert stray.exists()
     for uri in sc.referenced_by_flink():
         assert Path(uri[5:]).exists(), uri
 
