@@ -71,6 +71,8 @@ def place_of(root: str, dir_uri: str) -> Place:
     itself included), or the files are not Flink's (``ROOT/team/shared/report.csv``).
     """
     root = root.rstrip("/")
+    if SAVEPOINT_RE.match(st.basename(root)):
+        return SAVEPOINT_PLACE  # the root is itself a savepoint directory
     if dir_uri == root:
         return OTHER
     parts = dir_uri[len(root) + 1 :].split("/")

@@ -37,6 +37,7 @@ from ckptctl.gc.planfile import PLAN_FORMAT
 from ckptctl.gc.reasons import UNREFERENCED, Reason, Refusal
 from ckptctl.gcpause import paused_gc
 from ckptctl.layout import (
+    CHK_RE,
     FORST_CONTROL_RE,
     JOB_ID_RE,
     METADATA_FILE,
@@ -503,8 +504,8 @@ class _Planner:
         if live_files < len(live) + len(spans):
             listed = {f.uri for _root, files in listings for f in files}
             missing_paths = live.union(spans).difference(listed)
+        missing = self.missing_files(missing_paths, retention, listings)
         del listings
-        missing = self.missing_files(missing_paths, retention)
         if future:
             self.refuse(
                 Refusal.FUTURE_MTIME,
@@ -530,26 +531,52 @@ class _Planner:
             self.warnings, dead_jobs, {"s3_endpoint": self.storage.options.s3_endpoint},
         )  # fmt: skip
 
-    def missing_files(self, missing_paths: set[str], retention: Retention) -> list[dict[str, Any]]:
+    def missing_files(self, missing_paths: set[str], retention: Retention, listings) -> list[dict[str, Any]]:
         """Files retained checkpoints reference under the scanned roots that are not there.
 
         Such a checkpoint is already broken, or the references are mapped wrongly (a renamed job
         directory, a wrong ``--rebase``): in the second case the files they really mean look
         unreferenced. Either way nothing may be deleted until a human has looked, unless every
         such checkpoint is named with ``--accept-lost``.
+
+        One known case is recognised: after a CLAIM restore from a native savepoint, Flink up to
+        1.20.3/2.1.3/2.3.0 writes the savepoint's SSTs into the new checkpoints as relative names
+        (FLINK-39964), which resolve inside ``chk-N/``. A missing ``chk-N/<name>`` whose name and
+        recorded size are a file of a savepoint directory in scope is that file: it is kept (files
+        in savepoint directories never are candidates) and the plan says to run ``ckptctl repair``.
         """
         if not missing_paths:
             return []
         by_path: dict[str, list[str]] = {p: [] for p in missing_paths}
+        sizes: dict[str, int] = {}
         rebase = Rebase(self.options.rebase)
         for loc in retention.retained:
             try:
                 ck = load_checkpoint(self.storage, loc, rebase, apply_inferred=False)
             except CkptError:
                 continue  # already a refusal
-            for path, *_ in referenced_files(ck):
+            for path, _scope, _offset, size in referenced_files(ck):
                 if path in by_path and loc.uri not in by_path[path]:
                     by_path[path].append(loc.uri)
+                    sizes[path] = size
+        in_savepoints = self._savepoint_files(listings, {st.basename(p) for p in by_path})
+        misanchored: dict[str, str] = {}
+        for path in list(by_path):
+            for uri, size in in_savepoints.get(st.basename(path), ()):
+                if size == sizes.get(path) and place_of_chk(path):
+                    misanchored[path] = uri
+                    break
+        if misanchored:
+            cks = sorted({c for p in misanchored for c in by_path.pop(p)})
+            first = next(iter(misanchored))
+            self.warnings.append(
+                f"{len(cks)} retained checkpoints reference {len(misanchored)} savepoint files by relative names "
+                f"that resolve inside their own directory (FLINK-39964: a CLAIM restore from a native savepoint), "
+                f"e.g. {first} is {misanchored[first]}. Flink cannot restore them as they are: run `ckptctl repair` "
+                f"on {', '.join(cks[:3])}{' ...' if len(cks) > 3 else ''}. The savepoint files are kept."
+            )
+        if not by_path:
+            return []
         missing = [{"path": p, "checkpoints": cks} for p, cks in sorted(by_path.items())]
         broken = sorted({c for m in missing for c in m["checkpoints"]})
         not_accepted = [c for c in broken if c not in self.options.accept_lost]
@@ -568,6 +595,16 @@ class _Planner:
                 f"(first: {first})"
             )
         return missing
+
+    def _savepoint_files(self, listings, names: set[str]) -> dict[str, list[tuple[str, int]]]:
+        """Listed files inside savepoint directories whose names are in ``names``."""
+        found: dict[str, list[tuple[str, int]]] = {}
+        for root, files in listings:
+            for f in files:
+                parent, _, name = f.uri.rpartition("/")
+                if name in names and place_of(root, parent).area == "savepoint":
+                    found.setdefault(name, []).append((f.uri, f.size))
+        return found
 
     def caps(self, contexts: _Contexts, candidates, total_files, total_bytes, retention: Retention) -> list[dict]:
         """Blast-radius caps (global and per living job) and the list of dead jobs."""
@@ -613,6 +650,11 @@ _CANDIDATE = frozenset(
         Reason.UNREFERENCED_FORST, Reason.INCOMPLETE_CHECKPOINT, Reason.EXPIRED_CHECKPOINT,
     }
 )  # fmt: skip
+
+
+def place_of_chk(path: str) -> bool:
+    """True if ``path`` lies directly in a ``chk-N`` directory (where relative names resolve)."""
+    return CHK_RE.match(st.basename(st.parent(path))) is not None
 
 
 _SPECIAL_NAMES = frozenset({"", ".", "..", METADATA_FILE})
