@@ -182,9 +182,11 @@ def main() -> None:
     ap.add_argument("--s3-files", type=int, default=50_000)
     ap.add_argument("--s3-refs", type=int, default=20_000)
     ap.add_argument("--skip-s3", action="store_true")
+    ap.add_argument("--skip-local", action="store_true")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ckptctl-gc-bench"))
     args = ap.parse_args()
-    local(args)
+    if not args.skip_local:
+        local(args)
     if not args.skip_s3:
         s3(args)
 

@@ -53,7 +53,7 @@ _TEXT = {
     Reason.YOUNG: "younger than --older-than",
     Reason.IN_FLIGHT: "not older than the newest retained checkpoint of its job minus --margin (may be in flight)",
     Reason.FORST_CONTROL_FILE: "control file of a ForSt database (CURRENT, MANIFEST, OPTIONS, ...)",
-    Reason.FORST_IN_USE: "in the working directory of a ForSt database a retained checkpoint uses (live in a running job)",
+    Reason.FORST_IN_USE: "in a ForSt working directory a retained checkpoint uses (live in a running job)",
     Reason.ABNORMAL_PATH: "path not in normal form (//, . or ..): Flink cannot have written it",
 }
 
