@@ -111,7 +111,7 @@ def handle_bytes(h: Any) -> int:
 def key_group_bytes(h: KeyGroupsHandle, target: tuple[int, int]) -> int:
     """Bytes of a full-snapshot handle that fall in ``target`` (from its per-key-group offsets)."""
     total = _size(h.delegate)
-    start = h.key_groups.start
+    start = h.key_groups.first
     offsets = list(h.offsets)
     n = 0
     for i, off in enumerate(offsets):
@@ -176,7 +176,7 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> int:
 
 
 def _kgr(r: KeyGroupRange) -> tuple[int, int]:
-    return (r.start, r.end) if r.count else (0, -1)
+    return (r.first, r.end)
 
 
 def _materialized_base(h: Any) -> Any:
