@@ -510,14 +510,14 @@ def flink_lib(version: str, download: bool = True) -> Path:
                      f"apache-flink-libraries=={version}"],
                     check=True,
                 )  # fmt: skip
-                (sdist,) = glob.glob(f"{tmp}/apache-flink-libraries-*")
-                prefix = f"apache-flink-libraries-{version}/deps/lib/"
+                (sdist,) = glob.glob(f"{tmp}/apache[-_]flink[-_]libraries-*")  # 2.x: underscores
                 with tarfile.open(sdist) as tar:
-                    members = [
-                        m for m in tar.getmembers() if m.name.startswith(prefix) and m.name.endswith(".jar")
-                    ]
-                    for m in members:
-                        m.name = "lib/" + m.name[len(prefix) :]
+                    members = []
+                    for m in tar.getmembers():
+                        top, _, rest = m.name.partition("/")
+                        if rest.startswith("deps/lib/") and m.name.endswith(".jar"):
+                            m.name = "lib/" + rest[len("deps/lib/") :]
+                            members.append(m)
                     tar.extractall(target, members=members, filter="data")
     return target / "lib"
 

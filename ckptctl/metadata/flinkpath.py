@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
+from itertools import repeat
 
 _SEG = r"[\w\-][\w\-.]*"
 # scheme of 2+ characters (a single letter would be a Windows drive), optional plain authority,
@@ -53,6 +54,28 @@ def is_plain(s: str) -> bool:
     i = s.rfind("/")
     name = s[i + 1 :]
     return i > 0 and name not in ("", ".", "..") and "\\" not in name and _plain_dir(s[: i + 1])
+
+
+def all_plain(paths: list[str]) -> bool:
+    """``is_plain`` for every path of a list, with C-level passes instead of a check per path.
+
+    The files of one incremental handle normally share their directory: then that directory is
+    checked once, and the list passes if every path starts with it, the joined paths hold no more
+    slashes than the directories (names without a slash) and no backslash, and every name is
+    longer than two characters (neither empty nor a dot segment). Otherwise: path by path.
+    """
+    first = paths[0]
+    d = first[: first.rfind("/") + 1]
+    if d and _plain_dir(d):
+        joined = "".join(paths)
+        if (
+            all(map(str.startswith, paths, repeat(d)))
+            and joined.count("/") == len(paths) * d.count("/")
+            and "\\" not in joined
+            and min(map(len, paths)) > len(d) + 2
+        ):
+            return True
+    return all(map(is_plain, paths))
 
 
 def _windows_drive(s: str, slashed: bool) -> bool:
@@ -225,6 +248,7 @@ def check_relative(child: str) -> None:
         rest = path[1:]
         if not rest:
             raise InvalidPath("empty path")
+        rest = _clean(rest)  # Path(scheme, authority, rest) cleans it again ("C:/" loses its slash)
         if scheme is None and authority is None:
             # URI then reads a colon before the first slash as a scheme ("C:/x" on Windows): an
             # invalid one throws, one without a path after it is opaque (Flink fails on its null path)
@@ -235,4 +259,8 @@ def check_relative(child: str) -> None:
                 if rest[colon + 1 : colon + 2] != "/":
                     raise InvalidPath("opaque URI has no path")
             return
-        _uri(scheme, authority, _clean(rest))
+        _uri(scheme, authority, rest)
+        if scheme is None and authority is not None:
+            # URI(null, authority, rest) is "//" + authority + rest: the authority runs on up to the
+            # first slash of rest, and Flink re-creates the resolved path with that authority
+            _uri(None, authority + rest.split("/", 1)[0], "")

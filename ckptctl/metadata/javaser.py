@@ -301,6 +301,7 @@ class _Stream:
             raise self.fail("object without a class descriptor")
         obj = JavaObject(desc.name)
         slot = self.new_handle(obj)
+        failure: Missing | None = None
         chain = []
         d: ClassDesc | None = desc
         while d is not None:
@@ -319,8 +320,8 @@ class _Stream:
                     value = self.value(type_code)
                     declared = cls.local.fields.get(field_name) if cls.local is not None else None
                     if isinstance(value, Missing):
-                        if declared is not None:
-                            raise self.fail(f"class {value.class_name!r} not found", value.at)
+                        if declared is not None:  # the exception passes to this object
+                            failure = failure or value
                         continue  # a field the local class lacks: read and dropped
                     if declared is not None and value is not None and not _is_instance(value, declared[1]):
                         raise self.fail(f"cannot assign {_class_of(value)} to field {cls.name}.{field_name}", at)
@@ -328,9 +329,11 @@ class _Stream:
             if cls.flags & SC_WRITE_METHOD:
                 self.annotations()
         if desc.missing_at is not None:
+            failure = Missing(desc.name, desc.missing_at)
+        if failure is not None:
             if slot < len(self.handles) and self.handles[slot] is obj:
-                self.handles[slot] = Missing(desc.name, desc.missing_at)
-            return Missing(desc.name, desc.missing_at)
+                self.handles[slot] = failure
+            return failure
         return obj
 
 

@@ -73,6 +73,7 @@ _I32I32 = struct.Struct(">ii").unpack_from
 _FILE_HEADER = struct.Struct(">bqH").unpack_from  # type code, state size, path length
 
 _PLAIN_PATH = flinkpath.is_plain
+_ALL_PLAIN = flinkpath.all_plain
 EMPTY_SEGMENT = EmptySegmentHandle()
 MAX_NESTING = 32  # changelog and key-group handles nest; Flink writes at most three levels
 
@@ -273,7 +274,9 @@ class _Decoder:
         out = []
         append = out.append
         file_header = _FILE_HEADER
-        pos = self.pos
+        pos = list_start = self.pos
+        fast_paths: list[str] = []
+        add_path = fast_paths.append
         for _ in range(n):
             if pos + 2 > end:
                 self.pos = pos
@@ -289,10 +292,9 @@ class _Decoder:
                     except UnicodeDecodeError:
                         pass
                     else:
-                        if not _PLAIN_PATH(path):
-                            self.check_path(path, "file path", q + 9)
                         if size < -1:
                             raise self.fail(f"negative file size {size}", q + 1)
+                        add_path(path)  # Path rules checked for the whole list below
                         append(LocalFile(name, FileHandle(path, size)))
                         pos = r
                         continue
@@ -304,8 +306,21 @@ class _Decoder:
                 raise self.fail(f"null state handle for incremental file '{name}'", at)
             append(LocalFile(name, handle))
             pos = self.pos
+        if fast_paths and not _ALL_PLAIN(fast_paths):
+            # some path is not a plain URI: decode the list again entry by entry, so that the
+            # first path Flink's Path rejects is reported at its own offset
+            self.pos = list_start
+            return tuple(self.local_file() for _ in range(n))
         self.pos = pos
         return tuple(out)
+
+    def local_file(self) -> LocalFile:
+        name = self.utf()
+        at = self.pos
+        handle = self.stream()
+        if handle is None:
+            raise self.fail(f"null state handle for incremental file '{name}'", at)
+        return LocalFile(name, handle)
 
     # -- keyed handles --------------------------------------------------------------------
     def keyed(self):
@@ -405,6 +420,14 @@ class _Decoder:
             return FileMergingOperatorHandle(states, taskowned, shared, is_empty, delegate)
         raise self.fail(f"unknown operator state handle type {code}", at)
 
+    def present_operator(self):
+        """An operator handle announced by a non-zero flag: Flink's builder rejects a null one."""
+        at = self.pos
+        h = self.operator()
+        if h is None:
+            raise self.fail("operator state flagged present but null", at)
+        return h
+
     # -- channel state --------------------------------------------------------------------
     def channel_v1(self, kind: int) -> ChannelHandle:
         subtask = self.i32()
@@ -444,8 +467,8 @@ class _Decoder:
 
     # -- structure ------------------------------------------------------------------------
     def subtask(self, index: int, version: int) -> SubtaskState:
-        managed_op = self.operator() if self.i32() != 0 else None
-        raw_op = self.operator() if self.i32() != 0 else None
+        managed_op = self.present_operator() if self.i32() != 0 else None
+        raw_op = self.present_operator() if self.i32() != 0 else None
         managed_keyed = self.keyed()
         raw_keyed = self.keyed()
         inputs = tuple(
