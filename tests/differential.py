@@ -26,11 +26,12 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zipfile
 from pathlib import Path
 
 from ckptctl.errors import MetadataFormatError
 from ckptctl.metadata import reader
-from ckptctl.metadata.flinkpath import flink_path_string
+from ckptctl.metadata.flinkpath import InvalidPath, check_relative, flink_path_string
 from ckptctl.metadata.model import (
     ByteStreamHandle,
     ChangelogBackendHandle,
@@ -208,7 +209,8 @@ class _Tracer(reader._Decoder):
     def __init__(self, buf: bytes) -> None:
         super().__init__(buf, None, 8)
         self.at: dict[str, list] = {
-            k: [] for k in ("par", "maxpar", "index", "kgr", "size", "offset", "path")
+            k: []
+            for k in ("par", "maxpar", "index", "kgr", "size", "offset", "path", "code", "flag", "count")
         }
 
     def _str_at(self, p: int) -> None:
@@ -216,6 +218,7 @@ class _Tracer(reader._Decoder):
 
     def stream(self):
         p = self.pos
+        self.at["code"].append(p)
         code = self.buf[p] if p < self.end else -1
         h = super().stream()
         if code == 2:
@@ -249,7 +252,20 @@ class _Tracer(reader._Decoder):
             out.append(reader.LocalFile("", self.stream()))
         return tuple(out)
 
+    def keyed(self):
+        self.at["code"].append(self.pos)
+        return super().keyed()
+
+    def count(self, what, item_min_bytes):
+        self.at["count"].append(self.pos)
+        return super().count(what, item_min_bytes)
+
+    def collection_count(self, what):
+        self.at["count"].append(self.pos)
+        return super().collection_count(what)
+
     def operator(self):
+        self.at["code"].append(self.pos)
         h = super().operator()
         if isinstance(h, FileMergingOperatorHandle):
             # the two directory strings precede the is-empty byte and the delegate; find them back
@@ -262,6 +278,7 @@ class _Tracer(reader._Decoder):
 
     def subtask(self, index, version):
         self.at["index"].append(self.pos - 4)
+        self.at["flag"].append(self.pos)
         return super().subtask(index, version)
 
     def operator_state(self, version):
@@ -340,8 +357,8 @@ def mutate(data: bytes, seed: int) -> list:
     for _ in range(1 if rng.random() < 0.8 else 2):
         kind = rng.choices(
             ["trailer", "trailer_str", "path", "par", "index", "kgr", "size", "offset", "anywhere", "splice",
-             "truncate"],
-            weights=[10, 12, 16, 8, 6, 8, 6, 6, 14, 6, 4],
+             "truncate", "code", "flag", "count"],
+            weights=[10, 12, 16, 8, 6, 8, 6, 6, 14, 6, 4, 6, 3, 4],
         )[0]  # fmt: skip
         if kind in ("trailer", "trailer_str") and trailer >= len(data):
             kind = "anywhere"
@@ -413,6 +430,15 @@ def mutate(data: bytes, seed: int) -> list:
                 else struct.unpack_from(">q", data, p)[0] + rng.choice([-1, 1])
             )
             recipe.append(["i64", p, v])
+        elif kind == "code":  # a handle type byte: another code, or one Flink does not know
+            recipe.append(["set", rng.choice(at["code"]), rng.choice([*range(18), 18, 44, 127, 128, 255])])
+        elif kind == "flag":  # the presence flags of the operator-state handles
+            p = rng.choice(at["flag"]) + rng.choice([0, 0, 4]) + rng.choice([0, 3])
+            recipe.append(["set", p, rng.choice([0, 1, 2, 255])])
+        elif kind == "count":
+            recipe.append(
+                ["i32", rng.choice(at["count"]), rng.choice([-1, -2, 0, 1, 2, 3, 2**31 - 1, -(2**31)])]
+            )
         elif kind == "anywhere":
             p = rng.randrange(8, len(data))
             r = rng.random()
@@ -482,6 +508,74 @@ def cases(n: int, seed: int = 0, releases: tuple[str, ...] = RELEASES) -> list[d
 
 
 # ---------------------------------------------------------------------------------------------
+# path strings alone: Flink's Path against ckptctl.metadata.flinkpath
+
+PATH_BASES = ["file:/tmp/ckpt/shared/abc-123", "s3://bucket/a/b", "hdfs://nn:8020/x/y/z", "a1b2c3-d4e5",
+              "file:///x/y", "C:/x", "/abs/p", "rel/p", "x"]  # fmt: skip
+PATH_EDITS = [*":/\\?#%[]@.+-~ \x00\x01\x1f\x7f\x85\xa0\u2028\xe99aAZ{}|^`'\"", "//", "/./", "/../", "..", "%41",
+              "%zz", "C:", "a:", "::"]  # fmt: skip
+PATHS = REPO / "fixtures" / "differential" / "paths.json"
+
+
+def path_strings(n: int, seed: int) -> list[str]:
+    """``n`` non-empty strings: path-like bases with 1-3 random character edits."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    while len(out) < n:
+        s = rng.choice(PATH_BASES)
+        for _ in range(rng.randint(1, 3)):
+            p = rng.randrange(len(s) + 1)
+            r = rng.random()
+            if r < 0.5:
+                s = s[:p] + rng.choice(PATH_EDITS) + s[p + 1 :]
+            elif r < 0.8:
+                s = s[:p] + rng.choice(PATH_EDITS) + s[p:]
+            else:
+                s = s[:p] + s[p + rng.randint(1, 3) :]
+        if s:
+            out.append(s)
+    return out
+
+
+def _utf16_hex(s: str) -> str:
+    return s.encode("utf-16-be", "surrogatepass").hex()
+
+
+def flink_path_verdicts(classpath: str, strings: list[str]) -> list[tuple[str, str]]:
+    """(``new Path(s)``, ``new Path(dir, s)``) per string: "ok:<toString>"/"ok" or "err:<exception>"."""
+    p = subprocess.run(
+        [shutil.which("java") or "java", "-Xmx256m", "-cp", classpath, "MetadataVerdict", "paths"],
+        input="\n".join(_utf16_hex(s) for s in strings) + "\n", capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    out = []
+    for line in p.stdout.splitlines():
+        a, r = line.split(" ")
+        if a.startswith("ok:"):
+            a = "ok:" + bytes.fromhex(a[3:]).decode("utf-16-be", "surrogatepass")
+        out.append((a, r))
+    if len(out) != len(strings):
+        raise RuntimeError(f"MetadataVerdict paths answered {len(out)} of {len(strings)}: {p.stderr[-2000:]}")
+    return out
+
+
+def ckptctl_path_verdict(s: str) -> tuple[str, str]:
+    try:
+        a = "ok:" + flink_path_string(s)
+    except InvalidPath:
+        a = "err"
+    try:
+        check_relative(s)
+        r = "ok"
+    except InvalidPath:
+        r = "err"
+    return a, r
+
+
+def path_agree(flink: tuple[str, str], mine: tuple[str, str]) -> bool:
+    return all(f == m or (m == "err" and f.startswith("err:")) for f, m in zip(flink, mine, strict=True))
+
+
+# ---------------------------------------------------------------------------------------------
 # Flink's side
 
 
@@ -510,16 +604,28 @@ def flink_lib(version: str, download: bool = True) -> Path:
                      f"apache-flink-libraries=={version}"],
                     check=True,
                 )  # fmt: skip
-                (sdist,) = glob.glob(f"{tmp}/apache[-_]flink[-_]libraries-*")  # 2.x: underscores
-                with tarfile.open(sdist) as tar:
-                    members = []
-                    for m in tar.getmembers():
-                        top, _, rest = m.name.partition("/")
-                        if rest.startswith("deps/lib/") and m.name.endswith(".jar"):
-                            m.name = "lib/" + rest[len("deps/lib/") :]
-                            members.append(m)
-                    tar.extractall(target, members=members, filter="data")
+                (dist,) = glob.glob(f"{tmp}/apache[-_]flink[-_]libraries-*")  # 2.x: underscores
+                _extract_lib(Path(dist), target)
     return target / "lib"
+
+
+def _extract_lib(dist: Path, target: Path) -> None:
+    """The jars of an apache-flink-libraries sdist (``*/deps/lib/``) or wheel (``pyflink/lib/``)."""
+    (target / "lib").mkdir(parents=True, exist_ok=True)
+    if dist.suffix == ".whl":
+        with zipfile.ZipFile(dist) as z:
+            for name in z.namelist():
+                if name.startswith("pyflink/lib/") and name.endswith(".jar"):
+                    (target / "lib" / name.rsplit("/", 1)[1]).write_bytes(z.read(name))
+        return
+    with tarfile.open(dist) as tar:
+        members = []
+        for m in tar.getmembers():
+            _top, _, rest = m.name.partition("/")
+            if rest.startswith("deps/lib/") and m.name.endswith(".jar"):
+                m.name = "lib/" + rest[len("deps/lib/") :]
+                members.append(m)
+        tar.extractall(target, members=members, filter="data")
 
 
 def compile_verdict(version: str, workdir: Path) -> str:

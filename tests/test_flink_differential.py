@@ -60,3 +60,17 @@ def test_ckptctl_agrees_with_flink(release: str) -> None:
             assert 0 <= mine["offset"] <= len(data)
     assert n > 100
     assert not disagreements, json.dumps(disagreements[:5], indent=1)
+
+
+PATHS = json.loads(d.PATHS.read_text())["paths"]
+
+
+@pytest.mark.parametrize("release", d.RELEASES)
+def test_path_rules_agree_with_flink(release: str) -> None:
+    """flinkpath against Flink's Path on edited path strings: accepted with the same
+    ``Path.toString()``, or rejected, as an absolute path and as a relative handle's path."""
+    assert len(PATHS) >= 1000
+    bad = [(row["s"], row[release], d.ckptctl_path_verdict(row["s"])) for row in PATHS
+           if not d.path_agree(tuple(row[release]), d.ckptctl_path_verdict(row["s"]))]  # fmt: skip
+    assert {tuple(row[release])[0][:3] for row in PATHS} == {"ok:", "err"}
+    assert not bad, bad[:10]

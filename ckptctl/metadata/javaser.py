@@ -43,8 +43,9 @@ _STRING = "java.lang.String"
 _SHARING = _CKPT + "SnapshotType$SharingFilesStrategy"
 _FORMAT = "org.apache.flink.core.execution.SavepointFormatType"
 _ACTION = _CKPT + "SavepointType$PostCheckpointAction"
-# The classes of the trailer as Flink's releases that write V4+ metadata define them (read from the
-# trailers Flink 1.20 and 2.2 write and from their sources): field name -> (type code, declared type).
+# The classes of the trailer as the JVM of Flink's releases that write V4+ metadata sees them
+# (fixtures/dumper/TrailerClasses.java printed the same for every release from 1.15.4 to 2.3.0):
+# field name -> (type code, declared type).
 LOCAL_CLASSES: dict[str, LocalClass] = {
     _CKPT + "CheckpointProperties": LocalClass(2, fields={
         **{f: ("Z", None) for f in ("discardCancelled", "discardFailed", "discardFinished", "discardSubsumed",
