@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -654,8 +655,16 @@ def flink_verdicts(classpath: str, files: list[str]) -> list[dict]:
     return out
 
 
-def run_live(case_list: list[dict], workdir: Path) -> list[tuple[dict, dict, dict]]:
-    """Write each case's bytes, ask Flink (the release that wrote the fixture) and ckptctl."""
+def run_live(
+    case_list: list[dict], workdir: Path, timings: dict | None = None
+) -> list[tuple[dict, dict, dict]]:
+    """Write each case's bytes, ask Flink (the release that wrote the fixture) and ckptctl.
+
+    ``timings`` (if given) receives the seconds spent in ckptctl's reader and in Flink's JVMs.
+    """
+    timings = {} if timings is None else timings
+    timings.setdefault("ckptctl", 0.0)
+    timings.setdefault("flink", 0.0)
     by_release: dict[str, list[int]] = {}
     for i, c in enumerate(case_list):
         by_release.setdefault(release_of(c["fixture"]), []).append(i)
@@ -664,7 +673,7 @@ def run_live(case_list: list[dict], workdir: Path) -> list[tuple[dict, dict, dic
     for release, idxs in by_release.items():
         cp = compile_verdict(release, workdir)
         files = []
-        blobs = []
+        mine = []
         for i in idxs:
             c = case_list[i]
             data = apply_recipe(originals[c["fixture"]], c["recipe"])
@@ -672,8 +681,12 @@ def run_live(case_list: list[dict], workdir: Path) -> list[tuple[dict, dict, dic
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_bytes(data)
             files.append(str(f))
-            blobs.append(data)
+            t0 = time.perf_counter()
+            mine.append(ckptctl_verdict(data, str(f)))
+            timings["ckptctl"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
         flink = flink_verdicts(cp, files)
-        for i, data, fv, f in zip(idxs, blobs, flink, files, strict=True):
-            results[i] = (case_list[i], fv, ckptctl_verdict(data, f))
+        timings["flink"] += time.perf_counter() - t0
+        for i, fv, mv in zip(idxs, flink, mine, strict=True):
+            results[i] = (case_list[i], fv, mv)
     return results
