@@ -121,7 +121,7 @@ def key_group_bytes(h: KeyGroupsHandle, target: tuple[int, int]) -> int:
     group costs nothing, and the bytes of all key groups together never exceed the file.
     """
     total = _size(h.delegate)
-    start = h.key_groups.start
+    start = h.key_groups.first
     offsets = list(h.offsets)
     n = 0
     end = total
@@ -189,7 +189,7 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> int:
 
 
 def _kgr(r: KeyGroupRange) -> tuple[int, int]:
-    return (r.start, r.end) if r.count else (0, -1)
+    return (r.first, r.end)
 
 
 def _materialized_base(h: Any) -> Any:

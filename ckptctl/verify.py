@@ -183,7 +183,7 @@ def handle_refs(checkpoints: Iterable[LoadedCheckpoint]) -> list[HandleRef]:
                 for keyed in (s.managed_keyed, s.raw_keyed):
                     for h in _incremental_parts(keyed):
                         kgr = h.key_groups
-                        if not kgr.count:
+                        if kgr.empty:
                             continue
                         files = []
                         for lf in (*h.shared, *h.private):

@@ -136,7 +136,9 @@ def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
             "state_size": h.state_size, "subtask_index": h.subtask_index,
             "infos": [list(c.info) for c in h.channels],
             "channels": [{"info": list(c.info), "state_size": c.state_size, "offsets": list(c.offsets)} for c in h.channels],
-            "serialized_channel_offsets": encode_merged_channel_offsets(h.channels).hex(),
+            "serialized_channel_offsets": (
+                h.raw_offsets if h.raw_offsets is not None else encode_merged_channel_offsets(h.channels)
+            ).hex(),
             "delegate": handle_view(h.delegate, resolve),
         }  # fmt: skip
     raise TypeError(f"unknown handle {t.__name__}")

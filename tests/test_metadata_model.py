@@ -10,7 +10,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from ckptctl.metadata import mutf8, read_metadata, write_metadata
+from ckptctl.metadata import flinkpath, mutf8, read_metadata, write_metadata
 from ckptctl.metadata.model import (
     ByteStreamHandle,
     ChangelogBackendHandle,
@@ -44,13 +44,27 @@ i64 = hs.integers(-(2**63), 2**63 - 1)
 nat = hs.integers(0, 2**31 - 1)
 text = hs.text(hs.characters(codec="utf-8") | hs.sampled_from(["\x00", "\U0001f600", "é"]), max_size=20)
 kgr = hs.builds(KeyGroupRange, hs.integers(0, 32767), hs.integers(1, 64))
+size = hs.integers(-1, 2**63 - 1)  # FileStateHandle accepts -1 (unknown) and up
+
+
+def _flink_accepts(check, s: str) -> bool:
+    try:
+        check(s)
+    except flinkpath.InvalidPath:
+        return False
+    return True
+
+
+# strings Flink's Path accepts (the model must be one Flink can read)
+path = text.map(lambda t: "file:/" + t).filter(lambda s: _flink_accepts(flinkpath.check_path, s))
+relative = text.filter(lambda s: _flink_accepts(flinkpath.check_relative, s))
 offsets = hs.lists(i64, max_size=4).map(tuple)
 
 leaf_stream = hs.one_of(
-    hs.builds(FileHandle, text, i64),
-    hs.builds(RelativeFileHandle, text, i64),
+    hs.builds(FileHandle, path, size),
+    hs.builds(RelativeFileHandle, relative, size),
     hs.builds(ByteStreamHandle, text, hs.binary(max_size=16)),
-    hs.builds(SegmentFileHandle, i64, i64, hs.sampled_from([0, 1]), text, text),
+    hs.builds(SegmentFileHandle, i64, i64, hs.sampled_from([0, 1]), path, text),
     hs.just(EmptySegmentHandle()),
 )
 
@@ -115,8 +129,8 @@ named_states = hs.lists(hs.builds(NamedOperatorState, text, hs.integers(0, 2), o
     tuple
 )
 operator = hs.none() | hs.builds(OperatorStreamHandle, named_states, stream) | hs.builds(
-    FileMergingOperatorHandle, named_states, text, text, hs.booleans(),
-    hs.builds(SegmentFileHandle, i64, i64, hs.sampled_from([0, 1]), text, text) | hs.just(EmptySegmentHandle()),
+    FileMergingOperatorHandle, named_states, path, path, hs.booleans(),
+    hs.builds(SegmentFileHandle, i64, i64, hs.sampled_from([0, 1]), path, text) | hs.just(EmptySegmentHandle()),
 )  # fmt: skip
 
 
@@ -129,6 +143,7 @@ def channels(version: int, kinds: tuple[int, int]):
     merged = hs.builds(
         MergedChannelHandle, hs.just(kinds[1]), i32, i64, hs.none() | stream,
         hs.lists(hs.builds(MergedChannelEntry, hs.tuples(i32, i32), i64, offsets), max_size=3).map(tuple),
+        raw_offsets=hs.none(),
     )  # fmt: skip
     return hs.lists(plain | merged, max_size=2).map(tuple)
 
@@ -149,12 +164,15 @@ def operator_state(draw, version: int):
     op_id = draw(hs.binary(min_size=16, max_size=16)).hex()
     named = version >= 5
     name, uid = (draw(text), draw(text)) if named else (None, None)
+    # OperatorState: 0 <= parallelism <= max parallelism, subtask indexes below the parallelism
+    max_par = draw(hs.integers(3, 2**31 - 1))
+    par = draw(hs.integers(3, max_par))
     if draw(hs.integers(0, 9)) == 0:
-        return OperatorState(op_id, draw(nat), draw(nat), None, None, name, uid)
+        return OperatorState(op_id, par, max_par, None, None, name, uid)
     n = draw(hs.integers(0, 3))
     subs = tuple(draw(subtask(version, i)) for i in range(n))
     coord = draw(hs.none() | hs.builds(ByteStreamHandle, text, hs.binary(max_size=8)))
-    return OperatorState(op_id, draw(nat), draw(nat), coord, subs, name, uid)
+    return OperatorState(op_id, par, max_par, coord, subs, name, uid)
 
 
 @hs.composite

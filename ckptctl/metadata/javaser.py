@@ -23,6 +23,49 @@ SC_WRITE_METHOD, SC_SERIALIZABLE, SC_EXTERNALIZABLE, SC_BLOCK_DATA = 0x01, 0x02,
 _PRIMITIVES = {"B": ">b", "C": ">H", "D": ">d", "F": ">f", "I": ">i", "J": ">q", "S": ">h", "Z": ">?"}
 MAX_DEPTH = 64
 MAX_ARRAY = 1 << 16
+SC_ENUM = 0x10
+
+
+class LocalClass:
+    """What the JVM reading the trailer knows of a class: Java serialization checks the stream
+    against it (serialVersionUID, serializable/enum flags, field types by name, enum constants)."""
+
+    __slots__ = ("uid", "enum", "fields", "constants", "is_a")
+
+    def __init__(self, uid: int, enum: bool = False, fields: dict[str, tuple[str, str | None]] | None = None,
+                 constants: tuple[str, ...] = (), is_a: tuple[str, ...] = ()) -> None:  # fmt: skip
+        self.uid, self.enum, self.fields, self.constants = uid, enum, fields or {}, constants
+        self.is_a = is_a  # local supertypes a field's declared type may name
+
+
+_CKPT = "org.apache.flink.runtime.checkpoint."
+_STRING = "java.lang.String"
+_SHARING = _CKPT + "SnapshotType$SharingFilesStrategy"
+_FORMAT = "org.apache.flink.core.execution.SavepointFormatType"
+_ACTION = _CKPT + "SavepointType$PostCheckpointAction"
+# The classes of the trailer as the JVM of Flink's releases that write V4+ metadata sees them
+# (fixtures/dumper/TrailerClasses.java printed the same for every release from 1.15.4 to 2.3.0):
+# field name -> (type code, declared type).
+LOCAL_CLASSES: dict[str, LocalClass] = {
+    _CKPT + "CheckpointProperties": LocalClass(2, fields={
+        **{f: ("Z", None) for f in ("discardCancelled", "discardFailed", "discardFinished", "discardSubsumed",
+                                    "discardSuspended", "forced", "unclaimed")},
+        "checkpointType": ("L", _CKPT + "SnapshotType"),
+    }),  # fmt: skip
+    _CKPT + "CheckpointType": LocalClass(
+        -0x2921B0FCFA51E2C6, fields={"name": ("L", _STRING), "sharingFilesStrategy": ("L", _SHARING)},
+        is_a=(_CKPT + "SnapshotType",),
+    ),
+    _CKPT + "SavepointType": LocalClass(
+        -0x5F782CF75BA7EB48,
+        fields={"formatType": ("L", _FORMAT), "name": ("L", _STRING), "postCheckpointAction": ("L", _ACTION)},
+        is_a=(_CKPT + "SnapshotType",),
+    ),
+    _SHARING: LocalClass(0, enum=True, constants=("FORWARD_BACKWARD", "FORWARD", "NO_SHARING")),
+    _FORMAT: LocalClass(0, enum=True, constants=("CANONICAL", "NATIVE")),
+    _ACTION: LocalClass(0, enum=True, constants=("NONE", "SUSPEND", "TERMINATE")),
+    "java.lang.Enum": LocalClass(0, enum=True),
+}
 
 
 class JavaSerializationError(ValueError):
@@ -33,10 +76,12 @@ class JavaSerializationError(ValueError):
 
 
 class ClassDesc:
-    __slots__ = ("name", "flags", "fields", "superclass")
+    __slots__ = ("name", "flags", "fields", "superclass", "local", "missing_at")
 
     def __init__(self, name: str, flags: int, fields: list[tuple[str, str]], superclass: ClassDesc | None):
         self.name, self.flags, self.fields, self.superclass = name, flags, fields, superclass
+        self.local: LocalClass | None = None
+        self.missing_at: int | None = None
 
 
 class JavaObject:
@@ -52,6 +97,17 @@ class JavaEnum:
 
     def __init__(self, class_name: str, constant: str) -> None:
         self.class_name, self.constant = class_name, constant
+
+
+class Missing:
+    """An object or enum constant of a class the reading JVM does not have. Java records the
+    ClassNotFoundException on it and throws it at the end only if the value is reachable through
+    fields the local classes declare (or is the top-level object); otherwise it is discarded."""
+
+    __slots__ = ("class_name", "at")
+
+    def __init__(self, class_name: str, at: int) -> None:
+        self.class_name, self.at = class_name, at
 
 
 class _Stream:
@@ -125,7 +181,14 @@ class _Stream:
                 name = self.content()
                 if not isinstance(name, str):
                     raise self.fail("enum constant name is not a string", at)
-                value = JavaEnum(desc.name if desc else "?", name)
+                if desc is None or not desc.flags & SC_ENUM:
+                    raise self.fail("non-enum class for an enum constant", at)
+                if desc.missing_at is not None:
+                    self.handles[slot] = Missing(desc.name, desc.missing_at)
+                    return self.handles[slot]
+                if desc.local is not None and name not in desc.local.constants:
+                    raise self.fail(f"enum constant {name} does not exist in {desc.name}", at)
+                value = JavaEnum(desc.name, name)
                 self.handles[slot] = value
                 return value
             if tc == TC_OBJECT:
@@ -163,21 +226,55 @@ class _Stream:
             return desc
         if tc != TC_CLASSDESC:
             raise self.fail(f"expected a class descriptor, found 0x{tc:02x}", at)
+        name_at = self.pos
         name = self.utf()
-        self.take(8)  # serialVersionUID
+        uid_at = self.pos
+        uid = self.unpack(">q")
         flags = self.take(1)[0]
         desc = ClassDesc(name, flags, [], None)
         self.new_handle(desc)
-        for _ in range(self.unpack(">H")):
+        # ObjectStreamClass.readNonProxy
+        externalizable, serializable, is_enum = flags & SC_EXTERNALIZABLE, flags & SC_SERIALIZABLE, flags & SC_ENUM
+        if externalizable and serializable:
+            raise self.fail(f"{name}: serializable and externalizable flags conflict", uid_at + 8)
+        if is_enum and uid != 0:
+            raise self.fail(f"{name}: enum descriptor has non-zero serialVersionUID {uid}", uid_at)
+        n_fields = self.unpack(">H")
+        if is_enum and n_fields != 0:
+            raise self.fail(f"{name}: enum descriptor has non-zero field count", self.pos - 2)
+        for _ in range(n_fields):
+            field_at = self.pos
             type_code = chr(self.take(1)[0])
             field_name = self.utf()
             if type_code in "L[":
-                self.content()  # the field's class name as a string object
-            elif type_code not in _PRIMITIVES:
-                raise self.fail(f"unknown field type code {type_code!r}", self.pos - 1)
+                sig = self.content()  # the field's type signature as a string object
+                if not isinstance(sig, str):
+                    raise self.fail(f"{name}: invalid type string for field {field_name}", field_at)
+                type_code = sig[:1]  # ObjectStreamField takes its type from the signature
+            if type_code not in _PRIMITIVES and type_code not in ("L", "["):
+                raise self.fail(f"{name}: invalid descriptor for field {field_name}", field_at)
             desc.fields.append((type_code, field_name))
         self.annotations()
         desc.superclass = self.class_desc()
+        # resolveClass + ObjectStreamClass.initNonProxy against the local class
+        local = LOCAL_CLASSES.get(name)
+        if local is None:
+            # Java records the ClassNotFoundException and throws it only when an object or enum
+            # constant of the class is read (an enum's java.lang.Enum superclass never is)
+            desc.missing_at = name_at
+            return desc
+        if local.enum != bool(is_enum):
+            raise self.fail(f"{name}: enum/non-enum descriptor does not match the class", uid_at + 8)
+        if not local.enum:
+            if not serializable or externalizable:
+                raise self.fail(f"{name}: class invalid for deserialization", uid_at + 8)
+            if uid != local.uid:
+                raise self.fail(f"{name}: local class incompatible: stream serialVersionUID {uid}", uid_at)
+            for type_code, field_name in desc.fields:
+                mine = local.fields.get(field_name)
+                if mine is not None and (type_code in _PRIMITIVES or mine[0] in _PRIMITIVES) and type_code != mine[0]:
+                    raise self.fail(f"{name}: incompatible types for field {field_name}", field_at)
+        desc.local = local
         return desc
 
     def annotations(self) -> None:
@@ -204,7 +301,8 @@ class _Stream:
         if desc is None:
             raise self.fail("object without a class descriptor")
         obj = JavaObject(desc.name)
-        self.new_handle(obj)
+        slot = self.new_handle(obj)
+        failure: Missing | None = None
         chain = []
         d: ClassDesc | None = desc
         while d is not None:
@@ -213,11 +311,47 @@ class _Stream:
         for cls in reversed(chain):
             if cls.flags & SC_EXTERNALIZABLE:
                 raise self.fail(f"externalizable class {cls.name} is not supported")
+            # defaultReadFields: the primitive values first, then the objects, each in stream order
             for type_code, field_name in cls.fields:
-                obj.fields[field_name] = self.value(type_code)
+                if type_code in _PRIMITIVES:
+                    obj.fields[field_name] = self.value(type_code)
+            for type_code, field_name in cls.fields:
+                if type_code not in _PRIMITIVES:
+                    at = self.pos
+                    value = self.value(type_code)
+                    declared = cls.local.fields.get(field_name) if cls.local is not None else None
+                    if isinstance(value, Missing):
+                        if declared is not None:  # the exception passes to this object
+                            failure = failure or value
+                        continue  # a field the local class lacks: read and dropped
+                    if declared is not None and value is not None and not _is_instance(value, declared[1]):
+                        raise self.fail(f"cannot assign {_class_of(value)} to field {cls.name}.{field_name}", at)
+                    obj.fields[field_name] = value
             if cls.flags & SC_WRITE_METHOD:
                 self.annotations()
+        if desc.missing_at is not None:
+            failure = Missing(desc.name, desc.missing_at)
+        if failure is not None:
+            if slot < len(self.handles) and self.handles[slot] is obj:
+                self.handles[slot] = failure
+            return failure
         return obj
+
+
+def _class_of(value: Any) -> str:
+    if isinstance(value, (JavaObject, JavaEnum)):
+        return value.class_name
+    return "java.lang.String" if isinstance(value, str) else type(value).__name__
+
+
+def _is_instance(value: Any, declared: str | None) -> bool:
+    if declared is None:
+        return True
+    name = _class_of(value)
+    if name == declared:
+        return True
+    local = LOCAL_CLASSES.get(name)
+    return local is not None and declared in local.is_a
 
 
 def decode(buf: bytes) -> Any:
@@ -242,7 +376,9 @@ def decode_checkpoint_properties(buf: bytes) -> CheckpointProperties | None:
     obj = decode(buf)
     if obj is None:
         return None
-    if not isinstance(obj, JavaObject) or not obj.class_name.endswith("CheckpointProperties"):
+    if isinstance(obj, Missing):
+        raise JavaSerializationError(f"class {obj.class_name!r} not found", obj.at)
+    if not isinstance(obj, JavaObject) or obj.class_name != _CKPT + "CheckpointProperties":
         name = obj.class_name if isinstance(obj, JavaObject) else type(obj).__name__
         raise JavaSerializationError(f"trailer holds {name}, not CheckpointProperties", 0)
     fields: list[tuple[str, object]] = []

@@ -46,22 +46,47 @@ DISTRIBUTION_MODES = ("SPLIT_DISTRIBUTE", "UNION", "BROADCAST")
 SCOPES = ("EXCLUSIVE", "SHARED")
 
 
+def wrap32(n: int) -> int:
+    """Java ``int`` arithmetic: ``n`` wrapped to 32 bits, signed."""
+    return (n + 0x80000000) % 0x100000000 - 0x80000000
+
+
 class KeyGroupRange(NamedTuple):
-    """``[start, start + count - 1]``; Flink encodes the empty range as start 0, count 0."""
+    """The ``(start, count)`` pair as written; Flink's range is ``KeyGroupRange.of(start, start + count - 1)``.
+
+    ``of`` gives the empty range (``[0, -1]``) when the end, computed in Java ``int`` arithmetic,
+    falls before the start: a count of 0 (Flink's own encoding of the empty range), a negative
+    count, or an end past 2^31 - 1. The reader rejects the non-empty ranges Flink's constructor
+    rejects (negative start, size overflow), so ``first``/``end``/``size`` are always Flink's.
+    """
 
     start: int
     count: int
 
     @property
+    def empty(self) -> bool:
+        return wrap32(self.start + self.count - 1) < self.start
+
+    @property
+    def first(self) -> int:
+        """Flink's getStartKeyGroup(): 0 for the empty range."""
+        return 0 if self.empty else self.start
+
+    @property
     def end(self) -> int:
         """Inclusive end; -1 for the empty range, as Flink's getEndKeyGroup()."""
-        return self.start + self.count - 1 if self.count else -1
+        return -1 if self.empty else self.start + self.count - 1
+
+    @property
+    def size(self) -> int:
+        """Flink's getNumberOfKeyGroups()."""
+        return 0 if self.empty else self.count
 
     def as_list(self) -> list[int]:
-        return [self.start, self.end] if self.count else [0, -1]
+        return [self.first, self.end]
 
     def __str__(self) -> str:
-        return f"[{self.start}, {self.end}]" if self.count else "[]"
+        return "[]" if self.empty else f"[{self.start}, {self.end}]"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,6 +303,9 @@ class MergedChannelHandle(NamedTuple):
     state_size: int
     delegate: StreamHandle | None
     channels: tuple[MergedChannelEntry, ...]
+    # Flink decodes the serialized channel offsets only when it restores the channels, so a blob
+    # that does not decode is still a readable file: kept as written (``channels`` is then empty)
+    raw_offsets: bytes | None = None
 
 
 AnyChannelHandle = ChannelHandle | MergedChannelHandle

@@ -13,7 +13,7 @@ import struct
 
 from ckptctl.errors import MetadataFormatError, UnsupportedVersionError
 from ckptctl.gcpause import paused_gc
-from ckptctl.metadata import javaser, mutf8
+from ckptctl.metadata import flinkpath, javaser, mutf8
 from ckptctl.metadata.model import (
     BYTE_STREAM_STATE_HANDLE,
     CHANGELOG_BYTE_INCREMENT_HANDLE,
@@ -63,6 +63,7 @@ from ckptctl.metadata.model import (
     RelativeFileHandle,
     SegmentFileHandle,
     SubtaskState,
+    wrap32,
 )
 
 _I32 = struct.Struct(">i").unpack_from
@@ -71,6 +72,8 @@ _U16 = struct.Struct(">H").unpack_from
 _I32I32 = struct.Struct(">ii").unpack_from
 _FILE_HEADER = struct.Struct(">bqH").unpack_from  # type code, state size, path length
 
+_PLAIN_PATH = flinkpath.is_plain
+_ALL_PLAIN = flinkpath.all_plain
 EMPTY_SEGMENT = EmptySegmentHandle()
 MAX_NESTING = 32  # changelog and key-group handles nest; Flink writes at most three levels
 
@@ -133,6 +136,23 @@ class _Decoder:
         self.pos = q
         return text
 
+    def path_utf(self, what: str) -> str:
+        """A ``utf`` that Flink turns into a ``Path`` right away: rejected where ``new Path(s)`` throws."""
+        at = self.pos
+        text = self.utf()
+        if not _PLAIN_PATH(text):
+            self.check_path(text, what, at)
+        return text
+
+    def check_path(self, text: str, what: str, at: int, relative: bool = False) -> None:
+        try:
+            if relative:
+                flinkpath.check_relative(text)
+            else:
+                flinkpath.check_path(text)
+        except flinkpath.InvalidPath as e:
+            raise self.fail(f"invalid {what} {text!r}: {e}", at) from None
+
     def raw(self, n: int, what: str) -> bytes:
         if n < 0:
             raise self.fail(f"negative length {n} for {what}", self.pos - 4)
@@ -151,6 +171,14 @@ class _Decoder:
             raise self.fail(f"count {n} for {what} exceeds the {self.end - self.pos} bytes left", at)
         return n
 
+    def collection_count(self, what: str) -> int:
+        """The count of a channel-state collection: Flink loops ``size`` times, so negative is empty."""
+        at = self.pos
+        n = self.i32()
+        if n > self.end - self.pos:
+            raise self.fail(f"count {n} for {what} exceeds the {self.end - self.pos} bytes left", at)
+        return max(n, 0)
+
     def longs(self, what: str) -> tuple[int, ...]:
         n = self.count(what, 8)
         p = self.pos
@@ -158,13 +186,21 @@ class _Decoder:
         return struct.unpack_from(f">{n}q", self.buf, p)
 
     def key_group_range(self) -> KeyGroupRange:
+        """``KeyGroupRange.of(start, start + count - 1)`` with its constructor's preconditions."""
         p = self.pos
         if p + 8 > self.end:
             raise self.fail("truncated: expected a key-group range")
         self.pos = p + 8
         start, count = _I32I32(self.buf, p)
-        if count < 0:
-            raise self.fail(f"negative key-group count {count}", p + 4)
+        return self.checked_range(start, count, p)
+
+    def checked_range(self, start: int, count: int, at: int) -> KeyGroupRange:
+        end = wrap32(start + count - 1)
+        if start <= end:  # otherwise Flink substitutes the empty range
+            if start < 0:
+                raise self.fail(f"negative start key group {start}", at)
+            if wrap32(1 + end - start) < 0:
+                raise self.fail(f"key-group range [{start}, {end}] overflows", at)
         return KeyGroupRange(start, count)
 
     def nest(self) -> None:
@@ -178,12 +214,20 @@ class _Decoder:
         code = self.u8()
         if code == FILE_STREAM_STATE_HANDLE:
             size = self.i64()
-            return FileHandle(self.utf(), size)
+            path = self.path_utf("file path")
+            if size < -1:  # FileStateHandle: -1 is "unknown"
+                raise self.fail(f"negative file size {size}", at + 1)
+            return FileHandle(path, size)
         if code == NULL_HANDLE:
             return None
         if code == RELATIVE_STREAM_STATE_HANDLE:
+            rel_at = self.pos
             rel = self.utf()
-            return RelativeFileHandle(rel, self.i64())
+            size = self.i64()
+            self.check_path(rel, "relative file path", rel_at, relative=True)
+            if size < -1:
+                raise self.fail(f"negative file size {size}", self.pos - 8)
+            return RelativeFileHandle(rel, size)
         if code == BYTE_STREAM_STATE_HANDLE:
             name = self.utf()
             return ByteStreamHandle(name, self.raw(self.i32(), "inline state bytes"))
@@ -193,7 +237,7 @@ class _Decoder:
             scope = self.i32()
             if scope not in (0, 1):
                 raise self.fail(f"unknown segment scope {scope}", self.pos - 4)
-            return SegmentFileHandle(offset, size, scope, self.utf(), self.utf())
+            return SegmentFileHandle(offset, size, scope, self.path_utf("segment file path"), self.utf())
         if code == EMPTY_SEGMENT_FILE_HANDLE:
             return EMPTY_SEGMENT
         if code == KEY_GROUPS_HANDLE:
@@ -204,17 +248,20 @@ class _Decoder:
         self.nest()
         at = self.pos
         start, count = self.i32(), self.i32()
+        kgr = self.checked_range(start, count, at)
         if count < 0 or count * 8 > self.end - self.pos:
             raise self.fail(f"invalid key-group count {count}", at + 4)
         offsets = struct.unpack_from(f">{count}q", self.buf, self.pos)
         self.pos += 8 * count
+        if kgr.size != count:
+            raise self.fail(f"{count} key-group offsets for the empty key-group range", at + 4)
         delegate_at = self.pos
         delegate = self.stream()
         if delegate is None:
             raise self.fail("key-groups state handle without a delegate stream", delegate_at)
         handle_id = self.utf() if code == KEY_GROUPS_HANDLE_V2 else None
         self.depth -= 1
-        return KeyGroupsHandle(code, KeyGroupRange(start, count), offsets, delegate, handle_id)
+        return KeyGroupsHandle(code, kgr, offsets, delegate, handle_id)
 
     def local_files(self) -> tuple[LocalFile, ...]:
         """``List<HandleAndLocalPath>``: the hot loop of large incremental checkpoints.
@@ -227,7 +274,9 @@ class _Decoder:
         out = []
         append = out.append
         file_header = _FILE_HEADER
-        pos = self.pos
+        pos = list_start = self.pos
+        fast_paths: list[str] = []
+        add_path = fast_paths.append
         for _ in range(n):
             if pos + 2 > end:
                 self.pos = pos
@@ -243,6 +292,9 @@ class _Decoder:
                     except UnicodeDecodeError:
                         pass
                     else:
+                        if size < -1:
+                            raise self.fail(f"negative file size {size}", q + 1)
+                        add_path(path)  # Path rules checked for the whole list below
                         append(LocalFile(name, FileHandle(path, size)))
                         pos = r
                         continue
@@ -254,8 +306,21 @@ class _Decoder:
                 raise self.fail(f"null state handle for incremental file '{name}'", at)
             append(LocalFile(name, handle))
             pos = self.pos
+        if fast_paths and not _ALL_PLAIN(fast_paths):
+            # some path is not a plain URI: decode the list again entry by entry, so that the
+            # first path Flink's Path rejects is reported at its own offset
+            self.pos = list_start
+            return tuple(self.local_file() for _ in range(n))
         self.pos = pos
         return tuple(out)
+
+    def local_file(self) -> LocalFile:
+        name = self.utf()
+        at = self.pos
+        handle = self.stream()
+        if handle is None:
+            raise self.fail(f"null state handle for incremental file '{name}'", at)
+        return LocalFile(name, handle)
 
     # -- keyed handles --------------------------------------------------------------------
     def keyed(self):
@@ -287,6 +352,8 @@ class _Decoder:
             checkpoint_id = self.i64() if code == CHANGELOG_HANDLE_V2 else None
             handle_id = self.utf()
             self.depth -= 1
+            if kgr.empty:  # ChangelogStateBackendHandleImpl: checkArgument(numberOfKeyGroups > 0)
+                raise self.fail(f"changelog state handle with the empty key-group range {kgr.start}+{kgr.count}", at + 1)
             return ChangelogBackendHandle(
                 code, kgr, checkpointed, materialized, non_materialized, materialization_id,
                 checkpoint_id, handle_id,
@@ -339,14 +406,27 @@ class _Decoder:
             return OperatorStreamHandle(states, delegate)
         if code == SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE:
             states = self.named_states()
-            taskowned, shared = self.utf(), self.utf()
+            taskowned_at = self.pos
+            taskowned = self.utf()
+            shared_at = self.pos
+            shared = self.utf()
             is_empty = self.u8() != 0
             delegate_at = self.pos
             delegate = self.stream()
             if not isinstance(delegate, (SegmentFileHandle, EmptySegmentHandle)):
                 raise self.fail("file-merging operator state must delegate to a segment handle", delegate_at)
+            self.check_path(taskowned, "task-owned directory", taskowned_at)
+            self.check_path(shared, "shared directory", shared_at)
             return FileMergingOperatorHandle(states, taskowned, shared, is_empty, delegate)
         raise self.fail(f"unknown operator state handle type {code}", at)
+
+    def present_operator(self):
+        """An operator handle announced by a non-zero flag: Flink's builder rejects a null one."""
+        at = self.pos
+        h = self.operator()
+        if h is None:
+            raise self.fail("operator state flagged present but null", at)
+        return h
 
     # -- channel state --------------------------------------------------------------------
     def channel_v1(self, kind: int) -> ChannelHandle:
@@ -373,27 +453,31 @@ class _Decoder:
         self.raw(blob_len, "merged channel offsets")
         inner = _Decoder(self.buf, self.path, blob_start, blob_start + blob_len)
         entries = []
-        for _ in range(inner.count("merged channels", 20)):
-            info = (inner.i32(), inner.i32())
-            ch_size = inner.i64()
-            entries.append(MergedChannelEntry(info, ch_size, inner.longs("merged channel offsets")))
-        if inner.pos != inner.end:
-            raise self.fail("trailing bytes in merged channel offsets", inner.pos)
+        try:
+            for _ in range(inner.count("merged channels", 20)):
+                info = (inner.i32(), inner.i32())
+                ch_size = inner.i64()
+                entries.append(MergedChannelEntry(info, ch_size, inner.longs("merged channel offsets")))
+            if inner.pos != inner.end:
+                raise inner.fail("trailing bytes in merged channel offsets")
+        except MetadataFormatError:
+            blob = self.buf[blob_start : blob_start + blob_len]
+            return MergedChannelHandle(kind, subtask, size, delegate, (), blob)
         return MergedChannelHandle(kind, subtask, size, delegate, tuple(entries))
 
     # -- structure ------------------------------------------------------------------------
     def subtask(self, index: int, version: int) -> SubtaskState:
-        managed_op = self.operator() if self.i32() != 0 else None
-        raw_op = self.operator() if self.i32() != 0 else None
+        managed_op = self.present_operator() if self.i32() != 0 else None
+        raw_op = self.present_operator() if self.i32() != 0 else None
         managed_keyed = self.keyed()
         raw_keyed = self.keyed()
         inputs = tuple(
             self.channel(version, (INPUT_CHANNEL, MERGED_INPUT_CHANNEL))
-            for _ in range(self.count("input channel handles", 1))
+            for _ in range(self.collection_count("input channel handles"))
         )
         outputs = tuple(
             self.channel(version, (RESULT_SUBPARTITION, MERGED_RESULT_SUBPARTITION))
-            for _ in range(self.count("result subpartition handles", 1))
+            for _ in range(self.collection_count("result subpartition handles"))
         )
         ref = None
         if version >= 7 and self.u8() == 1:
@@ -407,6 +491,7 @@ class _Decoder:
         self.need(16, "operator id")
         operator_id = self.buf[self.pos : self.pos + 16].hex()
         self.pos += 16
+        par_at = self.pos
         parallelism, max_parallelism = self.i32(), self.i32()
         at = self.pos
         coordinator = self.stream()
@@ -414,6 +499,10 @@ class _Decoder:
             raise self.fail("operator coordinator state must be inline bytes", at)
         at = self.pos
         n = self.i32()
+        if parallelism > max_parallelism:  # OperatorState's constructor
+            raise self.fail(f"parallelism {parallelism} above max parallelism {max_parallelism}", par_at)
+        if parallelism < 0:  # ... sizing its subtask map by the parallelism
+            raise self.fail(f"negative parallelism {parallelism}", par_at)
         if n < 0:
             if coordinator is not None:
                 raise self.fail("fully finished operator with coordinator state", at)
@@ -421,12 +510,18 @@ class _Decoder:
         if n * 4 > self.end - self.pos:
             raise self.fail(f"subtask count {n} exceeds the {self.end - self.pos} bytes left", at)
         subtasks = []
+        indexes: set[int] = set()
         for _ in range(n):
+            index_at = self.pos
             index = self.i32()
-            if index < 0:
-                subtasks.append(SubtaskState(-index - 1, True))
-            else:
-                subtasks.append(self.subtask(index, version))
+            state = SubtaskState(wrap32(-index - 1), True) if index < 0 else self.subtask(index, version)
+            # OperatorState.putState: a map from index to state, bounded by the parallelism
+            if not 0 <= state.index < parallelism:
+                raise self.fail(f"subtask index {state.index} outside parallelism {parallelism}", index_at)
+            if state.index in indexes:  # the later state replaces the earlier one, as in Flink's map
+                subtasks = [s for s in subtasks if s.index != state.index]
+            indexes.add(state.index)
+            subtasks.append(state)
         return OperatorState(
             operator_id, parallelism, max_parallelism, coordinator, tuple(subtasks), name, uid
         )

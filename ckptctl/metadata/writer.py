@@ -204,7 +204,7 @@ class _Encoder:
                 )
             out(bytes((h.kind,)) + _I32(h.subtask_index) + _I64(h.state_size))
             self.stream(h.delegate)
-            data = encode_merged_channel_offsets(h.channels)
+            data = h.raw_offsets if h.raw_offsets is not None else encode_merged_channel_offsets(h.channels)
             out(_I32(len(data)) + data)
         else:
             raise MetadataWriteError(f"not a channel state handle: {type(h).__name__}")
