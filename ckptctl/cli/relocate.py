@@ -1,0 +1,113 @@
+"""``ckptctl repair`` (checkpoints Flink wrote unrestorable, FLINK-39964) and ``ckptctl relocate``
+(copy checkpoints anywhere, with every path in ``_metadata`` rewritten)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, SavepointsOpt, _context, app, command
+
+
+@app.command("repair", cls=Command)
+@command
+def repair_command(
+    path: Annotated[
+        str,
+        typer.Argument(
+            metavar="CHECKPOINT", help="A checkpoint directory (or its _metadata) Flink cannot restore."
+        ),
+    ],
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="DEST",
+            help="Write the repaired copy here (the checkpoint's own files, then a new _metadata).",
+        ),
+    ] = None,  # fmt: skip
+    in_place: Annotated[
+        bool,
+        typer.Option(
+            "--in-place",
+            help="Rewrite the checkpoint's _metadata itself, keeping the old one as _metadata.pre-repair.",
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show every handle that would be rewritten; write nothing.")
+    ] = False,
+    savepoints: SavepointsOpt = None,
+    as_json: JsonOpt = False,
+    s3_endpoint: EndpointOpt = None,
+    rebase: RebaseOpt = None,
+) -> None:
+    """Make a checkpoint written after a CLAIM restore from a NATIVE savepoint restorable (FLINK-39964)."""
+    from ckptctl.cli.inspect import checked_path, warn_moved
+    from ckptctl.cli.output import make_output
+    from ckptctl.errors import CkptError
+    from ckptctl.refs import load_checkpoint
+    from ckptctl.repair import apply_repair, plan_repair, savepoint_files_for, search_roots_for
+
+    if in_place and output:
+        raise CkptError("give either -o DEST or --in-place, not both")
+    if not in_place and not output and not dry_run:
+        raise CkptError("name the repaired copy with -o DEST (or use --in-place, or --dry-run to look first)")
+    out = make_output(as_json)
+    storage, mappings = _context(s3_endpoint, rebase)
+    ck = load_checkpoint(storage, checked_path(storage, path), mappings)
+    warn_moved(out, ck)
+    index = savepoint_files_for(storage, search_roots_for(ck), savepoints or ())
+    plan = plan_repair(storage, ck, index)
+    view: dict[str, Any] = plan.to_json()
+    view["searched"] = index.searched
+    view["dry_run"] = dry_run
+    if dry_run or not plan.fixes or plan.unresolved:
+        if as_json:
+            out.json(view)
+        else:
+            _render_plan(out, view)
+        if not plan.fixes and not plan.unresolved:
+            out.warn("nothing to repair: every relative file of this checkpoint is where Flink will look")
+            return
+        if plan.unresolved:
+            raise typer.Exit(1)
+        return
+    result = apply_repair(storage, ck, plan, output, in_place)
+    view["result"] = result.to_json()
+    if as_json:
+        out.json(view)
+        return
+    _render_plan(out, view)
+    r = result.to_json()
+    if r["backup"]:
+        out.out.print(f"repaired in place; the old _metadata is kept as {r['backup']}")
+    else:
+        out.out.print(
+            f"repaired copy at {r['destination']}: {r['copied_files']} files copied "
+            f"({r['already_there']} already there), new _metadata written last"
+        )
+
+
+def _render_plan(out, view: dict[str, Any]) -> None:
+    from ckptctl.cli.output import _escape
+
+    n = view["rewritten_handles"]
+    out.out.print(
+        f"repair {_escape(view['checkpoint'])} ({view['issue']}): {n} handle{'s' if n != 1 else ''} to rewrite"
+    )
+    for r in view["rewrites"]:
+        who = f"operator {r['operator_id']} subtask {r['subtask']} {r['slot']} {r['scope']}"
+        name = f" {r['local_name']}" if r["local_name"] else ""
+        out.out.print(
+            f"  {who}{_escape(name)}: RelativeFileStateHandle '{_escape(r['relative_path'])}' ({r['size']} bytes) "
+            f"→ FileStateHandle {_escape(r['to']['path'])}"
+        )
+    for u in view["unresolved"]:
+        out.out.print(
+            f"  [red]not found[/red]: '{_escape(u['relative_path'])}' ({u['size']} bytes) is in no savepoint "
+            f"directory searched ({', '.join(view['searched'])}); pass it with --savepoints"
+        )
+    if view["dry_run"] and n:
+        out.out.print("dry run: nothing written")
