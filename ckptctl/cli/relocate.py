@@ -111,3 +111,130 @@ def _render_plan(out, view: dict[str, Any]) -> None:
         )
     if view["dry_run"] and n:
         out.out.print("dry run: nothing written")
+
+
+# ---------------------------------------------------------------------------------------------
+# relocate
+
+
+@app.command("relocate", cls=Command)
+@command
+def relocate_command(
+    src: Annotated[
+        str,
+        typer.Argument(
+            metavar="SRC",
+            help="A checkpoint or savepoint directory (or its _metadata); with --all a job directory or root.",
+        ),
+    ],
+    dst: Annotated[
+        str,
+        typer.Argument(metavar="DST", help="The new checkpoint root (file: path or s3://bucket/prefix)."),
+    ],
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Copy and write (default: show the plan only).")
+    ] = False,
+    all_checkpoints: Annotated[
+        bool, typer.Option("--all", help="Relocate every completed checkpoint and savepoint below SRC.")
+    ] = False,
+    workers: Annotated[
+        int, typer.Option("--workers", metavar="N", help="Parallel copies (a thread pool).", min=1)
+    ] = 8,
+    bwlimit: Annotated[
+        str | None,
+        typer.Option(
+            "--bwlimit", metavar="BYTES", help="Copy at most this many bytes per second (e.g. 50MiB)."
+        ),
+    ] = None,
+    plan_out: Annotated[
+        str | None,
+        typer.Option(
+            "--plan-output", "-o", metavar="FILE", help="Write the plan (every copy) as JSON to FILE."
+        ),
+    ] = None,
+    no_verify: Annotated[
+        bool,
+        typer.Option("--no-verify", help="Skip the shallow verify of the relocated copies after --apply."),
+    ] = False,
+    as_json: JsonOpt = False,
+    s3_endpoint: EndpointOpt = None,
+    rebase: RebaseOpt = None,
+) -> None:
+    """Copy checkpoints anywhere: every file they need, and a new _metadata whose paths point at the copy."""
+    import json
+
+    from ckptctl.cli.inspect import warn_moved
+    from ckptctl.cli.output import make_output
+    from ckptctl.cli.verify import parse_bytes
+    from ckptctl.relocate import apply_relocation, load_sources, plan_relocation, shallow_verify
+
+    out = make_output(as_json)
+    storage, mappings = _context(s3_endpoint, rebase)
+    limit = parse_bytes(bwlimit, "--bwlimit") if bwlimit else None
+    checkpoints, source = load_sources(storage, src, mappings, all_checkpoints)
+    warn_moved(out, *checkpoints)
+    with out.status("planning …"):
+        plan = plan_relocation(storage, checkpoints, source, dst, workers)
+    view: dict[str, Any] = plan.to_json(with_files=False)
+    if plan_out:
+        with open(plan_out, "w", encoding="utf-8") as f:
+            json.dump(plan.to_json(), f, indent=1)
+    if not apply:
+        view["applied"] = False
+        if as_json:
+            out.json(view)
+        else:
+            _render_relocate_plan(out, view)
+            out.out.print("dry run: nothing written; add --apply to copy")
+        if plan.conflicts:
+            raise typer.Exit(1)
+        return
+    with out.counter(len(plan.copies), "copying") as advance:
+        result = apply_relocation(storage, plan, workers=workers, bwlimit=limit, progress=advance)
+    view["applied"] = True
+    view["result"] = result.to_json()
+    report = None if no_verify else shallow_verify(storage, plan)
+    view["verify"] = report
+    if as_json:
+        out.json(view)
+    else:
+        _render_relocate_plan(out, view)
+        r = view["result"]
+        out.out.print(
+            f"copied {r['copied_files']} files ({r['copied_bytes']:,} bytes), {r['already_there']} already there, "
+            f"{len(r['metadata_written'])} _metadata written last, in {r['seconds']:.1f}s"
+        )
+        if report is not None:
+            if report["ok"]:
+                c = report["checked"]
+                out.out.print(
+                    f"[green]verified[/green]: {c['files']} files of the copies exist with their sizes"
+                )
+            else:
+                for p in report["problems"][:20]:
+                    out.out.print(f"[red]{p['check']}[/red] {p['path']}: {p['detail']}")
+    if report is not None and not report["ok"]:
+        raise typer.Exit(1)
+
+
+def _render_relocate_plan(out, view: dict[str, Any]) -> None:
+    from ckptctl.cli.output import _escape, human_bytes
+
+    out.out.print(
+        f"relocate {_escape(view['source'])} → {_escape(view['written_destination'])}: "
+        f"{len(view['checkpoints'])} checkpoint(s), {view['files']} files, {human_bytes(view['bytes'])} "
+        f"({view['shared_files']} files shared by several checkpoints, copied once)"
+    )
+    for c in view["checkpoints"]:
+        out.out.print(
+            f"  {c['kind']} {c['checkpoint_id']}: {_escape(c['source'])} → {_escape(c['destination'])} "
+            f"({c['rewritten_handles']} paths rewritten, {c['relative_handles']} relative handles move as they are)"
+        )
+    if view["rewritten_prefixes"]:
+        out.out.print("rewritten path prefixes:")
+        for p in view["rewritten_prefixes"]:
+            out.out.print(f"  {_escape(p['from'])} → {_escape(p['to'])}  ({p['handles']})")
+    for c in view["conflicts"]:
+        out.out.print(f"[red]conflict[/red]: {_escape(c)} already holds a different checkpoint")
+    for c in view["already_relocated"]:
+        out.out.print(f"already relocated: {_escape(c)} (identical)")
