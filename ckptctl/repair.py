@@ -190,7 +190,10 @@ def savepoint_files_for(
 ) -> SavepointFiles:
     index = SavepointFiles()
     for root in dict.fromkeys(roots):
-        index.add_root(storage, root, (listings or {}).get(root))
+        try:
+            index.add_root(storage, root, (listings or {}).get(root))
+        except CkptError:
+            continue  # a directory above the root we may not list: the diagnosis says what to pass
     for d in dict.fromkeys(savepoint_dirs):
         index.add_dir(storage, d)
     return index

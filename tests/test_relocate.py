@@ -238,7 +238,10 @@ def test_flink_restores_a_local_relocation_with_the_source_moved_away(version, s
     ckptctl("relocate", str(sc.checkpoints), str(dst), "--all", "--apply", *sc.rebase)
     os.rename(sc.root, tmp_path / "source-moved-away")
     chk = newest_checkpoint(dst)
-    assert sc.original.encode() not in (chk / "_metadata").read_bytes()
+    # every file path points into the copy (inline ByteStreamStateHandles keep their names: no file)
+    assert all(
+        p.startswith(f"file:{dst}/") for p in absolute_paths(read_metadata((chk / "_metadata").read_bytes()))
+    )
     report = restore(version, scenario, chk, timeout=60, log_out=tmp_path / "restore.log")
     assert report["ok"] and report["new_checkpoint"], report
 
@@ -252,4 +255,52 @@ def test_flink_restores_the_local_copy_of_an_s3_relocation(version, scenario, tm
         version, scenario, tmp_path, s3_server, f"flink-{version.replace('.', '-')}"
     )
     report = restore(version, scenario, newest_checkpoint(back), timeout=60, log_out=tmp_path / "restore.log")
+    assert report["ok"] and report["new_checkpoint"], report
+
+
+def _restore_target(sc: Scenario, dst: Path) -> Path:
+    """What to restore from a relocated scenario: a NATIVE savepoint if there is one, for a CLAIM
+    scenario the oldest checkpoint of the restored job (it still names the first job's files),
+    else the newest checkpoint."""
+    jobs = sc.entry["jobs"]
+    natives = [s for j in jobs for s in j.get("savepoints", []) if s["format"] == "NATIVE"]
+    if natives and sc.entry["scenario"] == "savepoints":
+        return dst / natives[0]["path"].rsplit("/", 1)[1]
+    if len(jobs) > 1:
+        job2 = dst / jobs[1]["job_id"]
+        chks = [p for p in job2.iterdir() if p.name.startswith("chk-") and (p / "_metadata").exists()]
+        return min(chks, key=lambda p: int(p.name[4:]))
+    return newest_checkpoint(dst)
+
+
+@pytest.mark.flink
+@pytest.mark.parametrize(
+    ("version", "scenario"),
+    [("2.2.0", "changelog"), ("2.2.0", "savepoints"), ("1.20.3", "claim"), ("2.2.0", "claim_native")],
+)
+def test_flink_restores_more_kinds_of_relocated_state(version, scenario, tmp_path) -> None:
+    """Changelog (DSTL files), a NATIVE savepoint (relative handles), a CLAIM-restored job (the
+    first job's shared files), and a FLINK-39964 checkpoint repaired in place, then relocated."""
+    from tests.flink_harness import restore
+
+    sc = Scenario(version, scenario, tmp_path)
+    if scenario == "claim_native":
+        broken = [p.parent for p in sc.checkpoints.rglob("_metadata") if run_json(
+            "verify", "--engine", "local", str(p.parent), *sc.rebase, expect=None)["repairable"]]  # fmt: skip
+        assert broken
+        for chk in broken:
+            ckptctl("repair", str(chk), "--in-place", *sc.rebase)
+        # Flink deleted the claimed savepoint's unused SSTs: relocate what a restore needs, job 2
+        src = sc.checkpoints / sc.entry["jobs"][1]["job_id"]
+    else:
+        src = sc.root
+    dst = tmp_path / "relocated"
+    ckptctl("relocate", str(src), str(dst), "--all", "--apply", *sc.rebase)
+    os.rename(sc.root, tmp_path / "source-moved-away")
+    target = _restore_target(sc, dst)
+    assert all(
+        p.startswith(f"file:{dst}/")
+        for p in absolute_paths(read_metadata((target / "_metadata").read_bytes()))
+    )
+    report = restore(version, scenario, target, timeout=60, log_out=tmp_path / "restore.log")
     assert report["ok"] and report["new_checkpoint"], report
