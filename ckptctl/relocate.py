@@ -25,6 +25,7 @@ ever written under a source directory. No Typer or Rich here.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import time
@@ -52,6 +53,7 @@ from ckptctl.refs import LoadedCheckpoint, canonical, file_resolver, load_checkp
 from ckptctl.repair import savepoint_dir_of
 from ckptctl.storage import Storage
 
+PLAN_FORMAT = "ckptctl-relocate-plan/1"
 DSTL_RE = re.compile(r"^(?P<base>.*)/(?P<tail>[0-9a-f]{32}/dstl/.*)$")
 
 
@@ -156,13 +158,26 @@ class RelocatePlan:
     conflicts: list[str]  # DST _metadata files that differ from what relocate would write
     already: list[str]  # DST _metadata files identical to what relocate writes (done before)
     source_dirs: list[str]
+    options: dict[str, Any] = field(default_factory=dict)  # how to plan it again (relocate apply PLAN)
 
     @property
     def total_bytes(self) -> int:
         return sum(c.size for c in self.copies)
 
+    def fingerprint(self) -> str:
+        """What an applied plan must still be: every copy and every new ``_metadata``."""
+        h = hashlib.sha256()
+        for c in self.copies:
+            h.update(f"{c.src}\0{c.dst}\0{c.size}\n".encode())
+        for c in self.checkpoints:
+            h.update(c.metadata_uri.encode() + b"\0" + hashlib.sha256(c.data).digest())
+        return h.hexdigest()
+
     def to_json(self, with_files: bool = True) -> dict[str, Any]:
         out = {
+            "format": PLAN_FORMAT,
+            "options": self.options,
+            "fingerprint": self.fingerprint(),
             "source": self.source, "destination": self.destination.root,
             "written_destination": self.destination.written_root,
             "checkpoints": [
@@ -362,6 +377,23 @@ class RelocateResult:
             "already_there": self.skipped_files, "metadata_written": self.metadata_written,
             "seconds": round(self.seconds, 3),
         }  # fmt: skip
+
+
+def replan(storage: Storage, plan_data: dict[str, Any], workers: int = 8) -> RelocatePlan:
+    """``relocate apply PLAN``: never trust an old plan; plan again with its options and refuse
+    when anything (a file, a size, a new ``_metadata``) differs from what was reviewed."""
+    if not isinstance(plan_data, dict) or plan_data.get("format") != PLAN_FORMAT:
+        raise RelocateError(f"not a relocate plan (expected format {PLAN_FORMAT})")
+    o = plan_data["options"]
+    rebase = Rebase.parse(o.get("rebase") or [])
+    checkpoints, source = load_sources(storage, o["src"], rebase, bool(o.get("all")))
+    fresh = plan_relocation(storage, checkpoints, source, o["dst"], workers)
+    fresh.options = o
+    if fresh.fingerprint() != plan_data.get("fingerprint"):
+        raise RelocateRefused(
+            "the source or DST changed since this plan was made; run `ckptctl relocate` again"
+        )
+    return fresh
 
 
 def apply_relocation(

@@ -143,7 +143,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def gc_alias(args: list[str]) -> list[str]:
-    """``ckptctl gc ROOT ...`` is ``ckptctl gc plan ROOT ...`` (the dry run is the default)."""
+    """``ckptctl gc ROOT ...`` is ``ckptctl gc plan ROOT ...`` (the dry run is the default), and
+    ``ckptctl relocate apply PLAN`` is the (hidden) ``relocate-apply PLAN``."""
     if len(args) >= 2 and args[0] == "gc" and args[1] not in ("plan", "apply", "--help", "-h"):
         return ["gc", "plan", *args[1:]]
+    if len(args) >= 2 and args[0] == "relocate" and args[1] == "apply":
+        return ["relocate-apply", *args[2:]]
     return args

@@ -166,7 +166,8 @@ def relocate_command(
     from ckptctl.cli.inspect import warn_moved
     from ckptctl.cli.output import make_output
     from ckptctl.cli.verify import parse_bytes
-    from ckptctl.relocate import apply_relocation, load_sources, plan_relocation, shallow_verify
+    from ckptctl.relocate import load_sources, plan_relocation
+    from ckptctl.storage import normalize_uri
 
     out = make_output(as_json)
     storage, mappings = _context(s3_endpoint, rebase)
@@ -175,6 +176,10 @@ def relocate_command(
     warn_moved(out, *checkpoints)
     with out.status("planning …"):
         plan = plan_relocation(storage, checkpoints, source, dst, workers)
+    plan.options = {
+        "src": normalize_uri(src), "dst": plan.destination.written_root, "all": all_checkpoints,
+        "rebase": [f"{o}={n}" for o, n in mappings.mappings],
+    }  # fmt: skip
     view: dict[str, Any] = plan.to_json(with_files=False)
     if plan_out:
         with open(plan_out, "w", encoding="utf-8") as f:
@@ -189,6 +194,12 @@ def relocate_command(
         if plan.conflicts:
             raise typer.Exit(1)
         return
+    _apply_and_report(out, storage, plan, view, workers, limit, no_verify, as_json)
+
+
+def _apply_and_report(out, storage, plan, view, workers, limit, no_verify, as_json) -> None:
+    from ckptctl.relocate import apply_relocation, shallow_verify
+
     with out.counter(len(plan.copies), "copying") as advance:
         result = apply_relocation(storage, plan, workers=workers, bwlimit=limit, progress=advance)
     view["applied"] = True
@@ -238,3 +249,45 @@ def _render_relocate_plan(out, view: dict[str, Any]) -> None:
         out.out.print(f"[red]conflict[/red]: {_escape(c)} already holds a different checkpoint")
     for c in view["already_relocated"]:
         out.out.print(f"already relocated: {_escape(c)} (identical)")
+
+
+@app.command("relocate-apply", cls=Command, hidden=True)
+@command
+def relocate_apply_command(
+    plan_file: Annotated[
+        str, typer.Argument(metavar="PLAN.json", help="A plan written by `relocate -o PLAN.json`.")
+    ],
+    workers: Annotated[
+        int, typer.Option("--workers", metavar="N", help="Parallel copies (a thread pool).", min=1)
+    ] = 8,
+    bwlimit: Annotated[
+        str | None,
+        typer.Option(
+            "--bwlimit", metavar="BYTES", help="Copy at most this many bytes per second (e.g. 50MiB)."
+        ),
+    ] = None,
+    no_verify: Annotated[
+        bool, typer.Option("--no-verify", help="Skip the shallow verify of the relocated copies.")
+    ] = False,
+    as_json: JsonOpt = False,
+    s3_endpoint: EndpointOpt = None,
+) -> None:
+    """`ckptctl relocate apply PLAN.json`: plan again, refuse if anything changed, then copy."""
+    import json
+
+    from ckptctl.cli.output import make_output
+    from ckptctl.cli.verify import parse_bytes
+    from ckptctl.errors import CkptError
+    from ckptctl.relocate import replan
+
+    out = make_output(as_json)
+    storage, _ = _context(s3_endpoint, None)
+    try:
+        with open(plan_file, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise CkptError(f"cannot read the plan: {e}", path=plan_file) from None
+    plan = replan(storage, data, workers)
+    view = plan.to_json(with_files=False)
+    limit = parse_bytes(bwlimit, "--bwlimit") if bwlimit else None
+    _apply_and_report(out, storage, plan, view, workers, limit, no_verify, as_json)
