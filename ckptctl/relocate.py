@@ -30,7 +30,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
@@ -403,8 +403,15 @@ def apply_relocation(
     workers: int = 8,
     bwlimit: float | None = None,
     progress: Callable[[int], None] | None = None,
+    engine: str = "local",
+    master: str = "local[*]",
 ) -> RelocateResult:
-    """Copy every file (resumable), then write each new ``_metadata`` last."""
+    """Copy every file (resumable), then write each new ``_metadata`` last.
+
+    ``engine``: ``local`` (a thread pool of ``workers``) or ``spark`` (each executor copies a
+    partition of the files; the driver writes the ``_metadata`` files once all are copied)."""
+    if engine not in ("local", "spark"):
+        raise RelocateError(f"unknown --engine '{engine}'; use local or spark")
     if plan.conflicts:
         raise RelocateRefused(
             f"DST already holds a different checkpoint: {plan.conflicts[0]} differs from the one relocate "
@@ -430,7 +437,11 @@ def apply_relocation(
         if progress is not None:
             progress(1)
 
-    if workers <= 1:
+    if engine == "spark":
+        for state, _src, n in run_spark_copies(storage, plan.copies, master, progress):
+            stats["copied" if state == "copied" else "skipped"] += 1
+            stats["bytes"] += n
+    elif workers <= 1:
         for item in plan.copies:
             one(item)
     else:
@@ -444,6 +455,48 @@ def apply_relocation(
     return RelocateResult(
         stats["copied"], stats["bytes"], stats["skipped"], written, time.monotonic() - started
     )
+
+
+def copy_partition(ctx: Any, items: Iterable[tuple]) -> Iterator[tuple]:
+    """Spark ``mapPartitions``: copy (src, dst, size) items; yields (state, src, bytes) or
+    ("error", src, message). Module level: pickled by reference."""
+    storage = ctx.storage()
+    for src, dst, size in items:
+        try:
+            there = storage.stat(dst)
+            if there is not None and there.size == size:
+                yield ("skipped", src, 0)
+            else:
+                yield ("copied", src, copy_file(storage, src, dst, size))
+        except CkptError as e:
+            yield ("error", src, str(e))
+
+
+def run_spark_copies(
+    storage: Storage, copies: list[CopyItem], master: str, progress: Callable[[int], None] | None = None
+) -> list[tuple]:
+    import functools
+
+    from ckptctl.verify import ExecContext, VerifyError, spark_session
+
+    if not copies:
+        return []
+    sc = spark_session(master).sparkContext
+    partitions = max(1, min(len(copies), max(sc.defaultParallelism, 1) * 4))
+    items = [(c.src, c.dst, c.size) for c in copies]
+    ctx = ExecContext.from_storage(storage)
+    try:
+        rows = (
+            sc.parallelize(items, partitions).mapPartitions(functools.partial(copy_partition, ctx)).collect()
+        )
+    except Exception as e:  # noqa: BLE001 - Py4JJavaError with the executor's traceback
+        raise VerifyError(f"Spark copy failed: {str(e).splitlines()[0][:300]}") from None
+    errors = [r for r in rows if r[0] == "error"]
+    if errors:
+        raise RelocateError(f"{len(errors)} copies failed on Spark; first: {errors[0][2]}")
+    if progress is not None:
+        progress(len(rows))
+    return rows
 
 
 class _Limiter:

@@ -226,7 +226,15 @@ def s3_relocation(
 
 @pytest.mark.parametrize("scenario", ["filemerging", "changelog"])
 def test_local_to_s3_and_back_keeps_the_model(scenario: str, tmp_path: Path, s3_server) -> None:
-    sc, back, _remote = s3_relocation("2.2.0", scenario, tmp_path, s3_server, f"reloc-{scenario}")
+    sc, back, remote = s3_relocation("2.2.0", scenario, tmp_path, s3_server, f"reloc-{scenario}")
+    # S3 -> S3 within one endpoint (server-side copies), also an s3a:// spelling Flink's Hadoop plugin reads
+    second = f"s3a://reloc-{scenario}/second"
+    view = run_json("relocate", remote, second, "--all", "--apply", "--s3-endpoint", s3_server.endpoint)
+    assert view["verify"]["ok"] and view["written_destination"] == second
+    fs = s3_server.filesystem()
+    for c in view["checkpoints"]:
+        md = read_metadata(fs.cat_file(c["destination"][5:] + "/_metadata"))
+        assert all(p.startswith(second + "/") for p in absolute_paths(md))
     moved = tmp_path / "source-moved-away"
     originals = {k: read_metadata(p.read_bytes()) for k, p in metadata_files(moved / "checkpoints").items()}
     copies = {k: read_metadata(p.read_bytes()) for k, p in metadata_files(back).items()}
@@ -321,3 +329,20 @@ def test_flink_restores_more_kinds_of_relocated_state(version, scenario, tmp_pat
     mode = "CLAIM" if scenario == "changelog" else "NO_CLAIM"
     report = restore(version, scenario, target, timeout=60, log_out=tmp_path / "restore.log", claim_mode=mode)
     assert report["ok"] and report["new_checkpoint"], report
+
+
+def test_spark_engine_copies_on_executors(tmp_path: Path) -> None:
+    """--engine spark: executors copy partitions of the files (embedded local[2]); same result."""
+    sc = Scenario("2.2.0", "changelog", tmp_path)
+    view = run_json("relocate", str(sc.root), str(tmp_path / "spark"), "--all", "--apply",
+                    "--engine", "spark", "--master", "local[2]", *sc.rebase)  # fmt: skip
+    assert view["verify"]["ok"] and view["result"]["copied_files"] == view["files"]
+    ckptctl("relocate", str(sc.root), str(tmp_path / "local"), "--all", "--apply", *sc.rebase)
+    spark = {
+        str(p.relative_to(tmp_path / "spark")): sha(p) for p in (tmp_path / "spark").rglob("*") if p.is_file()
+    }
+    local = {
+        str(p.relative_to(tmp_path / "local")): sha(p) for p in (tmp_path / "local").rglob("*") if p.is_file()
+    }
+    assert spark.keys() == local.keys()
+    assert all(spark[k] == local[k] for k in spark if not k.endswith("_metadata"))

@@ -156,6 +156,20 @@ def relocate_command(
         bool,
         typer.Option("--no-verify", help="Skip the shallow verify of the relocated copies after --apply."),
     ] = False,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            metavar="local|spark",
+            help="local (a thread pool, default) or spark (executors copy).",
+        ),
+    ] = "local",
+    master: Annotated[
+        str,
+        typer.Option(
+            "--master", metavar="URL", help="Spark master URL for --engine spark (default local[*])."
+        ),
+    ] = "local[*]",
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
@@ -194,14 +208,23 @@ def relocate_command(
         if plan.conflicts:
             raise typer.Exit(1)
         return
-    _apply_and_report(out, storage, plan, view, workers, limit, no_verify, as_json)
+    _apply_and_report(out, storage, plan, view, workers, limit, no_verify, as_json, engine, master)
 
 
-def _apply_and_report(out, storage, plan, view, workers, limit, no_verify, as_json) -> None:
+def _apply_and_report(
+    out, storage, plan, view, workers, limit, no_verify, as_json, engine="local", master="local[*]"
+) -> None:
     from ckptctl.relocate import apply_relocation, shallow_verify
 
+    if engine == "spark":
+        with out.status(f"starting Spark ({master}) …"):
+            from ckptctl.verify import spark_session
+
+            spark_session(master)
     with out.counter(len(plan.copies), "copying") as advance:
-        result = apply_relocation(storage, plan, workers=workers, bwlimit=limit, progress=advance)
+        result = apply_relocation(
+            storage, plan, workers=workers, bwlimit=limit, progress=advance, engine=engine, master=master
+        )
     view["applied"] = True
     view["result"] = result.to_json()
     report = None if no_verify else shallow_verify(storage, plan)
