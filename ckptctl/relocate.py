@@ -206,6 +206,8 @@ def load_sources(
     if st.basename(uri) == METADATA_FILE or storage.stat(st.join(uri, METADATA_FILE)) is not None:
         return [load_checkpoint(storage, locate_checkpoint(storage, uri), rebase)], uri
     if not all_checkpoints:
+        if not storage.is_dir(uri):
+            raise RelocateError("no such checkpoint directory or _metadata file", path=uri)
         raise RelocateError(
             "not a checkpoint or savepoint directory; to relocate every checkpoint below it, add --all",
             path=uri,
@@ -384,7 +386,9 @@ def replan(storage: Storage, plan_data: dict[str, Any], workers: int = 8) -> Rel
     when anything (a file, a size, a new ``_metadata``) differs from what was reviewed."""
     if not isinstance(plan_data, dict) or plan_data.get("format") != PLAN_FORMAT:
         raise RelocateError(f"not a relocate plan (expected format {PLAN_FORMAT})")
-    o = plan_data["options"]
+    o = plan_data.get("options")
+    if not isinstance(o, dict) or not isinstance(o.get("src"), str) or not isinstance(o.get("dst"), str):
+        raise RelocateError("the plan has no options.src/options.dst: not written by `ckptctl relocate -o`")
     rebase = Rebase.parse(o.get("rebase") or [])
     checkpoints, source = load_sources(storage, o["src"], rebase, bool(o.get("all")))
     fresh = plan_relocation(storage, checkpoints, source, o["dst"], workers)

@@ -346,3 +346,20 @@ def test_spark_engine_copies_on_executors(tmp_path: Path) -> None:
     }
     assert spark.keys() == local.keys()
     assert all(spark[k] == local[k] for k in spark if not k.endswith("_metadata"))
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    trunc = tmp_path / "chk-1"
+    trunc.mkdir()
+    src = next((Path(__file__).parent.parent / "fixtures" / "data" / "2.2.0" / "basic").rglob("_metadata"))
+    (trunc / "_metadata").write_bytes(src.read_bytes()[:50])
+    (tmp_path / "bad.json").write_text('{"format": "nope"}')
+    for args, needle in (
+        (["relocate", str(tmp_path / "missing"), str(tmp_path / "d")], "no such checkpoint directory"),
+        (["relocate", str(trunc), str(tmp_path / "d")], "_metadata: byte "),
+        (["repair", str(trunc), "--dry-run"], "_metadata: byte "),
+        (["relocate", "apply", str(tmp_path / "bad.json")], "not a relocate plan"),
+        (["repair", str(trunc)], "-o DEST"),
+    ):
+        err = ckptctl(*args, expect=2).stderr
+        assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
