@@ -33,11 +33,6 @@ from ckptctl.storage import FileInfo, Storage
 
 BACKUP_NAME = "_metadata.pre-repair"
 ISSUE = "FLINK-39964"
-WHAT_HAPPENED = (
-    "the job was restored in CLAIM mode from a NATIVE savepoint and this checkpoint reuses the "
-    "savepoint's file, but Flink recorded it by its relative name only, so a restore looks for it "
-    f"in the checkpoint's own directory ({ISSUE})"
-)
 
 
 class RepairError(CkptError):
@@ -118,15 +113,16 @@ class Misanchored:
         return savepoint_dir_of(self.found) if self.found else None
 
     def message(self, checkpoint_display: str | None = None) -> str:
+        """One problem line: what happened (briefly), where the file really is, the fix."""
+        story = f"{ISSUE}: reused from a CLAIM-restored NATIVE savepoint, recorded by relative name only"
         if self.found is None:
             return (
-                f"file not found: {WHAT_HAPPENED}; no savepoint directory searched holds '{self.relative_path}' "
-                f"with {self.size} bytes (pass the claimed savepoint's directory with --savepoints)"
+                f"file not found ({story}); no savepoint directory searched holds '{self.relative_path}' "
+                f"with {self.size} bytes: pass the claimed savepoint's directory with --savepoints"
             )
         return (
-            f"file not found: it is {self.found} ({self.size} bytes, in savepoint directory "
-            f"{self.savepoint_dir or st.parent(self.found)}): {WHAT_HAPPENED}. "
-            f"`ckptctl repair {checkpoint_display or self.checkpoint} -o DEST` writes a restorable copy"
+            f"file not found ({story}); the file is {self.found}; "
+            f"fix: ckptctl repair {checkpoint_display or self.checkpoint} -o DEST"
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -280,7 +280,8 @@ def _render_repairable(out, repairable: list[dict[str, Any]], root: str) -> None
             dirs = ", ".join(_escape(short_uri(d, root)) for d in r["savepoint_dirs"])
             out.out.print(
                 f"[yellow]FLINK-39964[/yellow] {where}: {r['handles']} files reused from a CLAIM-restored "
-                f"NATIVE savepoint are recorded by relative name only; they are in {dirs}. "
+                f"NATIVE savepoint are recorded by relative name only, so Flink looks for them in this "
+                f"checkpoint's directory and cannot restore it; they are in {dirs}. "
                 f"Repair: [bold]ckptctl repair {_escape(r['checkpoint'])} -o DEST[/bold]"
             )
         else:
