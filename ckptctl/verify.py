@@ -41,6 +41,7 @@ from ckptctl.metadata.model import (
     SegmentFileHandle,
 )
 from ckptctl.refs import COLUMNS, LoadedCheckpoint, file_resolver, reference_rows
+from ckptctl.repair import explain_missing
 from ckptctl.storage import Storage, StorageOptions
 
 SST_MAGIC = 0x88E241B785F4CFF7  # BlockBasedTable (kBlockBasedTableMagicNumber)
@@ -641,6 +642,7 @@ class VerifyResult:
     engine: str
     master: str | None
     elapsed: float
+    misanchored: list[Any] = field(default_factory=list)  # FLINK-39964 handles (ckptctl.repair)
 
     @property
     def ok(self) -> bool:
@@ -655,8 +657,30 @@ class VerifyResult:
             "checked": self.counts,
             "problem_count": len(self.problems),
             "problems": self.problems,
+            "repairable": repairable(self.misanchored),
             "elapsed_seconds": round(self.elapsed, 3),
         }
+
+
+def repairable(misanchored: list[Any]) -> list[dict[str, Any]]:
+    """Per checkpoint: how many FLINK-39964 handles, whether all were found, the command that fixes it."""
+    by_ck: dict[str, dict[str, Any]] = {}
+    for m in misanchored:
+        e = by_ck.setdefault(
+            m.checkpoint,
+            {
+                "checkpoint": m.checkpoint,
+                "handles": 0,
+                "found": 0,
+                "savepoint_dirs": set(),
+                "repair": f"ckptctl repair {m.checkpoint} -o DEST",
+            },
+        )
+        e["handles"] += 1
+        if m.found is not None:
+            e["found"] += 1
+            e["savepoint_dirs"].add(m.savepoint_dir)
+    return [{**e, "savepoint_dirs": sorted(e["savepoint_dirs"])} for e in by_ck.values()]
 
 
 def verify(
@@ -668,6 +692,8 @@ def verify(
     master: str = "local[*]",
     progress: Callable[[int], None] | None = None,
     on_total: Callable[[int], None] | None = None,
+    roots: Iterable[str] = (),
+    savepoint_dirs: Iterable[str] = (),
 ) -> VerifyResult:
     """Check every file (and with ``deep`` every keyed RocksDB handle) the checkpoints need."""
     if engine not in ("spark", "local"):
@@ -687,10 +713,12 @@ def verify(
         records = run_local(ctx, tasks, progress)
     else:
         records = run_spark(ctx, tasks, master, progress)
-    return assemble(
+    result = assemble(
         [ck.location.uri for ck in checkpoints], len(rows), files, handles, records, engine,
         master if engine == "spark" else None, time.monotonic() - started,
     )  # fmt: skip
+    result.misanchored = explain_missing(storage, checkpoints, result.problems, roots, savepoint_dirs)
+    return result
 
 
 def assemble(checkpoints, n_rows, files, handles, records, engine, master, elapsed) -> VerifyResult:
@@ -773,7 +801,9 @@ def write_histogram(result: VerifyResult, path: str) -> None:
 # check: the CI gate
 
 
-def run_check(storage: Storage, root: str, rebase, max_orphan_bytes: int | None) -> dict[str, Any]:
+def run_check(
+    storage: Storage, root: str, rebase, max_orphan_bytes: int | None, savepoint_dirs: Iterable[str] = ()
+) -> dict[str, Any]:
     """Every ``_metadata`` parses, every reference resolves (local engine, shallow), orphans within a limit."""
     from ckptctl import storage as st
     from ckptctl.gc import GcOptions, build_plan
@@ -813,6 +843,9 @@ def run_check(storage: Storage, root: str, rebase, max_orphan_bytes: int | None)
     files = file_refs(rows)
     records = run_local(ExecContext.from_storage(storage), [f.task() for f in files.values()])
     result = assemble([ck.location.uri for ck in loaded], len(rows), files, [], records, "local", None, 0.0)
+    misanchored = explain_missing(
+        storage, loaded, result.problems, [layout.root], savepoint_dirs, {layout.root: layout.files}
+    )
     by_ck = {e["path"]: e for e in entries}
     for f in files.values():
         for ck_uri in f.checkpoints:
@@ -821,7 +854,7 @@ def run_check(storage: Storage, root: str, rebase, max_orphan_bytes: int | None)
         for ck_uri in p["checkpoints"]:
             e = by_ck[ck_uri]
             e["ok"] = False
-            e["problems"].append({"path": p["path"], "check": p["check"], "detail": p["detail"]})
+            e["problems"].append({k: v for k, v in p.items() if k != "checkpoints"})
     problems = list(result.problems)
     for e in entries:
         if e["error"]:
@@ -864,6 +897,7 @@ def run_check(storage: Storage, root: str, rebase, max_orphan_bytes: int | None)
         "orphans": orphans,
         "problem_count": len(problems),
         "problems": problems,
+        "repairable": repairable(misanchored),
         "warnings": warnings,
         "elapsed_seconds": round(time.monotonic() - started, 3),
     }

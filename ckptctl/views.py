@@ -219,7 +219,8 @@ def summary_view(ck: LoadedCheckpoint, rows: list[tuple] | None = None) -> dict[
     md = ck.metadata
     rows = reference_rows(ck) if rows is None else rows
     full, incremental, _inline = state_sizes(md)
-    files = {r[11] for r in rows}
+    own, inherited = _split_inherited(ck, rows)
+    files = {r[11] for r in own}
     props = md.properties
     return {
         "path": ck.location.uri,
@@ -232,6 +233,10 @@ def summary_view(ck: LoadedCheckpoint, rows: list[tuple] | None = None) -> dict[
         "state_size": full,
         "incremental_size": incremental,
         "files": len(files),
+        # FLINK-39964: files reused from a CLAIM-restored NATIVE savepoint, recorded by relative name
+        # (not this checkpoint's files, not uploaded by it; ckptctl repair fixes the references)
+        "inherited_files": len({r[12] for r in inherited}),
+        "inherited_bytes": sum(dict((r[12], r[14]) for r in inherited).values()),
         "metadata_mtime": ck.location.metadata.mtime if ck.location.metadata else None,
         "complete": True,
         "error": None,
@@ -242,7 +247,7 @@ def incomplete_view(loc: CheckpointLocation, error: str | None = None) -> dict[s
     return {
         "path": loc.uri, "job_id": loc.job_id, "checkpoint_id": loc.dir_checkpoint_id, "kind": loc.kind,
         "format_version": None, "savepoint_format": None, "operators": None, "state_size": None,
-        "incremental_size": None, "files": None,
+        "incremental_size": None, "files": None, "inherited_files": None, "inherited_bytes": None,
         "metadata_mtime": loc.metadata.mtime if loc.metadata else None,
         "complete": loc.metadata is not None and error is None, "error": error,
     }  # fmt: skip
@@ -250,8 +255,10 @@ def incomplete_view(loc: CheckpointLocation, error: str | None = None) -> dict[s
 
 def diff_view(a: LoadedCheckpoint, b: LoadedCheckpoint) -> dict[str, Any]:
     """Files added, removed and reused from checkpoint A to checkpoint B (by physical file)."""
-    fa = _file_sizes(reference_rows(a))
-    fb = _file_sizes(reference_rows(b))
+    own_a, inherited_a = _split_inherited(a, reference_rows(a))
+    own_b, inherited_b = _split_inherited(b, reference_rows(b))
+    fa = _file_sizes(own_a)
+    fb = _file_sizes(own_b)
     added = sorted(set(fb) - set(fa))
     removed = sorted(set(fa) - set(fb))
     reused = sorted(set(fa) & set(fb))
@@ -262,8 +269,18 @@ def diff_view(a: LoadedCheckpoint, b: LoadedCheckpoint) -> dict[str, Any]:
         return [{"path": p, "size": sizes[p]} for p in paths]
 
     return {
-        "a": {"path": a.location.uri, "checkpoint_id": a.metadata.checkpoint_id, "uploaded_bytes": inc_a},
-        "b": {"path": b.location.uri, "checkpoint_id": b.metadata.checkpoint_id, "uploaded_bytes": inc_b},
+        "a": {
+            "path": a.location.uri,
+            "checkpoint_id": a.metadata.checkpoint_id,
+            "uploaded_bytes": inc_a,
+            "inherited": _inherited_view(inherited_a),
+        },
+        "b": {
+            "path": b.location.uri,
+            "checkpoint_id": b.metadata.checkpoint_id,
+            "uploaded_bytes": inc_b,
+            "inherited": _inherited_view(inherited_b),
+        },
         "added": files(added, fb),
         "removed": files(removed, fa),
         "reused": files(reused, fb),
@@ -271,6 +288,29 @@ def diff_view(a: LoadedCheckpoint, b: LoadedCheckpoint) -> dict[str, Any]:
         "removed_bytes": sum(fa[p] for p in removed),
         "reused_bytes": sum(fb[p] for p in reused),
     }
+
+
+def _split_inherited(ck: LoadedCheckpoint, rows: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+    """(the checkpoint's own rows, rows of files reused from a CLAIM-restored NATIVE savepoint).
+
+    FLINK-39964: a checkpoint (not a savepoint) naming a *shared* file by a relative handle reuses
+    the savepoint's file; the path Flink resolves (``chk-N/<name>``) is not a file of this
+    checkpoint, and the checkpoint uploaded nothing for it.
+    """
+    if ck.kind != "checkpoint":
+        return rows, []
+    own, inherited = [], []
+    for r in rows:
+        (inherited if r[8] == "shared" and r[9] == "RelativeFileStateHandle" else own).append(r)
+    return own, inherited
+
+
+def _inherited_view(rows: list[tuple]) -> dict[str, Any]:
+    sizes = dict((r[12], r[14]) for r in rows)
+    return {
+        "files": len(sizes), "bytes": sum(sizes.values()),
+        "relative_paths": sorted(sizes),
+    }  # fmt: skip
 
 
 def _file_sizes(rows: list[tuple]) -> dict[str, int]:

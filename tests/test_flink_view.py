@@ -91,7 +91,15 @@ def test_reference_map_matches_flink(case: Case) -> None:
             missing.append(r["path"])
             continue
         assert local.stat().st_size >= r["offset"] + r["size"], r
-    if case.scenario != "claim":
+    if case.scenario == "claim_native":
+        # FLINK-39964: the broken checkpoint names the reused savepoint SSTs under its own chk-N/
+        # (relative names), and the new job deleted the claimed savepoint's SSTs it no longer used
+        relative_shared = {
+            case.to_current(r["path"]) for r in case.expected()["references"]
+            if r["role"] == "shared" and r["handle_type"] == "RelativeFileStateHandle"
+        }  # fmt: skip
+        assert set(missing) <= relative_shared
+    elif case.scenario != "claim":
         assert missing == []
 
 

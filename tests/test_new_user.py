@@ -389,7 +389,7 @@ def test_diff_warns_about_order_and_jobs_and_lists_files() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", ["", "ls", "show", "refs", "diff", "verify", "check", "plan-rescale", "gc", "gc plan", "gc apply"]
+    "command", ["", "ls", "show", "refs", "diff", "verify", "check", "plan-rescale", "gc", "gc plan", "gc apply", "repair", "relocate"]
 )
 def test_help_metavars_say_what_to_type(command: str) -> None:
     result = cli(*command.split(), "--help", env={"COLUMNS": "100"})
@@ -402,6 +402,7 @@ def test_help_metavars_say_what_to_type(command: str) -> None:
         "diff": "diff [OPTIONS] A B", "verify": "verify [OPTIONS] CHECKPOINT|ROOT", "check": "check [OPTIONS] ROOT",
         "plan-rescale": "plan-rescale [OPTIONS] CHECKPOINT", "gc": "`ckptctl gc ROOT ...` is",
         "gc plan": "gc plan [OPTIONS] ROOT...", "gc apply": "gc apply [OPTIONS] PLAN.json",
+        "repair": "repair [OPTIONS] CHECKPOINT", "relocate": "relocate [OPTIONS] SRC DST",
     }  # fmt: skip
     if command:
         assert usage[command] in text

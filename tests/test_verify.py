@@ -20,6 +20,7 @@ from tests.fixture_cases import FIXTURES, REPO, manifest
 from tests.gc_support import Scenario, ckptctl
 
 MASTER = "local[2]"
+BROKEN_BY_FLINK = ("claim_native",)  # scenarios whose checkpoints Flink wrote unrestorable (FLINK-39964)
 
 
 def verify_json(*args: str, expect: int = 0, engine: str = "spark") -> dict:
@@ -56,7 +57,9 @@ def flink_references(version: str, scenario: str, root: Path) -> dict[str, set[s
 
 
 def test_every_fixture_is_sound_on_spark_and_both_engines_agree(tmp_path: Path) -> None:
-    data = FIXTURES / "data"
+    # claim_native is unrestorable on purpose (FLINK-39964, tests/test_repair.py): every other scenario
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES / "data", data, ignore=shutil.ignore_patterns(*BROKEN_BY_FLINK))
     report_file, hist_file = tmp_path / "report.parquet", tmp_path / "hist.parquet"
     spark = verify_json(str(data), "--deep", "--report", str(report_file), "--histogram", str(hist_file))
     local = verify_json(str(data), "--deep", engine="local")
@@ -65,7 +68,9 @@ def test_every_fixture_is_sound_on_spark_and_both_engines_agree(tmp_path: Path) 
     assert local["checked"] == spark["checked"]
     c = spark["checked"]
     n_refs = sum(
-        len(json.loads(p.read_text())["references"]) for p in (FIXTURES / "expected").rglob("*.json")
+        len(json.loads(p.read_text())["references"])
+        for p in (FIXTURES / "expected").rglob("*.json")
+        if not set(p.parts) & set(BROKEN_BY_FLINK)
     )
     assert c["references"] == n_refs
     assert c["exists"] == c["size"] == c["files"] > 0

@@ -41,6 +41,13 @@ RebaseOpt = Annotated[
         help="Map absolute paths written in _metadata from OLD to NEW (for moved or copied directories). Repeatable.",
     ),
 ]  # fmt: skip
+SavepointsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--savepoints", metavar="DIR",
+        help="Savepoint directory to search for files of a CLAIM-restored NATIVE savepoint (FLINK-39964). Repeatable.",
+    ),
+]  # fmt: skip
 
 
 class Command(TyperCommand):
@@ -125,6 +132,7 @@ def _context(s3_endpoint: str | None, rebase: list[str] | None):
 
 from ckptctl.cli import gc as _gc  # noqa: E402,F401  (registers the commands)
 from ckptctl.cli import inspect as _inspect  # noqa: E402,F401
+from ckptctl.cli import relocate as _relocate  # noqa: E402,F401
 from ckptctl.cli import rescale as _rescale  # noqa: E402,F401
 from ckptctl.cli import verify as _verify  # noqa: E402,F401
 
@@ -135,7 +143,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def gc_alias(args: list[str]) -> list[str]:
-    """``ckptctl gc ROOT ...`` is ``ckptctl gc plan ROOT ...`` (the dry run is the default)."""
+    """``ckptctl gc ROOT ...`` is ``ckptctl gc plan ROOT ...`` (the dry run is the default), and
+    ``ckptctl relocate apply PLAN`` is the (hidden) ``relocate-apply PLAN``."""
     if len(args) >= 2 and args[0] == "gc" and args[1] not in ("plan", "apply", "--help", "-h"):
         return ["gc", "plan", *args[1:]]
+    if len(args) >= 2 and args[0] == "relocate" and args[1] == "apply":
+        return ["relocate-apply", *args[2:]]
     return args

@@ -253,6 +253,13 @@ class ConsoleOutput(Output):
         table.add_column("bytes", justify="right")
         for key in ("added", "removed", "reused"):
             table.add_row(key, str(len(view[key])), human_bytes(view[f"{key}_bytes"]))
+        for side in ("a", "b"):
+            inh = view[side].get("inherited") or {}
+            if inh.get("files"):
+                table.add_row(
+                    f"{view[side]['checkpoint_id']}: from a claimed savepoint (FLINK-39964)",
+                    str(inh["files"]), human_bytes(inh["bytes"]),
+                )  # fmt: skip
         self.out.print(table)
         self.out.print(
             f"uploaded by {a['checkpoint_id']}: {human_bytes(a['uploaded_bytes'])}; "

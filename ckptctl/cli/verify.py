@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, SavepointsOpt, _context, app, command
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?\s*$", re.IGNORECASE)
 _UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
@@ -92,6 +92,7 @@ def verify_command(
             metavar="FILE",
         ),
     ] = None,  # fmt: skip
+    savepoints: SavepointsOpt = None,
     as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
@@ -122,6 +123,8 @@ def verify_command(
         result = verify(
             storage, checkpoints, deep=deep, engine=engine, master=master,
             progress=bar.callback, on_total=bar.total,
+            roots=[] if len(checkpoints) == 1 and checkpoints[0].location.uri == root else [root],
+            savepoint_dirs=savepoints or (),
         )  # fmt: skip
     if report:
         write_report(result, report)
@@ -171,6 +174,7 @@ def _render_verify(out, result, root: str, named: str) -> None:
         out.out.print(table)
         if len(result.problems) > 200:
             out.out.print(f"… and {len(result.problems) - 200} more (use --json or --report)")
+        _render_repairable(out, result.to_json()["repairable"], root)
         out.out.print("[red]NOT SOUND[/red]: these checkpoints would fail to restore")
     else:
         out.out.print("[green]sound[/green]: every file is present, complete and well-formed")
@@ -195,6 +199,7 @@ def check_command(
             metavar="N",
         ),
     ] = None,  # fmt: skip
+    savepoints: SavepointsOpt = None,
     junit: Annotated[
         str | None, typer.Option("--junit", help="Write a JUnit XML report to this file.", metavar="FILE")
     ] = None,
@@ -211,7 +216,7 @@ def check_command(
     storage, mappings = _context(s3_endpoint, rebase)
     from ckptctl.cli.inspect import checked_path
 
-    report = run_check(storage, checked_path(storage, root), mappings, limit)
+    report = run_check(storage, checked_path(storage, root), mappings, limit, savepoints or ())
     for w in report["warnings"]:
         out.warn(w)
     if junit:
@@ -260,4 +265,27 @@ def _render_check(out, report: dict[str, Any], named: str) -> None:
         path = short_uri(p["path"], root)
         detail = (p["detail"] or "").removeprefix(p["path"] + ": ")  # metadata errors name the file already
         out.out.print(f"[red]{p['check']}[/red] {_escape(path)}: {_escape(detail)}")
+    _render_repairable(out, report["repairable"], root)
     out.out.print("[green]passed[/green]" if report["ok"] else "[red]FAILED[/red]")
+
+
+def _render_repairable(out, repairable: list[dict[str, Any]], root: str) -> None:
+    """What FLINK-39964 did to which checkpoint, and the command that repairs it."""
+    from ckptctl.cli.output import _escape
+    from ckptctl.views import short_uri
+
+    for r in repairable:
+        where = _escape(short_uri(r["checkpoint"], root))
+        if r["found"] == r["handles"]:
+            dirs = ", ".join(_escape(short_uri(d, root)) for d in r["savepoint_dirs"])
+            out.out.print(
+                f"[yellow]FLINK-39964[/yellow] {where}: {r['handles']} files reused from a CLAIM-restored "
+                f"NATIVE savepoint are recorded by relative name only, so Flink looks for them in this "
+                f"checkpoint's directory and cannot restore it; they are in {dirs}. "
+                f"Repair: [bold]ckptctl repair {_escape(r['checkpoint'])} -o DEST[/bold]"
+            )
+        else:
+            out.out.print(
+                f"[yellow]FLINK-39964[/yellow] {where}: {r['handles'] - r['found']} of {r['handles']} files reused "
+                "from a CLAIM-restored NATIVE savepoint were found in no savepoint directory; pass it with --savepoints"
+            )

@@ -1,0 +1,95 @@
+"""Copying files between stores so that an interruption never leaves a half-written file under its
+final name: locally a temporary name in the same directory and ``os.replace``; on S3 one PUT (or a
+multipart upload, which S3 only makes visible once complete) followed by a size check.
+
+Used by ``repair`` (a repaired copy of a checkpoint directory) and ``relocate``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+
+from ckptctl import storage as st
+from ckptctl.errors import StorageError
+from ckptctl.storage import Storage
+
+TMP_MARK = ".ckptctl-tmp-"
+CHUNK = 8 << 20
+
+
+def copy_file(storage: Storage, src: str, dst: str, size: int | None = None) -> int:
+    """Copy ``src`` to ``dst`` (any stores); returns the bytes copied. ``dst`` appears complete or not at all.
+
+    ``size``: the size the source must have (checked after the copy, on the destination).
+    """
+    if st.scheme_of(dst) == "file":
+        final = dst[5:]
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        tmp = f"{final}{TMP_MARK}{uuid.uuid4().hex[:12]}"
+        try:
+            if st.scheme_of(src) == "file":
+                try:
+                    shutil.copyfile(src[5:], tmp)
+                except FileNotFoundError:
+                    raise StorageError("file not found", path=src) from None
+            else:
+                fs, path = storage.fs(src)
+                with fs.open(path, "rb") as fin, open(tmp, "wb") as fout:
+                    shutil.copyfileobj(fin, fout, CHUNK)
+            copied = os.path.getsize(tmp)
+            if size is not None and copied != size:
+                raise StorageError(f"copied {copied} bytes, expected {size}", path=src)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+            return copied
+        except OSError as e:
+            raise StorageError(f"cannot copy to {dst}: {e}", path=src) from None
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    dst_fs, dst_path = storage.fs(dst)
+    try:
+        if st.scheme_of(src) == st.scheme_of(dst) == "s3":
+            src_fs, src_path = storage.fs(src)
+            src_fs.copy(src_path, dst_path)  # server-side copy within one endpoint
+        elif st.scheme_of(src) == "file":
+            dst_fs.put_file(src[5:], dst_path)  # multipart above the block size: atomic on completion
+        else:
+            src_fs, src_path = storage.fs(src)
+            dst_fs.pipe_file(dst_path, src_fs.cat_file(src_path))
+    except FileNotFoundError:
+        raise StorageError("file not found", path=src) from None
+    except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+        raise StorageError(f"cannot copy to {dst}: {type(e).__name__}: {e}", path=src) from None
+    dst_fs.invalidate_cache()
+    info = storage.stat(dst)
+    if info is None:
+        raise StorageError("copied, but the copy is not there", path=dst)
+    if size is not None and info.size != size:
+        raise StorageError(f"copied {info.size} bytes, expected {size}", path=dst)
+    return info.size
+
+
+def write_atomic(storage: Storage, uri: str, data: bytes) -> None:
+    """Write a whole small file (a ``_metadata``) so that it appears complete or not at all."""
+    if st.scheme_of(uri) != "file":
+        storage.write_bytes(uri, data)  # a single PUT is atomic
+        return
+    final = uri[5:]
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    tmp = f"{final}{TMP_MARK}{uuid.uuid4().hex[:12]}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    except OSError as e:
+        raise StorageError(f"cannot write: {e}", path=uri) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
