@@ -30,7 +30,9 @@ Operator (non-keyed) state comes from the ``OperatorStateHandle``: its state nam
 :mod:`ckptctl.verify`); per column family (state) entries and bytes per key group, and for TTL
 states the last-access timestamp of every entry: Flink's ``TtlSerializer`` writes it first, 8 bytes
 big-endian millis (value/reducing/aggregating: at byte 0 of the value; map: after the null flag;
-list: each element, when the element's length is fixed, separated by one delimiter byte).
+list: each element, when the element's length is fixed, separated by one delimiter byte). Column
+families with unmerged list-state merge operands are read by :mod:`ckptctl.sstread`. Canonical
+savepoint streams (the unified key/value format of ``FullSnapshotAsyncWriter``) are read directly.
 """
 
 from __future__ import annotations
@@ -746,10 +748,100 @@ def _count_cf(rows, cf, spec, index, prefix_bytes, now_ms, source) -> list[tuple
     return out
 
 
+END_OF_KEY_GROUP_MARK = 0xFFFF
+META_DATA_FOLLOWS = 0x80
+
+
+def full_snapshot_rows(
+    data: bytes, offsets: tuple[tuple[int, int], ...], names: list[str], path: str, prefix_bytes: int = 1
+):
+    """(state name, key, value) of a RocksDB full snapshot / canonical savepoint stream (the unified
+    format both backends write for savepoints): per key group at its offset a ``short`` state id,
+    then ``int`` length + key, ``int`` length + value pairs; the key's first bit says that a
+    ``short`` follows: the next state id, or ``0xFFFF`` at the end of the key group."""
+    for kg, off in sorted(offsets, key=lambda x: x[1]):
+        if off <= 0:
+            continue
+        pos = off
+        try:
+            sid = struct.unpack_from(">H", data, pos)[0]
+            pos += 2
+            while True:
+                if sid >= len(names):
+                    raise MetadataFormatError(
+                        f"key group {kg}: state id {sid}, the header has {len(names)} states",
+                        path=path,
+                        offset=pos - 2,
+                    )
+                klen = struct.unpack_from(">i", data, pos)[0]
+                key = data[pos + 4 : pos + 4 + klen]
+                pos += 4 + klen
+                vlen = struct.unpack_from(">i", data, pos)[0]
+                if klen < 1 or vlen < 0 or pos + 4 + vlen > len(data):
+                    raise MetadataFormatError(
+                        f"key group {kg}: bad key/value lengths {klen}/{vlen}", path=path, offset=pos
+                    )
+                value = data[pos + 4 : pos + 4 + vlen]
+                pos += 4 + vlen
+                follows = key[0] & META_DATA_FOLLOWS
+                if follows:
+                    key = bytes([key[0] & ~META_DATA_FOLLOWS & 0xFF]) + key[1:]
+                key_kg = key[0] if prefix_bytes == 1 else int.from_bytes(key[:2], "big")
+                if key_kg != kg:
+                    raise MetadataFormatError(
+                        f"a key of key group {key_kg} in the data of key group {kg}", path=path, offset=pos
+                    )
+                yield names[sid], key, value
+                if follows:
+                    nxt = struct.unpack_from(">H", data, pos)[0]
+                    pos += 2
+                    if nxt == END_OF_KEY_GROUP_MARK:
+                        break
+                    sid = nxt
+        except struct.error:
+            raise MetadataFormatError(f"key group {kg}: truncated", path=path, offset=pos) from None
+
+
+def scan_full_snapshot(storage, task: tuple) -> Iterator[tuple]:
+    """One deep-scan task over a full-snapshot stream (canonical savepoint)."""
+    _k, index, source, offsets, prefix_bytes, specs, now_ms = task
+    try:
+        if source[0] == "inline":
+            data, path = source[1], "(inline)"
+        elif source[0] == "file":
+            data, path = storage.read_bytes(source[1]), source[1]
+        else:
+            data, path = storage.read_range(source[1], source[2], source[3]), source[1]
+    except (StorageError, OSError) as e:
+        yield ("c", index, False, f"cannot read the snapshot stream: {e}")
+        return
+    positive = [o for _kg, o in offsets if o > 0]
+    try:
+        header = parse_backend_header(data[: min(positive) if positive else len(data)], path)
+        if header.compressed:
+            yield ("c", index, False, "key groups are compressed (snapshot compression): not counted")
+            return
+        names = [m.name for m in header.states]
+        rows: dict[str, list[tuple[bytes, bytes]]] = {n: [] for n in names}
+        for name, k, v in full_snapshot_rows(data, offsets, names, path, prefix_bytes):
+            rows[name].append((k, v))
+    except MetadataFormatError as e:
+        yield ("c", index, False, str(e))
+        return
+    by_name = {spec[0]: spec for spec in specs}
+    for name in names:
+        spec = by_name.get(name, (name, "none", None, None))
+        yield from _count_cf(rows[name], name, spec, index, prefix_bytes, now_ms, "snapshot")
+    yield ("c", index, True, None)
+
+
 def run_state_tasks(ctx, tasks: Iterable[tuple]) -> Iterator[tuple]:
     storage = ctx.storage()
     for task in tasks:
-        yield from scan_states(storage, task)
+        if task[0] == "k":
+            yield from scan_full_snapshot(storage, task)
+        else:
+            yield from scan_states(storage, task)
 
 
 def run_state_partition(ctx, tasks: Iterable[tuple]) -> Iterator[tuple]:
@@ -854,12 +946,57 @@ def checkpoint_time_ms(storage, ck: LoadedCheckpoint) -> int:
     return int(info.mtime * 1000)
 
 
+@dataclass
+class SnapshotRef:
+    """One full-snapshot stream to scan (same fields as verify's HandleRef where they matter)."""
+
+    index: int
+    files: tuple  # the stream's source: ("inline", bytes) | ("file", uri) | ("range", uri, offset, length)
+    key_group_start: int
+    key_group_end: int
+    key_group_offsets: tuple[tuple[int, int], ...]
+    prefix_bytes: int
+    owners: list[tuple[str, str, int | None]] = field(default_factory=list)
+
+
+def _full_snapshot_refs(ck: LoadedCheckpoint, start: int, not_scanned: list[str]) -> list[SnapshotRef]:
+    """Key-group stream handles: canonical savepoints are in the unified format (key/value byte
+    arrays) whatever the backend; other full snapshots may be the heap backend's, written with the
+    user's serializers, and are only counted when they parse as the unified format."""
+    from ckptctl.metadata.model import SAVEPOINT_KEY_GROUPS_HANDLE
+    from ckptctl.verify import _source, key_group_prefix_bytes
+
+    resolve = file_resolver(ck)
+    out: list[SnapshotRef] = []
+    for op in ck.metadata.operators:
+        for s in op.subtasks or ():
+            h = s.managed_keyed
+            if type(h) is not KeyGroupsHandle or h.delegate is None or not h.key_groups.count:
+                continue
+            if h.code != SAVEPOINT_KEY_GROUPS_HANDLE and not any("heap" in n for n in not_scanned):
+                not_scanned.append(
+                    f"operator {op.display_name or op.operator_id}: a full (non-savepoint) snapshot; counted "
+                    "only if it is in the RocksDB/canonical format (heap snapshots need the user's serializers)"
+                )
+            src = _source(h.delegate, resolve)
+            if src is None:
+                continue
+            kgs = h.key_groups
+            offsets = tuple((kgs.start + i, o) for i, o in enumerate(h.offsets))
+            ref = SnapshotRef(
+                start + len(out), src, kgs.start, kgs.end, offsets, key_group_prefix_bytes(op.max_parallelism)
+            )
+            ref.owners.append((ck.location.uri, op.operator_id, s.index))
+            out.append(ref)
+    return out
+
+
 def deep_scan(
     storage, ck: LoadedCheckpoint, cat: list[OperatorCatalog], *, now_ms: int | None = None,
     ttl_default: int | None = None, ttl_named: dict[str, int] | None = None, engine: str = "spark",
     master: str = "local[*]", progress=None,
 ) -> DeepResult:  # fmt: skip
-    """Entries, bytes and TTL ages of every RocksDB column family of every keyed incremental handle."""
+    """Entries, bytes and TTL ages of every state of every keyed RocksDB handle and canonical savepoint stream."""
     from ckptctl.verify import ExecContext, handle_refs, run_local, run_spark
 
     if engine not in ("spark", "local"):
@@ -888,12 +1025,21 @@ def deep_scan(
             ("s", h.index, h.files, h.key_group_start, h.key_group_end, h.prefix_bytes, specs, now_ms)
         )
     not_scanned = []
+    handles.extend(_full_snapshot_refs(ck, len(handles), not_scanned))
     for oc in cat:
-        if oc.keyed_backend == "full-snapshot":
+        if oc.keyed_backend == "changelog":
             not_scanned.append(
-                f"operator {oc.name or oc.operator_id}: a full snapshot / canonical savepoint stream; "
-                "its entries are only counted in RocksDB incremental checkpoints and native savepoints"
+                f"operator {oc.name or oc.operator_id}: changelog backend; only the materialized RocksDB "
+                "part is counted, not the changes logged since (DSTL)"
             )
+    for h in handles[len(tasks) :]:
+        oc = by_op.get(h.owners[0][1])
+        specs = tuple(
+            state_spec(e, ttl_named.get(e.name, ttl_default) if e.ttl else None)
+            for e in (oc.states.values() if oc else ())
+            if e.scope == "keyed"
+        )
+        tasks.append(("k", h.index, h.files, h.key_group_offsets, h.prefix_bytes, specs, now_ms))
     ctx = ExecContext.from_storage(storage)
     if engine == "local":
         records = run_local(ctx, tasks, progress, runner=run_state_tasks)
