@@ -344,3 +344,16 @@ def test_sst_reader_agrees_with_rocksdb_on_every_column_family_it_can_read(tmp_p
                     db.close()
     assert checked > 20 and merged > 0
     assert os.path.exists(tmp_path)
+
+
+def test_deep_scan_over_s3_gives_the_local_numbers(s3_server, s3_fixtures: str) -> None:
+    e = entry("2.2.0")
+    job = e["jobs"][0]
+    now = job["phases"]["phase2_end_ms"] + 1000
+    args = ["--deep", "--engine", "local", "--now", str(now), "--ttl", f"{ttl_threshold(job, now)}ms"]
+    for d in after_phase2(e)[-2:]:  # a checkpoint and the canonical savepoint
+        uri = f"{s3_fixtures}/{d.relative_to(REPO / 'fixtures' / 'data').as_posix()}"
+        remote = states_json(uri, "--s3-endpoint", s3_server.endpoint, *args)
+        local = states_json(str(d), *args)
+        assert remote["deep"]["problems"] == [] and remote["deep"]["handles"] == 2
+        assert remote["operators"] == local["operators"]
