@@ -1011,6 +1011,10 @@ def deep_scan(
     unknown = sorted(set(ttl_named) - known)
     if unknown:
         raise CkptError(f"--ttl names no state of this checkpoint: {', '.join(unknown)}")
+    ttl_states = {name for oc in cat for name, e in oc.states.items() if e.ttl}
+    no_ttl = sorted(set(ttl_named) - ttl_states)
+    if no_ttl:
+        raise CkptError(f"--ttl names states without TTL (no last-access time stored): {', '.join(no_ttl)}")
     handles = handle_refs([ck])
     tasks = []
     for h in handles:

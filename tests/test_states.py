@@ -218,6 +218,21 @@ def test_option_errors() -> None:
     assert "not a duration" in err
     err = ckptctl("states", str(d), "--deep", "--engine", "local", "--ttl", "nope=7d", expect=2).stderr
     assert "nope" in err
+    err = ckptctl("states", str(d), "--deep", "--engine", "local", "--ttl", "plain-map=7d", expect=2).stderr
+    assert "without TTL" in err and "plain-map" in err
+    # a named TTL overrides the default for that state only
+    now = entry("2.2.0")["jobs"][0]["phases"]["phase2_end_ms"]
+    r = states_json(
+        str(d), "--deep", "--engine", "local", "--now", str(now), "--ttl", "1d", "--ttl", "ttl-map=0ms"
+    )
+    states = {s["name"]: s for op in r["operators"] for s in op["states"]}
+    assert states["ttl-map"]["usage"]["ttl_ms"] == 0 and states["ttl-value"]["usage"]["ttl_ms"] == 86_400_000
+    assert states["ttl-value"]["usage"]["expired_elements"] == 0
+    # every element with a last access at or before "now" is expired at TTL 0
+    u = states["ttl-map"]["usage"]
+    assert u["expired_elements"] == u["ttl_elements_decoded"] - sum(
+        b["elements"] for b in u["age_histogram"] if b["bucket"] == "future"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

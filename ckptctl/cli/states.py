@@ -229,10 +229,17 @@ def _render(out, report: dict[str, Any], named: str) -> None:
             )
             for h, cells in cols.items()
         ]
-        out.out.print(
-            fitted_table(out.out, columns, drop=("serializer", "entries"), box=box.SIMPLE_HEAD, pad_edge=False,
-                         collapse_padding=True)
+        table = fitted_table(
+            out.out, columns, drop=("serializer", "entries"), box=box.SIMPLE_HEAD, pad_edge=False,
+            collapse_padding=True,
         )  # fmt: skip
+        out.out.print(table)
+        for s in states:  # the age histogram of each TTL state, oldest bucket last
+            hist = (s.get("usage") or {}).get("age_histogram") or []
+            if hist:
+                total = sum(b["elements"] for b in hist) or 1
+                cells = ", ".join(f"{b['bucket']} {b['elements'] * 100 / total:.0f}%" for b in hist)
+                out.out.print(_escape(f"  {s['name']} last access: {cells}"), overflow="fold")
     if deep:
         for line in deep["not_scanned"]:
             out.warn(_escape(line))
