@@ -79,10 +79,6 @@ _ANCHORS = tuple(
 _CLASS_NAME = re.compile(rb"(?:[A-Za-z_$][\w$]*\.)+[A-Za-z_$][\w$]*")
 
 
-class StatesError(CkptError):
-    """The deep scan could not run."""
-
-
 # ---------------------------------------------------------------------------------------------
 # the serialization proxy
 
@@ -522,7 +518,9 @@ def catalog(storage, ck: LoadedCheckpoint) -> list[OperatorCatalog]:
                     oc.keyed_handles += 1
                     oc.keyed_bytes += keyed_handle_size(part)
                     if keyed is s.raw_keyed:
-                        oc.notes.append("raw keyed state: written by the operator itself, not catalogued")
+                        note = "raw keyed state: written by the operator itself, not catalogued"
+                        if note not in oc.notes:
+                            oc.notes.append(note)
                         continue
                     ident = id(part.meta if type(part) is IncrementalHandle else part.delegate)
                     if ident in seen_meta:
