@@ -313,17 +313,7 @@ def check_handle(storage: Storage, task: tuple) -> Iterator[tuple]:
     workdir = tempfile.mkdtemp(prefix="ckptctl-verify-")
     try:
         try:
-            for local_name, src in files:
-                with open(os.path.join(workdir, local_name), "wb") as out:
-                    if src[0] == "inline":
-                        out.write(src[1])
-                    elif src[0] == "file":
-                        out.write(storage.read_bytes(src[1]))
-                    else:
-                        data = storage.read_range(src[1], src[2], src[3])
-                        if len(data) != src[3]:
-                            raise StorageError(f"segment short: {len(data)} of {src[3]} bytes", path=src[1])
-                        out.write(data)
+            rebuild_handle_dir(storage, files, workdir)
         except (StorageError, OSError) as e:
             yield ("c", index, "rocksdb", False, f"cannot rebuild the RocksDB directory: {e}")
             return
@@ -348,8 +338,25 @@ def check_handle(storage: Storage, task: tuple) -> Iterator[tuple]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def rebuild_handle_dir(storage: Storage, files: tuple, workdir: str) -> None:
+    """Write a handle's RocksDB files (see :attr:`HandleRef.files`) into ``workdir`` under their local names."""
+    for local_name, src in files:
+        with open(os.path.join(workdir, local_name), "wb") as out:
+            if src[0] == "inline":
+                out.write(src[1])
+            elif src[0] == "file":
+                out.write(storage.read_bytes(src[1]))
+            else:
+                data = storage.read_range(src[1], src[2], src[3])
+                if len(data) != src[3]:
+                    raise StorageError(f"segment short: {len(data)} of {src[3]} bytes", path=src[1])
+                out.write(data)
+
+
 def _scan_rocksdb(path: str, kg_start: int, kg_end: int, prefix_bytes: int):
     from rocksdict import AccessType, Options, Rdict
+
+    from ckptctl.sstread import MergeOperandsError, iterate_cf, read_column_family
 
     cfs = Rdict.list_cf(path)
     db = Rdict(
@@ -360,32 +367,45 @@ def _scan_rocksdb(path: str, kg_start: int, kg_end: int, prefix_bytes: int):
     outside: dict[str, list[int]] = {}
     try:
         for cf in cfs:
-            handle = db.get_column_family(cf)
-            total = 0
-            bad: list[int] | None = None
-            for k, v in handle.items():
-                total += 1
-                if prefix_bytes == 1:  # noqa: SIM108
-                    kg = k[0] if k else -1
-                else:
-                    kg = (k[0] << 8) | k[1] if len(k) >= 2 else -1
-                c = counts.get((cf, kg))
-                if c is None:
-                    c = counts[(cf, kg)] = [0, 0]
-                c[0] += 1
-                c[1] += len(k) + len(v)
-                if not kg_start <= kg <= kg_end:
-                    if bad is None:
-                        bad = outside[cf] = [0, kg, kg, 0]
-                    bad[0] += 1
-                    bad[1] = min(bad[1], kg)
-                    bad[2] = max(bad[2], kg)
+            # rocksdict's iterator stops at the first unmerged list-state operand (it cannot set
+            # Flink's merge operator); such column families are read from the SST files instead
+            try:
+                cf_counts, bad = _count_keys(iterate_cf(db, cf), kg_start, kg_end, prefix_bytes)
+            except MergeOperandsError:
+                cf_counts, bad = _count_keys(read_column_family(path, cf), kg_start, kg_end, prefix_bytes)
+            for kg, c in cf_counts.items():
+                counts[(cf, kg)] = c
             if bad is not None:
-                bad[3] = total
-            del handle
+                outside[cf] = bad
     finally:
         db.close()
     return counts, outside
+
+
+def _count_keys(rows, kg_start: int, kg_end: int, prefix_bytes: int):
+    counts: dict[int, list[int]] = {}
+    total = 0
+    bad: list[int] | None = None
+    for k, v in rows:
+        total += 1
+        if prefix_bytes == 1:  # noqa: SIM108
+            kg = k[0] if k else -1
+        else:
+            kg = (k[0] << 8) | k[1] if len(k) >= 2 else -1
+        c = counts.get(kg)
+        if c is None:
+            c = counts[kg] = [0, 0]
+        c[0] += 1
+        c[1] += len(k) + len(v)
+        if not kg_start <= kg <= kg_end:
+            if bad is None:
+                bad = [0, kg, kg, 0]
+            bad[0] += 1
+            bad[1] = min(bad[1], kg)
+            bad[2] = max(bad[2], kg)
+    if bad is not None:
+        bad[3] = total
+    return counts, bad
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,23 +413,30 @@ def _scan_rocksdb(path: str, kg_start: int, kg_end: int, prefix_bytes: int):
 
 
 def run_local(
-    ctx: ExecContext, tasks: list[tuple], progress: Callable[[int], None] | None = None, workers: int = 16
+    ctx: ExecContext,
+    tasks: list[tuple],
+    progress: Callable[[int], None] | None = None,
+    workers: int = 16,
+    runner: Callable[[ExecContext, Iterable[tuple]], Iterator[tuple]] | None = None,
 ) -> list[tuple]:
-    """The in-process engine: the same check function over a thread pool (storage is I/O bound)."""
+    """The in-process engine: the same check function over a thread pool (storage is I/O bound).
+
+    ``runner`` replaces :func:`run_tasks` (other commands' task functions, e.g. ``states --deep``)."""
     from concurrent.futures import ThreadPoolExecutor
 
     if not tasks:
         return []
+    fn = runner or run_tasks
     chunk = max(1, min(256, len(tasks) // (workers * 4) or 1))
     chunks = [tasks[i : i + chunk] for i in range(0, len(tasks), chunk)]
     out: list[tuple] = []
     if len(chunks) == 1:
-        out.extend(run_tasks(ctx, chunks[0]))
+        out.extend(fn(ctx, chunks[0]))
         if progress:
             progress(len(chunks[0]))
         return out
     with ThreadPoolExecutor(min(workers, len(chunks))) as pool:
-        for part, done in zip(pool.map(lambda c: list(run_tasks(ctx, c)), chunks), chunks, strict=True):
+        for part, done in zip(pool.map(lambda c: list(fn(ctx, c)), chunks), chunks, strict=True):
             out.extend(part)
             if progress:
                 progress(len(done))
@@ -572,9 +599,15 @@ def _loopback_master(master: str) -> bool:
 
 
 def run_spark(
-    ctx: ExecContext, tasks: list[tuple], master: str, progress: Callable[[int], None] | None = None
+    ctx: ExecContext,
+    tasks: list[tuple],
+    master: str,
+    progress: Callable[[int], None] | None = None,
+    partition: Callable[[ExecContext, Iterable[tuple]], Iterator[tuple]] | None = None,
 ) -> list[tuple]:
-    """The Spark engine: tasks are distributed with ``parallelize`` and checked in ``mapPartitions``."""
+    """The Spark engine: tasks are distributed with ``parallelize`` and checked in ``mapPartitions``.
+
+    ``partition`` (a module-level function, pickled by reference) replaces :func:`run_partition`."""
     import functools
 
     if not tasks:
@@ -585,7 +618,7 @@ def run_spark(
     partitions = max(1, min(len(tasks), max(slots * 4, len(tasks) // 5000)))
     # handle tasks come first in the list; deal tasks round-robin so each partition gets its share
     dealt = [tasks[i] for p in range(partitions) for i in range(p, len(tasks), partitions)]
-    rdd = sc.parallelize(dealt, partitions).mapPartitions(functools.partial(run_partition, ctx))
+    rdd = sc.parallelize(dealt, partitions).mapPartitions(functools.partial(partition or run_partition, ctx))
     try:
         if progress is None:
             return rdd.collect()

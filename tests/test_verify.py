@@ -363,3 +363,26 @@ def test_check_byte_limit_parsing() -> None:
     assert parse_bytes("512m", "x") == 512 << 20
     r = ckptctl("check", str(FIXTURES / "data/1.20.3/basic"), "--max-orphan-bytes", "lots", expect=2)
     assert "--max-orphan-bytes" in r.stderr
+
+
+def test_deep_histogram_counts_list_state_held_as_merge_operands(tmp_path: Path) -> None:
+    """ListState.add leaves RocksDB merge operands; rocksdict cannot merge them and its iterator
+    used to stop at the first one, so the histogram lost most keys of the column family."""
+    e = entry("2.2.0", "states")
+    job = e["jobs"][0]
+    declared = {d["name"]: d["entries"] for d in job["declared_states"] if d["operator"] == "stateful"}
+    newest = max(
+        (c for c in e["checkpoints"] if c["has_metadata"] and c.get("job_id") == job["job_id"]),
+        key=lambda c: c["checkpoint_id"],
+    )
+    hist_file = tmp_path / "hist.parquet"
+    report = verify_json(
+        str(REPO / e["data_dir"] / newest["dir"]), "--deep", "--histogram", str(hist_file), engine="local"
+    )
+    assert report["ok"]
+    totals: dict[str, int] = {}
+    for h in pq.read_table(hist_file).to_pylist():
+        if h["operator_id"] == job["operators"]["stateful"]:
+            totals[h["column_family"]] = totals.get(h["column_family"], 0) + h["entries"]
+    assert totals["ttl-list"] == declared["ttl-list"] and totals["ttl-list-str"] == declared["ttl-list-str"]
+    assert totals == declared

@@ -115,7 +115,26 @@ def show_command(
     storage, mappings = _context(s3_endpoint, rebase)
     ck = load_checkpoint(storage, checked_path(storage, path), mappings)
     warn_moved(out, ck)
-    out.show(checkpoint_view(ck), path)
+    view = checkpoint_view(ck)
+    if as_json:
+        add_states(out, storage, ck, view)
+    out.show(view, path)
+
+
+def add_states(out, storage, ck, view) -> None:
+    """``show --json``: each operator gets ``states``, the catalog of ``ckptctl states`` (a list,
+    empty for stateless operators; null when the state meta data cannot be read)."""
+    from ckptctl.errors import CkptError
+    from ckptctl.states import catalog
+
+    try:
+        by_id = {oc.operator_id: oc for oc in catalog(storage, ck)}
+    except CkptError as e:
+        out.warn(f"states not listed: {e}")
+        by_id = None
+    for op in view["operators"]:
+        oc = by_id.get(op["operator_id"]) if by_id is not None else None
+        op["states"] = None if by_id is None else [s.to_json() for s in oc.states.values()] if oc else []
 
 
 @app.command("refs", cls=Command)
