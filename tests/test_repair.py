@@ -253,10 +253,9 @@ def gc_options(sc: Scenario):
 
 
 # ---------------------------------------------------------------------------------------------
-# gc: the lead implements it (ckptctl/gc is not this branch's). Remove the xfail marker then.
+# gc and FLINK-39964 checkpoints
 
 
-@pytest.mark.xfail(strict=True, reason="gc does not know FLINK-39964 yet (lead: see the branch report)")
 def test_gc_keeps_the_savepoint_files_a_broken_checkpoint_needs(scenario: Scenario) -> None:
     """While a FLINK-39964 checkpoint is retained, the savepoint files it really uses are live, even
     when the savepoint's own _metadata is gone; gc points at `ckptctl repair` instead of calling

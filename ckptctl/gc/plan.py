@@ -504,8 +504,15 @@ class _Planner:
         if live_files < len(live) + len(spans):
             listed = {f.uri for _root, files in listings for f in files}
             missing_paths = live.union(spans).difference(listed)
-        missing = self.missing_files(missing_paths, retention, listings)
+        missing, relive = self.missing_files(missing_paths, retention, listings)
         del listings
+        if relive:  # savepoint files a FLINK-39964 checkpoint uses: live, not merely protected
+            kept = [d for d in protected if d.path not in relive]
+            for d in protected:
+                if d.path in relive:
+                    live_files += 1
+                    live_bytes += d.size
+            protected[:] = kept
         if future:
             self.refuse(
                 Refusal.FUTURE_MTIME,
@@ -531,7 +538,9 @@ class _Planner:
             self.warnings, dead_jobs, {"s3_endpoint": self.storage.options.s3_endpoint},
         )  # fmt: skip
 
-    def missing_files(self, missing_paths: set[str], retention: Retention, listings) -> list[dict[str, Any]]:
+    def missing_files(
+        self, missing_paths: set[str], retention: Retention, listings
+    ) -> tuple[list[dict[str, Any]], set[str]]:
         """Files retained checkpoints reference under the scanned roots that are not there.
 
         Such a checkpoint is already broken, or the references are mapped wrongly (a renamed job
@@ -542,11 +551,12 @@ class _Planner:
         One known case is recognised: after a CLAIM restore from a native savepoint, Flink up to
         1.20.3/2.1.3/2.3.0 writes the savepoint's SSTs into the new checkpoints as relative names
         (FLINK-39964), which resolve inside ``chk-N/``. A missing ``chk-N/<name>`` whose name and
-        recorded size are a file of a savepoint directory in scope is that file: it is kept (files
-        in savepoint directories never are candidates) and the plan says to run ``ckptctl repair``.
+        recorded size are a file of a savepoint directory in scope is that file: it is live (also
+        when the savepoint's ``_metadata`` is gone: these may be the only copy of the state), and
+        the plan says to run ``ckptctl repair``. Returns (missing, savepoint files made live).
         """
         if not missing_paths:
-            return []
+            return [], set()
         by_path: dict[str, list[str]] = {p: [] for p in missing_paths}
         sizes: dict[str, int] = {}
         rebase = Rebase(self.options.rebase)
@@ -576,7 +586,7 @@ class _Planner:
                 f"on {', '.join(cks[:3])}{' ...' if len(cks) > 3 else ''}. The savepoint files are kept."
             )
         if not by_path:
-            return []
+            return [], set(misanchored.values())
         missing = [{"path": p, "checkpoints": cks} for p, cks in sorted(by_path.items())]
         broken = sorted({c for m in missing for c in m["checkpoints"]})
         not_accepted = [c for c in broken if c not in self.options.accept_lost]
@@ -587,14 +597,19 @@ class _Planner:
                 f"{len(missing)} files referenced by retained checkpoints are missing (first: {first}), in "
                 f"{len(broken)} checkpoints: {', '.join(not_accepted[:5])}{' ...' if len(not_accepted) > 5 else ''}. "
                 "A wrong --rebase or a renamed directory makes the files they mean look unreferenced. "
-                "Run `ckptctl verify` on them; if they are lost for good, name each with --accept-lost to go on",
+                + (
+                    "Files missing directly in chk-N/ may be a native savepoint's, after a CLAIM restore "
+                    "(FLINK-39964): pass that savepoint's directory with --savepoints. "
+                    if any(place_of_chk(m["path"]) for m in missing) else ""
+                )
+                + "Run `ckptctl verify` on them; if they are lost for good, name each with --accept-lost to go on",
             )
         else:
             self.warnings.append(
                 f"{len(missing)} files referenced by checkpoints accepted as lost (--accept-lost) are missing "
                 f"(first: {first})"
             )
-        return missing
+        return missing, set(misanchored.values())
 
     def _savepoint_files(self, listings, names: set[str]) -> dict[str, list[tuple[str, int]]]:
         """Listed files inside savepoint directories whose names are in ``names``."""
