@@ -331,6 +331,36 @@ def test_flink_restores_more_kinds_of_relocated_state(version, scenario, tmp_pat
     assert report["ok"] and report["new_checkpoint"], report
 
 
+@pytest.mark.flink
+@pytest.mark.parametrize("fmt", ["NATIVE", "CANONICAL"])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_flink_restores_a_relocated_savepoint(version: str, fmt: str, tmp_path: Path) -> None:
+    """The savepoints scenario (uid-ed operators) relocated with --all, the source moved away:
+    Flink restores its NATIVE (and its CANONICAL) savepoint from the copy."""
+    from tests.flink_harness import restore
+
+    sc = Scenario(version, "savepoints", tmp_path)
+    (saved,) = [s for s in sc.entry["jobs"][0]["savepoints"] if s["format"] == fmt]
+    dst = tmp_path / "relocated"
+    view = run_json("relocate", str(sc.root), str(dst), "--all", "--apply", *sc.rebase)
+    assert view["verify"]["ok"], view["verify"]["problems"][:3]
+    target = dst / saved["path"].rsplit("/", 1)[1]
+    assert f"file:{target}" in {c["destination"] for c in view["checkpoints"]}
+    os.rename(sc.root, tmp_path / "source-moved-away")
+    md = read_metadata((target / "_metadata").read_bytes())
+    assert all(p.startswith(f"file:{dst}/") for p in absolute_paths(md))
+    rel = relative_handles(md)
+    assert rel and all((target / h.relative_path).stat().st_size == h.size for h in rel)
+    log = tmp_path / "restore.log"
+    report = restore(version, "savepoints", target, timeout=60, log_out=log)
+    assert report["ok"] and report["new_checkpoint"], report
+    # Flink restored the copy's state (not an empty start): it says so, and counts on from its id
+    said = [ln for ln in log.read_text().splitlines() if "Restoring job" in ln]
+    restored = f"from Savepoint {md.checkpoint_id} "
+    assert any(restored in ln and f"at file:{target}." in ln for ln in said), said
+    assert report["new_checkpoint_id"] > md.checkpoint_id, report
+
+
 def test_spark_engine_copies_on_executors(tmp_path: Path) -> None:
     """--engine spark: executors copy partitions of the files (embedded local[2]); same result."""
     sc = Scenario("2.2.0", "changelog", tmp_path)
