@@ -17,7 +17,7 @@ from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.gcpause import paused_gc
-from ckptctl.layout import CheckpointLocation, Rebase, infer_rebase, locate_checkpoint
+from ckptctl.layout import CheckpointLocation, locate_checkpoint
 from ckptctl.metadata import read_metadata
 from ckptctl.metadata.model import (
     ByteStreamHandle,
@@ -36,6 +36,7 @@ from ckptctl.metadata.model import (
     RelativeFileHandle,
     SegmentFileHandle,
 )
+from ckptctl.rebase import Rebase, infer_rebase
 from ckptctl.storage import Storage
 
 COLUMNS = (
@@ -116,8 +117,8 @@ def load_checkpoint(
     md = read_location(storage, loc)
     effective = rebase or Rebase()
     inferred = infer_rebase(loc, (effective.apply(canonical(p)) for p in written_absolute_paths(md)))
-    if inferred is not None and apply_inferred:
-        effective = effective.merged(inferred) if effective else inferred
+    if apply_inferred:
+        effective = effective.merged(inferred)
     return LoadedCheckpoint(loc, md, effective, inferred)
 
 

@@ -38,17 +38,11 @@ from typing import Any
 from ckptctl import storage as st
 from ckptctl.copying import copy_file, write_atomic
 from ckptctl.errors import CkptError
-from ckptctl.layout import (
-    JOB_ID_RE,
-    METADATA_FILE,
-    Rebase,
-    locate_checkpoint,
-    scan_root,
-    written_job_dir,
-)
+from ckptctl.layout import JOB_ID_RE, METADATA_FILE, locate_checkpoint, scan_root
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import RelativeFileHandle
 from ckptctl.metadata.transform import map_file_handles
+from ckptctl.rebase import Rebase, written_job_dir
 from ckptctl.refs import LoadedCheckpoint, canonical, file_resolver, load_checkpoint, relative_uri
 from ckptctl.repair import savepoint_dir_of
 from ckptctl.storage import Storage

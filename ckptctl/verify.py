@@ -40,6 +40,7 @@ from ckptctl.metadata.model import (
     RelativeFileHandle,
     SegmentFileHandle,
 )
+from ckptctl.rebase import Rebase
 from ckptctl.refs import COLUMNS, LoadedCheckpoint, file_resolver, reference_rows
 from ckptctl.repair import explain_missing
 from ckptctl.storage import Storage, StorageOptions
@@ -835,12 +836,13 @@ def write_histogram(result: VerifyResult, path: str) -> None:
 
 
 def run_check(
-    storage: Storage, root: str, rebase, max_orphan_bytes: int | None, savepoint_dirs: Iterable[str] = ()
+    storage: Storage, root: str, rebase: Rebase, max_orphan_bytes: int | None, savepoint_dirs: Iterable[str] = ()
 ) -> dict[str, Any]:
     """Every ``_metadata`` parses, every reference resolves (local engine, shallow), orphans within a limit."""
     from ckptctl import storage as st
     from ckptctl.gc import GcOptions, build_plan
     from ckptctl.layout import scan_root
+    from ckptctl.rebase import moved_warnings, with_inferred
     from ckptctl.refs import load_checkpoint
 
     started = time.monotonic()
@@ -851,7 +853,6 @@ def run_check(
     warnings: list[str] = []
     loaded: list[LoadedCheckpoint] = []
     entries: list[dict[str, Any]] = []
-    mappings = rebase
     for loc in layout.locations():
         if not loc.complete:
             continue
@@ -864,12 +865,8 @@ def run_check(
             entry["ok"], entry["error"] = False, str(e)
             continue
         loaded.append(ck)
-        if ck.inferred_rebase is not None:
-            mappings = mappings.merged(ck.inferred_rebase) if mappings else ck.inferred_rebase
-    if mappings and mappings != rebase:
-        warnings.append(
-            f"directories were written elsewhere; mapped with --rebase {mappings.describe()} (inferred)"
-        )
+    warnings += moved_warnings(ck.inferred_rebase for ck in loaded)
+    mappings = with_inferred(rebase, (ck.inferred_rebase for ck in loaded))  # for the orphan count
     rows: list[tuple] = []
     for ck in loaded:
         rows.extend(reference_rows(ck))
@@ -900,7 +897,7 @@ def run_check(
             storage,
             GcOptions(
                 (layout.root,), older_than=0.0, margin=0.0, force=True, allow_external=True,
-                rebase=mappings.mappings if mappings else (),
+                rebase=mappings.mappings,
             ),
         )  # fmt: skip
         orphans["files"], orphans["bytes"] = len(plan.candidates), plan.candidate_bytes

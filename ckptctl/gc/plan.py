@@ -42,11 +42,11 @@ from ckptctl.layout import (
     JOB_ID_RE,
     METADATA_FILE,
     CheckpointLocation,
-    Rebase,
     is_checkpoint_metadata,
     place_of,
     scan_root,
 )
+from ckptctl.rebase import Rebase
 from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_files
 from ckptctl.storage import FileInfo, Storage
 
