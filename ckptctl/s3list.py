@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ckptctl.storage import s3_problem
+from ckptctl.storage import retrying_async
 
 BOUNDARIES = "123456789abcdef"
 SPLIT_DIRS = ("shared", "taskowned")
@@ -22,22 +22,14 @@ CONCURRENCY = 32
 PAGE_SIZE: int | None = None  # S3's default (1000); tests set it small to exercise paging
 
 
-ATTEMPTS = 8
-
-
 async def _call(fs: Any, sem: asyncio.Semaphore, **kwargs: Any) -> dict:
-    """One ListObjectsV2 request, retried with exponential back-off on throttling and 5xx."""
-    for attempt in range(ATTEMPTS):
-        try:
-            async with sem:
-                return await fs._call_s3("list_objects_v2", **kwargs)
-        except FileNotFoundError:
-            raise
-        except Exception as e:  # noqa: BLE001 - SlowDown, InternalError, connection resets
-            if attempt == ATTEMPTS - 1 or s3_problem(e):  # retrying cannot bring credentials or a server
-                raise
-            await asyncio.sleep(min(0.1 * 2**attempt, 5.0))
-    raise AssertionError("unreachable")
+    """One ListObjectsV2 request, retried as every storage call is (see storage._retry_delay)."""
+
+    async def once() -> dict:
+        async with sem:
+            return await fs._call_s3("list_objects_v2", **kwargs)
+
+    return await retrying_async(once)
 
 
 async def _pages(fs: Any, sem: asyncio.Semaphore, **kwargs: Any):

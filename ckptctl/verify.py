@@ -14,8 +14,8 @@ and carry everything an executor needs (no metadata objects travel):
 
 :func:`run_tasks` is the one check function; the Spark engine runs it in ``mapPartitions`` on the
 executors, the local engine in a thread pool of this process. Executors reach storage through
-:class:`ckptctl.storage.Storage` built from an :class:`ExecContext` (S3 endpoint plus the AWS
-credentials of the driver's environment, carried in the task closure).
+the driver's :class:`ckptctl.storage.StorageOptions` (endpoint, credentials, timeouts), carried in
+the task closure (:meth:`ckptctl.storage.Storage.shared`).
 """
 
 from __future__ import annotations
@@ -53,47 +53,11 @@ FILE_CHECKS = ("exists", "size", "sst_magic", "readable")
 HANDLE_CHECKS = ("rocksdb", "key_groups")
 CHECKS = FILE_CHECKS + HANDLE_CHECKS
 
-# credentials and settings an executor needs to reach S3 like the driver does
-CARRIED_ENV = (
-    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION",
-    "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "CKPTCTL_S3_ENDPOINT",
-)  # fmt: skip
-
 _I = {name: i for i, name in enumerate(COLUMNS)}
 
 
 class VerifyError(CkptError):
     """The verification could not run (Spark unavailable, engine failure): exit 2."""
-
-
-# ---------------------------------------------------------------------------------------------
-# execution context (shipped to executors)
-
-
-@dataclass(frozen=True)
-class ExecContext:
-    s3_endpoint: str | None = None
-    env: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def from_storage(cls, storage: Storage) -> ExecContext:
-        env = tuple((k, os.environ[k]) for k in CARRIED_ENV if os.environ.get(k))
-        return cls(storage.options.s3_endpoint, env)
-
-    def storage(self) -> Storage:
-        for k, v in self.env:
-            if os.environ.get(k) != v:
-                os.environ[k] = v
-        key = (self.s3_endpoint, self.env)
-        with _STORAGE_LOCK:
-            storage = _STORAGES.get(key)
-            if storage is None:
-                storage = _STORAGES[key] = Storage(StorageOptions(s3_endpoint=self.s3_endpoint))
-        return storage
-
-
-_STORAGES: dict[tuple, Storage] = {}
-_STORAGE_LOCK = threading.Lock()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,12 +197,12 @@ def _incremental_parts(h) -> Iterator[IncrementalHandle]:
 # the check function (runs on executors and in-process)
 
 
-def run_tasks(ctx: ExecContext, tasks: Iterable[tuple]) -> Iterator[tuple]:
+def run_tasks(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
     """Check each task; yields ``("c", key, check, ok, detail)`` and histogram ``("h", index, cf, kg, n, bytes)``.
 
     ``key`` is the file URI for file tasks and the handle index for handle tasks.
     """
-    storage = ctx.storage()
+    storage = Storage.shared(options)
     for task in tasks:
         if task[0] == "f":
             yield from check_file(storage, task)
@@ -246,9 +210,9 @@ def run_tasks(ctx: ExecContext, tasks: Iterable[tuple]) -> Iterator[tuple]:
             yield from check_handle(storage, task)
 
 
-def run_partition(ctx: ExecContext, tasks: Iterable[tuple]) -> Iterator[tuple]:
+def run_partition(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
     """Spark ``mapPartitions`` entry point (a module-level function: pickled by reference)."""
-    return run_tasks(ctx, tasks)
+    return run_tasks(options, tasks)
 
 
 def check_file(storage: Storage, task: tuple) -> Iterator[tuple]:
@@ -414,11 +378,11 @@ def _count_keys(rows, kg_start: int, kg_end: int, prefix_bytes: int):
 
 
 def run_local(
-    ctx: ExecContext,
+    options: StorageOptions,
     tasks: list[tuple],
     progress: Callable[[int], None] | None = None,
     workers: int = 16,
-    runner: Callable[[ExecContext, Iterable[tuple]], Iterator[tuple]] | None = None,
+    runner: Callable[[StorageOptions, Iterable[tuple]], Iterator[tuple]] | None = None,
 ) -> list[tuple]:
     """The in-process engine: the same check function over a thread pool (storage is I/O bound).
 
@@ -432,12 +396,12 @@ def run_local(
     chunks = [tasks[i : i + chunk] for i in range(0, len(tasks), chunk)]
     out: list[tuple] = []
     if len(chunks) == 1:
-        out.extend(fn(ctx, chunks[0]))
+        out.extend(fn(options, chunks[0]))
         if progress:
             progress(len(chunks[0]))
         return out
     with ThreadPoolExecutor(min(workers, len(chunks))) as pool:
-        for part, done in zip(pool.map(lambda c: list(fn(ctx, c)), chunks), chunks, strict=True):
+        for part, done in zip(pool.map(lambda c: list(fn(options, c)), chunks), chunks, strict=True):
             out.extend(part)
             if progress:
                 progress(len(done))
@@ -600,11 +564,11 @@ def _loopback_master(master: str) -> bool:
 
 
 def run_spark(
-    ctx: ExecContext,
+    options: StorageOptions,
     tasks: list[tuple],
     master: str,
     progress: Callable[[int], None] | None = None,
-    partition: Callable[[ExecContext, Iterable[tuple]], Iterator[tuple]] | None = None,
+    partition: Callable[[StorageOptions, Iterable[tuple]], Iterator[tuple]] | None = None,
 ) -> list[tuple]:
     """The Spark engine: tasks are distributed with ``parallelize`` and checked in ``mapPartitions``.
 
@@ -619,7 +583,7 @@ def run_spark(
     partitions = max(1, min(len(tasks), max(slots * 4, len(tasks) // 5000)))
     # handle tasks come first in the list; deal tasks round-robin so each partition gets its share
     dealt = [tasks[i] for p in range(partitions) for i in range(p, len(tasks), partitions)]
-    rdd = sc.parallelize(dealt, partitions).mapPartitions(functools.partial(partition or run_partition, ctx))
+    rdd = sc.parallelize(dealt, partitions).mapPartitions(functools.partial(partition or run_partition, options))
     try:
         if progress is None:
             return rdd.collect()
@@ -742,11 +706,10 @@ def verify(
     tasks = [h.task() for h in handles] + [f.task() for f in files.values()]
     if on_total:
         on_total(len(tasks))
-    ctx = ExecContext.from_storage(storage)
     if engine == "local":
-        records = run_local(ctx, tasks, progress)
+        records = run_local(storage.options, tasks, progress)
     else:
-        records = run_spark(ctx, tasks, master, progress)
+        records = run_spark(storage.options, tasks, master, progress)
     result = assemble(
         [ck.location.uri for ck in checkpoints], len(rows), files, handles, records, engine,
         master if engine == "spark" else None, time.monotonic() - started,
@@ -871,7 +834,7 @@ def run_check(
     for ck in loaded:
         rows.extend(reference_rows(ck))
     files = file_refs(rows)
-    records = run_local(ExecContext.from_storage(storage), [f.task() for f in files.values()])
+    records = run_local(storage.options, [f.task() for f in files.values()])
     result = assemble([ck.location.uri for ck in loaded], len(rows), files, [], records, "local", None, 0.0)
     misanchored = explain_missing(
         storage, loaded, result.problems, [layout.root], savepoint_dirs, {layout.root: layout.files}
