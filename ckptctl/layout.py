@@ -131,24 +131,15 @@ class JobDirectory:
     job_id: str
     checkpoints: list[CheckpointLocation] = field(default_factory=list)
 
-    @property
-    def shared_uri(self) -> str:
-        return st.join(self.uri, "shared")
-
-    @property
-    def taskowned_uri(self) -> str:
-        return st.join(self.uri, "taskowned")
-
 
 @dataclass
 class RootLayout:
-    """Everything found under one root by a single listing."""
+    """Everything found under one root by a single listing (the listing itself is not kept)."""
 
     root: str
     jobs: list[JobDirectory]
     savepoints: list[CheckpointLocation]
     others: list[CheckpointLocation]  # directories with a _metadata that fit no naming scheme
-    files: list[FileInfo]
 
     def locations(self) -> list[CheckpointLocation]:
         out = [c for j in self.jobs for c in j.checkpoints]
@@ -168,17 +159,21 @@ def classify(dir_uri: str, metadata: FileInfo | None) -> CheckpointLocation:
 
 
 def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = None) -> RootLayout:
-    """List ``root`` once and find its jobs, checkpoints (complete or not) and savepoints."""
+    """List ``root`` once and find its jobs, checkpoints (complete or not) and savepoints.
+
+    ``files``: the listing of ``root`` when the caller has it (or only its ``_metadata`` files);
+    it is read once, as it comes, and not kept.
+    """
     root = st.normalize_uri(root)
-    listed = list(files) if files is not None else list(storage.list_files(root))
-    if not listed and not storage.is_dir(root):
-        raise LayoutError("no such directory (or it is empty)", path=root)
+    listed = files if files is not None else storage.list_files(root)
     metadata_by_dir: dict[str, FileInfo] = {}
     chk_dirs: set[str] = set()
     job_dirs: dict[str, JobDirectory] = {}
     prefix = root.rstrip("/") + "/"
     seen_dirs: set[str] = set()
+    empty = True
     for f in listed:
+        empty = False
         uri = f.uri
         parent, _, name = uri.rpartition("/")
         if name == METADATA_FILE and is_checkpoint_metadata(root, uri):
@@ -192,6 +187,8 @@ def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = No
             job_dirs.setdefault(place.job, JobDirectory(place.job, st.basename(place.job)))
             if place.chk is not None:
                 chk_dirs.add(place.chk)
+    if empty and not storage.is_dir(root):
+        raise LayoutError("no such directory (or it is empty)", path=root)
     savepoints: list[CheckpointLocation] = []
     others: list[CheckpointLocation] = []
     for dir_uri in sorted(set(metadata_by_dir) | chk_dirs):
@@ -206,7 +203,7 @@ def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = No
     for job in job_dirs.values():
         job.checkpoints.sort(key=lambda c: c.dir_checkpoint_id or 0)
     jobs = sorted(job_dirs.values(), key=lambda j: j.uri)
-    return RootLayout(root, jobs, savepoints, others, listed)
+    return RootLayout(root, jobs, savepoints, others)
 
 
 def locate_checkpoint(storage: Storage, location: str) -> CheckpointLocation:

@@ -809,7 +809,9 @@ def run_check(
     from ckptctl.refs import load_checkpoint
 
     started = time.monotonic()
-    layout = scan_root(storage, root)
+    root = st.normalize_uri(root)
+    listed = list(storage.list_files(root))  # kept: the FLINK-39964 diagnosis searches it for savepoint files
+    layout = scan_root(storage, root, listed)
     if not any(loc.complete for loc in layout.locations()):
         # a gate that passes on a path with nothing to check would hide a wrong path in CI
         raise CkptError(f"no checkpoints under {layout.root}: no completed checkpoint or savepoint to check")
@@ -837,7 +839,7 @@ def run_check(
     records = run_local(storage.options, [f.task() for f in files.values()])
     result = assemble([ck.location.uri for ck in loaded], len(rows), files, [], records, "local", None, 0.0)
     misanchored = explain_missing(
-        storage, loaded, result.problems, [layout.root], savepoint_dirs, {layout.root: layout.files}
+        storage, loaded, result.problems, [layout.root], savepoint_dirs, {layout.root: listed}
     )
     by_ck = {e["path"]: e for e in entries}
     for f in files.values():
