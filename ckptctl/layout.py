@@ -10,8 +10,8 @@ Flink's ``FsCheckpointStorage`` layout::
     <dir>/savepoint-<6 hex>-<12 hex>/_metadata
 
 The root is listed once; everything else is derived from the listing. Absolute paths inside a
-``_metadata`` name the place the directory had when Flink wrote it; :class:`Rebase` maps them to
-where it is now, and :func:`infer_rebase` proposes that mapping for moved or copied directories.
+``_metadata`` name the place the directory had when Flink wrote it: :mod:`ckptctl.rebase` maps
+them to where it is now.
 """
 
 from __future__ import annotations
@@ -131,24 +131,15 @@ class JobDirectory:
     job_id: str
     checkpoints: list[CheckpointLocation] = field(default_factory=list)
 
-    @property
-    def shared_uri(self) -> str:
-        return st.join(self.uri, "shared")
-
-    @property
-    def taskowned_uri(self) -> str:
-        return st.join(self.uri, "taskowned")
-
 
 @dataclass
 class RootLayout:
-    """Everything found under one root by a single listing."""
+    """Everything found under one root by a single listing (the listing itself is not kept)."""
 
     root: str
     jobs: list[JobDirectory]
     savepoints: list[CheckpointLocation]
     others: list[CheckpointLocation]  # directories with a _metadata that fit no naming scheme
-    files: list[FileInfo]
 
     def locations(self) -> list[CheckpointLocation]:
         out = [c for j in self.jobs for c in j.checkpoints]
@@ -168,17 +159,21 @@ def classify(dir_uri: str, metadata: FileInfo | None) -> CheckpointLocation:
 
 
 def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = None) -> RootLayout:
-    """List ``root`` once and find its jobs, checkpoints (complete or not) and savepoints."""
+    """List ``root`` once and find its jobs, checkpoints (complete or not) and savepoints.
+
+    ``files``: the listing of ``root`` when the caller has it (or only its ``_metadata`` files);
+    it is read once, as it comes, and not kept.
+    """
     root = st.normalize_uri(root)
-    listed = list(files) if files is not None else list(storage.list_files(root))
-    if not listed and not storage.is_dir(root):
-        raise LayoutError("no such directory (or it is empty)", path=root)
+    listed = files if files is not None else storage.list_files(root)
     metadata_by_dir: dict[str, FileInfo] = {}
     chk_dirs: set[str] = set()
     job_dirs: dict[str, JobDirectory] = {}
     prefix = root.rstrip("/") + "/"
     seen_dirs: set[str] = set()
+    empty = True
     for f in listed:
+        empty = False
         uri = f.uri
         parent, _, name = uri.rpartition("/")
         if name == METADATA_FILE and is_checkpoint_metadata(root, uri):
@@ -192,6 +187,8 @@ def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = No
             job_dirs.setdefault(place.job, JobDirectory(place.job, st.basename(place.job)))
             if place.chk is not None:
                 chk_dirs.add(place.chk)
+    if empty and not storage.is_dir(root):
+        raise LayoutError("no such directory (or it is empty)", path=root)
     savepoints: list[CheckpointLocation] = []
     others: list[CheckpointLocation] = []
     for dir_uri in sorted(set(metadata_by_dir) | chk_dirs):
@@ -206,7 +203,7 @@ def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = No
     for job in job_dirs.values():
         job.checkpoints.sort(key=lambda c: c.dir_checkpoint_id or 0)
     jobs = sorted(job_dirs.values(), key=lambda j: j.uri)
-    return RootLayout(root, jobs, savepoints, others, listed)
+    return RootLayout(root, jobs, savepoints, others)
 
 
 def locate_checkpoint(storage: Storage, location: str) -> CheckpointLocation:
@@ -226,82 +223,3 @@ def locate_checkpoint(storage: Storage, location: str) -> CheckpointLocation:
             path=dir_uri,
         )
     return classify(dir_uri, info)
-
-
-# ---------------------------------------------------------------------------------------------
-# Moved directories
-
-
-@dataclass(frozen=True)
-class Rebase:
-    """Prefix mappings OLD=NEW applied to absolute paths read from metadata (longest prefix wins)."""
-
-    mappings: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def parse(cls, specs: Iterable[str]) -> Rebase:
-        pairs = []
-        for spec in specs:
-            old, sep, new = spec.partition("=")
-            if not sep or not old or not new:
-                raise LayoutError(f"--rebase expects OLD=NEW, got '{spec}'")
-            pairs.append((st.normalize_uri(old), st.normalize_uri(new)))
-        return cls(tuple(sorted(pairs, key=lambda p: -len(p[0]))))
-
-    def __bool__(self) -> bool:
-        return bool(self.mappings)
-
-    def apply(self, uri: str) -> str:
-        for old, new in self.mappings:
-            if st.is_under(uri, old):
-                return new + uri[len(old.rstrip("/")) :]
-        return uri
-
-    def merged(self, other: Rebase) -> Rebase:
-        pairs = dict(other.mappings)
-        pairs.update(dict(self.mappings))
-        return Rebase(tuple(sorted(pairs.items(), key=lambda p: -len(p[0]))))
-
-    def describe(self) -> str:
-        return ", ".join(f"{o}={n}" for o, n in self.mappings)
-
-
-# Directory names that place a written absolute path inside a job directory.
-_JOB_CHILD_RE = re.compile(r"^(?P<job>.*)/(?:shared|taskowned|chk-\d+)(?:/|$)")
-
-
-def written_job_dir(written_uri: str) -> str | None:
-    """The job directory an absolute state path was written under, if it follows Flink's layout."""
-    m = _JOB_CHILD_RE.match(written_uri)
-    return m.group("job") if m else None
-
-
-def infer_rebase(location: CheckpointLocation, written_uris: Iterable[str]) -> Rebase | None:
-    """Propose OLD=NEW when a checkpoint's absolute paths point to where its job directory used to be.
-
-    The checkpoint's own job directory as written is found from paths into ``<job>/shared``,
-    ``<job>/taskowned`` or ``<job>/chk-N`` whose job directory has the same name as the one the
-    checkpoint now lives in; OLD and NEW are then those two paths with their common tail removed,
-    so the mapping also covers sibling jobs under the same root (CLAIM-mode restores).
-    """
-    if location.kind != "checkpoint":
-        return None
-    actual_job = st.parent(location.uri)
-    job_name = st.basename(actual_job)
-    for uri in written_uris:
-        job = written_job_dir(uri)
-        if job is None or st.basename(job) != job_name:
-            continue
-        if job == actual_job:
-            return None
-        old_parts, new_parts = job.split("/"), actual_job.split("/")
-        while len(old_parts) > 1 and len(new_parts) > 1 and old_parts[-1] == new_parts[-1]:
-            old_parts.pop()
-            new_parts.pop()
-        return Rebase(((_rejoin(old_parts), _rejoin(new_parts)),))
-    return None
-
-
-def _rejoin(parts: list[str]) -> str:
-    joined = "/".join(parts)
-    return joined + "/" if joined in ("file:", "s3:/") else joined

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.gcpause import paused_gc
-from ckptctl.layout import CheckpointLocation, Rebase, infer_rebase, locate_checkpoint
+from ckptctl.layout import CheckpointLocation, locate_checkpoint
 from ckptctl.metadata import read_metadata
 from ckptctl.metadata.model import (
     ByteStreamHandle,
@@ -36,6 +35,8 @@ from ckptctl.metadata.model import (
     RelativeFileHandle,
     SegmentFileHandle,
 )
+from ckptctl.pycollector import paused_collector
+from ckptctl.rebase import Rebase, infer_rebase
 from ckptctl.storage import Storage
 
 COLUMNS = (
@@ -116,8 +117,8 @@ def load_checkpoint(
     md = read_location(storage, loc)
     effective = rebase or Rebase()
     inferred = infer_rebase(loc, (effective.apply(canonical(p)) for p in written_absolute_paths(md)))
-    if inferred is not None and apply_inferred:
-        effective = effective.merged(inferred) if effective else inferred
+    if apply_inferred:
+        effective = effective.merged(inferred)
     return LoadedCheckpoint(loc, md, effective, inferred)
 
 
@@ -222,7 +223,7 @@ def reference_groups(ck: LoadedCheckpoint) -> list[tuple[tuple, list[tuple]]]:
     One incremental handle's hundreds of SSTs form one group, so writers encode its common part
     once; :func:`reference_rows` flattens the groups into full rows.
     """
-    with paused_gc():
+    with paused_collector():
         return _reference_groups(ck)
 
 
@@ -277,7 +278,7 @@ def _resolver(rebase: Rebase):
 
 def reference_rows(ck: LoadedCheckpoint) -> list[tuple]:
     """The reference map of one checkpoint, as tuples in :data:`COLUMNS` order."""
-    with paused_gc():
+    with paused_collector():
         return [
             (*shared[:GROUP_KEY], *f, *shared[GROUP_KEY:])
             for shared, files in reference_groups(ck)

@@ -38,17 +38,11 @@ from typing import Any
 from ckptctl import storage as st
 from ckptctl.copying import copy_file, write_atomic
 from ckptctl.errors import CkptError
-from ckptctl.layout import (
-    JOB_ID_RE,
-    METADATA_FILE,
-    Rebase,
-    locate_checkpoint,
-    scan_root,
-    written_job_dir,
-)
+from ckptctl.layout import JOB_ID_RE, METADATA_FILE, locate_checkpoint, scan_root
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import RelativeFileHandle
 from ckptctl.metadata.transform import map_file_handles
+from ckptctl.rebase import Rebase, written_job_dir
 from ckptctl.refs import LoadedCheckpoint, canonical, file_resolver, load_checkpoint, relative_uri
 from ckptctl.repair import savepoint_dir_of
 from ckptctl.storage import Storage
@@ -461,10 +455,10 @@ def apply_relocation(
     )
 
 
-def copy_partition(ctx: Any, items: Iterable[tuple]) -> Iterator[tuple]:
+def copy_partition(options: st.StorageOptions, items: Iterable[tuple]) -> Iterator[tuple]:
     """Spark ``mapPartitions``: copy (src, dst, size) items; yields (state, src, bytes) or
     ("error", src, message). Module level: pickled by reference."""
-    storage = ctx.storage()
+    storage = Storage.shared(options)
     for src, dst, size in items:
         try:
             there = storage.stat(dst)
@@ -481,17 +475,16 @@ def run_spark_copies(
 ) -> list[tuple]:
     import functools
 
-    from ckptctl.verify import ExecContext, VerifyError, spark_session
+    from ckptctl.verify import VerifyError, spark_session
 
     if not copies:
         return []
     sc = spark_session(master).sparkContext
     partitions = max(1, min(len(copies), max(sc.defaultParallelism, 1) * 4))
     items = [(c.src, c.dst, c.size) for c in copies]
-    ctx = ExecContext.from_storage(storage)
     try:
         rows = (
-            sc.parallelize(items, partitions).mapPartitions(functools.partial(copy_partition, ctx)).collect()
+            sc.parallelize(items, partitions).mapPartitions(functools.partial(copy_partition, storage.options)).collect()
         )
     except Exception as e:  # noqa: BLE001 - Py4JJavaError with the executor's traceback
         raise VerifyError(f"Spark copy failed: {str(e).splitlines()[0][:300]}") from None

@@ -13,96 +13,93 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ckptctl.storage import s3_problem
+from ckptctl.storage import retrying_async
 
 BOUNDARIES = "123456789abcdef"
 SPLIT_DIRS = ("shared", "taskowned")
 MAX_DEPTH = 2
 CONCURRENCY = 32
-PAGE_SIZE: int | None = None  # S3's default (1000); tests set it small to exercise paging
 
 
-ATTEMPTS = 8
+class _Lister:
+    """The requests of one listing: the filesystem, the bucket, a bound on concurrent requests
+    and the page size (``None``: S3's default of 1000 keys)."""
 
+    def __init__(self, fs: Any, bucket: str, page_size: int | None) -> None:
+        self.fs, self.bucket, self.page_size = fs, bucket, page_size
+        self.sem = asyncio.Semaphore(CONCURRENCY)
 
-async def _call(fs: Any, sem: asyncio.Semaphore, **kwargs: Any) -> dict:
-    """One ListObjectsV2 request, retried with exponential back-off on throttling and 5xx."""
-    for attempt in range(ATTEMPTS):
-        try:
-            async with sem:
-                return await fs._call_s3("list_objects_v2", **kwargs)
-        except FileNotFoundError:
-            raise
-        except Exception as e:  # noqa: BLE001 - SlowDown, InternalError, connection resets
-            if attempt == ATTEMPTS - 1 or s3_problem(e):  # retrying cannot bring credentials or a server
-                raise
-            await asyncio.sleep(min(0.1 * 2**attempt, 5.0))
-    raise AssertionError("unreachable")
+    async def call(self, **kwargs: Any) -> dict:
+        """One ListObjectsV2 request, retried as every storage call is (see storage._retry_delay)."""
 
+        async def once() -> dict:
+            async with self.sem:
+                return await self.fs._call_s3("list_objects_v2", Bucket=self.bucket, **kwargs)
 
-async def _pages(fs: Any, sem: asyncio.Semaphore, **kwargs: Any):
-    token = None
-    if PAGE_SIZE is not None:
-        kwargs["MaxKeys"] = PAGE_SIZE
-    while True:
-        args = dict(kwargs)
-        if token:
-            args["ContinuationToken"] = token
-        page = await _call(fs, sem, **args)
-        yield page
-        if not page.get("IsTruncated"):
-            return
-        token = page.get("NextContinuationToken")
+        return await retrying_async(once)
+
+    async def pages(self, **kwargs: Any):
+        token = None
+        if self.page_size is not None:
+            kwargs["MaxKeys"] = self.page_size
+        while True:
+            args = dict(kwargs)
+            if token:
+                args["ContinuationToken"] = token
+            page = await self.call(**args)
+            yield page
+            if not page.get("IsTruncated"):
+                return
+            token = page.get("NextContinuationToken")
+
+    async def range(self, prefix: str, after: str | None, upto: str | None) -> list:
+        out = []
+        kwargs: dict[str, Any] = {"Prefix": prefix}
+        if after is not None:
+            kwargs["StartAfter"] = after
+        async for page in self.pages(**kwargs):
+            for o in page.get("Contents", ()):
+                if upto is not None and o["Key"] > upto:
+                    return out
+                out.append(_object(o))
+        return out
+
+    async def split(self, prefix: str) -> list:
+        bounds = [prefix + b for b in BOUNDARIES]
+        edges = [None, *bounds]
+        ranges = [
+            self.range(prefix, edges[i], bounds[i] if i < len(bounds) else None) for i in range(len(edges))
+        ]
+        return [o for part in await asyncio.gather(*ranges) for o in part]
+
+    async def walk(self, prefix: str, depth: int) -> list:
+        files: list = []
+        subdirs: list[str] = []
+        async for page in self.pages(Prefix=prefix, Delimiter="/"):
+            files.extend(_object(o) for o in page.get("Contents", ()))
+            subdirs.extend(p["Prefix"] for p in page.get("CommonPrefixes", ()))
+        tasks = []
+        for sub in subdirs:
+            name = sub[len(prefix) :].rstrip("/")
+            if name in SPLIT_DIRS:
+                tasks.append(self.split(sub))
+            elif depth < MAX_DEPTH:
+                tasks.append(self.walk(sub, depth + 1))
+            else:
+                tasks.append(self.range(sub, None, None))
+        for part in await asyncio.gather(*tasks):
+            files.extend(part)
+        return files
 
 
 def _object(o: dict) -> tuple[str, int, Any]:
     return o["Key"], int(o.get("Size") or 0), o.get("LastModified")
 
 
-async def _range(fs, sem, bucket: str, prefix: str, after: str | None, upto: str | None) -> list:
-    out = []
-    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
-    if after is not None:
-        kwargs["StartAfter"] = after
-    async for page in _pages(fs, sem, **kwargs):
-        for o in page.get("Contents", ()):
-            if upto is not None and o["Key"] > upto:
-                return out
-            out.append(_object(o))
-    return out
+async def list_prefix(
+    fs: Any, bucket: str, prefix: str, page_size: int | None = None
+) -> list[tuple[str, int, Any]]:
+    """(key, size, last modified) of every object under ``prefix`` (which ends with "/" or is "").
 
-
-async def _split(fs, sem, bucket: str, prefix: str) -> list:
-    bounds = [prefix + b for b in BOUNDARIES]
-    edges = [None, *bounds]
-    ranges = [
-        _range(fs, sem, bucket, prefix, edges[i], bounds[i] if i < len(bounds) else None)
-        for i in range(len(edges))
-    ]
-    return [o for part in await asyncio.gather(*ranges) for o in part]
-
-
-async def _walk(fs, sem, bucket: str, prefix: str, depth: int) -> list:
-    files: list = []
-    subdirs: list[str] = []
-    async for page in _pages(fs, sem, Bucket=bucket, Prefix=prefix, Delimiter="/"):
-        files.extend(_object(o) for o in page.get("Contents", ()))
-        subdirs.extend(p["Prefix"] for p in page.get("CommonPrefixes", ()))
-    tasks = []
-    for sub in subdirs:
-        name = sub[len(prefix) :].rstrip("/")
-        if name in SPLIT_DIRS:
-            tasks.append(_split(fs, sem, bucket, sub))
-        elif depth < MAX_DEPTH:
-            tasks.append(_walk(fs, sem, bucket, sub, depth + 1))
-        else:
-            tasks.append(_range(fs, sem, bucket, sub, None, None))
-    for part in await asyncio.gather(*tasks):
-        files.extend(part)
-    return files
-
-
-async def list_prefix(fs: Any, bucket: str, prefix: str) -> list[tuple[str, int, Any]]:
-    """(key, size, last modified) of every object under ``prefix`` (which ends with "/" or is "")."""
-    sem = asyncio.Semaphore(CONCURRENCY)
-    return await _walk(fs, sem, bucket, prefix, 0)
+    ``page_size``: keys per request (default S3's 1000; small ones exercise the paging)."""
+    return await _Lister(fs, bucket, page_size).walk(prefix, 0)

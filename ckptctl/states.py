@@ -60,6 +60,7 @@ from ckptctl.metadata.model import (
 )
 from ckptctl.refs import LoadedCheckpoint, file_resolver
 from ckptctl.sstread import MergeOperandsError, iterate_cf
+from ckptctl.storage import Storage, StorageOptions
 
 BACKEND_STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
 SERIALIZER_KEYS = ("KEY_SERIALIZER", "NAMESPACE_SERIALIZER", "VALUE_SERIALIZER", "USER_KEY_SERIALIZER")
@@ -833,8 +834,8 @@ def scan_full_snapshot(storage, task: tuple) -> Iterator[tuple]:
     yield ("c", index, True, None)
 
 
-def run_state_tasks(ctx, tasks: Iterable[tuple]) -> Iterator[tuple]:
-    storage = ctx.storage()
+def run_state_tasks(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
+    storage = Storage.shared(options)
     for task in tasks:
         if task[0] == "k":
             yield from scan_full_snapshot(storage, task)
@@ -842,9 +843,9 @@ def run_state_tasks(ctx, tasks: Iterable[tuple]) -> Iterator[tuple]:
             yield from scan_states(storage, task)
 
 
-def run_state_partition(ctx, tasks: Iterable[tuple]) -> Iterator[tuple]:
+def run_state_partition(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
     """Spark ``mapPartitions`` entry point (module level: pickled by reference)."""
-    return run_state_tasks(ctx, tasks)
+    return run_state_tasks(options, tasks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -995,7 +996,7 @@ def deep_scan(
     master: str = "local[*]", progress=None,
 ) -> DeepResult:  # fmt: skip
     """Entries, bytes and TTL ages of every state of every keyed RocksDB handle and canonical savepoint stream."""
-    from ckptctl.verify import ExecContext, handle_refs, run_local, run_spark
+    from ckptctl.verify import handle_refs, run_local, run_spark
 
     if engine not in ("spark", "local"):
         raise CkptError(f"unknown --engine '{engine}'; use spark or local")
@@ -1042,11 +1043,10 @@ def deep_scan(
             if e.scope == "keyed"
         )
         tasks.append(("k", h.index, h.files, h.key_group_offsets, h.prefix_bytes, specs, now_ms))
-    ctx = ExecContext.from_storage(storage)
     if engine == "local":
-        records = run_local(ctx, tasks, progress, runner=run_state_tasks)
+        records = run_local(storage.options, tasks, progress, runner=run_state_tasks)
     else:
-        records = run_spark(ctx, tasks, master, progress, partition=run_state_partition)
+        records = run_spark(storage.options, tasks, master, progress, partition=run_state_partition)
     usage: dict[tuple[str, str], StateUsage] = {}
     histogram: list[tuple] = []
     problems: list[str] = []

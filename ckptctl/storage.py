@@ -8,13 +8,15 @@ same object is never seen under two names). Heavy imports (s3fs, botocore) happe
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import email.utils
 import os
 import posixpath
+import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -164,31 +166,58 @@ def s3_problem(error: BaseException) -> str | None:
 
 @dataclass(frozen=True)
 class StorageOptions:
-    """How to reach object stores: endpoint (MinIO, Ceph, moto) and extra s3fs arguments."""
+    """Everything needed to reach the stores, and the one thing that travels to workers (gc's
+    process, Spark executors): a :class:`Storage` is rebuilt from it (:meth:`Storage.shared`).
+
+    The endpoint (MinIO, Ceph, moto), the credentials the driver found in its environment (all
+    ``None``: botocore's own chain decides, e.g. profile files or an instance role, wherever the
+    storage is built) and the connect timeout. Picklable; the secrets stay out of ``repr``.
+    """
 
     s3_endpoint: str | None = None
-    s3_anonymous: bool = False
+    aws_access_key_id: str | None = field(default=None, repr=False)
+    aws_secret_access_key: str | None = field(default=None, repr=False)
+    aws_session_token: str | None = field(default=None, repr=False)
+    aws_profile: str | None = None
+    aws_region: str | None = None
+    connect_timeout: float = S3_CONNECT_TIMEOUT
 
     @classmethod
     def from_env(cls, s3_endpoint: str | None = None) -> StorageOptions:
-        endpoint = (
-            s3_endpoint
-            or os.environ.get("CKPTCTL_S3_ENDPOINT")
-            or os.environ.get("AWS_ENDPOINT_URL_S3")
-            or os.environ.get("AWS_ENDPOINT_URL")
+        env = os.environ.get
+        endpoint = s3_endpoint or env("CKPTCTL_S3_ENDPOINT") or env("AWS_ENDPOINT_URL_S3") or env("AWS_ENDPOINT_URL")
+        return cls(
+            s3_endpoint=endpoint,
+            aws_access_key_id=env("AWS_ACCESS_KEY_ID") or None,
+            aws_secret_access_key=env("AWS_SECRET_ACCESS_KEY") or None,
+            aws_session_token=env("AWS_SESSION_TOKEN") or None,
+            aws_profile=env("AWS_DEFAULT_PROFILE") or env("AWS_PROFILE") or None,  # botocore's order
+            aws_region=env("AWS_DEFAULT_REGION") or None,
         )
-        return cls(s3_endpoint=endpoint)
 
     def s3fs_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"anon": self.s3_anonymous}
         # a closed or unreachable endpoint must fail in seconds: a bounded connect timeout and no
-        # botocore retries on top of s3fs's own (a few quick ones) and ckptctl's back-off loops
-        # (_retrying, s3list), which retry throttling and 5xx but stop at once on an unreachable
-        # endpoint or missing credentials (see s3_problem)
-        kwargs["config_kwargs"] = {"connect_timeout": S3_CONNECT_TIMEOUT, "retries": {"max_attempts": 1}}
+        # botocore retries on top of s3fs's own (a few quick ones) and ckptctl's back-off
+        # (_retrying), which retries throttling and 5xx but stops at once on an unreachable
+        # endpoint or missing credentials (see s3_problem). botocore's own retry modes cannot do
+        # that: they count a refused connection as transient and back off on it.
+        kwargs: dict[str, Any] = {
+            "config_kwargs": {"connect_timeout": self.connect_timeout, "retries": {"max_attempts": 1}},
+        }
+        client: dict[str, Any] = {}
         if self.s3_endpoint:
-            kwargs["client_kwargs"] = {"endpoint_url": self.s3_endpoint}
+            client["endpoint_url"] = self.s3_endpoint
             kwargs["endpoint_url"] = self.s3_endpoint
+        if self.aws_region:
+            client["region_name"] = self.aws_region
+        if client:
+            kwargs["client_kwargs"] = client
+        if self.aws_access_key_id or self.aws_secret_access_key:
+            kwargs["key"], kwargs["secret"] = self.aws_access_key_id, self.aws_secret_access_key
+            if self.aws_session_token:
+                kwargs["token"] = self.aws_session_token
+        if self.aws_profile:
+            kwargs["profile"] = self.aws_profile
         return kwargs
 
 
@@ -199,16 +228,24 @@ class Storage:
         self.options = options or StorageOptions.from_env()
         self._filesystems: dict[str, Any] = {}
 
+    @classmethod
+    def shared(cls, options: StorageOptions) -> Storage:
+        """One :class:`Storage` per options in this process: what workers (executors, threads
+        of a pool) use, so their filesystems and connection pools are made once."""
+        with _SHARED_LOCK:
+            storage = _SHARED.get(options)
+            if storage is None:
+                storage = _SHARED[options] = cls(options)
+        return storage
+
     # -- filesystem resolution -----------------------------------------------------------
     def fs(self, uri: str) -> tuple[Any, str]:
         scheme = scheme_of(uri)
         fs = self._filesystems.get(scheme)
         if fs is None:
             fs = self._filesystems[scheme] = self._make_fs(scheme)
-        if scheme == "file":
-            return fs, uri[5:]
-        if scheme == "s3":
-            return fs, uri[5:]
+        if scheme in ("file", "s3"):
+            return fs, uri[5:]  # "file:" and "s3://" are both five characters
         return fs, uri
 
     def _make_fs(self, scheme: str) -> Any:
@@ -465,26 +502,58 @@ class Storage:
                 os.rmdir(dirpath)
 
 
+_SHARED: dict[StorageOptions, Storage] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 def _read_all(fs: Any, path: str) -> bytes:
     with fs.open(path, "rb") as f:
         return f.read()
 
 
-def _retrying(call, attempts: int = 8, base_delay: float = 0.1):
-    """Run a storage call, retrying transient failures (throttling, 5xx, resets) with back-off.
+# The one retry policy of storage calls (on top of s3fs's few quick retries of one request):
+# attempts, and the back-off before attempt n+1 of min(RETRY_BASE * 2**n, RETRY_CAP) seconds.
+RETRY_ATTEMPTS = 8
+RETRY_BASE = 0.1
+RETRY_CAP = 5.0
+_FINAL = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
 
-    Answers that will not change (missing file, no permission, a directory) are not retried.
-    """
-    for attempt in range(attempts):
+
+def _retry_delay(error: Exception, attempt: int) -> float | None:
+    """Seconds to wait before trying again after ``error``, or ``None``: give up. Answers that
+    will not change (missing file, no permission, a directory) and failures retrying cannot fix
+    (no credentials, no server: :func:`s3_problem`) are final, as is the last attempt."""
+    if isinstance(error, _FINAL) or attempt >= RETRY_ATTEMPTS - 1 or s3_problem(error):
+        return None
+    return min(RETRY_BASE * 2**attempt, RETRY_CAP)
+
+
+def _retrying(call):
+    """Run a storage call, retrying transient failures (throttling, 5xx, resets) with back-off."""
+    attempt = 0
+    while True:
         try:
             return call()
-        except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError):
-            raise
         except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors have no common base
-            if attempt == attempts - 1 or s3_problem(e):
+            delay = _retry_delay(e, attempt)
+            if delay is None:
                 raise
-            time.sleep(min(base_delay * 2**attempt, 5.0))
-    raise AssertionError("unreachable")
+            time.sleep(delay)
+            attempt += 1
+
+
+async def retrying_async(call):
+    """:func:`_retrying` for a coroutine function (the concurrent S3 listing)."""
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except Exception as e:  # noqa: BLE001 - SlowDown, InternalError, connection resets
+            delay = _retry_delay(e, attempt)
+            if delay is None:
+                raise
+            await asyncio.sleep(delay)
+            attempt += 1
 
 
 def _mtime_of(info: dict[str, Any]) -> float | None:

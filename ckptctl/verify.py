@@ -14,8 +14,8 @@ and carry everything an executor needs (no metadata objects travel):
 
 :func:`run_tasks` is the one check function; the Spark engine runs it in ``mapPartitions`` on the
 executors, the local engine in a thread pool of this process. Executors reach storage through
-:class:`ckptctl.storage.Storage` built from an :class:`ExecContext` (S3 endpoint plus the AWS
-credentials of the driver's environment, carried in the task closure).
+the driver's :class:`ckptctl.storage.StorageOptions` (endpoint, credentials, timeouts), carried in
+the task closure (:meth:`ckptctl.storage.Storage.shared`).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from ckptctl.metadata.model import (
     RelativeFileHandle,
     SegmentFileHandle,
 )
+from ckptctl.rebase import Rebase
 from ckptctl.refs import COLUMNS, LoadedCheckpoint, file_resolver, reference_rows
 from ckptctl.repair import explain_missing
 from ckptctl.storage import Storage, StorageOptions
@@ -52,47 +53,11 @@ FILE_CHECKS = ("exists", "size", "sst_magic", "readable")
 HANDLE_CHECKS = ("rocksdb", "key_groups")
 CHECKS = FILE_CHECKS + HANDLE_CHECKS
 
-# credentials and settings an executor needs to reach S3 like the driver does
-CARRIED_ENV = (
-    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION",
-    "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "CKPTCTL_S3_ENDPOINT",
-)  # fmt: skip
-
 _I = {name: i for i, name in enumerate(COLUMNS)}
 
 
 class VerifyError(CkptError):
     """The verification could not run (Spark unavailable, engine failure): exit 2."""
-
-
-# ---------------------------------------------------------------------------------------------
-# execution context (shipped to executors)
-
-
-@dataclass(frozen=True)
-class ExecContext:
-    s3_endpoint: str | None = None
-    env: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def from_storage(cls, storage: Storage) -> ExecContext:
-        env = tuple((k, os.environ[k]) for k in CARRIED_ENV if os.environ.get(k))
-        return cls(storage.options.s3_endpoint, env)
-
-    def storage(self) -> Storage:
-        for k, v in self.env:
-            if os.environ.get(k) != v:
-                os.environ[k] = v
-        key = (self.s3_endpoint, self.env)
-        with _STORAGE_LOCK:
-            storage = _STORAGES.get(key)
-            if storage is None:
-                storage = _STORAGES[key] = Storage(StorageOptions(s3_endpoint=self.s3_endpoint))
-        return storage
-
-
-_STORAGES: dict[tuple, Storage] = {}
-_STORAGE_LOCK = threading.Lock()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,12 +197,12 @@ def _incremental_parts(h) -> Iterator[IncrementalHandle]:
 # the check function (runs on executors and in-process)
 
 
-def run_tasks(ctx: ExecContext, tasks: Iterable[tuple]) -> Iterator[tuple]:
+def run_tasks(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
     """Check each task; yields ``("c", key, check, ok, detail)`` and histogram ``("h", index, cf, kg, n, bytes)``.
 
     ``key`` is the file URI for file tasks and the handle index for handle tasks.
     """
-    storage = ctx.storage()
+    storage = Storage.shared(options)
     for task in tasks:
         if task[0] == "f":
             yield from check_file(storage, task)
@@ -245,9 +210,9 @@ def run_tasks(ctx: ExecContext, tasks: Iterable[tuple]) -> Iterator[tuple]:
             yield from check_handle(storage, task)
 
 
-def run_partition(ctx: ExecContext, tasks: Iterable[tuple]) -> Iterator[tuple]:
+def run_partition(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
     """Spark ``mapPartitions`` entry point (a module-level function: pickled by reference)."""
-    return run_tasks(ctx, tasks)
+    return run_tasks(options, tasks)
 
 
 def check_file(storage: Storage, task: tuple) -> Iterator[tuple]:
@@ -413,11 +378,11 @@ def _count_keys(rows, kg_start: int, kg_end: int, prefix_bytes: int):
 
 
 def run_local(
-    ctx: ExecContext,
+    options: StorageOptions,
     tasks: list[tuple],
     progress: Callable[[int], None] | None = None,
     workers: int = 16,
-    runner: Callable[[ExecContext, Iterable[tuple]], Iterator[tuple]] | None = None,
+    runner: Callable[[StorageOptions, Iterable[tuple]], Iterator[tuple]] | None = None,
 ) -> list[tuple]:
     """The in-process engine: the same check function over a thread pool (storage is I/O bound).
 
@@ -431,12 +396,12 @@ def run_local(
     chunks = [tasks[i : i + chunk] for i in range(0, len(tasks), chunk)]
     out: list[tuple] = []
     if len(chunks) == 1:
-        out.extend(fn(ctx, chunks[0]))
+        out.extend(fn(options, chunks[0]))
         if progress:
             progress(len(chunks[0]))
         return out
     with ThreadPoolExecutor(min(workers, len(chunks))) as pool:
-        for part, done in zip(pool.map(lambda c: list(fn(ctx, c)), chunks), chunks, strict=True):
+        for part, done in zip(pool.map(lambda c: list(fn(options, c)), chunks), chunks, strict=True):
             out.extend(part)
             if progress:
                 progress(len(done))
@@ -599,11 +564,11 @@ def _loopback_master(master: str) -> bool:
 
 
 def run_spark(
-    ctx: ExecContext,
+    options: StorageOptions,
     tasks: list[tuple],
     master: str,
     progress: Callable[[int], None] | None = None,
-    partition: Callable[[ExecContext, Iterable[tuple]], Iterator[tuple]] | None = None,
+    partition: Callable[[StorageOptions, Iterable[tuple]], Iterator[tuple]] | None = None,
 ) -> list[tuple]:
     """The Spark engine: tasks are distributed with ``parallelize`` and checked in ``mapPartitions``.
 
@@ -618,7 +583,7 @@ def run_spark(
     partitions = max(1, min(len(tasks), max(slots * 4, len(tasks) // 5000)))
     # handle tasks come first in the list; deal tasks round-robin so each partition gets its share
     dealt = [tasks[i] for p in range(partitions) for i in range(p, len(tasks), partitions)]
-    rdd = sc.parallelize(dealt, partitions).mapPartitions(functools.partial(partition or run_partition, ctx))
+    rdd = sc.parallelize(dealt, partitions).mapPartitions(functools.partial(partition or run_partition, options))
     try:
         if progress is None:
             return rdd.collect()
@@ -741,11 +706,10 @@ def verify(
     tasks = [h.task() for h in handles] + [f.task() for f in files.values()]
     if on_total:
         on_total(len(tasks))
-    ctx = ExecContext.from_storage(storage)
     if engine == "local":
-        records = run_local(ctx, tasks, progress)
+        records = run_local(storage.options, tasks, progress)
     else:
-        records = run_spark(ctx, tasks, master, progress)
+        records = run_spark(storage.options, tasks, master, progress)
     result = assemble(
         [ck.location.uri for ck in checkpoints], len(rows), files, handles, records, engine,
         master if engine == "spark" else None, time.monotonic() - started,
@@ -835,23 +799,25 @@ def write_histogram(result: VerifyResult, path: str) -> None:
 
 
 def run_check(
-    storage: Storage, root: str, rebase, max_orphan_bytes: int | None, savepoint_dirs: Iterable[str] = ()
+    storage: Storage, root: str, rebase: Rebase, max_orphan_bytes: int | None, savepoint_dirs: Iterable[str] = ()
 ) -> dict[str, Any]:
     """Every ``_metadata`` parses, every reference resolves (local engine, shallow), orphans within a limit."""
     from ckptctl import storage as st
     from ckptctl.gc import GcOptions, build_plan
     from ckptctl.layout import scan_root
+    from ckptctl.rebase import moved_warnings, with_inferred
     from ckptctl.refs import load_checkpoint
 
     started = time.monotonic()
-    layout = scan_root(storage, root)
+    root = st.normalize_uri(root)
+    listed = list(storage.list_files(root))  # kept: the FLINK-39964 diagnosis searches it for savepoint files
+    layout = scan_root(storage, root, listed)
     if not any(loc.complete for loc in layout.locations()):
         # a gate that passes on a path with nothing to check would hide a wrong path in CI
         raise CkptError(f"no checkpoints under {layout.root}: no completed checkpoint or savepoint to check")
     warnings: list[str] = []
     loaded: list[LoadedCheckpoint] = []
     entries: list[dict[str, Any]] = []
-    mappings = rebase
     for loc in layout.locations():
         if not loc.complete:
             continue
@@ -864,20 +830,16 @@ def run_check(
             entry["ok"], entry["error"] = False, str(e)
             continue
         loaded.append(ck)
-        if ck.inferred_rebase is not None:
-            mappings = mappings.merged(ck.inferred_rebase) if mappings else ck.inferred_rebase
-    if mappings and mappings != rebase:
-        warnings.append(
-            f"directories were written elsewhere; mapped with --rebase {mappings.describe()} (inferred)"
-        )
+    warnings += moved_warnings(ck.inferred_rebase for ck in loaded)
+    mappings = with_inferred(rebase, (ck.inferred_rebase for ck in loaded))  # for the orphan count
     rows: list[tuple] = []
     for ck in loaded:
         rows.extend(reference_rows(ck))
     files = file_refs(rows)
-    records = run_local(ExecContext.from_storage(storage), [f.task() for f in files.values()])
+    records = run_local(storage.options, [f.task() for f in files.values()])
     result = assemble([ck.location.uri for ck in loaded], len(rows), files, [], records, "local", None, 0.0)
     misanchored = explain_missing(
-        storage, loaded, result.problems, [layout.root], savepoint_dirs, {layout.root: layout.files}
+        storage, loaded, result.problems, [layout.root], savepoint_dirs, {layout.root: listed}
     )
     by_ck = {e["path"]: e for e in entries}
     for f in files.values():
@@ -900,7 +862,7 @@ def run_check(
             storage,
             GcOptions(
                 (layout.root,), older_than=0.0, margin=0.0, force=True, allow_external=True,
-                rebase=mappings.mappings if mappings else (),
+                rebase=mappings.mappings,
             ),
         )  # fmt: skip
         orphans["files"], orphans["bytes"] = len(plan.candidates), plan.candidate_bytes

@@ -22,7 +22,6 @@ from ckptctl.metadata.model import (
     FileHandle,
     FileMergingOperatorHandle,
     IncrementalHandle,
-    KeyGroupRange,
     KeyGroupsHandle,
     MergedChannelHandle,
     OperatorStreamHandle,
@@ -72,7 +71,7 @@ def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
         out = {
             "type": "KeyGroupsSavepointStateHandle" if h.code == 7 else "KeyGroupsStateHandle",
             "state_size": delegate["state_size"] if delegate else 0,
-            "key_group_range": kgr_view(h.key_groups), "offsets": list(h.offsets), "delegate": delegate,
+            "key_group_range": h.key_groups.as_list(), "offsets": list(h.offsets), "delegate": delegate,
         }  # fmt: skip
         if h.handle_id is not None:
             out["state_handle_id"] = h.handle_id
@@ -86,7 +85,7 @@ def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
         )
         return {
             "type": "IncrementalRemoteKeyedStateHandle", "state_size": size, "checkpoint_id": h.checkpoint_id,
-            "backend_id": h.backend_id, "key_group_range": kgr_view(h.key_groups),
+            "backend_id": h.backend_id, "key_group_range": h.key_groups.as_list(),
             "checkpointed_size": h.checkpointed_size if h.checkpointed_size is not None else -1,
             "state_handle_id": h.handle_id, "meta": meta, "shared": shared, "private": private,
         }  # fmt: skip
@@ -95,7 +94,7 @@ def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
         non = [handle_view(p, resolve) for p in h.non_materialized if p is not None]
         return {
             "type": "ChangelogStateBackendHandleImpl",
-            "state_size": sum(p["state_size"] for p in mat + non), "key_group_range": kgr_view(h.key_groups),
+            "state_size": sum(p["state_size"] for p in mat + non), "key_group_range": h.key_groups.as_list(),
             "checkpointed_size": h.checkpointed_size, "materialization_id": h.materialization_id,
             "checkpoint_id": h.checkpoint_id if h.checkpoint_id is not None else h.materialization_id,
             "state_handle_id": h.handle_id, "materialized": mat, "non_materialized": non,
@@ -103,14 +102,14 @@ def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
     if t is ChangelogFileHandle:
         return {
             "type": "ChangelogStateHandleStreamImpl", "state_size": h.state_size,
-            "key_group_range": kgr_view(h.key_groups), "checkpointed_size": h.checkpointed_size,
+            "key_group_range": h.key_groups.as_list(), "checkpointed_size": h.checkpointed_size,
             "state_handle_id": h.handle_id, "storage_identifier": h.storage_identifier or "filesystem",
             "handles_and_offsets": [{"offset": o, "handle": handle_view(s, resolve)} for o, s in h.pieces],
         }  # fmt: skip
     if t is ChangelogBytesHandle:
         return {
             "type": "InMemoryChangelogStateHandle", "state_size": sum(len(d) for _k, d in h.changes),
-            "key_group_range": kgr_view(h.key_groups), "from": h.from_sequence, "to": h.to_sequence,
+            "key_group_range": h.key_groups.as_list(), "from": h.from_sequence, "to": h.to_sequence,
             "changes": len(h.changes), "state_handle_id": h.handle_id,
         }  # fmt: skip
     if t in (OperatorStreamHandle, FileMergingOperatorHandle):
@@ -152,11 +151,6 @@ def _operator_type(h: Any) -> str:
             else "FileMergingOperatorStreamStateHandle"
         )
     return "OperatorStreamStateHandle"
-
-
-def kgr_view(r: KeyGroupRange) -> list[int]:
-    """[start, end] inclusive; the empty range is [0, -1] whatever start was written (as Flink reads it)."""
-    return r.as_list()
 
 
 def checkpoint_view(ck: LoadedCheckpoint) -> dict[str, Any]:
@@ -214,10 +208,10 @@ def _listed(h: Any, resolve: Resolver) -> list[dict[str, Any]]:
     return [] if h is None else [handle_view(h, resolve)]
 
 
-def summary_view(ck: LoadedCheckpoint, rows: list[tuple] | None = None) -> dict[str, Any]:
+def summary_view(ck: LoadedCheckpoint) -> dict[str, Any]:
     """One line of ``ls``: a checkpoint's identity, format and sizes."""
     md = ck.metadata
-    rows = reference_rows(ck) if rows is None else rows
+    rows = reference_rows(ck)
     full, incremental, _inline = state_sizes(md)
     own, inherited = _split_inherited(ck, rows)
     files = {r[11] for r in own}

@@ -106,7 +106,7 @@ def test_missing_bucket_is_one_line_error(s3_server) -> None:
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
 
-def test_concurrent_listing_equals_a_plain_listing(s3_server, monkeypatch) -> None:
+def test_concurrent_listing_equals_a_plain_listing(s3_server) -> None:
     """shared/ and taskowned/ are listed in 16 StartAfter ranges: names on the boundaries, names
     that are not hex, and more than one page per range must all come back exactly once."""
     import boto3
@@ -117,9 +117,6 @@ def test_concurrent_listing_equals_a_plain_listing(s3_server, monkeypatch) -> No
     client = boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1")
     names = ["0", "1", "1a", "9", "a", "f", "f0", "fz", "g-not-hex", "Z-upper", "-dash", "~tilde", "é-accent"]
     names += [f"{i:04x}-{j}" for i in range(0, 0x10000, 0x1000) for j in range(4)]
-    from ckptctl import s3list
-
-    monkeypatch.setattr(s3list, "PAGE_SIZE", 3)  # several pages per range and per delimiter listing
     keys = [f"root/{'ab' * 16}/shared/{n}" for n in names]
     keys += [f"root/{'ab' * 16}/taskowned/job_x_tm_y/{n}" for n in names[:20]]
     keys += [f"root/{'ab' * 16}/chk-{i}/_metadata" for i in range(3)] + [
@@ -128,8 +125,14 @@ def test_concurrent_listing_equals_a_plain_listing(s3_server, monkeypatch) -> No
     ]
     for k in keys:
         client.put_object(Bucket="listing", Key=k, Body=b"1")
-    got = sorted(
-        f.uri for f in Storage(StorageOptions(s3_endpoint=s3_server.endpoint)).list_files("s3://listing/root")
-    )
+    storage = Storage(StorageOptions(s3_endpoint=s3_server.endpoint))
     expected = sorted(f"s3://listing/{k}" for k in keys if k.startswith("root/"))
-    assert got == expected
+    assert sorted(f.uri for f in storage.list_files("s3://listing/root")) == expected
+    # three keys a page: several pages per range and per delimiter listing
+    from fsspec.asyn import sync
+
+    from ckptctl.s3list import list_prefix
+
+    fs, _ = storage.fs("s3://listing")
+    paged = sync(fs.loop, list_prefix, fs, "listing", "root/", 3)
+    assert sorted(f"s3://listing/{key}" for key, _size, _mtime in paged) == expected

@@ -1,8 +1,12 @@
 """``verify --master spark://…``: a real Spark standalone master and worker on 127.0.0.1.
 
 Both are started from the PySpark installation (``bin/spark-class``); the executor is a separate
-JVM launched by the worker, whose Python workers must run the driver's interpreter. Runs last
-(file order): it replaces the session-wide ``local[2]`` SparkSession of the other verify tests.
+JVM launched by the worker, whose Python workers must run the driver's interpreter.
+
+Runs in any order: there is one SparkContext per process, so the fixture stops whatever session
+the tests before it left (the ``local[2]`` one of the other Spark tests) and stops its own when
+done; the next Spark test gets a fresh ``local[2]`` from ``spark_session``, which re-creates a
+stopped session. (Checked by running this file first, before test_verify.py and test_verify_s3.py.)
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ def _wait_for(log: Path, text: str, proc: subprocess.Popen, timeout: float = 60)
 def standalone(tmp_path: Path):
     from ckptctl.verify import stop_spark
 
-    stop_spark()  # one SparkContext per process: the local[2] one of the other tests goes
+    stop_spark()  # one SparkContext per process: whatever session an earlier test left goes
     port = free_port()
     env = dict(os.environ, SPARK_HOME=str(_spark_home()), PYSPARK_PYTHON=sys.executable,
                SPARK_WORKER_DIR=str(tmp_path / "work"), SPARK_LOCAL_IP="127.0.0.1")  # fmt: skip
@@ -79,7 +83,7 @@ def standalone(tmp_path: Path):
         _wait_for(master_log, "Registering worker", master)
         yield url, tmp_path / "work"
     finally:
-        stop_spark()
+        stop_spark()  # leave no session bound to this cluster: later tests start their own
         if worker is not None:
             _stop(worker)
         _stop(master)

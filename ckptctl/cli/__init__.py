@@ -124,7 +124,7 @@ def _fail(message: str, code: int) -> None:
 
 
 def _context(s3_endpoint: str | None, rebase: list[str] | None):
-    from ckptctl.layout import Rebase
+    from ckptctl.rebase import Rebase
     from ckptctl.storage import Storage, StorageOptions
 
     return Storage(StorageOptions.from_env(s3_endpoint)), Rebase.parse(rebase or [])

@@ -18,12 +18,10 @@ from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, _context, app,
 
 def warn_moved(out, *checkpoints) -> None:
     """One warning per inferred mapping (not per checkpoint: a moved root has dozens)."""
-    seen: list[str] = []
-    for ck in checkpoints:
-        if ck.inferred_rebase is not None and ck.inferred_rebase.describe() not in seen:
-            seen.append(ck.inferred_rebase.describe())
-    for mapping in seen:
-        out.warn(f"directories were written elsewhere; mapped with --rebase {mapping} (inferred)")
+    from ckptctl.rebase import moved_warnings
+
+    for warning in moved_warnings(ck.inferred_rebase for ck in checkpoints):
+        out.warn(warning)
 
 
 def checked_path(storage, path: str) -> str:
@@ -66,7 +64,7 @@ def ls_command(
     locations = layout.locations()
     rows = []
     failed = 0
-    moved: set[str] = set()
+    loaded = []
     with out.progress(locations, len(locations), "reading _metadata") as items:
         for loc in items:
             if not loc.complete:
@@ -78,11 +76,9 @@ def ls_command(
                 failed += 1
                 rows.append(incomplete_view(loc, error=str(e)))
                 continue
-            if ck.inferred_rebase is not None:
-                moved.add(ck.inferred_rebase.describe())
+            loaded.append(ck)
             rows.append(summary_view(ck))
-    for mapping in sorted(moved):
-        out.warn(f"directories were written elsewhere; mapped with --rebase {mapping} (inferred)")
+    warn_moved(out, *loaded)
     if not rows:
         out.warn(f"no checkpoints or savepoints found under {layout.root}")
     out.ls(layout.root, rows, root)

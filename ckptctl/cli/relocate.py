@@ -192,7 +192,7 @@ def relocate_command(
         plan = plan_relocation(storage, checkpoints, source, dst, workers)
     plan.options = {
         "src": normalize_uri(src), "dst": plan.destination.written_root, "all": all_checkpoints,
-        "rebase": [f"{o}={n}" for o, n in mappings.mappings],
+        "rebase": mappings.specs(),
     }  # fmt: skip
     view: dict[str, Any] = plan.to_json(with_files=False)
     if plan_out:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
-from ckptctl.layout import Rebase
+from ckptctl.rebase import Rebase
 
 CLOCKS = ("storage", "local")
 

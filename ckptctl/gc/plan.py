@@ -35,18 +35,18 @@ from ckptctl.errors import CkptError
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.planfile import PLAN_FORMAT
 from ckptctl.gc.reasons import UNREFERENCED, Reason, Refusal
-from ckptctl.gcpause import paused_gc
 from ckptctl.layout import (
     CHK_RE,
     FORST_CONTROL_RE,
     JOB_ID_RE,
     METADATA_FILE,
     CheckpointLocation,
-    Rebase,
     is_checkpoint_metadata,
     place_of,
     scan_root,
 )
+from ckptctl.pycollector import paused_collector
+from ckptctl.rebase import Rebase
 from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_files
 from ckptctl.storage import FileInfo, Storage
 
@@ -230,7 +230,7 @@ def build_plan(
     Memory stays bounded by the listing and the live set: each checkpoint is decoded, reduced
     to the paths it references, and dropped before the next is read.
     """
-    with paused_gc():
+    with paused_collector():
         return _Planner(storage, options, progress).run()
 
 
@@ -830,7 +830,7 @@ def fold_references(storage, ordered, retained_set, rebase_pairs, prefixes, prog
     A reference is live when it lies under a scanned scope (after normalisation: a ``..`` that
     climbs out of the roots makes it external, whatever its spelling).
     """
-    with paused_gc():
+    with paused_collector():
         if not isinstance(storage, Storage):
             storage = Storage(storage)
         rebase = Rebase(tuple(tuple(p) for p in rebase_pairs))

@@ -83,6 +83,7 @@ class KeyGroupRange(NamedTuple):
         return 0 if self.empty else self.count
 
     def as_list(self) -> list[int]:
+        """[start, end] inclusive; the empty range is [0, -1] whatever start was written (as Flink reads it)."""
         return [self.first, self.end]
 
     def __str__(self) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import struct
 
 from ckptctl.errors import MetadataFormatError, UnsupportedVersionError
-from ckptctl.gcpause import paused_gc
 from ckptctl.metadata import flinkpath, javaser, mutf8
 from ckptctl.metadata.model import (
     BYTE_STREAM_STATE_HANDLE,
@@ -65,6 +64,7 @@ from ckptctl.metadata.model import (
     SubtaskState,
     wrap32,
 )
+from ckptctl.pycollector import paused_collector
 
 _I32 = struct.Struct(">i").unpack_from
 _I64 = struct.Struct(">q").unpack_from
@@ -566,7 +566,7 @@ def read_header(buf: bytes, path: str | None = None) -> int:
 
 def read_metadata(buf: bytes, path: str | None = None) -> CheckpointMetadata:
     """Decode a complete ``_metadata`` file from its bytes."""
-    with paused_gc():
+    with paused_collector():
         return _read_metadata(buf, path)
 
 

@@ -1,8 +1,12 @@
 """Encoder of :class:`CheckpointMetadata` back into Flink's ``_metadata`` bytes.
 
 The exact inverse of :mod:`ckptctl.metadata.reader`: ``write(read(b)) == b`` for every file Flink
-writes. Repairs (path relocation) and the large synthetic benchmarks are built on it, so it
-encodes each wire code the model records instead of picking "the current" one.
+writes. The commands that write a ``_metadata`` are built on it, through
+:func:`ckptctl.metadata.transform.map_file_handles`: ``ckptctl repair`` (FLINK-39964: the relative
+handles of files reused from a CLAIM-restored NATIVE savepoint become absolute paths to the
+savepoint's files) and ``ckptctl relocate`` (the absolute paths rewritten for the new place); so
+are the large synthetic benchmarks. It encodes each wire code the model records instead of
+picking "the current" one, so everything the rewrite does not touch stays byte for byte.
 """
 
 from __future__ import annotations

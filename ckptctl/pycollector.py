@@ -1,4 +1,6 @@
-"""Pause Python's cyclic garbage collector while building large acyclic structures.
+"""Pause Python's cyclic garbage collector (the ``gc`` module) while building large acyclic structures.
+
+Nothing to do with checkpoint garbage collection (:mod:`ckptctl.gc`).
 
 Decoding a big ``_metadata`` creates about a million tuples; each allocation burst triggers a
 collection that rescans all of them, which nearly doubles the decode time. The model is made of
@@ -13,7 +15,7 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def paused_gc() -> Iterator[None]:
+def paused_collector() -> Iterator[None]:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
