@@ -35,7 +35,7 @@ class GcOptions:
         return GcOptions(
             norm(self.roots), norm(self.savepoint_dirs), norm(self.changelog_dirs), self.keep_last,
             self.older_than, self.margin, self.max_delete_fraction, self.force, self.allow_external,
-            Rebase.parse(f"{o}={n}" for o, n in self.rebase).mappings,
+            Rebase.of(self.rebase).mappings,
             tuple(st.parent(u) if st.basename(u) == "_metadata" else u for u in norm(self.accept_lost)),
             self.clock,
         )  # fmt: skip

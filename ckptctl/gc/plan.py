@@ -559,7 +559,7 @@ class _Planner:
             return [], set()
         by_path: dict[str, list[str]] = {p: [] for p in missing_paths}
         sizes: dict[str, int] = {}
-        rebase = Rebase(self.options.rebase)
+        rebase = Rebase.of(self.options.rebase)
         for loc in retention.retained:
             try:
                 ck = load_checkpoint(self.storage, loc, rebase, apply_inferred=False)
@@ -833,7 +833,7 @@ def fold_references(storage, ordered, retained_set, rebase_pairs, prefixes, prog
     with paused_collector():
         if not isinstance(storage, Storage):
             storage = Storage(storage)
-        rebase = Rebase(tuple(tuple(p) for p in rebase_pairs))
+        rebase = Rebase.of(rebase_pairs)
         out = Folded(set(), {}, set(), {}, {}, [])
         live, spans, external = out.live, out.spans, out.external
         add = live.add
