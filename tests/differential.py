@@ -54,7 +54,7 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "fixtures" / "data"
 VERDICT_SRC = REPO / "fixtures" / "dumper" / "MetadataVerdict.java"
 EXPECTATIONS = REPO / "fixtures" / "differential" / "expectations.json"
-RELEASES = ("1.20.3", "2.2.0")  # the releases that wrote the committed fixtures
+RELEASES = ("1.14.6", "1.15.4", "1.17.2", "1.20.3", "2.2.0", "2.3.0")  # the releases that wrote the committed fixtures
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,12 +497,16 @@ def apply_recipe(data: bytes, recipe: list) -> bytes:
 
 
 def cases(n: int, seed: int = 0, releases: tuple[str, ...] = RELEASES) -> list[dict]:
-    """``n`` mutation cases spread round-robin over every fixture of ``releases``."""
-    files = fixture_files(releases)
-    originals = {f: fixture_bytes(f) for f in files}
+    """``n`` mutation cases, round-robin over ``releases`` and, within each, over its fixtures.
+
+    Every release gets the same share whatever its number of fixtures (1.14.6 has 3, 2.2.0 over 40).
+    """
+    by_release = [files for files in (fixture_files((r,)) for r in releases) if files]
+    originals = {f: fixture_bytes(f) for files in by_release for f in files}
     out = []
     for i in range(n):
-        f = files[i % len(files)]
+        files = by_release[i % len(by_release)]
+        f = files[(i // len(by_release)) % len(files)]
         case_seed = seed * 1_000_003 + i
         out.append({"fixture": f, "seed": case_seed, "recipe": mutate(originals[f], case_seed)})
     return out
