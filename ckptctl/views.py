@@ -86,7 +86,7 @@ def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
         return {
             "type": "IncrementalRemoteKeyedStateHandle", "state_size": size, "checkpoint_id": h.checkpoint_id,
             "backend_id": h.backend_id, "key_group_range": h.key_groups.as_list(),
-            "checkpointed_size": h.checkpointed_size if h.checkpointed_size is not None else -1,
+            "checkpointed_size": h.checkpointed_size,  # None: the handle's format (1.14) has none
             "state_handle_id": h.handle_id, "meta": meta, "shared": shared, "private": private,
         }  # fmt: skip
     if t is ChangelogBackendHandle:
