@@ -26,14 +26,14 @@ from ckptctl.errors import LayoutError, StorageError
 from ckptctl.storage import FileInfo, Storage
 
 METADATA_FILE = "_metadata"
-CHK_RE = re.compile(r"^chk-(\d+)$")
-SAVEPOINT_RE = re.compile(r"^savepoint-([0-9a-fA-F]{6})-([0-9a-zA-Z]{12})$")
-JOB_ID_RE = re.compile(r"^[0-9a-f]{32}$")  # a JobID as Flink prints it: 16 bytes in lowercase hex
+CHK_RE = re.compile(r"^chk-([1-9][0-9]*)\Z")  # "chk-" + Long.toString(id): ASCII, no leading zero
+SAVEPOINT_RE = re.compile(r"^savepoint-([0-9a-fA-F]{6})-([0-9a-zA-Z]{12})\Z")
+JOB_ID_RE = re.compile(r"^[0-9a-f]{32}\Z")  # a JobID as Flink prints it: 16 bytes in lowercase hex
 # ForSt (Flink 2.x, disaggregated state) keeps each operator's live database inside shared/:
 # shared/op_<operator>__<subtask>_<parallelism>__attempt_<k>/db/<files>, plus empty _dummy_dir_<uuid>
-FORST_DIR_RE = re.compile(r"^(?:op_.+__\d+_\d+__attempt_\d+|_dummy_dir_.*)$")
+FORST_DIR_RE = re.compile(r"^(?:op_.+__[0-9]+_[0-9]+__attempt_[0-9]+|_dummy_dir_.*)\Z")
 # files of a RocksDB/ForSt database that are not data files: never collected from a working dir
-FORST_CONTROL_RE = re.compile(r"^(?:CURRENT|IDENTITY|LOCK|LOG(?:\..*)?|MANIFEST-\d+|OPTIONS-\d+)$")
+FORST_CONTROL_RE = re.compile(r"^(?:CURRENT|IDENTITY|LOCK|LOG(?:\..*)?|MANIFEST-[0-9]+|OPTIONS-[0-9]+)\Z")
 AREAS_WITHOUT_METADATA = ("shared", "taskowned")
 
 

@@ -69,15 +69,18 @@ FILE_HANDLE_TYPES = {
 def canonical(path: str) -> str:
     """Canonical URI of a path Flink wrote (see :func:`storage.normalize_uri`); the common,
     already-canonical case costs one check."""
-    if (path.startswith("s3://") or path.startswith("file:/")) and st.is_normal(path):
+    if (path.startswith("s3://") or path.startswith("file:/")) and path[-1] > " " and st.is_normal(path):
         return path
     return st.normalize_uri(path)
 
 
 def relative_uri(base: str, relative: str) -> str:
     """URI of a relative handle's file; the common plain name costs one check."""
-    if "/" in relative or "\\" in relative or ":" in relative or relative in (".", "..", ""):
-        return st.resolve_relative(base, relative)
+    if (
+        "/" in relative or "\\" in relative or ":" in relative or relative in (".", "..", "")
+        or relative[0] <= " " or relative[-1] <= " "
+    ):  # fmt: skip
+        return st.resolve_relative(base, st.java_trim(relative))
     return base + "/" + relative
 
 
@@ -102,7 +105,10 @@ class LoadedCheckpoint:
 
 def read_location(storage: Storage, location: CheckpointLocation) -> CheckpointMetadata:
     uri = location.metadata_uri
-    return read_metadata(storage.read_bytes(uri), path=uri)
+    return read_metadata(storage.read_bytes(uri, limit=MAX_METADATA_BYTES), path=uri)
+
+
+MAX_METADATA_BYTES = 1 << 30  # the largest real _metadata seen is tens of MB; never read a device
 
 
 def load_checkpoint(
@@ -263,6 +269,8 @@ def _resolver(rebase: Rebase):
     dirs: dict[str, str] = {}
 
     def to_uri(path: str) -> str:
+        if path and (path[0] <= " " or path[-1] <= " "):
+            path = st.java_trim(path)  # as Flink's Path(String) does
         d, _, name = path.rpartition("/")
         if name in ("", ".", "..") or not d or "\\" in name:
             uri = canonical(path)

@@ -34,7 +34,7 @@ def normalize_uri(location: str) -> str:
     same file, or gc would keep the literal spelling alive and delete the real one. A ``..`` that
     climbs above the bucket stays in the result (Flink keeps it too): see :func:`escapes`.
     """
-    loc = location.strip()
+    loc = java_trim(location)
     scheme, sep, rest = loc.partition("://")
     if sep and scheme.lower() in (*S3_ALIASES, "s3"):
         bucket, slash, key = rest.partition("/")
@@ -50,6 +50,36 @@ def normalize_uri(location: str) -> str:
     if sep:
         return loc.rstrip("/")
     return "file:" + _clean_local(os.path.abspath(os.path.expanduser(loc)))
+
+
+def java_trim(text: str) -> str:
+    """``String.trim()``: Flink's ``Path(String)`` drops every character up to U+0020 at both ends
+    (Python's ``strip()`` drops other ones), so ``shared/x `` names the file ``shared/x``."""
+    i, j = 0, len(text)
+    while i < j and text[i] <= " ":
+        i += 1
+    while j > i and text[j - 1] <= " ":
+        j -= 1
+    return text[i:j]
+
+
+def check_user_path(what: str, value: str) -> None:
+    """A path the user typed (or a plan file carries) must mean exactly what it says: not empty
+    (an unset ``$ROOT`` is not the current directory), no blanks at its ends that Flink-style
+    trimming would silently drop, no NUL, encodable."""
+    from ckptctl.errors import CkptError
+
+    if not value or java_trim(value) != value:
+        raise CkptError(f"{what} {value!r} is empty or has blanks or control characters at an end")
+    if "\x00" in value:
+        raise CkptError(f"{what} {value!r} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CkptError(f"{what} {value!r} is not valid Unicode") from None
+
+
+SUPPORTED_SCHEMES = ("file", "s3")
 
 
 def _clean_key(key: str) -> str:
@@ -251,6 +281,10 @@ class Storage:
     def _make_fs(self, scheme: str) -> Any:
         import fsspec
 
+        if scheme not in SUPPORTED_SCHEMES:
+            raise StorageError(
+                f"unsupported scheme '{scheme}:': ckptctl reads local paths and s3:// (also s3a://, s3n://)"
+            )
         try:
             if scheme == "s3":
                 import s3fs
@@ -268,8 +302,12 @@ class Storage:
         return fs_path
 
     # -- reading -------------------------------------------------------------------------
-    def read_bytes(self, uri: str) -> bytes:
+    def read_bytes(self, uri: str, limit: int | None = None) -> bytes:
+        """The whole file. With ``limit``, a file larger than that (or, locally, anything but a
+        regular file: a FIFO would block forever, ``/dev/zero`` never end) is refused first."""
         fs, path = self.fs(uri)
+        if limit is not None:
+            self._check_readable(uri, path, limit)
         try:
             return _retrying(lambda: fs.cat_file(path) if scheme_of(uri) == "s3" else _read_all(fs, path))
         except FileNotFoundError:
@@ -280,6 +318,27 @@ class Storage:
             raise StorageError("is a directory, not a file", path=uri) from None
         except OSError as e:
             raise StorageError(f"cannot read: {e}", path=uri) from None
+
+    def _check_readable(self, uri: str, path: str, limit: int) -> None:
+        if scheme_of(uri) == "file":
+            import stat as _stat
+
+            try:
+                info = os.stat(path)
+            except FileNotFoundError:
+                raise StorageError("file not found", path=uri) from None
+            except OSError as e:
+                raise StorageError(f"cannot stat: {e.strerror or e}", path=uri) from None
+            if not _stat.S_ISREG(info.st_mode):
+                raise StorageError("not a regular file (a FIFO, device or directory): not read", path=uri)
+            size = info.st_size
+        else:
+            found = self.stat(uri)
+            if found is None:
+                raise StorageError("file not found", path=uri)
+            size = found.size
+        if size > limit:
+            raise StorageError(f"{size:,} bytes, more than the {limit:,} a _metadata may have: not read", path=uri)
 
     def read_range(self, uri: str, start: int, length: int) -> bytes:
         fs, path = self.fs(uri)

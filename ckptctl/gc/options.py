@@ -29,6 +29,14 @@ class GcOptions:
     clock: str = "storage"  # "storage": the object store's Date header; "local": this machine
 
     def normalized(self) -> GcOptions:
+        for what, values in (("ROOT", self.roots), ("--savepoints", self.savepoint_dirs),
+                             ("--changelog-dir", self.changelog_dirs), ("--accept-lost", self.accept_lost)):  # fmt: skip
+            for value in values:
+                st.check_user_path(what, value)
+        for old, new in self.rebase:
+            st.check_user_path("--rebase", old)
+            st.check_user_path("--rebase", new)
+
         def norm(xs):
             return tuple(dict.fromkeys(st.normalize_uri(x) for x in xs))
 

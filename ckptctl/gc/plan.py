@@ -22,6 +22,7 @@ import functools
 import itertools
 import json
 import math
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -261,6 +262,9 @@ class _Planner:
         now, now_source = self.clock()
         cutoff = now - options.older_than
 
+        for root in options.roots:
+            if st.scheme_of(root) == "file" and os.path.exists(root[5:]) and not os.path.isdir(root[5:]):
+                raise CkptError("not a directory: a ROOT is a directory of checkpoints", path=root)
         prelisted = self.prelist()
         discovered = self.discover(prelisted)
         retention = self.retain(discovered, now, cutoff)
@@ -328,6 +332,7 @@ class _Planner:
         for job_uri, locs in by_job.items():
             locs.sort(key=lambda c: c.dir_checkpoint_id or 0)
             keep = locs if options.keep_last is None else locs[-options.keep_last :]
+            expired_here = len(expired)
             # the anchor of the in-flight guard: a _metadata from the future proves nothing (it is
             # a refusal of its own); the newest believable one anchors, or none (keep everything)
             believable = [c for c in keep if (c.metadata.mtime or 0) <= now + CLOCK_TOLERANCE]
@@ -347,6 +352,14 @@ class _Planner:
                     )
                 else:
                     expired.append(loc)
+            gone = expired[expired_here:]
+            if gone and max(c.metadata.mtime or 0 for c in gone) > min(c.metadata.mtime or 0 for c in keep):
+                self.refuse(
+                    Refusal.KEEP_LAST_ORDER,
+                    f"in {job_uri} a checkpoint --keep-last would expire completed after one it keeps (chk-N "
+                    "numbers and _metadata times disagree: a job restored from an older checkpoint under the "
+                    "same job id?). Look at the checkpoints with `ckptctl ls`; run without --keep-last",
+                )
         return Retention(retained, expired, newest, notes)
 
     # -- 3. fold (decode every checkpoint while the roots are listed) ----------------------
@@ -529,6 +542,8 @@ class _Planner:
         if candidates and not live and not spans:
             self.refuse(Refusal.EMPTY_LIVE_SET, "the live set is empty but there are candidates: refusing to delete everything")
         dead_jobs = self.caps(contexts, candidates, total_files, total_bytes, retention)
+        if retention.expired:
+            self.check_no_job_starting(contexts, protected, retention)
         return GcPlan(
             options, now, now_source, cutoff,
             sorted((folded.info[u] for u in {loc.uri for loc in retention.retained}), key=lambda d: d["path"]),
@@ -610,6 +625,27 @@ class _Planner:
                 f"(first: {first})"
             )
         return missing, set(misanchored.values())
+
+    def check_no_job_starting(self, contexts: _Contexts, protected, retention: Retention) -> None:
+        """A job directory with fresh files but no completed checkpoint is a job starting up: it may
+        have been restored (CLAIM) from a checkpoint ``--keep-last`` is about to expire, and its
+        first checkpoint will reference that checkpoint's files. Nothing can be expired then."""
+        job_of = {id(stats): job for job, stats in contexts.job_stats.items()}
+        fresh = (Reason.YOUNG, Reason.IN_FLIGHT, Reason.NO_MTIME, Reason.FUTURE_MTIME)
+        starting = set()
+        for d in protected:
+            if d.reason in fresh:
+                job = job_of.get(id(contexts.get(d.path.rpartition("/")[0])[4]))
+                if job is not None and job not in retention.newest_retained:
+                    starting.add(job)
+        if starting:
+            first = sorted(starting)[0]
+            self.refuse(
+                Refusal.JOB_STARTING,
+                f"{len(starting)} job directories have fresh files but no completed checkpoint (first: {first}): "
+                "a job starting up may restore from a checkpoint --keep-last would expire. Run the plan again "
+                "once it has completed a checkpoint, or without --keep-last",
+            )
 
     def _savepoint_files(self, listings, names: set[str]) -> dict[str, list[tuple[str, int]]]:
         """Listed files inside savepoint directories whose names are in ``names``."""
@@ -708,12 +744,12 @@ class _Contexts:
         """ForSt working directories holding a file some retained checkpoint references."""
         used: set[str] = set()
         for path in itertools.chain(self.live, self.spans):
-            i = path.find("/shared/op_")
-            if i < 0:
-                i = path.find("/shared/_dummy_dir_")
-            if i >= 0:
-                end = path.find("/", i + len("/shared/"))
-                used.add(path if end < 0 else path[:end])
+            if "/shared/op_" in path or "/shared/_dummy_dir_" in path:  # cheap filter, then the grammar
+                scope, kind = self.scopes.scope_of(path)
+                if kind == "root":
+                    forst = place_of(scope, st.parent(path)).forst
+                    if forst is not None:
+                        used.add(forst)
         return used
 
     def get(self, parent: str) -> tuple:
@@ -764,6 +800,10 @@ class _Contexts:
                     return self._kept(Reason.NOT_FLINK_FILE)
             job_name = next((p for p in parent[len(scope) :].split("/") if JOB_ID_RE.match(p)), None)
             newest = self.newest_by_name.get(job_name) if job_name else None
+            if newest is None:
+                # a changelog dir is usually cluster-wide: a job whose checkpoints are not scanned
+                # (or a dead one) may reference these files, and nothing anchors their age
+                return self._kept(Reason.CHANGELOG_UNSCANNED_JOB)
             return self._anchored(Reason.UNREFERENCED_CHANGELOG, None, newest)
         place = place_of(scope, parent)
         if place.area == "savepoint":

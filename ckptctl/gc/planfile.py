@@ -14,7 +14,7 @@ from typing import Any
 
 from ckptctl.errors import CkptError
 from ckptctl.gc.options import CLOCKS, GcOptions
-from ckptctl.storage import StorageOptions
+from ckptctl.storage import StorageOptions, check_user_path
 
 PLAN_FORMAT = 2
 
@@ -87,6 +87,12 @@ def validate(data: Any, path: str | None = None) -> None:
     rb = o.get("rebase")
     _check(isinstance(rb, list) and all(_is_str_list(m) and len(m) == 2 for m in rb), "'options.rebase'", path)
     _check(o.get("clock", "storage") in CLOCKS, "'options.clock'", path)
+    for key in ("roots", "savepoint_dirs", "changelog_dirs", "accept_lost"):
+        for value in o.get(key, []):
+            try:
+                check_user_path(f"options.{key}", value)
+            except CkptError as e:
+                raise InvalidPlan(e.message, path) from None
     _check(isinstance(data.get("blocked"), bool), "'blocked' is missing or not true/false", path)
     refusals = data.get("refusals")
     _check(

@@ -29,6 +29,7 @@ class Reason(StrEnum):
     IN_FLIGHT = "in-flight"
     FORST_CONTROL_FILE = "forst-control-file"
     FORST_IN_USE = "forst-in-use"
+    CHANGELOG_UNSCANNED_JOB = "changelog-unscanned-job"
     ABNORMAL_PATH = "abnormal-path"
 
     @property
@@ -54,6 +55,7 @@ _TEXT = {
     Reason.IN_FLIGHT: "not older than the newest retained checkpoint of its job minus --margin (may be in flight)",
     Reason.FORST_CONTROL_FILE: "control file of a ForSt database (CURRENT, MANIFEST, OPTIONS, ...)",
     Reason.FORST_IN_USE: "in a ForSt working directory a retained checkpoint uses (live in a running job)",
+    Reason.CHANGELOG_UNSCANNED_JOB: "changelog file of a job whose checkpoints are not scanned",
     Reason.ABNORMAL_PATH: "path not in normal form (//, . or ..): Flink cannot have written it",
 }
 
@@ -82,6 +84,8 @@ class Refusal(StrEnum):
     DELETE_FRACTION = "delete-fraction"
     EMPTY_LIVE_SET = "empty-live-set"
     NAME_COLLISION = "name-collision"
+    KEEP_LAST_ORDER = "keep-last-order"
+    JOB_STARTING = "job-starting"
 
 
 def describe(code: str) -> str:
