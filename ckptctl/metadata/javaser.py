@@ -297,9 +297,13 @@ class _Stream:
         return self.content()
 
     def object(self) -> JavaObject:
+        at = self.pos - 1  # the TC_OBJECT byte
         desc = self.class_desc()
         if desc is None:
             raise self.fail("object without a class descriptor")
+        if desc.flags & SC_ENUM and desc.missing_at is None:
+            # ObjectInputStream.readOrdinaryObject -> checkDeserialize: an enum is never an object
+            raise self.fail(f"{desc.name}: enum type read as an ordinary object", at)
         obj = JavaObject(desc.name)
         slot = self.new_handle(obj)
         failure: Missing | None = None
