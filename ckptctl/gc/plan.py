@@ -849,18 +849,16 @@ class Folded:
     refusals: list[tuple[str, str]]
 
 
-def _checkpoint_info(ck: LoadedCheckpoint) -> dict[str, Any]:
-    meta = ck.location.metadata
-    return {
-        "path": ck.location.uri, "job_id": ck.location.job_id, "checkpoint_id": ck.metadata.checkpoint_id,
-        "kind": ck.kind, "metadata_mtime": meta.mtime if meta else None, "metadata_size": meta.size if meta else None,
-    }  # fmt: skip
-
-
 def _location_info(loc: CheckpointLocation) -> dict[str, Any]:
+    """What the plan shows of a checkpoint directory (id and kind as its name says)."""
     meta = loc.metadata
     return {"path": loc.uri, "job_id": loc.job_id, "checkpoint_id": loc.dir_checkpoint_id, "kind": loc.kind,
             "metadata_mtime": meta.mtime if meta else None, "metadata_size": meta.size if meta else None}  # fmt: skip
+
+
+def _checkpoint_info(ck: LoadedCheckpoint) -> dict[str, Any]:
+    """The same, with id and kind as the decoded ``_metadata`` says."""
+    return {**_location_info(ck.location), "checkpoint_id": ck.metadata.checkpoint_id, "kind": ck.kind}
 
 
 def fold_references(storage, ordered, retained_set, rebase_pairs, prefixes, progress=None) -> Folded:
