@@ -41,6 +41,23 @@ RebaseOpt = Annotated[
         help="Map absolute paths written in _metadata from OLD to NEW (for moved or copied directories). Repeatable.",
     ),
 ]  # fmt: skip
+MasterOpt = Annotated[
+    str, typer.Option("--master", help="Spark master URL (default: embedded local[*]).", metavar="URL")
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option("--engine", metavar="spark|local", help="spark (default) or local (in-process, for small inputs)."),
+]
+
+
+def engine_choice(engine: str) -> str:
+    """The ``--engine`` of verify and states, lower-cased; anything else is a usage error."""
+    from ckptctl.errors import CkptError
+
+    engine = engine.lower()
+    if engine not in ("spark", "local"):
+        raise CkptError(f"unknown --engine '{engine}'; use spark or local")
+    return engine
 SavepointsOpt = Annotated[
     list[str] | None,
     typer.Option(

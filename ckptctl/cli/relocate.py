@@ -9,6 +9,12 @@ import typer
 
 from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, SavepointsOpt, _context, app, command
 
+WorkersOpt = Annotated[int, typer.Option("--workers", metavar="N", help="Parallel copies (a thread pool).", min=1)]
+BwlimitOpt = Annotated[
+    str | None,
+    typer.Option("--bwlimit", metavar="BYTES", help="Copy at most this many bytes per second (e.g. 50MiB)."),
+]
+
 
 @app.command("repair", cls=Command)
 @command
@@ -137,15 +143,8 @@ def relocate_command(
     all_checkpoints: Annotated[
         bool, typer.Option("--all", help="Relocate every completed checkpoint and savepoint below SRC.")
     ] = False,
-    workers: Annotated[
-        int, typer.Option("--workers", metavar="N", help="Parallel copies (a thread pool).", min=1)
-    ] = 8,
-    bwlimit: Annotated[
-        str | None,
-        typer.Option(
-            "--bwlimit", metavar="BYTES", help="Copy at most this many bytes per second (e.g. 50MiB)."
-        ),
-    ] = None,
+    workers: WorkersOpt = 8,
+    bwlimit: BwlimitOpt = None,
     plan_out: Annotated[
         str | None,
         typer.Option(
@@ -280,15 +279,8 @@ def relocate_apply_command(
     plan_file: Annotated[
         str, typer.Argument(metavar="PLAN.json", help="A plan written by `relocate -o PLAN.json`.")
     ],
-    workers: Annotated[
-        int, typer.Option("--workers", metavar="N", help="Parallel copies (a thread pool).", min=1)
-    ] = 8,
-    bwlimit: Annotated[
-        str | None,
-        typer.Option(
-            "--bwlimit", metavar="BYTES", help="Copy at most this many bytes per second (e.g. 50MiB)."
-        ),
-    ] = None,
+    workers: WorkersOpt = 8,
+    bwlimit: BwlimitOpt = None,
     no_verify: Annotated[
         bool, typer.Option("--no-verify", help="Skip the shallow verify of the relocated copies.")
     ] = False,

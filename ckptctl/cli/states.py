@@ -6,7 +6,18 @@ from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+from ckptctl.cli import (
+    Command,
+    EndpointOpt,
+    EngineOpt,
+    JsonOpt,
+    MasterOpt,
+    RebaseOpt,
+    _context,
+    app,
+    command,
+    engine_choice,
+)
 
 
 @app.command("states", cls=Command)
@@ -42,15 +53,8 @@ def states_command(
             "_metadata modification time).",
         ),
     ] = None,  # fmt: skip
-    master: Annotated[
-        str, typer.Option("--master", help="Spark master URL (default: embedded local[*]).", metavar="URL")
-    ] = "local[*]",
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--engine", metavar="spark|local", help="spark (default) or local (in-process, for small inputs)."
-        ),
-    ] = "spark",
+    master: MasterOpt = "local[*]",
+    engine: EngineOpt = "spark",
     histogram: Annotated[
         str | None,
         typer.Option(
@@ -70,9 +74,7 @@ def states_command(
     from ckptctl.refs import load_checkpoint
     from ckptctl.states import catalog, deep_scan, parse_now, parse_ttls, write_histogram
 
-    engine = engine.lower()
-    if engine not in ("spark", "local"):
-        raise CkptError(f"unknown --engine '{engine}'; use spark or local")
+    engine = engine_choice(engine)
     for opt, given in (("--histogram", histogram), ("--ttl", ttl), ("--now", now)):
         if given and not deep:
             raise CkptError(f"{opt} needs --deep")

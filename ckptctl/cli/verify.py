@@ -7,7 +7,19 @@ from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, SavepointsOpt, _context, app, command
+from ckptctl.cli import (
+    Command,
+    EndpointOpt,
+    EngineOpt,
+    JsonOpt,
+    MasterOpt,
+    RebaseOpt,
+    SavepointsOpt,
+    _context,
+    app,
+    command,
+    engine_choice,
+)
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?\s*$", re.IGNORECASE)
 _UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
@@ -72,15 +84,8 @@ def verify_command(
         bool,
         typer.Option("--deep", help="Also rebuild every keyed RocksDB instance and check its key groups."),
     ] = False,
-    master: Annotated[
-        str, typer.Option("--master", help="Spark master URL (default: embedded local[*]).", metavar="URL")
-    ] = "local[*]",
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--engine", metavar="spark|local", help="spark (default) or local (in-process, for small inputs)."
-        ),
-    ] = "spark",
+    master: MasterOpt = "local[*]",
+    engine: EngineOpt = "spark",
     report: Annotated[
         str | None, typer.Option("--report", help="Write every check to this Parquet file.", metavar="FILE")
     ] = None,
@@ -103,9 +108,7 @@ def verify_command(
     from ckptctl.errors import CkptError
     from ckptctl.verify import verify, write_histogram, write_report
 
-    engine = engine.lower()
-    if engine not in ("spark", "local"):
-        raise CkptError(f"unknown --engine '{engine}'; use spark or local")
+    engine = engine_choice(engine)
     if histogram and not deep:
         raise CkptError("--histogram needs --deep")
     out = make_output(as_json)
