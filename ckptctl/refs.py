@@ -202,6 +202,8 @@ def _keyed(op, subtask, slot, h, scope_override: str | None = None) -> Iterator[
                 yield from _stream(op, subtask, slot, scope_override or "shared", f.local_path, kgr, f.handle)
         for f in h.private:
             yield from _stream(op, subtask, slot, scope_override or "private", f.local_path, kgr, f.handle)
+        for f in h.shadowed:  # a repeated local name in a V3 file: still fetched by 1.17+ (see the model)
+            yield from _stream(op, subtask, slot, scope_override or "shared", f.local_path, kgr, f.handle)
     elif t is KeyGroupsHandle:
         yield from _stream(op, subtask, slot, scope_override or "exclusive", None, h.key_groups, h.delegate)
     elif t is ChangelogBackendHandle:
@@ -397,9 +399,9 @@ def _keyed_sizes(h) -> tuple[int, int, int]:
                 f, _i, b = _keyed_sizes(part)
                 full += f
                 inline += b
-        return full, h.checkpointed_size, inline
+        return full, full if h.checkpointed_size is None else h.checkpointed_size, inline  # None: 1.14
     if t is ChangelogFileHandle:
-        return h.state_size, h.checkpointed_size, 0
+        return h.state_size, h.state_size if h.checkpointed_size is None else h.checkpointed_size, 0
     if t is ChangelogBytesHandle:
         n = sum(len(d) for _kg, d in h.changes)
         return n, n, n

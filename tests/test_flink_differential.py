@@ -77,3 +77,28 @@ def test_path_rules_agree_with_flink(release: str) -> None:
            if not d.path_agree(tuple(row[release]), d.ckptctl_path_verdict(row["s"]))]  # fmt: skip
     assert {tuple(row[release])[0][:3] for row in PATHS} == {"ok:", "err"}
     assert not bad, bad[:10]
+
+
+PINNED = json.loads(d.PINNED.read_text())
+
+
+@pytest.mark.parametrize("case", PINNED, ids=[c["note"][:40] for c in PINNED])
+def test_pinned_disagreements_stay_fixed(case: dict) -> None:
+    # mutations a live run once found ckptctl disagreeing with Flink on (recipe and cause in the note)
+    data = d.apply_recipe(d.fixture_bytes(case["fixture"]), case["recipe"])
+    mine = d.ckptctl_verdict(data, "case/_metadata")
+    assert d.agree(case["flink"], mine), (case["note"], case["flink"], mine)
+
+
+def test_a_repeated_local_name_in_v3_keeps_both_files_referenced() -> None:
+    # Flink 1.14/1.15 keep the later of two entries with one local name (a HashMap), which is what
+    # ckptctl reports as Flink's reading; 1.17+ restoring the same V3 file fetch both, so gc must
+    # still see both files as referenced
+    from ckptctl.metadata import read_metadata
+    from ckptctl.refs import written_absolute_paths
+
+    case = next(c for c in PINNED if "repeated local file name" in c["note"])
+    original = read_metadata(d.fixture_bytes(case["fixture"]))
+    mutated = read_metadata(d.apply_recipe(d.fixture_bytes(case["fixture"]), case["recipe"]))
+    assert d.content(mutated)["refs"] == d.content(original)["refs"] - 1 == case["flink"]["refs"]
+    assert set(written_absolute_paths(mutated)) == set(written_absolute_paths(original))

@@ -60,81 +60,100 @@ path = text.map(lambda t: "file:/" + t).filter(lambda s: _flink_accepts(flinkpat
 relative = text.filter(lambda s: _flink_accepts(flinkpath.check_relative, s))
 offsets = hs.lists(i64, max_size=4).map(tuple)
 
-leaf_stream = hs.one_of(
-    hs.builds(FileHandle, path, size),
-    hs.builds(RelativeFileHandle, relative, size),
-    hs.builds(ByteStreamHandle, text, hs.binary(max_size=16)),
-    hs.builds(SegmentFileHandle, i64, i64, hs.sampled_from([0, 1]), path, text),
-    hs.just(EmptySegmentHandle()),
-)
+def _strategies(dialect: str) -> dict:
+    """Handle strategies for what one writer release family could have written.
 
-
-@hs.composite
-def key_groups(draw, code):
-    r = draw(kgr)
-    return KeyGroupsHandle(
-        code,
-        r,
-        tuple(draw(i64) for _ in range(r.count)),
-        draw(leaf_stream),
-        draw(text) if code == 12 else None,
+    ``dialect``: "1.14" (V3: codes 3/5/7, changelog handles without sizes or ids, no file
+    merging), "1.15" (V3: codes 7/11/12 and the later changelog layout, no codes 13+ nor file
+    merging), "V4+" (everything). A V3 file names each local file once (1.14/1.15 hold the
+    lists in a map).
+    """
+    v3 = dialect != "V4+"
+    old = dialect == "1.14"
+    segments = [
+        hs.builds(SegmentFileHandle, i64, i64, hs.sampled_from([0, 1]), path, text),
+        hs.just(EmptySegmentHandle()),
+    ]
+    leaf_stream = hs.one_of(
+        hs.builds(FileHandle, path, size),
+        hs.builds(RelativeFileHandle, relative, size),
+        hs.builds(ByteStreamHandle, text, hs.binary(max_size=16)),
+        *([] if v3 else segments),
     )
 
+    @hs.composite
+    def key_groups(draw, code):
+        r = draw(kgr)
+        return KeyGroupsHandle(
+            code,
+            r,
+            tuple(draw(i64) for _ in range(r.count)),
+            draw(leaf_stream),
+            draw(text) if code == 12 else None,
+        )
 
-stream = leaf_stream | key_groups(3)
-local_files = hs.lists(hs.builds(LocalFile, text, stream), max_size=3).map(tuple)
+    stream = leaf_stream | key_groups(3)
+    local_files = hs.lists(
+        hs.builds(LocalFile, text, stream), max_size=3, unique_by=(lambda f: f.local_path) if v3 else None
+    ).map(tuple)
 
+    @hs.composite
+    def incremental(draw):
+        code = draw(hs.sampled_from([5] if old else [11] if v3 else [5, 11]))
+        return IncrementalHandle(
+            code, draw(i64), draw(text), draw(kgr), draw(i64) if code == 11 else None,
+            draw(hs.none() | stream), draw(local_files), draw(local_files), draw(text) if code == 11 else None,
+        )  # fmt: skip
 
-@hs.composite
-def incremental(draw):
-    code = draw(hs.sampled_from([5, 11]))
-    return IncrementalHandle(
-        code, draw(i64), draw(text), draw(kgr), draw(i64) if code == 11 else None,
-        draw(hs.none() | stream), draw(local_files), draw(local_files), draw(text) if code == 11 else None,
-    )  # fmt: skip
-
-
-changelog_bytes = hs.builds(
-    ChangelogBytesHandle,
-    kgr,
-    i64,
-    i64,
-    hs.lists(hs.tuples(i32, hs.binary(max_size=8)), max_size=3).map(tuple),
-    text,
-)
-
-
-@hs.composite
-def changelog_file(draw):
-    code = draw(hs.sampled_from([10, 13]))
-    pieces = tuple(draw(hs.lists(hs.tuples(i64, hs.none() | leaf_stream), max_size=3)))
-    return ChangelogFileHandle(
-        code, draw(kgr), pieces, draw(i64), draw(i64), draw(text), draw(text) if code == 13 else None
+    changelog_bytes = hs.builds(
+        ChangelogBytesHandle,
+        kgr,
+        i64,
+        i64,
+        hs.lists(hs.tuples(i32, hs.binary(max_size=8)), max_size=3).map(tuple),
+        hs.none() if old else text,
     )
 
+    @hs.composite
+    def changelog_file(draw):
+        code = draw(hs.sampled_from([10] if v3 else [10, 13]))
+        pieces = tuple(draw(hs.lists(hs.tuples(i64, hs.none() | leaf_stream), max_size=3)))
+        if old:
+            return ChangelogFileHandle(code, draw(kgr), pieces, draw(i64), None, None, None)
+        return ChangelogFileHandle(
+            code, draw(kgr), pieces, draw(i64), draw(i64), draw(text), draw(text) if code == 13 else None
+        )
 
-@hs.composite
-def changelog_backend(draw):
-    code = draw(hs.sampled_from([8, 14]))
-    mat = tuple(draw(hs.lists(incremental() | key_groups(12), max_size=2)))
-    non = tuple(draw(hs.lists(changelog_bytes | changelog_file(), max_size=2)))
-    mid = draw(i64)
-    return ChangelogBackendHandle(
-        code, draw(kgr), draw(i64), mat, non, mid, draw(i64) if code == 14 else None, draw(text)
+    @hs.composite
+    def changelog_backend(draw):
+        code = draw(hs.sampled_from([8] if v3 else [8, 14]))
+        mat = tuple(draw(hs.lists(incremental() | key_groups(3 if old else 12), max_size=2)))
+        non = tuple(draw(hs.lists(changelog_bytes | changelog_file(), max_size=2)))
+        if old:
+            return ChangelogBackendHandle(code, draw(kgr), None, mat, non, None, None, None)
+        mid = draw(i64)
+        return ChangelogBackendHandle(
+            code, draw(kgr), draw(i64), mat, non, mid, draw(i64) if code == 14 else None, draw(text)
+        )
+
+    key_group_codes = [3, 7] if old else [7, 12] if v3 else [3, 7, 12]
+    keyed = hs.one_of(hs.none(), incremental(), *(key_groups(c) for c in key_group_codes), changelog_backend())
+    named_states = hs.lists(hs.builds(NamedOperatorState, text, hs.integers(0, 2), offsets), max_size=3).map(
+        tuple
     )
+    operator = hs.none() | hs.builds(OperatorStreamHandle, named_states, stream)
+    if not v3:
+        operator |= hs.builds(
+            FileMergingOperatorHandle, named_states, path, path, hs.booleans(), hs.one_of(*segments)
+        )
+    return {"stream": stream, "keyed": keyed, "operator": operator}
 
 
-keyed = hs.none() | incremental() | key_groups(3) | key_groups(7) | key_groups(12) | changelog_backend()
-named_states = hs.lists(hs.builds(NamedOperatorState, text, hs.integers(0, 2), offsets), max_size=3).map(
-    tuple
-)
-operator = hs.none() | hs.builds(OperatorStreamHandle, named_states, stream) | hs.builds(
-    FileMergingOperatorHandle, named_states, path, path, hs.booleans(),
-    hs.builds(SegmentFileHandle, i64, i64, hs.sampled_from([0, 1]), path, text) | hs.just(EmptySegmentHandle()),
-)  # fmt: skip
+STRATEGIES = {d: _strategies(d) for d in ("1.14", "1.15", "V4+")}
 
 
 def channels(version: int, kinds: tuple[int, int]):
+    stream = STRATEGIES["V4+" if version > 3 else "1.15"]["stream"]
     plain = hs.builds(
         ChannelHandle, hs.just(kinds[0]), i32, hs.tuples(i32, i32), offsets, i64, hs.none() | stream
     )
@@ -149,9 +168,10 @@ def channels(version: int, kinds: tuple[int, int]):
 
 
 @hs.composite
-def subtask(draw, version: int, index: int):
+def subtask(draw, version: int, dialect: str, index: int):
     if draw(hs.booleans()) and draw(hs.booleans()):
         return SubtaskState(index, True)
+    operator, keyed = STRATEGIES[dialect]["operator"], STRATEGIES[dialect]["keyed"]
     return SubtaskState(
         index, False, draw(operator), draw(operator), draw(keyed), draw(keyed),
         draw(channels(version, (1, 3))), draw(channels(version, (2, 4))),
@@ -160,7 +180,7 @@ def subtask(draw, version: int, index: int):
 
 
 @hs.composite
-def operator_state(draw, version: int):
+def operator_state(draw, version: int, dialect: str):
     op_id = draw(hs.binary(min_size=16, max_size=16)).hex()
     named = version >= 5
     name, uid = (draw(text), draw(text)) if named else (None, None)
@@ -170,7 +190,7 @@ def operator_state(draw, version: int):
     if draw(hs.integers(0, 9)) == 0:
         return OperatorState(op_id, par, max_par, None, None, name, uid)
     n = draw(hs.integers(0, 3))
-    subs = tuple(draw(subtask(version, i)) for i in range(n))
+    subs = tuple(draw(subtask(version, dialect, i)) for i in range(n))
     coord = draw(hs.none() | hs.builds(ByteStreamHandle, text, hs.binary(max_size=8)))
     return OperatorState(op_id, par, max_par, coord, subs, name, uid)
 
@@ -178,8 +198,9 @@ def operator_state(draw, version: int):
 @hs.composite
 def metadata(draw):
     version = draw(hs.sampled_from([3, 4, 5, 6, 7]))
+    dialect = draw(hs.sampled_from(["1.14", "1.15"])) if version == 3 else "V4+"
     masters = tuple(draw(hs.lists(hs.builds(MasterState, i32, text, hs.binary(max_size=8)), max_size=2)))
-    ops = tuple(draw(hs.lists(operator_state(version), max_size=3)))
+    ops = tuple(draw(hs.lists(operator_state(version, dialect), max_size=3)))
     trailer = b"" if version == 3 else NULL_TRAILER
     return CheckpointMetadata(version, draw(hs.integers(0, 2**63 - 1)), masters, ops, trailer, None)
 

@@ -182,6 +182,9 @@ class IncrementalHandle(NamedTuple):
     ``shared`` files (SSTs) may be referenced by later checkpoints; ``private`` files (MANIFEST,
     CURRENT, OPTIONS) belong to this checkpoint only; ``meta`` holds the serialized state meta info.
     Code 5 has neither ``checkpointed_size`` nor ``handle_id`` on the wire (both ``None`` here).
+    ``shadowed`` holds the entries a V3 file repeats a local name for: Flink 1.14/1.15 read the
+    lists into a map and keep the later one, but 1.17+ restoring the same file keep both (and
+    fetch both), so they stay referenced though they are not part of Flink's reading.
     """
 
     code: int
@@ -193,6 +196,7 @@ class IncrementalHandle(NamedTuple):
     shared: tuple[LocalFile, ...]
     private: tuple[LocalFile, ...]
     handle_id: str | None
+    shadowed: tuple[LocalFile, ...] = ()
 
 
 class ChangelogBytesHandle(NamedTuple):
@@ -202,7 +206,7 @@ class ChangelogBytesHandle(NamedTuple):
     from_sequence: int
     to_sequence: int
     changes: tuple[tuple[int, bytes], ...]
-    handle_id: str
+    handle_id: str | None  # None: Flink 1.14's layout
 
 
 class ChangelogFileHandle(NamedTuple):
@@ -212,8 +216,8 @@ class ChangelogFileHandle(NamedTuple):
     key_groups: KeyGroupRange
     pieces: tuple[tuple[int, StreamHandle | None], ...]
     state_size: int
-    checkpointed_size: int
-    handle_id: str
+    checkpointed_size: int | None  # None (and no handle_id): Flink 1.14's layout
+    handle_id: str | None
     storage_identifier: str | None  # code 13 only
 
 
@@ -222,12 +226,12 @@ class ChangelogBackendHandle(NamedTuple):
 
     code: int
     key_groups: KeyGroupRange
-    checkpointed_size: int
+    checkpointed_size: int | None  # None (and no materialization or handle id): Flink 1.14's layout
     materialized: tuple[KeyedHandle, ...]
     non_materialized: tuple[KeyedHandle, ...]
-    materialization_id: int
+    materialization_id: int | None
     checkpoint_id: int | None  # code 14 only
-    handle_id: str
+    handle_id: str | None
 
 
 KeyedHandle = (

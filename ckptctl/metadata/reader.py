@@ -76,19 +76,50 @@ _PLAIN_PATH = flinkpath.is_plain
 _ALL_PLAIN = flinkpath.all_plain
 EMPTY_SEGMENT = EmptySegmentHandle()
 MAX_NESTING = 32  # changelog and key-group handles nest; Flink writes at most three levels
+# Keyed handle codes that the releases writing a format version did not know (1.14/1.15 wrote V3;
+# the changelog V2 handles came with 1.16, which writes V4).
+_KEYED_CODES_UNKNOWN_TO = {3: (CHANGELOG_FILE_INCREMENT_HANDLE_V2, CHANGELOG_HANDLE_V2)}
+
+
+def _as_map(files: list[LocalFile]) -> tuple[LocalFile, ...]:
+    """A file list as 1.14-1.16 hold it, a ``HashMap<StateHandleID, StreamStateHandle>``.
+
+    A repeated local name keeps its first place and takes the later handle (``put`` replaces
+    the value). Used for V3 only: V4 was written by 1.16 (a map) and by 1.17-1.20 (a list) with
+    the same bytes, and a list keeps every entry, the reading that drops no file.
+    """
+    by_name: dict[str, LocalFile] = {}
+    for f in files:
+        by_name[f.local_path] = f
+    return tuple(by_name.values())
 
 
 class _Decoder:
     """A cursor over the file's bytes with Java ``DataInputStream`` primitives."""
 
-    __slots__ = ("buf", "pos", "end", "path", "depth")
+    __slots__ = (
+        "buf", "pos", "end", "path", "depth", "version", "flink114", "met_changelog", "met_114_codes", "shadowed",
+    )  # fmt: skip
 
-    def __init__(self, buf: bytes, path: str | None, start: int = 0, end: int | None = None) -> None:
+    def __init__(
+        self,
+        buf: bytes,
+        path: str | None,
+        start: int = 0,
+        end: int | None = None,
+        version: int = 0,
+        flink114: bool = False,
+    ) -> None:
         self.buf = buf
         self.pos = start
         self.end = len(buf) if end is None else end
         self.path = path
         self.depth = 0
+        self.version = version  # the format version: which handle codes its writers knew
+        self.flink114 = flink114  # V3 as Flink 1.14 wrote it (see _read_metadata)
+        self.met_changelog = False  # a changelog handle (8, 9, 10) was decoded
+        self.met_114_codes = False  # a code 1.14 writes and 1.15 never does (3, 5)
+        self.shadowed: list[LocalFile] = []  # V3 entries a repeated local name hides (see _as_map)
 
     # -- errors ---------------------------------------------------------------------------
     def fail(self, message: str, offset: int | None = None) -> MetadataFormatError:
@@ -231,6 +262,8 @@ class _Decoder:
         if code == BYTE_STREAM_STATE_HANDLE:
             name = self.utf()
             return ByteStreamHandle(name, self.raw(self.i32(), "inline state bytes"))
+        if code >= SEGMENT_FILE_HANDLE and self.version == 3:  # file merging came with V4 (1.20)
+            raise self.fail(f"unknown stream state handle type {code}", at)
         if code == SEGMENT_FILE_HANDLE:
             offset = self.i64()
             size = self.i64()
@@ -310,8 +343,13 @@ class _Decoder:
             # some path is not a plain URI: decode the list again entry by entry, so that the
             # first path Flink's Path rejects is reported at its own offset
             self.pos = list_start
-            return tuple(self.local_file() for _ in range(n))
-        self.pos = pos
+            out = [self.local_file() for _ in range(n)]
+        else:
+            self.pos = pos
+        if self.version == 3 and len({f.local_path for f in out}) < n:
+            kept = _as_map(out)
+            self.shadowed.extend(f for f in out if f not in kept)
+            return kept
         return tuple(out)
 
     def local_file(self) -> LocalFile:
@@ -328,17 +366,30 @@ class _Decoder:
         code = self.u8()
         if code == NULL_HANDLE:
             return None
+        if code in _KEYED_CODES_UNKNOWN_TO.get(self.version, ()) or (
+            self.flink114 and code in (INCREMENTAL_KEY_GROUPS_HANDLE_V2, KEY_GROUPS_HANDLE_V2)
+        ):  # the releases that wrote this version throw "Reading invalid KeyedStateHandle"
+            raise self.fail(f"unknown keyed state handle type {code}", at)
+        if code in (KEY_GROUPS_HANDLE, INCREMENTAL_KEY_GROUPS_HANDLE):
+            self.met_114_codes = True
+        elif code in (CHANGELOG_HANDLE, CHANGELOG_BYTE_INCREMENT_HANDLE, CHANGELOG_FILE_INCREMENT_HANDLE):
+            self.met_changelog = True
+            if self.flink114:
+                return self.changelog_114(code, at)
         if code in (INCREMENTAL_KEY_GROUPS_HANDLE_V2, INCREMENTAL_KEY_GROUPS_HANDLE):
             checkpoint_id = self.i64()
             backend_id = self.utf()
             kgr = self.key_group_range()
             checkpointed = self.i64() if code == INCREMENTAL_KEY_GROUPS_HANDLE_V2 else None
             meta = self.stream()
+            hidden = len(self.shadowed)
             shared = self.local_files()
             private = self.local_files()
             handle_id = self.utf() if code == INCREMENTAL_KEY_GROUPS_HANDLE_V2 else None
+            shadowed = tuple(self.shadowed[hidden:])
+            del self.shadowed[hidden:]
             return IncrementalHandle(
-                code, checkpoint_id, backend_id, kgr, checkpointed, meta, shared, private, handle_id
+                code, checkpoint_id, backend_id, kgr, checkpointed, meta, shared, private, handle_id, shadowed
             )
         if code in (KEY_GROUPS_HANDLE, KEY_GROUPS_HANDLE_V2, SAVEPOINT_KEY_GROUPS_HANDLE):
             return self.key_groups_body(code)
@@ -347,7 +398,7 @@ class _Decoder:
             kgr = self.key_group_range()
             checkpointed = self.i64()
             materialized = tuple(self.keyed() for _ in range(self.count("materialized handles", 1)))
-            non_materialized = tuple(self.keyed() for _ in range(self.count("changelog handles", 1)))
+            non_materialized = self.changelog_parts()
             materialization_id = self.i64()
             checkpoint_id = self.i64() if code == CHANGELOG_HANDLE_V2 else None
             handle_id = self.utf()
@@ -380,6 +431,48 @@ class _Decoder:
             return ChangelogFileHandle(code, kgr, tuple(pieces), state_size, checkpointed, handle_id, storage)
         raise self.fail(f"unknown keyed state handle type {code}", at)
 
+    def changelog_parts(self) -> tuple:
+        """The non-materialized part: Flink casts each to ``ChangelogStateHandle`` (null passes)."""
+        parts = []
+        for _ in range(self.count("changelog handles", 1)):
+            at = self.pos
+            h = self.keyed()
+            if h is not None and not isinstance(h, (ChangelogBytesHandle, ChangelogFileHandle)):
+                raise self.fail(f"non-materialized changelog part is a {type(h).__name__}, not a changelog handle", at)
+            parts.append(h)
+        return tuple(parts)
+
+    def changelog_114(self, code: int, at: int):
+        """Codes 8, 9, 10 as Flink 1.14 lays them out: no sizes, materialization or handle ids.
+
+        The fields 1.15 added are ``None`` in the model, which is how the writer knows to write
+        them back the 1.14 way.
+        """
+        kgr = self.key_group_range()
+        if code == CHANGELOG_HANDLE:
+            self.nest()
+            materialized = tuple(self.keyed() for _ in range(self.count("materialized handles", 1)))
+            non_materialized = self.changelog_parts()
+            self.depth -= 1
+            if kgr.empty:
+                raise self.fail(f"changelog state handle with the empty key-group range {kgr.start}+{kgr.count}", at + 1)
+            return ChangelogBackendHandle(code, kgr, None, materialized, non_materialized, None, None, None)
+        if code == CHANGELOG_BYTE_INCREMENT_HANDLE:
+            from_seq, to_seq = self.i64(), self.i64()
+            changes = []
+            for _ in range(self.count("changelog changes", 8)):
+                key_group = self.i32()
+                changes.append((key_group, self.raw(self.i32(), "changelog change bytes")))
+            return ChangelogBytesHandle(kgr, from_seq, to_seq, tuple(changes), None)
+        self.nest()
+        pieces = []
+        for _ in range(self.count("changelog file pieces", 9)):
+            offset = self.i64()
+            pieces.append((offset, self.stream()))
+        state_size = self.i64()
+        self.depth -= 1
+        return ChangelogFileHandle(code, kgr, tuple(pieces), state_size, None, None, None)
+
     # -- operator handles -----------------------------------------------------------------
     def named_states(self) -> tuple[NamedOperatorState, ...]:
         states = []
@@ -404,7 +497,7 @@ class _Decoder:
             if delegate is None:
                 raise self.fail("operator state handle without a delegate stream", delegate_at)
             return OperatorStreamHandle(states, delegate)
-        if code == SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE:
+        if code == SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE and self.version != 3:
             states = self.named_states()
             taskowned_at = self.pos
             taskowned = self.utf()
@@ -571,8 +664,48 @@ def read_metadata(buf: bytes, path: str | None = None) -> CheckpointMetadata:
 
 
 def _read_metadata(buf: bytes, path: str | None) -> CheckpointMetadata:
+    """Decode; a V3 file with changelog handles is decoded as 1.15 and as 1.14 wrote it.
+
+    Version 3 was written by Flink 1.14 and 1.15, and 1.15 changed the layout of the changelog
+    handles (codes 8, 9, 10 gained sizes, a materialization id and handle ids) without a new
+    version number. When the 1.15 reading meets one, the file is read the 1.14 way too and the
+    reading that holds is kept; when both hold, see :func:`_more_like_114`. When neither holds,
+    the error is the one that got further into the file.
+    """
     version = read_header(buf, path)
-    d = _Decoder(buf, path, 8)
+    d = _Decoder(buf, path, 8, version=version)
+    try:
+        md, error = _decode(buf, path, version, d), None
+    except MetadataFormatError as e:
+        md, error = None, e
+    if version == 3 and d.met_changelog:
+        old = _Decoder(buf, path, 8, version=version, flink114=True)
+        try:
+            md_old, error_old = _decode(buf, path, version, old), None
+        except MetadataFormatError as e:
+            md_old, error_old = None, e
+        if md_old is not None and (md is None or _more_like_114(md, md_old, old)):
+            return md_old
+        if md is None and error_old is not None and (error_old.offset or 0) > (error.offset or 0):
+            raise error_old
+    if error is not None:
+        raise error
+    return md
+
+
+def _more_like_114(md: CheckpointMetadata, md_old: CheckpointMetadata, old: _Decoder) -> bool:
+    """Both readings of a V3 file hold: which release wrote it?
+
+    Both releases end a V3 file right after the operators, so a reading that ends there beats one
+    that leaves bytes over; otherwise the file is 1.14's if it carries codes only 1.14 writes (3
+    and 5: 1.15 writes 12 and 11 for the same handles).
+    """
+    if (md_old.trailer == b"") != (md.trailer == b""):
+        return md_old.trailer == b""
+    return old.met_114_codes
+
+
+def _decode(buf: bytes, path: str | None, version: int, d: _Decoder) -> CheckpointMetadata:
     at = d.pos
     checkpoint_id = d.i64()
     if checkpoint_id < 0:

@@ -134,11 +134,15 @@ class _Encoder:
         elif type(h) is ChangelogBackendHandle:
             out(bytes((h.code,)))
             self.kgr(h.key_groups)
-            out(_I64(h.checkpointed_size))
+            legacy = h.checkpointed_size is None  # Flink 1.14's layout (see the reader)
+            if not legacy:
+                out(_I64(h.checkpointed_size))
             for parts in (h.materialized, h.non_materialized):
                 out(_I32(len(parts)))
                 for part in parts:
                     self.keyed(part)
+            if legacy:
+                return
             out(_I64(h.materialization_id))
             if h.code == CHANGELOG_HANDLE_V2:
                 out(_I64(h.checkpoint_id if h.checkpoint_id is not None else h.materialization_id))
@@ -149,7 +153,8 @@ class _Encoder:
             out(_I64(h.from_sequence) + _I64(h.to_sequence) + _I32(len(h.changes)))
             for key_group, data in h.changes:
                 out(_I32(key_group) + _I32(len(data)) + data)
-            self.utf(h.handle_id)
+            if h.handle_id is not None:  # None: Flink 1.14's layout
+                self.utf(h.handle_id)
         elif type(h) is ChangelogFileHandle:
             out(bytes((h.code,)))
             self.kgr(h.key_groups)
@@ -157,6 +162,9 @@ class _Encoder:
             for offset, stream in h.pieces:
                 out(_I64(offset))
                 self.stream(stream)
+            if h.checkpointed_size is None:  # Flink 1.14's layout
+                out(_I64(h.state_size))
+                return
             out(_I64(h.state_size) + _I64(h.checkpointed_size))
             self.utf(h.handle_id)
             if h.code == CHANGELOG_FILE_INCREMENT_HANDLE_V2:
