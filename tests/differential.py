@@ -49,6 +49,7 @@ from ckptctl.metadata.model import (
     RelativeFileHandle,
     SegmentFileHandle,
 )
+from ckptctl.metadata.writer import encode_merged_channel_offsets
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "fixtures" / "data"
@@ -91,11 +92,20 @@ def _hash(lines: list[str]) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _longs(values) -> str:
+    return "[" + ", ".join(str(v) for v in values) + "]"
+
+
 class _Content:
     def __init__(self) -> None:
         self.handles = 0
         self.refs: list[str] = []
         self.ranges: list[str] = []
+        self.details: list[str] = []  # what refs and ranges leave out (MetadataVerdict's "details")
 
     def range(self, kgr) -> None:
         self.ranges.append(f"{kgr.first}:{kgr.end}")
@@ -113,6 +123,10 @@ class _Content:
             self.visit(h.meta)
             for f in h.shared + h.private:
                 self.visit(f.handle)
+            names = [f"inc|{h.checkpoint_id}|{h.backend_id}"]
+            for files in (h.shared, h.private):
+                names.append("/".join(sorted((f.local_path for f in files), key=_java_order)))
+            self.details.append("|".join(names))
         elif isinstance(h, ChangelogBackendHandle):
             self.range(h.key_groups)
             for k in h.materialized + h.non_materialized:
@@ -123,14 +137,26 @@ class _Content:
                 self.visit(s)
         elif isinstance(h, ChangelogBytesHandle):
             self.range(h.key_groups)
+            self.details.append("changes" + "".join(f"|{kg}:{_sha(data)}" for kg, data in h.changes))
         elif isinstance(h, FileMergingOperatorHandle):
+            self._states(h)
             for d in (h.taskowned_dir, h.shared_dir):
                 self.handles += 1
                 self.refs.append("dir|" + flink_path_string(d))
             self.visit(h.delegate)
-        elif isinstance(h, (OperatorStreamHandle, ChannelHandle, MergedChannelHandle)):
+        elif isinstance(h, OperatorStreamHandle):
+            self._states(h)
             self.visit(h.delegate)
-        elif isinstance(h, EmptySegmentHandle | ByteStreamHandle):
+        elif isinstance(h, ChannelHandle):
+            self.details.append(f"chan|{h.subtask_index}|{h.info[0]}:{h.info[1]}|{_longs(h.offsets)}|{h.state_size}")
+            self.visit(h.delegate)
+        elif isinstance(h, MergedChannelHandle):
+            blob = h.raw_offsets if h.raw_offsets is not None else encode_merged_channel_offsets(h.channels)
+            self.details.append(f"mchan|{h.subtask_index}|{h.state_size}|{_sha(blob)}")
+            self.visit(h.delegate)
+        elif isinstance(h, ByteStreamHandle):
+            self.details.append(f"inline|{h.name}|{_sha(h.data)}")
+        elif isinstance(h, EmptySegmentHandle):
             pass
         elif isinstance(h, SegmentFileHandle):
             self.refs.append(f"seg|{flink_path_string(h.path)}|{h.offset}|{h.size}|{h.scope}")
@@ -142,12 +168,26 @@ class _Content:
             raise TypeError(f"unknown handle {type(h).__name__}")
 
 
+    def _states(self, h) -> None:
+        for st in h.states:
+            self.details.append(f"ostate|{st.name}|{st.mode}|{_longs(st.offsets)}")
+
+
+def _java_order(s: str) -> bytes:
+    return s.encode("utf-16-be", "surrogatepass")
+
+
 def content(md) -> dict:
     """The accept verdict of a decoded model (the fields MetadataVerdict prints)."""
     c = _Content()
     ops = {}
     subtask_lines = []
+    for m in md.master_states:
+        c.details.append(f"master|{m.name}|{m.version}|{_sha(m.payload)}")
     for op in md.operators:
+        if md.version >= 5:  # written by 2.x, whose OperatorState has a name and a uid
+            # OperatorState holds an empty name or uid as absent (Optional.empty(), printed null)
+            c.details.append(f"name|{op.operator_id}|{op.name or 'null'}|{op.uid or 'null'}")
         n = -1 if op.subtasks is None else len(op.subtasks)
         ops[op.operator_id] = [op.operator_id, op.parallelism, op.max_parallelism, n]
         c.visit(op.coordinator_state)
@@ -167,6 +207,7 @@ def content(md) -> dict:
         "refs": len(c.refs),
         "refs_hash": _hash(c.refs),
         "ranges_hash": _hash(c.ranges),
+        "details": _hash(c.details),
     }
 
 
@@ -179,11 +220,8 @@ COMPARED = (
     "refs",
     "refs_hash",
     "ranges_hash",
+    "details",  # recorded since the details hash exists; older recordings lack it
 )
-
-
-def comparable(v: dict) -> dict:
-    return {k: v[k] for k in COMPARED if k in v}
 
 
 def ckptctl_verdict(data: bytes, path: str = "_metadata") -> dict:
@@ -198,7 +236,8 @@ def ckptctl_verdict(data: bytes, path: str = "_metadata") -> dict:
 def agree(flink: dict, mine: dict) -> bool:
     if flink["verdict"] == "reject" or mine["verdict"] == "reject":
         return flink["verdict"] == mine["verdict"]
-    return comparable(flink) == comparable(mine)
+    keys = [k for k in COMPARED if k in flink]
+    return all(flink[k] == mine.get(k) for k in keys)
 
 
 # ---------------------------------------------------------------------------------------------
