@@ -445,28 +445,24 @@ class Storage:
                     yield FileInfo("s3://" + name, int(info.get("size") or 0), _mtime_of(info))
 
     # -- time ----------------------------------------------------------------------------
-    def now(self, uri: str, attempts: int = 4) -> tuple[float | None, str]:
+    def now(self, uri: str) -> tuple[float | None, str]:
         """The storage's idea of the current time, and where it came from.
 
         Object stores stamp mtimes with their own clock, so age cut-offs are taken from it (the
-        HTTP ``Date`` of a cheap request, retried) rather than from this machine's clock. When it
-        cannot be read the time is ``None``: gc then refuses unless told to use the local clock.
+        HTTP ``Date`` of a cheap request, retried like every storage call) rather than from this
+        machine's clock. When it cannot be read the time is ``None``: gc then refuses unless told
+        to use the local clock.
         """
         if scheme_of(uri) != "s3":
             return time.time(), "local clock"
         fs, path = self.fs(uri)
         bucket = path.split("/", 1)[0]
-        error = "unknown"
-        for attempt in range(attempts):
-            if attempt:
-                time.sleep(0.2 * 2 ** (attempt - 1))
-            try:
-                response = fs.call_s3("list_objects_v2", Bucket=bucket, MaxKeys=1)
-                date = response["ResponseMetadata"]["HTTPHeaders"]["date"]
-                return email.utils.parsedate_to_datetime(date).timestamp(), "S3 Date header"
-            except Exception as e:  # noqa: BLE001 - any failure: try again, then say so
-                error = f"{type(e).__name__}: {e}"
-        return None, f"no S3 Date header after {attempts} attempts ({error})"
+        try:
+            response = _retrying(lambda: fs.call_s3("list_objects_v2", Bucket=bucket, MaxKeys=1))
+            date = response["ResponseMetadata"]["HTTPHeaders"]["date"]
+            return email.utils.parsedate_to_datetime(date).timestamp(), "S3 Date header"
+        except Exception as e:  # noqa: BLE001 - any failure: say so, gc refuses
+            return None, f"no S3 Date header ({type(e).__name__}: {_first_line(e)})"
 
     # -- writing -------------------------------------------------------------------------
     def write_bytes(self, uri: str, data: bytes) -> None:
@@ -479,14 +475,12 @@ class Storage:
         except OSError as e:
             raise StorageError(f"cannot write: {e}", path=uri) from None
 
-    def delete_many(
-        self, uris: list[str], attempts: int = 6, base_delay: float = 0.2
-    ) -> list[tuple[str, str]]:
+    def delete_many(self, uris: list[str]) -> list[tuple[str, str]]:
         """Delete files; returns (uri, error) for those that could not be deleted.
 
-        S3 keys go 1000 per DeleteObjects request; throttling (SlowDown, 503) and server errors
-        are retried with exponential back-off, per request and per failed key. A file that is
-        already gone counts as deleted, so an interrupted run can simply be repeated.
+        S3 keys go 1000 per DeleteObjects request; a failed request and the keys a request
+        reports as failed are retried under the one retry policy (:func:`_retry_delay`). A file
+        that is already gone counts as deleted, so an interrupted run can simply be repeated.
         """
         failed: list[tuple[str, str]] = []
         local = [u for u in uris if scheme_of(u) == "file"]
@@ -505,30 +499,29 @@ class Storage:
         for bucket, keys in by_bucket.items():
             fs, _ = self.fs("s3://" + bucket)
             for start in range(0, len(keys), 1000):
-                failed += self._delete_s3_batch(fs, bucket, keys[start : start + 1000], attempts, base_delay)
+                failed += self._delete_s3_batch(fs, bucket, keys[start : start + 1000])
             fs.invalidate_cache()
         return failed
 
-    def _delete_s3_batch(self, fs, bucket, keys, attempts, base_delay) -> list[tuple[str, str]]:
+    def _delete_s3_batch(self, fs, bucket, keys) -> list[tuple[str, str]]:
         pending = list(keys)
         last_error: dict[str, str] = {}
-        for attempt in range(attempts):
-            if not pending:
-                return []
-            if attempt:
-                time.sleep(min(base_delay * 2 ** (attempt - 1), 10.0))
+        attempt = 0
+        while pending:
             try:
-                response = fs.call_s3(
-                    "delete_objects",
-                    Bucket=bucket,
-                    Delete={"Objects": [{"Key": k} for k in pending], "Quiet": True},
-                )
-            except Exception as e:  # noqa: BLE001 - throttling and 5xx surface as various exceptions
-                last_error = {k: f"{type(e).__name__}: {e}" for k in pending}
-                continue
+                request = {"Objects": [{"Key": k} for k in pending], "Quiet": True}
+                response = _retrying(lambda r=request: fs.call_s3("delete_objects", Bucket=bucket, Delete=r))
+            except Exception as e:  # noqa: BLE001 - retried already: these keys failed
+                last_error = {k: f"{type(e).__name__}: {_first_line(e)}" for k in pending}
+                break
             errors = response.get("Errors") or []
             last_error = {err["Key"]: f"{err.get('Code')}: {err.get('Message')}" for err in errors}
             pending = [k for k in pending if k in last_error]
+            delay = _retry_delay(Exception("keys failed"), attempt)
+            if not pending or delay is None:
+                break
+            time.sleep(delay)
+            attempt += 1
         return [(f"s3://{bucket}/{k}", last_error.get(k, "unknown error")) for k in pending]
 
     def move(self, src: str, dst: str) -> None:
@@ -576,6 +569,10 @@ RETRY_ATTEMPTS = 8
 RETRY_BASE = 0.1
 RETRY_CAP = 5.0
 _FINAL = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0][:200]
 
 
 def _retry_delay(error: Exception, attempt: int) -> float | None:
