@@ -33,6 +33,7 @@ from pathlib import Path
 from ckptctl.errors import MetadataFormatError
 from ckptctl.metadata import reader
 from ckptctl.metadata.flinkpath import InvalidPath, check_relative, flink_path_string
+from ckptctl.metadata.javauuid import flink_backend_uuid
 from ckptctl.metadata.model import (
     ByteStreamHandle,
     ChangelogBackendHandle,
@@ -123,7 +124,7 @@ class _Content:
             self.visit(h.meta)
             for f in h.shared + h.private:
                 self.visit(f.handle)
-            names = [f"inc|{h.checkpoint_id}|{h.backend_id}"]
+            names = [f"inc|{h.checkpoint_id}|{flink_backend_uuid(h.backend_id)}"]
             for files in (h.shared, h.private):
                 names.append("/".join(sorted((f.local_path for f in files), key=_java_order)))
             self.details.append("|".join(names))
@@ -579,6 +580,48 @@ def path_strings(n: int, seed: int) -> list[str]:
                 s = s[:p] + s[p + rng.randint(1, 3) :]
         if s:
             out.append(s)
+    return out
+
+
+UUIDS = PATHS.with_name("uuids.json")
+# backend identifiers: Flink writes a random UUID; the edits reach UUID.fromString's lenient path
+# (Long.parseLong per component: signs, Unicode digits, fullwidth letters, overflow, lengths) and
+# the name-based fallback (lone surrogates become '?')
+UUID_EDITS = ["-", "+", "--", "0", "f", "F", "g", " ", "\u0660", "\u0669", "\uff10", "\uff21", "\uff46", "\uff47",
+              "\u00b2", "\ud800", "\udc00", "\U0001f600", "ffffffffffffffff", "7fffffffffffffff", "\x00", "é"]
+
+
+def uuid_strings(n: int, seed: int) -> list[str]:
+    """``n`` backend-identifier-like strings: random UUIDs with 0-3 character edits."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    while len(out) < n:
+        a, b, c, e, f = (rng.getrandbits(n) for n in (32, 16, 16, 16, 48))
+        s = f"{a:08x}-{b:04x}-{c:04x}-{e:04x}-{f:012x}"
+        if rng.random() < 0.3:
+            s = s.upper()
+        for _ in range(rng.randint(0, 3)):
+            p = rng.randrange(len(s) + 1)
+            r = rng.random()
+            if r < 0.5:
+                s = s[:p] + rng.choice(UUID_EDITS) + s[p + 1 :]
+            elif r < 0.8:
+                s = s[:p] + rng.choice(UUID_EDITS) + s[p:]
+            else:
+                s = s[:p] + s[p + rng.randint(1, 8) :]
+        out.append(s)
+    return out
+
+
+def flink_uuids(classpath: str, strings: list[str]) -> list[str]:
+    """The UUID Flink's deserializer makes of each string as a backend identifier."""
+    p = subprocess.run(
+        [shutil.which("java") or "java", "-Xmx256m", "-cp", classpath, "MetadataVerdict", "uuids"],
+        input="\n".join(_utf16_hex(s) for s in strings) + "\n", capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    out = p.stdout.split()
+    if len(out) != len(strings):
+        raise RuntimeError(f"MetadataVerdict uuids answered {len(out)} of {len(strings)}: {p.stderr[-2000:]}")
     return out
 
 

@@ -102,3 +102,15 @@ def test_a_repeated_local_name_in_v3_keeps_both_files_referenced() -> None:
     mutated = read_metadata(d.apply_recipe(d.fixture_bytes(case["fixture"]), case["recipe"]))
     assert d.content(mutated)["refs"] == d.content(original)["refs"] - 1 == case["flink"]["refs"]
     assert set(written_absolute_paths(mutated)) == set(written_absolute_paths(original))
+
+
+def test_backend_identifiers_become_the_uuids_flink_makes() -> None:
+    # fixtures/differential/uuids.json: edited identifiers and the UUID Flink 2.3 on Java 17 made of
+    # each (UUID.fromString, else nameUUIDFromBytes): the strict form, the lenient one, the fallback
+    from ckptctl.metadata.javauuid import flink_backend_uuid
+
+    rows = json.loads(d.UUIDS.read_text())["uuids"]
+    canonical = sum(r["s"].lower() == r["uuid"] for r in rows)
+    assert len(rows) >= 1000 and 100 < canonical < len(rows) - 100  # both paths are exercised
+    wrong = [(r["s"], r["uuid"], flink_backend_uuid(r["s"])) for r in rows if flink_backend_uuid(r["s"]) != r["uuid"]]
+    assert not wrong, wrong[:5]
