@@ -108,8 +108,8 @@ def _strategies(dialect: str) -> dict:
     changelog_bytes = hs.builds(
         ChangelogBytesHandle,
         kgr,
-        i64,
-        i64,
+        hs.integers(0, 2**63 - 1),  # SequenceNumber.of: not negative
+        hs.integers(0, 2**63 - 1),
         hs.lists(hs.tuples(i32, hs.binary(max_size=8)), max_size=3).map(tuple),
         hs.none() if old else text,
     )

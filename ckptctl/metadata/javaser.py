@@ -247,6 +247,10 @@ class _Stream:
             type_code = chr(self.take(1)[0])
             field_name = self.utf()
             if type_code in "L[":
+                # ObjectInputStream.readTypeString: a string, a back-reference or null, nothing else
+                peek = self.buf[self.pos] if self.pos < len(self.buf) else None
+                if peek is not None and peek not in (TC_NULL, TC_REFERENCE, TC_STRING, TC_LONGSTRING):
+                    raise self.fail(f"invalid type code: {peek:02X}", self.pos)
                 sig = self.content()  # the field's type signature as a string object
                 if not isinstance(sig, str):
                     raise self.fail(f"{name}: invalid type string for field {field_name}", field_at)

@@ -411,12 +411,7 @@ class _Decoder:
             )  # fmt: skip
         if code == CHANGELOG_BYTE_INCREMENT_HANDLE:
             kgr = self.key_group_range()
-            from_seq, to_seq = self.i64(), self.i64()
-            changes = []
-            for _ in range(self.count("changelog changes", 8)):
-                key_group = self.i32()
-                changes.append((key_group, self.raw(self.i32(), "changelog change bytes")))
-            return ChangelogBytesHandle(kgr, from_seq, to_seq, tuple(changes), self.utf())
+            return self.changelog_bytes(kgr, legacy=False)
         if code in (CHANGELOG_FILE_INCREMENT_HANDLE, CHANGELOG_FILE_INCREMENT_HANDLE_V2):
             self.nest()
             kgr = self.key_group_range()
@@ -442,6 +437,20 @@ class _Decoder:
             parts.append(h)
         return tuple(parts)
 
+    def changelog_bytes(self, kgr: KeyGroupRange, legacy: bool) -> ChangelogBytesHandle:
+        """Code 9 after its key-group range; ``legacy``: 1.14's layout, without a handle id."""
+        seq_at = self.pos
+        from_seq, to_seq = self.i64(), self.i64()
+        changes = []
+        for _ in range(self.count("changelog changes", 8)):
+            key_group = self.i32()
+            changes.append((key_group, self.raw(self.i32(), "changelog change bytes")))
+        handle_id = None if legacy else self.utf()
+        for n, value in enumerate((from_seq, to_seq)):  # SequenceNumber.of: checkArgument(number >= 0)
+            if value < 0:
+                raise self.fail(f"negative changelog sequence number {value}", seq_at + 8 * n)
+        return ChangelogBytesHandle(kgr, from_seq, to_seq, tuple(changes), handle_id)
+
     def changelog_114(self, code: int, at: int):
         """Codes 8, 9, 10 as Flink 1.14 lays them out: no sizes, materialization or handle ids.
 
@@ -458,12 +467,7 @@ class _Decoder:
                 raise self.fail(f"changelog state handle with the empty key-group range {kgr.start}+{kgr.count}", at + 1)
             return ChangelogBackendHandle(code, kgr, None, materialized, non_materialized, None, None, None)
         if code == CHANGELOG_BYTE_INCREMENT_HANDLE:
-            from_seq, to_seq = self.i64(), self.i64()
-            changes = []
-            for _ in range(self.count("changelog changes", 8)):
-                key_group = self.i32()
-                changes.append((key_group, self.raw(self.i32(), "changelog change bytes")))
-            return ChangelogBytesHandle(kgr, from_seq, to_seq, tuple(changes), None)
+            return self.changelog_bytes(kgr, legacy=True)
         self.nest()
         pieces = []
         for _ in range(self.count("changelog file pieces", 9)):
