@@ -35,6 +35,7 @@ from ckptctl.metadata.model import (
 from ckptctl.storage import Storage
 
 T0 = time.time() - 5 * 86400
+NULL_PROPERTIES = b"\xac\xed\x00\x05\x70"  # ObjectOutputStream.writeObject(null)
 
 
 @hs.composite
@@ -99,7 +100,9 @@ def write_graph(root: Path, graph, written: Path | None = None) -> dict[tuple[in
             )
             used.add(f"file:{root / merged}")
         sub = SubtaskState(0, False, managed_operator=op_state, managed_keyed=keyed)
-        md = CheckpointMetadata(3, cid, (), (OperatorState("ab" * 16, 1, 128, None, (sub,)),), b"", None)
+        # V4: the first format with file-merging segment handles; its trailer is writeObject(null).
+        ops = (OperatorState("ab" * 16, 1, 128, None, (sub,)),)
+        md = CheckpointMetadata(4, cid, (), ops, NULL_PROPERTIES, None)
         (chk / "_metadata").write_bytes(write_metadata(md))
         refs[(j, cid)] = used | {f"file:{chk / '_metadata'}"}
     for i, where in enumerate(orphans):
