@@ -54,7 +54,20 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "fixtures" / "data"
 VERDICT_SRC = REPO / "fixtures" / "dumper" / "MetadataVerdict.java"
 EXPECTATIONS = REPO / "fixtures" / "differential" / "expectations.json"
-RELEASES = ("1.14.6", "1.15.4", "1.17.2", "1.20.3", "2.2.0", "2.3.0")  # the releases that wrote the committed fixtures
+# the releases that wrote the committed fixtures
+RELEASES = (
+    "1.14.6",
+    "1.15.4",
+    "1.16.3",
+    "1.17.2",
+    "1.18.1",
+    "1.19.3",
+    "1.20.3",
+    "2.0.2",
+    "2.1.3",
+    "2.2.0",
+    "2.3.0",
+)
 
 
 # ---------------------------------------------------------------------------------------------
