@@ -57,7 +57,20 @@ DATA = REPO / "fixtures" / "data"
 VERDICT_SRC = REPO / "fixtures" / "dumper" / "MetadataVerdict.java"
 EXPECTATIONS = REPO / "fixtures" / "differential" / "expectations.json"
 PINNED = EXPECTATIONS.with_name("pinned.json")
-RELEASES = ("1.14.6", "1.15.4", "1.17.2", "1.20.3", "2.2.0", "2.3.0")  # the releases that wrote the committed fixtures
+# the releases that wrote the committed fixtures
+RELEASES = (
+    "1.14.6",
+    "1.15.4",
+    "1.16.3",
+    "1.17.2",
+    "1.18.1",
+    "1.19.3",
+    "1.20.3",
+    "2.0.2",
+    "2.1.3",
+    "2.2.0",
+    "2.3.0",
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,7 +162,9 @@ class _Content:
             self._states(h)
             self.visit(h.delegate)
         elif isinstance(h, ChannelHandle):
-            self.details.append(f"chan|{h.subtask_index}|{h.info[0]}:{h.info[1]}|{_longs(h.offsets)}|{h.state_size}")
+            self.details.append(
+                f"chan|{h.subtask_index}|{h.info[0]}:{h.info[1]}|{_longs(h.offsets)}|{h.state_size}"
+            )
             self.visit(h.delegate)
         elif isinstance(h, MergedChannelHandle):
             blob = h.raw_offsets if h.raw_offsets is not None else encode_merged_channel_offsets(h.channels)
@@ -167,7 +182,6 @@ class _Content:
             self.refs.append(f"file|{flink_path_string(h.path)}|{h.size}")
         else:
             raise TypeError(f"unknown handle {type(h).__name__}")
-
 
     def _states(self, h) -> None:
         for st in h.states:
@@ -587,8 +601,30 @@ UUIDS = PATHS.with_name("uuids.json")
 # backend identifiers: Flink writes a random UUID; the edits reach UUID.fromString's lenient path
 # (Long.parseLong per component: signs, Unicode digits, fullwidth letters, overflow, lengths) and
 # the name-based fallback (lone surrogates become '?')
-UUID_EDITS = ["-", "+", "--", "0", "f", "F", "g", " ", "\u0660", "\u0669", "\uff10", "\uff21", "\uff46", "\uff47",
-              "\u00b2", "\ud800", "\udc00", "\U0001f600", "ffffffffffffffff", "7fffffffffffffff", "\x00", "é"]
+UUID_EDITS = [
+    "-",
+    "+",
+    "--",
+    "0",
+    "f",
+    "F",
+    "g",
+    " ",
+    "\u0660",
+    "\u0669",
+    "\uff10",
+    "\uff21",
+    "\uff46",
+    "\uff47",
+    "\u00b2",
+    "\ud800",
+    "\udc00",
+    "\U0001f600",
+    "ffffffffffffffff",
+    "7fffffffffffffff",
+    "\x00",
+    "é",
+]
 
 
 def uuid_strings(n: int, seed: int) -> list[str]:
