@@ -2,7 +2,9 @@
 
 Every ``_metadata`` parses, every reference resolves (the shallow file checks of
 :mod:`ckptctl.verify` on the local engine), and the orphaned bytes gc would collect stay below a
-limit.
+limit. The root is scanned once (:class:`ckptctl.scan.RootScan`: one listing, each ``_metadata``
+read once) and that scan serves all three: verify gets its loaded checkpoints, the FLINK-39964
+diagnosis its listing, and gc's planner its read-only storage view for the orphan count.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ckptctl import storage as st
 from ckptctl.errors import CkptError
-from ckptctl.rebase import Rebase
-from ckptctl.refs import LoadedCheckpoint, reference_rows
-from ckptctl.repair import explain_missing
+from ckptctl.rebase import Rebase, moved_warnings, with_inferred
+from ckptctl.scan import RootScan
 from ckptctl.storage import Storage
-from ckptctl.verify import assemble, file_refs, repairable, run_local
+from ckptctl.verify import repairable, verify
 
 
 def run_check(
@@ -27,47 +29,27 @@ def run_check(
     savepoint_dirs: Iterable[str] = (),
 ) -> dict[str, Any]:
     """Every ``_metadata`` parses, every reference resolves (local engine, shallow), orphans within a limit."""
-    from ckptctl import storage as st
-    from ckptctl.gc import GcOptions, build_plan
-    from ckptctl.layout import scan_root
-    from ckptctl.rebase import moved_warnings, with_inferred
-    from ckptctl.refs import load_checkpoint
-
     started = time.monotonic()
-    root = st.normalize_uri(root)
-    listed = list(storage.list_files(root))  # kept: the FLINK-39964 diagnosis searches it for savepoint files
-    layout = scan_root(storage, root, listed)
-    if not any(loc.complete for loc in layout.locations()):
+    scan = RootScan.of(storage, root, rebase)
+    if not any(loc.complete for loc in scan.layout.locations()):
         # a gate that passes on a path with nothing to check would hide a wrong path in CI
-        raise CkptError(f"no checkpoints under {layout.root}: no completed checkpoint or savepoint to check")
-    warnings: list[str] = []
-    loaded: list[LoadedCheckpoint] = []
+        raise CkptError(f"no checkpoints under {scan.root}: no completed checkpoint or savepoint to check")
     entries: list[dict[str, Any]] = []
-    for loc in layout.locations():
+    for loc in scan.layout.locations():
         if not loc.complete:
             continue
-        entry = {"path": loc.uri, "job_id": loc.job_id, "kind": loc.kind, "ok": True, "error": None,
-                 "files": 0, "problems": []}  # fmt: skip
-        entries.append(entry)
-        try:
-            ck = load_checkpoint(storage, loc, rebase)
-        except CkptError as e:
-            entry["ok"], entry["error"] = False, str(e)
-            continue
-        loaded.append(ck)
-    warnings += moved_warnings(ck.inferred_rebase for ck in loaded)
+        error = scan.unreadable.get(loc.uri)
+        entries.append({"path": loc.uri, "job_id": loc.job_id, "kind": loc.kind, "ok": error is None,
+                        "error": None if error is None else str(error), "files": 0, "problems": []})  # fmt: skip
+    loaded = scan.loaded
+    warnings: list[str] = moved_warnings(ck.inferred_rebase for ck in loaded)
     mappings = with_inferred(rebase, (ck.inferred_rebase for ck in loaded))  # for the orphan count
-    rows: list[tuple] = []
-    for ck in loaded:
-        rows.extend(reference_rows(ck))
-    files = file_refs(rows)
-    records = run_local(storage.options, [f.task() for f in files.values()])
-    result = assemble([ck.location.uri for ck in loaded], len(rows), files, [], records, "local", None, 0.0)
-    misanchored = explain_missing(
-        storage, loaded, result.problems, [layout.root], savepoint_dirs, {layout.root: listed}
-    )
+    result = verify(
+        scan.storage, loaded, engine="local", roots=[scan.root], savepoint_dirs=savepoint_dirs,
+        listings=scan.listings(),
+    )  # fmt: skip
     by_ck = {e["path"]: e for e in entries}
-    for f in files.values():
+    for f in result.files.values():
         for ck_uri in f.checkpoints:
             by_ck[ck_uri]["files"] += 1
     for p in result.problems:
@@ -81,12 +63,47 @@ def run_check(
             problems.append({"path": st.join(e["path"], "_metadata"), "check": "metadata", "detail": e["error"],
                              "checkpoints": [e["path"]]})  # fmt: skip
 
+    orphans = measure_orphans(scan, mappings, max_orphan_bytes, warnings)
+    if max_orphan_bytes is not None and orphans["bytes"] > max_orphan_bytes:
+        orphans["ok"] = False
+        problems.append({"path": scan.root, "check": "orphans", "checkpoints": [],
+                         "detail": f"{orphans['bytes']} orphaned bytes in {orphans['files']} files, "
+                                   f"above --max-orphan-bytes {max_orphan_bytes}"})  # fmt: skip
+    elif not orphans["ok"]:
+        problems.append(
+            {"path": scan.root, "check": "orphans", "detail": orphans["error"], "checkpoints": []}
+        )
+    checked = dict(result.counts)
+    checked["checkpoints"] = len(entries)
+    checked["metadata"] = len(entries)
+    return {
+        "root": scan.root,
+        "ok": not problems,
+        "checked": checked,
+        "checkpoints": entries,
+        "orphans": orphans,
+        "problem_count": len(problems),
+        "problems": problems,
+        "repairable": repairable(result.misanchored),
+        "warnings": warnings,
+        "elapsed_seconds": round(time.monotonic() - started, 3),
+    }
+
+
+def measure_orphans(
+    scan: RootScan, mappings: Rebase, max_orphan_bytes: int | None, warnings: list[str]
+) -> dict[str, Any]:
+    """What gc would collect right now (no age guards, external references allowed), planned on
+    the scan: gc's planner lists and reads through :attr:`RootScan.storage`, which answers from
+    the scan and refuses to write."""
+    from ckptctl.gc import GcOptions, build_plan
+
     orphans: dict[str, Any] = {"files": 0, "bytes": 0, "limit": max_orphan_bytes, "ok": True, "error": None}
     try:
         plan = build_plan(
-            storage,
+            scan.storage,
             GcOptions(
-                (layout.root,), older_than=0.0, margin=0.0, force=True, allow_external=True,
+                (scan.root,), older_than=0.0, margin=0.0, force=True, allow_external=True,
                 rebase=mappings.mappings,
             ),
         )  # fmt: skip
@@ -97,30 +114,7 @@ def run_check(
             orphans["ok"] = False
         else:
             warnings.append(orphans["error"])
-    if max_orphan_bytes is not None and orphans["bytes"] > max_orphan_bytes:
-        orphans["ok"] = False
-        problems.append({"path": layout.root, "check": "orphans", "checkpoints": [],
-                         "detail": f"{orphans['bytes']} orphaned bytes in {orphans['files']} files, "
-                                   f"above --max-orphan-bytes {max_orphan_bytes}"})  # fmt: skip
-    elif not orphans["ok"]:
-        problems.append(
-            {"path": layout.root, "check": "orphans", "detail": orphans["error"], "checkpoints": []}
-        )
-    checked = dict(result.counts)
-    checked["checkpoints"] = len(entries)
-    checked["metadata"] = len(entries)
-    return {
-        "root": layout.root,
-        "ok": not problems,
-        "checked": checked,
-        "checkpoints": entries,
-        "orphans": orphans,
-        "problem_count": len(problems),
-        "problems": problems,
-        "repairable": repairable(misanchored),
-        "warnings": warnings,
-        "elapsed_seconds": round(time.monotonic() - started, 3),
-    }
+    return orphans
 
 
 def junit_xml(report: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from ckptctl.errors import CkptError
 from ckptctl.refs import LoadedCheckpoint, reference_rows
 from ckptctl.repair import explain_missing
-from ckptctl.storage import Storage
+from ckptctl.storage import FileInfo, Storage
 from ckptctl.verify.local import run_local
 from ckptctl.verify.result import VerifyResult, assemble
 from ckptctl.verify.tasks import file_refs, handle_refs
@@ -25,8 +25,12 @@ def verify(
     on_total: Callable[[int], None] | None = None,
     roots: Iterable[str] = (),
     savepoint_dirs: Iterable[str] = (),
+    listings: dict[str, list[FileInfo]] | None = None,
 ) -> VerifyResult:
-    """Check every file (and with ``deep`` every keyed RocksDB handle) the checkpoints need."""
+    """Check every file (and with ``deep`` every keyed RocksDB handle) the checkpoints need.
+
+    ``listings``: listings of ``roots`` the caller already has (``check``'s one scan), so the
+    FLINK-39964 diagnosis of missing files does not list them again."""
     if engine not in ("spark", "local"):
         raise CkptError(f"unknown --engine '{engine}'; use spark or local")
     started = time.monotonic()
@@ -49,5 +53,7 @@ def verify(
         [ck.location.uri for ck in checkpoints], len(rows), files, handles, records, engine,
         master if engine == "spark" else None, time.monotonic() - started,
     )  # fmt: skip
-    result.misanchored = explain_missing(storage, checkpoints, result.problems, roots, savepoint_dirs)
+    result.misanchored = explain_missing(
+        storage, checkpoints, result.problems, roots, savepoint_dirs, listings
+    )
     return result
