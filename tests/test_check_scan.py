@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -17,6 +18,7 @@ from ckptctl.errors import StorageError
 from ckptctl.gc import GcOptions, build_plan
 from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
+from tests.faulty_proxy import FaultyProxy, Rule, is_clock_request, is_list
 from tests.fixture_cases import manifest
 from tests.gc_support import Scenario
 
@@ -106,6 +108,36 @@ def test_check_over_s3_lists_once_and_reads_each_metadata_once(s3_server, s3_fix
     )  # fmt: skip
     orphans = report["orphans"]
     assert (orphans["files"], orphans["bytes"]) == (len(fresh.candidates), fresh.candidate_bytes)
+
+
+def _metadata_get(method: str, path: str) -> bool:
+    return method == "GET" and urlsplit(path).path.endswith("/_metadata")
+
+
+def _root_listing(method: str, path: str) -> bool:
+    return is_list(path) and not is_clock_request(method, path)
+
+
+@pytest.mark.parametrize("gc_worker", [False, True], ids=["in-process", "gc-worker-process"])
+def test_check_over_s3_on_the_wire(s3_server, s3_fixtures: str, monkeypatch, gc_worker: bool) -> None:
+    """The same, counted as HTTP requests at a proxy in front of the S3 server, so that a read
+    by any process (gc decodes large sets of _metadata in a worker process) is seen."""
+    import ckptctl.gc.plan
+
+    if gc_worker:  # as when the _metadata files add up to more than PARALLEL_METADATA_BYTES
+        monkeypatch.setattr(ckptctl.gc.plan, "PARALLEL_METADATA_BYTES", 0)
+    e = next(x for x in manifest()["entries"] if x["flink_version"] == "1.20.3" and x["scenario"] == "claim")
+    base = f"{s3_fixtures}/1.20.3/claim"
+    root = f"{base}/checkpoints"
+    gets, lists = Rule(_metadata_get), Rule(_root_listing)
+    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[gets, lists]) as proxy:
+        storage = Storage(StorageOptions.from_env(proxy.endpoint))
+        on_s3 = [f.uri for f in storage.list_files(root) if f.uri.endswith("/_metadata")]
+        one_listing = lists.seen
+        report = _check(storage, root, Rebase.parse([f"{e['original_root']}={base}"]))
+    assert report["ok"] and len(on_s3) == len(report["checkpoints"]) == 6
+    assert lists.seen == 2 * one_listing  # the listing above, and check's one
+    assert gets.seen == len(on_s3)  # one GET per _metadata, in whichever process
 
 
 def test_the_scan_storage_refuses_to_write(tmp_path: Path) -> None:
