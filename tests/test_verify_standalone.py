@@ -90,7 +90,7 @@ def standalone(tmp_path: Path):
 
 
 def test_verify_on_a_standalone_cluster(standalone, tmp_path: Path) -> None:
-    import ckptctl.verify as verify_module
+    from ckptctl.verify import spark as spark_engine
 
     url, work_dir = standalone
     sc = Scenario("1.20.3", "basic", tmp_path / "data")
@@ -104,7 +104,7 @@ def test_verify_on_a_standalone_cluster(standalone, tmp_path: Path) -> None:
     }
     assert report["checked"]["key_groups"] > 0
     # the work ran in an executor the worker launched, not in the driver
-    spark_context = verify_module._SPARK.sparkContext
+    spark_context = spark_engine._SPARK.sparkContext
     assert spark_context.master == url
     assert spark_context._jsc.sc().getExecutorIds().size() == 1  # the worker's one executor
     executor_logs = list(work_dir.glob("app-*/*/stderr"))

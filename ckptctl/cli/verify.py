@@ -211,8 +211,8 @@ def check_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """CI gate: every _metadata parses, every reference resolves, orphan bytes stay below a limit."""
+    from ckptctl.check import run_check
     from ckptctl.cli.output import make_output
-    from ckptctl.verify import run_check
 
     limit = parse_bytes(max_orphan_bytes, "--max-orphan-bytes") if max_orphan_bytes is not None else None
     out = make_output(as_json)
@@ -223,7 +223,7 @@ def check_command(
     for w in report["warnings"]:
         out.warn(w)
     if junit:
-        from ckptctl.verify import junit_xml
+        from ckptctl.check import junit_xml
 
         with open(junit, "w", encoding="utf-8") as f:
             f.write(junit_xml(report))

@@ -49,6 +49,7 @@ from ckptctl.layout import (
 from ckptctl.pycollector import paused_collector
 from ckptctl.rebase import Rebase
 from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_files
+from ckptctl.scan import ScanStorage
 from ckptctl.storage import FileInfo, Storage
 
 CLOCK_TOLERANCE = 300.0  # seconds a file's mtime may lead the storage clock before we refuse
@@ -369,7 +370,11 @@ class _Planner:
         retained_set = {loc.uri for loc in retention.retained}
         prefixes = self.scopes.prefixes
         worker = None
-        if sum(loc.metadata.size for loc in ordered) >= PARALLEL_METADATA_BYTES:
+        # a scan (check's orphan count) holds the listing and the _metadata bytes already: a worker
+        # would overlap nothing and read every _metadata again from the storage
+        if sum(loc.metadata.size for loc in ordered) >= PARALLEL_METADATA_BYTES and not isinstance(
+            storage, ScanStorage
+        ):
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 

@@ -1,0 +1,210 @@
+"""The check function: runs tasks (:mod:`ckptctl.verify.tasks`) on executors and in-process.
+
+* a **file task**: the file exists; it has the recorded size (whole-file handles) or covers every
+  segment (``size >= max(offset + size)``); an SST ends with RocksDB's block-based table magic
+  number; metadata/private files can be read in full;
+* a **handle task** (``--deep``): the handle's RocksDB directory is rebuilt in a temporary
+  directory (shared and private files under their local names, segments sliced out, inline bytes
+  written directly), opened read-only with ``rocksdict``, and every key's key-group prefix must
+  lie inside the handle's key-group range. Entries and bytes per (column family, key group) come
+  back as a histogram.
+
+Executors reach storage through the driver's :class:`ckptctl.storage.StorageOptions` (endpoint,
+credentials, timeouts), the first argument of :func:`run_tasks`, carried in the task closure and
+turned into one :class:`ckptctl.storage.Storage` per process (:meth:`Storage.shared`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import tempfile
+from collections.abc import Iterable, Iterator
+
+from ckptctl.errors import StorageError
+from ckptctl.storage import Storage, StorageOptions
+
+SST_MAGIC = 0x88E241B785F4CFF7  # BlockBasedTable (kBlockBasedTableMagicNumber)
+SST_LEGACY_MAGIC = 0xDB4775248B80FB57  # kLegacyBlockBasedTableMagicNumber
+SST_MAGICS = {SST_MAGIC: "block-based", SST_LEGACY_MAGIC: "legacy block-based"}
+
+FILE_CHECKS = ("exists", "size", "sst_magic", "readable")
+HANDLE_CHECKS = ("rocksdb", "key_groups")
+CHECKS = FILE_CHECKS + HANDLE_CHECKS
+
+
+def run_tasks(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
+    """Check each task; yields ``("c", key, check, ok, detail)`` and histogram ``("h", index, cf, kg, n, bytes)``.
+
+    ``key`` is the file URI for file tasks and the handle index for handle tasks.
+    """
+    storage = Storage.shared(options)
+    for task in tasks:
+        if task[0] == "f":
+            yield from check_file(storage, task)
+        else:
+            yield from check_handle(storage, task)
+
+
+def run_partition(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
+    """Spark ``mapPartitions`` entry point (a module-level function: pickled by reference)."""
+    return run_tasks(options, tasks)
+
+
+def check_file(storage: Storage, task: tuple) -> Iterator[tuple]:
+    _f, path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans = task
+    try:
+        info = storage.stat(path)
+    except StorageError as e:
+        yield ("c", path, "exists", False, f"cannot stat: {e.message}")
+        return
+    if info is None:
+        yield ("c", path, "exists", False, "file not found")
+        return
+    yield ("c", path, "exists", True, None)
+    actual = info.size
+    size_ok = True
+    for recorded in whole_sizes:
+        if actual != recorded:
+            size_ok = False
+            yield ("c", path, "size", False, f"size {actual} bytes, recorded {recorded}")
+    for recorded in changelog_sizes:
+        # Flink's StateChangeFsUploader writes a compression-flag byte before the changes it counts
+        if actual not in (recorded, recorded + 1):
+            size_ok = False
+            yield ("c", path, "size", False, f"size {actual} bytes, recorded {recorded} (+1 header byte)")
+    if segment_end is not None and actual < segment_end:
+        size_ok = False
+        yield ("c", path, "size", False, f"size {actual} bytes, segments need {segment_end}")
+    if size_ok:
+        yield ("c", path, "size", True, None)
+    ends = ([actual] if sst_whole else []) + [e for e in sst_segment_ends if e <= actual]
+    for end in ends:
+        if end < 8:
+            yield ("c", path, "sst_magic", False, f"{end} bytes: too short for an SST footer")
+            continue
+        try:
+            tail = storage.read_range(path, end - 8, 8)
+        except StorageError as e:
+            yield ("c", path, "sst_magic", False, f"cannot read the footer: {e.message}")
+            continue
+        magic = struct.unpack("<Q", tail)[0] if len(tail) == 8 else None
+        if magic in SST_MAGICS:
+            yield ("c", path, "sst_magic", True, None)
+        else:
+            where = "" if end == actual else f" (segment ending at byte {end})"
+            found = f"0x{magic:016x}" if magic is not None else f"{len(tail)} bytes"
+            yield ("c", path, "sst_magic", False, f"no RocksDB table magic number at the end{where}: {found}")
+    for offset, size in read_spans:
+        if offset + size > actual:
+            continue  # already a size problem
+        try:
+            data = storage.read_range(path, offset, size)
+        except StorageError as e:
+            yield ("c", path, "readable", False, e.message)
+            continue
+        if len(data) != size:
+            yield ("c", path, "readable", False, f"read {len(data)} of {size} bytes at offset {offset}")
+        else:
+            yield ("c", path, "readable", True, None)
+
+
+def check_handle(storage: Storage, task: tuple) -> Iterator[tuple]:
+    _h, index, files, kg_start, kg_end, prefix_bytes = task
+    workdir = tempfile.mkdtemp(prefix="ckptctl-verify-")
+    try:
+        try:
+            rebuild_handle_dir(storage, files, workdir)
+        except (StorageError, OSError) as e:
+            yield ("c", index, "rocksdb", False, f"cannot rebuild the RocksDB directory: {e}")
+            return
+        try:
+            counts, outside = _scan_rocksdb(workdir, kg_start, kg_end, prefix_bytes)
+        except Exception as e:  # noqa: BLE001 - rocksdict raises plain exceptions
+            yield ("c", index, "rocksdb", False, f"RocksDB cannot open the rebuilt directory: {e}")
+            return
+        yield ("c", index, "rocksdb", True, None)
+        for (cf, kg), (n, nbytes) in sorted(counts.items()):
+            yield ("h", index, cf, kg, n, nbytes)
+        if outside:
+            for cf, (n, lo, hi, total) in sorted(outside.items()):
+                yield (
+                    "c", index, "key_groups", False,
+                    f"{n} of {total} keys in column family '{cf}' are in key groups {lo}..{hi}, "
+                    f"outside the handle's range [{kg_start}, {kg_end}]",
+                )  # fmt: skip
+        else:
+            yield ("c", index, "key_groups", True, None)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def rebuild_handle_dir(storage: Storage, files: tuple, workdir: str) -> None:
+    """Write a handle's RocksDB files (see :attr:`HandleRef.files`) into ``workdir`` under their local names."""
+    for local_name, src in files:
+        with open(os.path.join(workdir, local_name), "wb") as out:
+            if src[0] == "inline":
+                out.write(src[1])
+            elif src[0] == "file":
+                out.write(storage.read_bytes(src[1]))
+            else:
+                data = storage.read_range(src[1], src[2], src[3])
+                if len(data) != src[3]:
+                    raise StorageError(f"segment short: {len(data)} of {src[3]} bytes", path=src[1])
+                out.write(data)
+
+
+def _scan_rocksdb(path: str, kg_start: int, kg_end: int, prefix_bytes: int):
+    from rocksdict import AccessType, Options, Rdict
+
+    from ckptctl.sstread import MergeOperandsError, iterate_cf, read_column_family
+
+    cfs = Rdict.list_cf(path)
+    db = Rdict(
+        path, options=Options(raw_mode=True), column_families={cf: Options(raw_mode=True) for cf in cfs},
+        access_type=AccessType.read_only(),
+    )  # fmt: skip
+    counts: dict[tuple[str, int], list[int]] = {}
+    outside: dict[str, list[int]] = {}
+    try:
+        for cf in cfs:
+            # rocksdict's iterator stops at the first unmerged list-state operand (it cannot set
+            # Flink's merge operator); such column families are read from the SST files instead
+            try:
+                cf_counts, bad = _count_keys(iterate_cf(db, cf), kg_start, kg_end, prefix_bytes)
+            except MergeOperandsError:
+                cf_counts, bad = _count_keys(read_column_family(path, cf), kg_start, kg_end, prefix_bytes)
+            for kg, c in cf_counts.items():
+                counts[(cf, kg)] = c
+            if bad is not None:
+                outside[cf] = bad
+    finally:
+        db.close()
+    return counts, outside
+
+
+def _count_keys(rows, kg_start: int, kg_end: int, prefix_bytes: int):
+    counts: dict[int, list[int]] = {}
+    total = 0
+    bad: list[int] | None = None
+    for k, v in rows:
+        total += 1
+        if prefix_bytes == 1:  # noqa: SIM108
+            kg = k[0] if k else -1
+        else:
+            kg = (k[0] << 8) | k[1] if len(k) >= 2 else -1
+        c = counts.get(kg)
+        if c is None:
+            c = counts[kg] = [0, 0]
+        c[0] += 1
+        c[1] += len(k) + len(v)
+        if not kg_start <= kg <= kg_end:
+            if bad is None:
+                bad = [0, kg, kg, 0]
+            bad[0] += 1
+            bad[1] = min(bad[1], kg)
+            bad[2] = max(bad[2], kg)
+    if bad is not None:
+        bad[3] = total
+    return counts, bad

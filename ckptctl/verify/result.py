@@ -1,0 +1,103 @@
+"""What the executors' records add up to: problems per path and check, counts, the histogram."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptctl.verify.checks import CHECKS
+from ckptctl.verify.tasks import FileRefs, HandleRef
+
+
+@dataclass
+class VerifyResult:
+    checkpoints: list[str]
+    references: int
+    files: dict[str, FileRefs]
+    handles: list[HandleRef]
+    checks: list[tuple]  # (path, check, ok, detail, checkpoints)
+    histogram: list[tuple]  # (checkpoint, operator_id, subtask, column_family, key_group, entries, bytes)
+    problems: list[dict[str, Any]]
+    counts: dict[str, int]
+    engine: str
+    master: str | None
+    elapsed: float
+    misanchored: list[Any] = field(default_factory=list)  # FLINK-39964 handles (ckptctl.repair)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "engine": self.engine,
+            "master": self.master,
+            "checkpoints": self.checkpoints,
+            "checked": self.counts,
+            "problem_count": len(self.problems),
+            "problems": self.problems,
+            "repairable": repairable(self.misanchored),
+            "elapsed_seconds": round(self.elapsed, 3),
+        }
+
+
+def repairable(misanchored: list[Any]) -> list[dict[str, Any]]:
+    """Per checkpoint: how many FLINK-39964 handles, whether all were found, the command that fixes it."""
+    by_ck: dict[str, dict[str, Any]] = {}
+    for m in misanchored:
+        e = by_ck.setdefault(
+            m.checkpoint,
+            {
+                "checkpoint": m.checkpoint,
+                "handles": 0,
+                "found": 0,
+                "savepoint_dirs": set(),
+                "repair": f"ckptctl repair {m.checkpoint} -o DEST",
+            },
+        )
+        e["handles"] += 1
+        if m.found is not None:
+            e["found"] += 1
+            e["savepoint_dirs"].add(m.savepoint_dir)
+    return [{**e, "savepoint_dirs": sorted(e["savepoint_dirs"])} for e in by_ck.values()]
+
+
+def assemble(checkpoints, n_rows, files, handles, records, engine, master, elapsed) -> VerifyResult:
+    checks: list[tuple] = []
+    histogram: list[tuple] = []
+    problems: list[dict[str, Any]] = []
+    counts = {
+        "checkpoints": len(checkpoints),
+        "references": n_rows,
+        "files": len(files),
+        "handles": len(handles),
+    }
+    counts.update({c: 0 for c in CHECKS})
+    for rec in records:
+        if rec[0] == "h":
+            _h, index, cf, kg, n, nbytes = rec
+            for ck, op, sub in handles[index].owners:
+                histogram.append((ck, op, sub, cf, kg, n, nbytes))
+            continue
+        _c, key, check, ok, detail = rec
+        counts[check] += 1
+        if isinstance(key, int):
+            ref = handles[key]
+            for ck, op, sub in ref.owners:
+                where = f"operator {op} subtask {sub} key groups [{ref.key_group_start}, {ref.key_group_end}]"
+                checks.append((ck, check, ok, f"{where}: {detail}" if detail else where, [ck]))
+                if not ok:
+                    problems.append(
+                        {"path": ck, "check": check, "detail": f"{where}: {detail}", "checkpoints": [ck],
+                         "operator_id": op, "subtask": sub}
+                    )  # fmt: skip
+        else:
+            cks = sorted(files[key].checkpoints)
+            checks.append((key, check, ok, detail, cks))
+            if not ok:
+                problems.append({"path": key, "check": check, "detail": detail, "checkpoints": cks})
+    problems.sort(key=lambda p: (p["path"], CHECKS.index(p["check"]), p.get("subtask") or 0))
+    return VerifyResult(
+        checkpoints, n_rows, files, handles, checks, histogram, problems, counts, engine, master, elapsed
+    )

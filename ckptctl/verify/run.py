@@ -1,0 +1,59 @@
+"""The whole verification: reference map -> tasks -> an engine -> :class:`VerifyResult`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from ckptctl.errors import CkptError
+from ckptctl.refs import LoadedCheckpoint, reference_rows
+from ckptctl.repair import explain_missing
+from ckptctl.storage import FileInfo, Storage
+from ckptctl.verify.local import run_local
+from ckptctl.verify.result import VerifyResult, assemble
+from ckptctl.verify.tasks import file_refs, handle_refs
+
+
+def verify(
+    storage: Storage,
+    checkpoints: list[LoadedCheckpoint],
+    *,
+    deep: bool = False,
+    engine: str = "spark",
+    master: str = "local[*]",
+    progress: Callable[[int], None] | None = None,
+    on_total: Callable[[int], None] | None = None,
+    roots: Iterable[str] = (),
+    savepoint_dirs: Iterable[str] = (),
+    listings: dict[str, list[FileInfo]] | None = None,
+) -> VerifyResult:
+    """Check every file (and with ``deep`` every keyed RocksDB handle) the checkpoints need.
+
+    ``listings``: listings of ``roots`` the caller already has (``check``'s one scan), so the
+    FLINK-39964 diagnosis of missing files does not list them again."""
+    if engine not in ("spark", "local"):
+        raise CkptError(f"unknown --engine '{engine}'; use spark or local")
+    started = time.monotonic()
+    rows: list[tuple] = []
+    for ck in checkpoints:
+        rows.extend(reference_rows(ck))
+    files = file_refs(rows)
+    handles = handle_refs(checkpoints) if deep else []
+    # handle tasks first: they are the slow ones, so they start early on every executor
+    tasks = [h.task() for h in handles] + [f.task() for f in files.values()]
+    if on_total:
+        on_total(len(tasks))
+    if engine == "local":
+        records = run_local(storage.options, tasks, progress)
+    else:
+        from ckptctl.verify.spark import run_spark
+
+        records = run_spark(storage.options, tasks, master, progress)
+    result = assemble(
+        [ck.location.uri for ck in checkpoints], len(rows), files, handles, records, engine,
+        master if engine == "spark" else None, time.monotonic() - started,
+    )  # fmt: skip
+    result.misanchored = explain_missing(
+        storage, checkpoints, result.problems, roots, savepoint_dirs, listings
+    )
+    return result

@@ -1,0 +1,242 @@
+"""The Spark engine: one SparkSession per process, checks of what a JVM needs before it starts,
+and the tasks spread over executors (``mapPartitions`` of :func:`ckptctl.verify.checks.run_partition`).
+
+Executors get the storage settings as the picklable :class:`ckptctl.storage.StorageOptions` in the
+partition function's closure, never as environment variables. The one environment change is
+``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` before the first session: PySpark reads the Python
+its executors run from the driver's ``os.environ`` (``SparkContext.pythonExec``), and it must be
+this interpreter (same ckptctl, same rocksdict).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ckptctl.errors import CkptError
+from ckptctl.storage import StorageOptions
+from ckptctl.verify.checks import run_partition
+
+
+class VerifyError(CkptError):
+    """The verification could not run (Spark unavailable, engine failure): exit 2."""
+
+
+_SPARK_LOCK = threading.Lock()
+_SPARK: Any = None
+
+
+def spark_session(master: str) -> Any:
+    """One SparkSession per process and master (re-created when the master changes).
+
+    What can be checked before a JVM starts is checked first, in a second: a usable Java
+    (Spark needs Java 17+) and, for ``spark://`` masters, that a master answers on its port. The
+    JVM's own output (Spark and Hadoop warnings, stack traces) goes to :func:`spark_log_path`, not
+    to the user's terminal; errors name that file.
+    """
+    global _SPARK
+    with _SPARK_LOCK:
+        if _SPARK is not None:
+            sc = _SPARK.sparkContext
+            if sc._jsc is not None and sc.master == master:
+                return _SPARK
+            _SPARK.stop()
+            _SPARK = None
+        # executors must run the driver's Python (same ckptctl, same rocksdict)
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        try:
+            from pyspark import SparkContext
+            from pyspark.sql import SparkSession
+        except ImportError as e:
+            raise VerifyError(f"the Spark engine needs pyspark ({e}); use --engine local") from None
+        log = spark_log_path()
+        if SparkContext._gateway is None:
+            problem = java_problem()
+            if problem:
+                raise VerifyError(f"the Spark engine needs Java 17+ ({problem}); or use --engine local")
+        unreachable = unreachable_master(master)
+        if unreachable:
+            raise VerifyError(unreachable)
+        builder = (
+            SparkSession.builder.master(master)
+            .appName("ckptctl verify")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.pyspark.python", sys.executable)
+            .config("spark.pyspark.driver.python", sys.executable)
+            .config("spark.python.worker.reuse", "true")
+        )
+        if _loopback_master(master):
+            builder = builder.config("spark.driver.host", "127.0.0.1").config(
+                "spark.driver.bindAddress", "127.0.0.1"
+            )
+        try:
+            if SparkContext._gateway is None:
+                _launch_gateway(log)
+            _SPARK = builder.getOrCreate()
+        except Exception as e:  # noqa: BLE001 - py4j / JVM start-up failures
+            raise VerifyError(
+                f"cannot start Spark with master {master}: {_short(e)} (Spark log: {log})"
+            ) from None
+        _SPARK.sparkContext.setLogLevel("ERROR")
+        return _SPARK
+
+
+def spark_log_path() -> str:
+    """Where the embedded JVM writes (CKPTCTL_SPARK_LOG, default: a per-user file in the temp dir)."""
+    import getpass
+    import tempfile
+
+    explicit = os.environ.get("CKPTCTL_SPARK_LOG")
+    if explicit:
+        return explicit
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name (containers): any stable name will do
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    return os.path.join(tempfile.gettempdir(), f"ckptctl-spark-{user}.log")
+
+
+def _launch_gateway(log: str) -> None:
+    """Start the JVM with its stdout and stderr in ``log`` (truncated: one run per file)."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with open(log, "wb") as f:
+        gateway = launch_gateway(popen_kwargs={"stdout": f, "stderr": f})
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _short(e: BaseException, limit: int = 200) -> str:
+    """The first meaningful line of a (py4j, multi-kilobyte) exception, cut to ``limit`` characters."""
+    text = " ".join(str(e).strip().splitlines()[:1]) or type(e).__name__
+    text = f"{type(e).__name__}: {text}" if type(e).__name__ not in text else text
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def java_problem() -> str | None:
+    """Why the Java Spark would start is unusable (missing, broken, older than 17), or ``None``."""
+    import re
+    import shutil
+    import subprocess
+
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        if not (os.path.isfile(java) and os.access(java, os.X_OK)):
+            return f"JAVA_HOME={home} has no bin/java"
+    else:
+        java = shutil.which("java")
+        if java is None:
+            return "no java on PATH and JAVA_HOME is not set"
+    try:
+        proc = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"{java} does not run: {e}"
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', proc.stderr + proc.stdout)
+    if proc.returncode != 0 or m is None:
+        first = (proc.stderr or proc.stdout).strip().splitlines()[:1]
+        return f"{java} -version failed" + (f": {first[0]}" if first else "")
+    major = int(m.group(1))
+    if major == 1 and m.group(2):  # 1.8 is Java 8
+        major = int(m.group(2))
+    if major < 17:
+        return f"{java} is Java {major}"
+    return None
+
+
+def unreachable_master(master: str, timeout: float = 3.0) -> str | None:
+    """For ``spark://host:port[,host:port]``: an error line if no master accepts a connection."""
+    import socket
+
+    if not master.startswith("spark://"):
+        return None
+    errors = []
+    for hostport in master[len("spark://") :].split(","):
+        host, _, port = hostport.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return None
+        except (OSError, ValueError) as e:
+            errors.append(f"{hostport}: {e.strerror or e}" if isinstance(e, OSError) else f"{hostport}: {e}")
+    return (
+        f"cannot reach the Spark master {master} ({'; '.join(errors)}); is it running? or use --engine local"
+    )
+
+
+def stop_spark() -> None:
+    global _SPARK
+    with _SPARK_LOCK:
+        if _SPARK is not None:
+            _SPARK.stop()
+            _SPARK = None
+
+
+def _loopback_master(master: str) -> bool:
+    return master.startswith("local") or "://127.0.0.1" in master or "://localhost" in master
+
+
+def run_spark(
+    options: StorageOptions,
+    tasks: list[tuple],
+    master: str,
+    progress: Callable[[int], None] | None = None,
+    partition: Callable[[StorageOptions, Iterable[tuple]], Iterator[tuple]] | None = None,
+) -> list[tuple]:
+    """The Spark engine: tasks are distributed with ``parallelize`` and checked in ``mapPartitions``.
+
+    ``partition`` (a module-level function, pickled by reference) replaces :func:`run_partition`."""
+    import functools
+
+    if not tasks:
+        return []
+    spark = spark_session(master)
+    sc = spark.sparkContext
+    slots = max(sc.defaultParallelism, 1)
+    partitions = max(1, min(len(tasks), max(slots * 4, len(tasks) // 5000)))
+    # handle tasks come first in the list; deal tasks round-robin so each partition gets its share
+    dealt = [tasks[i] for p in range(partitions) for i in range(p, len(tasks), partitions)]
+    rdd = sc.parallelize(dealt, partitions).mapPartitions(
+        functools.partial(partition or run_partition, options)
+    )
+    try:
+        if progress is None:
+            return rdd.collect()
+        return _collect_with_progress(sc, rdd, partitions, len(tasks), progress)
+    except Exception as e:  # noqa: BLE001 - Py4JJavaError with the executor's traceback
+        raise VerifyError(f"Spark job failed: {_short(e)} (Spark log: {spark_log_path()})") from None
+
+
+def _collect_with_progress(sc, rdd, partitions: int, total: int, progress) -> list[tuple]:
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["rows"] = rdd.collect()
+        except Exception as e:  # noqa: BLE001
+            result["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    reported = 0
+    tracker = sc.statusTracker()
+    while thread.is_alive():
+        thread.join(0.2)
+        done = 0
+        for stage in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(stage)
+            if info is not None:
+                done = max(done, info.numCompletedTasks)
+        estimate = min(total, total * done // max(partitions, 1))
+        if estimate > reported:
+            progress(estimate - reported)
+            reported = estimate
+    if "error" in result:
+        raise result["error"]
+    if total > reported:
+        progress(total - reported)
+    return result["rows"]

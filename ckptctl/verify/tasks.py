@@ -1,0 +1,156 @@
+"""What verify checks, as tasks: plain tuples built from the reference map on the driver.
+
+Tasks pickle cheaply and carry everything an executor needs (no metadata objects travel):
+
+* a **file task** per physical file (rows deduplicated by path, :class:`FileRefs`);
+* a **handle task** per keyed ``IncrementalRemoteKeyedStateHandle`` (``--deep``, :class:`HandleRef`):
+  where each of its RocksDB files' bytes come from, and its key-group range.
+
+:mod:`ckptctl.verify.checks` runs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from ckptctl.metadata.model import (
+    ByteStreamHandle,
+    ChangelogBackendHandle,
+    FileHandle,
+    IncrementalHandle,
+    RelativeFileHandle,
+    SegmentFileHandle,
+)
+from ckptctl.refs import COLUMNS, LoadedCheckpoint, file_resolver
+
+_I = {name: i for i, name in enumerate(COLUMNS)}
+
+
+@dataclass
+class FileRefs:
+    """What the reference map says about one physical file."""
+
+    path: str
+    whole_sizes: set[int] = field(default_factory=set)
+    changelog_sizes: set[int] = field(default_factory=set)  # DSTL files: 1 header byte not counted
+    segment_end: int = 0
+    has_segments: bool = False
+    sst_whole: bool = False
+    sst_segment_ends: set[int] = field(default_factory=set)
+    read_spans: set[tuple[int, int]] = field(default_factory=set)
+    checkpoints: set[str] = field(default_factory=set)
+
+    def task(self) -> tuple:
+        return (
+            "f", self.path, tuple(sorted(self.whole_sizes)), tuple(sorted(self.changelog_sizes)),
+            self.segment_end if self.has_segments else None,
+            self.sst_whole, tuple(sorted(self.sst_segment_ends)), tuple(sorted(self.read_spans)),
+        )  # fmt: skip
+
+
+def file_refs(rows: Iterable[tuple]) -> dict[str, FileRefs]:
+    """Reference rows deduplicated by physical path."""
+    out: dict[str, FileRefs] = {}
+    ip, isc, ioff, isz, iname, ick, itype = (
+        _I["path"], _I["scope"], _I["offset"], _I["size"], _I["local_name"], _I["checkpoint"], _I["handle_type"],
+    )  # fmt: skip
+    for r in rows:
+        path = r[ip]
+        f = out.get(path)
+        if f is None:
+            f = out[path] = FileRefs(path)
+        f.checkpoints.add(r[ick])
+        offset, size = r[ioff], r[isz]
+        is_sst = bool(r[iname]) and r[iname].endswith(".sst")
+        if r[itype] == "SegmentFileStateHandle":
+            f.has_segments = True
+            f.segment_end = max(f.segment_end, offset + size)
+            if is_sst:
+                f.sst_segment_ends.add(offset + size)
+        elif r[isc] == "changelog":
+            f.changelog_sizes.add(size)
+        else:
+            f.whole_sizes.add(size)
+            if is_sst:
+                f.sst_whole = True
+        if r[isc] in ("metadata", "private") and not is_sst:
+            f.read_spans.add((offset, size))
+    return out
+
+
+@dataclass
+class HandleRef:
+    """One keyed incremental handle to rebuild and open (deep mode)."""
+
+    index: int
+    # (local_name, source); source: ("inline", bytes) | ("file", uri) | ("range", uri, offset, length)
+    files: tuple
+    key_group_start: int
+    key_group_end: int
+    prefix_bytes: int
+    owners: list[tuple[str, str, int | None]] = field(default_factory=list)  # (checkpoint, operator, subtask)
+
+    def task(self) -> tuple:
+        return ("h", self.index, self.files, self.key_group_start, self.key_group_end, self.prefix_bytes)
+
+
+def key_group_prefix_bytes(max_parallelism: int) -> int:
+    """Flink's ``computeRequiredBytesInKeyGroupPrefix``: 1 byte up to 128 key groups, else 2."""
+    return 2 if max_parallelism > 128 else 1
+
+
+def handle_refs(checkpoints: Iterable[LoadedCheckpoint]) -> list[HandleRef]:
+    """Every keyed incremental handle (also the materialized part of changelog handles), deduplicated."""
+    seen: dict[tuple, HandleRef] = {}
+    for ck in checkpoints:
+        base = ck.location.uri
+        resolve = file_resolver(ck)
+
+        for op in ck.metadata.operators:
+            for s in op.subtasks or ():
+                for keyed in (s.managed_keyed, s.raw_keyed):
+                    for h in _incremental_parts(keyed):
+                        kgr = h.key_groups
+                        if kgr.empty:
+                            continue
+                        files = []
+                        for lf in (*h.shared, *h.private):
+                            src = _source(lf.handle, resolve) if lf.handle is not None else None
+                            if src is not None:
+                                files.append((lf.local_path, src))
+                        files_t = tuple(sorted(files, key=lambda f: f[0]))
+                        key = (kgr.start, kgr.end, op.max_parallelism, files_t)
+                        ref = seen.get(key)
+                        if ref is None:
+                            ref = seen[key] = HandleRef(
+                                len(seen),
+                                files_t,
+                                kgr.start,
+                                kgr.end,
+                                key_group_prefix_bytes(op.max_parallelism),
+                            )
+                        ref.owners.append((base, op.operator_id, s.index))
+    return list(seen.values())
+
+
+def _source(h, resolve) -> tuple | None:
+    """Where a RocksDB file's bytes come from, as a picklable tuple."""
+    t = type(h)
+    if t is ByteStreamHandle:
+        return ("inline", h.data)
+    if t is SegmentFileHandle:
+        return ("range", resolve(h), h.offset, h.size)
+    if t is FileHandle or t is RelativeFileHandle:
+        return ("file", resolve(h))
+    return None
+
+
+def _incremental_parts(h) -> Iterator[IncrementalHandle]:
+    if h is None:
+        return
+    if type(h) is IncrementalHandle:
+        yield h
+    elif type(h) is ChangelogBackendHandle:
+        for part in h.materialized:
+            yield from _incremental_parts(part)
