@@ -97,8 +97,8 @@ class ScanStorage(Storage):
     def is_dir(self, uri: str) -> bool:
         return self.inner.is_dir(uri)
 
-    def now(self, uri: str, attempts: int = 4) -> tuple[float | None, str]:
-        return self.inner.now(uri, attempts)
+    def now(self, uri: str) -> tuple[float | None, str]:
+        return self.inner.now(uri)
 
     # -- refused -------------------------------------------------------------------------------
     def _read_only(self, uri: str) -> StorageError:
@@ -107,9 +107,7 @@ class ScanStorage(Storage):
     def write_bytes(self, uri: str, data: bytes) -> None:
         raise self._read_only(uri)
 
-    def delete_many(
-        self, uris: list[str], attempts: int = 6, base_delay: float = 0.2
-    ) -> list[tuple[str, str]]:
+    def delete_many(self, uris: list[str]) -> list[tuple[str, str]]:
         raise self._read_only(uris[0] if uris else self.root)
 
     def move(self, src: str, dst: str) -> None:

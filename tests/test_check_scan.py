@@ -154,3 +154,16 @@ def test_the_scan_storage_refuses_to_write(tmp_path: Path) -> None:
     # and what it lists below the root is what the storage lists there
     job = sc.uri(sc.jobs()[0])
     assert [f.uri for f in scan.storage.list_files(job)] == [f.uri for f in Storage().list_files(job)]
+
+
+def test_the_scan_storage_overrides_match_the_storage_they_replace() -> None:
+    """Every method the scan overrides takes what Storage's takes: callers hold either one."""
+    import inspect
+
+    from ckptctl.scan import ScanStorage
+
+    overridden = [n for n, f in vars(ScanStorage).items() if callable(f) and not n.startswith("__")]
+    shared = [n for n in overridden if hasattr(Storage, n)]
+    assert {"now", "delete_many", "read_bytes", "list_files"} <= set(shared)
+    for name in shared:
+        assert inspect.signature(getattr(ScanStorage, name)) == inspect.signature(getattr(Storage, name)), name
