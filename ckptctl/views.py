@@ -34,8 +34,12 @@ from ckptctl.refs import LoadedCheckpoint, file_resolver, reference_rows, state_
 Resolver = Callable[[Any], str]
 
 
-def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
-    """One handle as a dict in Flink's vocabulary; ``resolve`` maps a file handle to its URI now."""
+def handle_view(h: Any, resolve: Resolver, version: int = 7) -> dict[str, Any] | None:
+    """One handle as a dict in Flink's vocabulary; ``resolve`` maps a file handle to its URI now.
+
+    ``version``: the format of the file holding it, which names the releases that read it as its
+    writer did (V3: 1.14 and 1.15, whose handles lack fields 1.16 added).
+    """
     if h is None:
         return None
     t = type(h)
@@ -67,7 +71,7 @@ def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
     if t is EmptySegmentHandle:
         return {"type": "EmptySegmentFileStateHandle", "state_size": 0}
     if t is KeyGroupsHandle:
-        delegate = handle_view(h.delegate, resolve)
+        delegate = handle_view(h.delegate, resolve, version)
         out = {
             "type": "KeyGroupsSavepointStateHandle" if h.code == 7 else "KeyGroupsStateHandle",
             "state_size": delegate["state_size"] if delegate else 0,
@@ -77,9 +81,9 @@ def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
             out["state_handle_id"] = h.handle_id
         return out
     if t is IncrementalHandle:
-        meta = handle_view(h.meta, resolve)
-        shared = [{"local_path": f.local_path, "handle": handle_view(f.handle, resolve)} for f in h.shared]
-        private = [{"local_path": f.local_path, "handle": handle_view(f.handle, resolve)} for f in h.private]
+        meta = handle_view(h.meta, resolve, version)
+        shared = [{"local_path": f.local_path, "handle": handle_view(f.handle, resolve, version)} for f in h.shared]
+        private = [{"local_path": f.local_path, "handle": handle_view(f.handle, resolve, version)} for f in h.private]
         size = (meta["state_size"] if meta else 0) + sum(
             f["handle"]["state_size"] for f in shared + private if f["handle"]
         )
@@ -90,21 +94,25 @@ def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
             "state_handle_id": h.handle_id, "meta": meta, "shared": shared, "private": private,
         }  # fmt: skip
     if t is ChangelogBackendHandle:
-        mat = [handle_view(p, resolve) for p in h.materialized if p is not None]
-        non = [handle_view(p, resolve) for p in h.non_materialized if p is not None]
+        mat = [handle_view(p, resolve, version) for p in h.materialized if p is not None]
+        non = [handle_view(p, resolve, version) for p in h.non_materialized if p is not None]
         return {
             "type": "ChangelogStateBackendHandleImpl",
             "state_size": sum(p["state_size"] for p in mat + non), "key_group_range": h.key_groups.as_list(),
             "checkpointed_size": h.checkpointed_size, "materialization_id": h.materialization_id,
-            "checkpoint_id": h.checkpoint_id if h.checkpoint_id is not None else h.materialization_id,
+            # 1.16+ take the materialization id when code 8 carries no checkpoint id; the V3 writers'
+            # handle has no checkpoint id at all
+            "checkpoint_id": h.checkpoint_id if h.checkpoint_id is not None or version == 3 else h.materialization_id,
             "state_handle_id": h.handle_id, "materialized": mat, "non_materialized": non,
         }  # fmt: skip
     if t is ChangelogFileHandle:
         return {
             "type": "ChangelogStateHandleStreamImpl", "state_size": h.state_size,
             "key_group_range": h.key_groups.as_list(), "checkpointed_size": h.checkpointed_size,
-            "state_handle_id": h.handle_id, "storage_identifier": h.storage_identifier or "filesystem",
-            "handles_and_offsets": [{"offset": o, "handle": handle_view(s, resolve)} for o, s in h.pieces],
+            # 1.16+ default code 10's storage to "filesystem"; the V3 writers' handle names none
+            "state_handle_id": h.handle_id,
+            "storage_identifier": h.storage_identifier or (None if version == 3 else "filesystem"),
+            "handles_and_offsets": [{"offset": o, "handle": handle_view(s, resolve, version)} for o, s in h.pieces],
         }  # fmt: skip
     if t is ChangelogBytesHandle:
         return {
@@ -113,7 +121,7 @@ def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
             "changes": len(h.changes), "state_handle_id": h.handle_id,
         }  # fmt: skip
     if t in (OperatorStreamHandle, FileMergingOperatorHandle):
-        delegate = handle_view(h.delegate, resolve)
+        delegate = handle_view(h.delegate, resolve, version)
         out = {
             "type": _operator_type(h),
             "state_size": delegate["state_size"] if delegate else 0,
@@ -127,7 +135,7 @@ def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
         return {
             "type": "InputChannelStateHandle" if h.kind == 1 else "ResultSubpartitionStateHandle",
             "state_size": h.state_size, "subtask_index": h.subtask_index, "info": list(h.info),
-            "offsets": list(h.offsets), "delegate": handle_view(h.delegate, resolve),
+            "offsets": list(h.offsets), "delegate": handle_view(h.delegate, resolve, version),
         }  # fmt: skip
     if t is MergedChannelHandle:
         return {
@@ -138,7 +146,7 @@ def handle_view(h: Any, resolve: Resolver) -> dict[str, Any] | None:
             "serialized_channel_offsets": (
                 h.raw_offsets if h.raw_offsets is not None else encode_merged_channel_offsets(h.channels)
             ).hex(),
-            "delegate": handle_view(h.delegate, resolve),
+            "delegate": handle_view(h.delegate, resolve, version),
         }  # fmt: skip
     raise TypeError(f"unknown handle {t.__name__}")
 
@@ -166,12 +174,12 @@ def checkpoint_view(ck: LoadedCheckpoint) -> dict[str, Any]:
             subtasks.append(
                 {
                     "index": s.index, "finished": s.finished,
-                    "managed_operator": _listed(s.managed_operator, resolve),
-                    "raw_operator": _listed(s.raw_operator, resolve),
-                    "managed_keyed": _listed(s.managed_keyed, resolve),
-                    "raw_keyed": _listed(s.raw_keyed, resolve),
-                    "input_channels": [handle_view(c, resolve) for c in s.input_channels],
-                    "output_channels": [handle_view(c, resolve) for c in s.output_channels],
+                    "managed_operator": _listed(s.managed_operator, resolve, md.version),
+                    "raw_operator": _listed(s.raw_operator, resolve, md.version),
+                    "managed_keyed": _listed(s.managed_keyed, resolve, md.version),
+                    "raw_keyed": _listed(s.raw_keyed, resolve, md.version),
+                    "input_channels": [handle_view(c, resolve, md.version) for c in s.input_channels],
+                    "output_channels": [handle_view(c, resolve, md.version) for c in s.output_channels],
                     **({"ref_checkpoint_id": s.ref_checkpoint_id} if s.ref_checkpoint_id is not None else {}),
                 }
             )  # fmt: skip
@@ -180,7 +188,7 @@ def checkpoint_view(ck: LoadedCheckpoint) -> dict[str, Any]:
                 "operator_id": op.operator_id, "name": op.display_name, "uid": op.display_uid,
                 "parallelism": op.parallelism, "max_parallelism": op.max_parallelism,
                 "fully_finished": op.fully_finished,
-                "coordinator_state": handle_view(op.coordinator_state, resolve), "subtasks": subtasks,
+                "coordinator_state": handle_view(op.coordinator_state, resolve, md.version), "subtasks": subtasks,
             }
         )  # fmt: skip
     return {
@@ -204,8 +212,8 @@ def checkpoint_view(ck: LoadedCheckpoint) -> dict[str, Any]:
     }
 
 
-def _listed(h: Any, resolve: Resolver) -> list[dict[str, Any]]:
-    return [] if h is None else [handle_view(h, resolve)]
+def _listed(h: Any, resolve: Resolver, version: int) -> list[dict[str, Any]]:
+    return [] if h is None else [handle_view(h, resolve, version)]
 
 
 def summary_view(ck: LoadedCheckpoint) -> dict[str, Any]:
