@@ -90,6 +90,15 @@ def test_quiet_silences_warnings_not_results() -> None:
     assert quiet.stdout == loud.stdout
 
 
+def test_verbose_says_what_is_done_on_stderr_only() -> None:
+    root = moved_root()
+    normal = cli("ls", root, "--json")
+    verbose = cli("-v", "ls", root, "--json")
+    assert normal.exit_code == verbose.exit_code == 0
+    assert "reading _metadata:" in verbose.stderr and "reading _metadata:" not in normal.stderr
+    assert verbose.stdout == normal.stdout
+
+
 def test_quiet_still_shows_errors() -> None:
     line = one_line_error(cli("-q", "ls", str(REPO / "README.md")))
     assert "is a file" in line

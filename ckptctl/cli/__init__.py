@@ -4,8 +4,9 @@ Every command takes the same output flags, declared once (:data:`OUTPUT_OPTIONS`
 ``-v/--verbose``, ``-q/--quiet``, before or after the command name. They fill the invocation's
 :class:`~ckptctl.cli.terminal.Session` (a new one per invocation, made by the app's
 :class:`Group`), from which a command takes its :class:`~ckptctl.cli.output.Output`, chosen once
-(:func:`output`). Errors a user can cause become one line on stderr and a non-zero exit code (2 for bad input or I/O, 1 for "problems found"), never a
-traceback. Heavy modules (pyarrow, s3fs) are imported inside the commands that need them.
+(:func:`get_output`). Errors a user can cause become one line on stderr and a non-zero exit code
+(2 for bad input or I/O, 1 for "problems found"), never a traceback. Heavy modules (pyarrow,
+s3fs) are imported inside the commands that need them.
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ class Command(TyperCommand):
         self.params.extend(output_options())
 
 
-def output(json: bool | None = None):
+def get_output(json: bool | None = None):
     """This invocation's :class:`~ckptctl.cli.output.Output` (chosen once, from the output flags;
     ``json`` overrides them for commands whose format is chosen otherwise, like ``refs --format``)."""
     return current_session().output(json)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ckptctl.cli import Command, EndpointOpt, Group, RebaseOpt, _context, app, command, output
+from ckptctl.cli import Command, EndpointOpt, Group, RebaseOpt, _context, app, command, get_output
 from ckptctl.cli.params import AGE
 
 gc_app = typer.Typer(
@@ -103,7 +103,7 @@ def plan_command(
     """
     from ckptctl.gc import GcOptions, build_plan
 
-    out = output()
+    out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     options = GcOptions(
         tuple(roots), tuple(savepoints or ()), tuple(changelog_dir or ()), keep_last,
@@ -152,7 +152,7 @@ def apply_command(
     from ckptctl.gc.planfile import storage_from_plan
     from ckptctl.storage import Storage
 
-    out = output()
+    out = get_output()
     plan_data = read_plan(plan_file)
     storage = Storage(storage_from_plan(plan_data, s3_endpoint))
     fresh, go, skipped = revalidate(storage, plan_data, progress=out.term.iterate("reading _metadata"))

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ckptctl.cli import Command, EndpointOpt, RebaseOpt, _context, app, as_json, command, output
+from ckptctl.cli import Command, EndpointOpt, RebaseOpt, _context, app, as_json, command, get_output
 from ckptctl.targets import checked_path
 
 
@@ -41,7 +41,7 @@ def ls_command(
     from ckptctl.refs import load_checkpoint
     from ckptctl.views import incomplete_view, summary_view
 
-    out = output()
+    out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     layout = scan_root(storage, checked_path(storage, root))
     locations = layout.locations()
@@ -88,7 +88,7 @@ def show_command(
     from ckptctl.refs import load_checkpoint
     from ckptctl.views import checkpoint_view
 
-    out = output()
+    out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     ck = load_checkpoint(storage, checked_path(storage, path), mappings)
     warn_moved(out, ck)
@@ -151,7 +151,7 @@ def refs_command(
     from ckptctl.targets import checkpoints_at
 
     fmt = refs_format(fmt, as_json(), output_file)
-    out = output(json=fmt != "table")
+    out = get_output(json=fmt != "table")
     storage, mappings = _context(s3_endpoint, rebase)
     checkpoints, root = checkpoints_at(storage, path, mappings, out.term.iterate("reading _metadata"))
     warn_moved(out, *checkpoints)
@@ -248,7 +248,7 @@ def diff_command(
     from ckptctl.refs import load_checkpoint
     from ckptctl.views import diff_view
 
-    out = output()
+    out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     ck_a = load_checkpoint(storage, checked_path(storage, a), mappings)
     ck_b = load_checkpoint(storage, checked_path(storage, b), mappings)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli import Command, EndpointOpt, RebaseOpt, SavepointsOpt, _context, app, command, output
+from ckptctl.cli import Command, EndpointOpt, RebaseOpt, SavepointsOpt, _context, app, command, get_output
 from ckptctl.cli.params import BYTES
 
 WorkersOpt = Annotated[
@@ -67,7 +67,7 @@ def repair_command(
         raise CkptError("give either -o DEST or --in-place, not both")
     if not in_place and not dest and not dry_run:
         raise CkptError("name the repaired copy with -o DEST (or use --in-place, or --dry-run to look first)")
-    out = output()
+    out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     ck = load_checkpoint(storage, checked_path(storage, path), mappings)
     warn_moved(out, ck)
@@ -149,7 +149,7 @@ def relocate_command(
     from ckptctl.relocate import load_sources, plan_relocation
     from ckptctl.storage import normalize_uri
 
-    out = output()
+    out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     checkpoints, source = load_sources(storage, src, mappings, all_checkpoints)
     warn_moved(out, *checkpoints)
@@ -214,7 +214,7 @@ def relocate_apply_command(
     from ckptctl.errors import CkptError
     from ckptctl.relocate import replan
 
-    out = output()
+    out = get_output()
     storage, _ = _context(s3_endpoint, None)
     try:
         with open(plan_file, encoding="utf-8") as f:

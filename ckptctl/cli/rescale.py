@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli import Command, EndpointOpt, RebaseOpt, _context, app, command, output
+from ckptctl.cli import Command, EndpointOpt, RebaseOpt, _context, app, command, get_output
 from ckptctl.cli.params import PARALLELISM
 
 
@@ -74,7 +74,7 @@ def plan_rescale_command(
     if flink_version is not None:
         family_of(flink_version)  # refuse an unknown version before reading anything
     histogram = read_histogram(data_aware) if data_aware else None
-    out = output()
+    out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     ck = load_checkpoint(storage, checked_path(storage, checkpoint), mappings)
     kwargs: dict[str, Any] = dict(

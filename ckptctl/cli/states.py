@@ -16,7 +16,7 @@ from ckptctl.cli import (
     app,
     command,
     engine_choice,
-    output,
+    get_output,
 )
 
 
@@ -79,7 +79,7 @@ def states_command(
             raise CkptError(f"{opt} needs --deep")
     ttl_default, ttl_named = parse_ttls(ttl or [])
     now_ms = parse_now(now) if now is not None else None
-    out = output()
+    out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     ck = load_checkpoint(storage, checked_path(storage, path), mappings)
     warn_moved(out, ck)

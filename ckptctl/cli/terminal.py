@@ -118,6 +118,7 @@ class Terminal:
     def progress(self, items: Iterable[T], total: int, label: str) -> Iterator[Iterable[T]]:
         """Iterate with a progress bar on a terminal; silently otherwise."""
         if total < 2 or not self.interactive:
+            self.info(f"{label}: {total}")  # with a bar, the bar's total() says it
             yield items
             return
         with self.counter(total, label) as advance:
@@ -188,6 +189,7 @@ class Bar:
         return self
 
     def total(self, n: int, minimum: int = 2) -> None:
+        self.terminal.info(f"{self.label}: {n}")
         if n < minimum or not self.terminal.interactive:
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

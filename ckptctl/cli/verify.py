@@ -17,7 +17,7 @@ from ckptctl.cli import (
     app,
     command,
     engine_choice,
-    output,
+    get_output,
 )
 from ckptctl.cli.params import BYTES, parse_bytes  # noqa: F401  (parse_bytes: for callers of the old name)
 
@@ -62,7 +62,7 @@ def verify_command(
     engine = engine_choice(engine)
     if histogram and not deep:
         raise CkptError("--histogram needs --deep")
-    out = output()
+    out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     checkpoints, root = checkpoints_at(storage, path, mappings, out.term.iterate("reading _metadata"))
     warn_moved(out, *checkpoints)
@@ -120,7 +120,7 @@ def check_command(
     from ckptctl.check import run_check
     from ckptctl.targets import checked_path
 
-    out = output()
+    out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     report = run_check(storage, checked_path(storage, root), mappings, max_orphan_bytes, savepoints or ())
     for w in report["warnings"]:
