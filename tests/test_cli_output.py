@@ -4,6 +4,7 @@ once; typed option values whose bad input is one line and exit code 2; one Outpu
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import typer
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 from ckptctl.cli import OUTPUT_OPTIONS, app
 from ckptctl.cli.params import parse_age, parse_bytes, parse_parallelism
 from tests.fixture_cases import REPO, manifest
+from tests.gc_support import DAY, T0, Scenario
 
 runner = CliRunner()
 
@@ -70,6 +72,47 @@ def test_every_command_accepts_the_same_output_flags() -> None:
     assert set(reference["quiet"][0]) == {"-q", "--quiet"}
     for path, command in tree:
         assert flags(command) == reference, " ".join(path)
+
+
+def json_runs(s: Scenario, tmp: Path) -> list[tuple[tuple[str, ...], list[str]]]:
+    """One --json invocation per command of the tree (path, arguments), in an order where the
+    plan files the apply commands read are written first."""
+    chk = sorted(s.checkpoints.glob("*/chk-*"))
+    gc_args = [str(s.checkpoints), *s.rebase, "--clock", "local", "--older-than", "1d", "--margin", "0s"]
+    relocate_args = [str(chk[-1]), str(tmp / "relocated")]
+    return [
+        (("ls",), [str(s.root), *s.rebase]),
+        (("show",), [str(chk[-1]), *s.rebase]),
+        (("refs",), [str(chk[-1]), *s.rebase]),
+        (("diff",), [str(chk[0]), str(chk[-1]), *s.rebase]),
+        (("repair",), [str(chk[-1]), *s.rebase, "--dry-run"]),
+        (("plan-rescale",), [str(chk[-1]), *s.rebase, "-p", "2..3"]),
+        (("states",), [str(chk[-1]), *s.rebase, "--engine", "local"]),
+        (("verify",), [str(s.root), *s.rebase, "--engine", "local"]),
+        (("check",), [str(s.root), *s.rebase]),
+        (("gc", "plan"), [*gc_args, "-o", str(tmp / "gc.json")]),
+        (("gc", "apply"), [str(tmp / "gc.json"), "--yes", "--trash", str(tmp / "trash")]),
+        (("relocate",), [*relocate_args, *s.rebase, "-o", str(tmp / "relocate.json")]),
+        (("relocate-apply",), [str(tmp / "relocate.json")]),
+    ]
+
+
+def test_json_is_one_document_on_stdout_for_every_command(tmp_path: Path) -> None:
+    """--json on every command of the tree: stdout is one JSON document and nothing else, whatever
+    stderr says; a command added without a case here fails the test."""
+    s = Scenario("2.2.0", "basic", tmp_path)
+    job = s.jobs()[0].relative_to(s.root)
+    s.plant(f"{job}/shared/orphan", mtime=T0 - DAY)  # something for gc apply to remove
+    runs = json_runs(s, tmp_path)
+    tree = list(walk(typer.main.get_command(app)))
+    assert {path for path, _ in runs} == {path for path, c in tree if not hasattr(c, "commands")}
+    for path, args in runs:
+        result = cli(*path, *args, "--json")
+        assert result.exit_code == 0, (path, result.exit_code, result.stdout, result.stderr)
+        assert isinstance(json.loads(result.stdout), dict | list), path
+        assert "Traceback" not in result.stderr, path
+    assert "orphan" in {p.name for p in (tmp_path / "trash").rglob("*")}  # gc apply did its work
+    assert (tmp_path / "relocated").is_dir()
 
 
 def test_output_flags_before_or_after_the_command_name_are_the_same() -> None:
