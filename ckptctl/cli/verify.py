@@ -19,7 +19,7 @@ from ckptctl.cli import (
     engine_choice,
     get_output,
 )
-from ckptctl.cli.params import BYTES, parse_bytes  # noqa: F401  (parse_bytes: for callers of the old name)
+from ckptctl.cli.params import BYTES
 
 
 @app.command("verify", cls=Command)
