@@ -356,7 +356,7 @@ def test_check_fails_on_missing_file_and_corrupt_metadata_with_junit(tmp_path: P
 
 
 def test_check_byte_limit_parsing() -> None:
-    from ckptctl.cli.verify import parse_bytes
+    from ckptctl.cli.params import parse_bytes
 
     assert parse_bytes("1048576", "x") == 1 << 20
     assert parse_bytes("10GiB", "x") == 10 << 30

@@ -1,12 +1,17 @@
 """The ``ckptctl`` command line: Typer commands that parse options, call the core, render output.
 
-Every command that produces data takes ``--json``. Errors a user can cause become one line on
-stderr and a non-zero exit code (2 for bad input or I/O, 1 for "problems found"), never a
-traceback. Heavy modules (pyarrow, s3fs) are imported inside the commands that need them.
+Every command takes the same output flags, declared once (:data:`OUTPUT_OPTIONS`): ``--json``,
+``-v/--verbose``, ``-q/--quiet``, before or after the command name. They fill the invocation's
+:class:`~ckptctl.cli.terminal.Session` (a new one per invocation, made by the app's
+:class:`Group`), from which a command takes its :class:`~ckptctl.cli.output.Output`, chosen once
+(:func:`get_output`). Errors a user can cause become one line on stderr and a non-zero exit code
+(2 for bad input or I/O, 1 for "problems found"), never a traceback. Heavy modules (pyarrow,
+s3fs) are imported inside the commands that need them.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import sys
@@ -14,12 +19,86 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperArgument, TyperCommand
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from ckptctl import __version__
+from ckptctl.cli.params import MAPPING
+from ckptctl.cli.terminal import Session, activate, current_session, current_terminal
+
+
+def _set_json(value: bool) -> None:
+    if value:
+        current_session().json = True
+
+
+def _more(value: int) -> None:
+    current_session().verbosity += value or 0
+
+
+def _less(value: int) -> None:
+    current_session().verbosity -= value or 0
+
+
+# The output flags, declared once: every command (and the app, before the command name) takes them.
+# They are not passed to the command function (expose_value=False); they fill the Session.
+JsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="Print machine-readable JSON to stdout.", callback=_set_json, expose_value=False
+    ),
+]
+VerboseOpt = Annotated[
+    int,
+    typer.Option(
+        "--verbose", "-v", count=True, callback=_more, expose_value=False, show_default=False,
+        help="Say more on stderr (what is done; tracebacks of internal errors). Repeatable.",
+    ),
+]  # fmt: skip
+QuietOpt = Annotated[
+    int,
+    typer.Option(
+        "--quiet", "-q", count=True, callback=_less, expose_value=False, show_default=False,
+        help="Only errors on stderr: no warnings, no progress bars.",
+    ),
+]  # fmt: skip
+
+
+def _output_flags(json: JsonOpt = False, verbose: VerboseOpt = 0, quiet: QuietOpt = 0) -> None:
+    """The template the output flags are copied from (see :func:`output_options`)."""
+
+
+OUTPUT_OPTIONS = ("json", "verbose", "quiet")
+
+
+@functools.cache
+def _output_template() -> tuple[Any, ...]:
+    template = typer.Typer(add_completion=False)
+    template.command()(_output_flags)
+    return tuple(typer.main.get_command(template).params)
+
+
+def output_options() -> list[Any]:
+    """Fresh copies of the output flags' parameters, for one command or group."""
+    return [copy.copy(p) for p in _output_template()]
+
+
+class Group(TyperGroup):
+    """A command group that also takes the output flags before the command name
+    (``ckptctl --json ls ROOT`` is ``ckptctl ls ROOT --json``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(output_options())
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        if parent is None:  # a new invocation (the app, or a sub-app run on its own): a new session
+            activate(Session())
+        return super().make_context(info_name, args, parent=parent, **extra)
+
 
 app = typer.Typer(
     name="ckptctl",
+    cls=Group,
     help="Inspect and repair Apache Flink checkpoint directories, on local disk or S3.",
     no_args_is_help=True,
     add_completion=False,
@@ -27,7 +106,6 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON to stdout.")]
 EndpointOpt = Annotated[
     str | None,
     typer.Option(
@@ -35,9 +113,9 @@ EndpointOpt = Annotated[
     ),
 ]
 RebaseOpt = Annotated[
-    list[str] | None,
+    list[Any] | None,
     typer.Option(
-        "--rebase", metavar="OLD=NEW",
+        "--rebase", metavar="OLD=NEW", parser=MAPPING,
         help="Map absolute paths written in _metadata from OLD to NEW (for moved or copied directories). Repeatable.",
     ),
 ]  # fmt: skip
@@ -46,7 +124,9 @@ MasterOpt = Annotated[
 ]
 EngineOpt = Annotated[
     str,
-    typer.Option("--engine", metavar="spark|local", help="spark (default) or local (in-process, for small inputs)."),
+    typer.Option(
+        "--engine", metavar="spark|local", help="spark (default) or local (in-process, for small inputs)."
+    ),
 ]
 
 
@@ -58,6 +138,8 @@ def engine_choice(engine: str) -> str:
     if engine not in ("spark", "local"):
         raise CkptError(f"unknown --engine '{engine}'; use spark or local")
     return engine
+
+
 SavepointsOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -68,14 +150,27 @@ SavepointsOpt = Annotated[
 
 
 class Command(TyperCommand):
-    """A command whose positional arguments read as their metavar in the help: ``ckptctl ls
-    [OPTIONS] ROOT`` and ``ROOT  A checkpoint root …``, not ``{root}`` and ``root <str>``."""
+    """A data command: the output flags of :func:`output_options`, and positional arguments that
+    read as their metavar in the help (``ckptctl ls [OPTIONS] ROOT`` and ``ROOT  A checkpoint
+    root …``, not ``{root}`` and ``root <str>``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for param in self.params:
             if isinstance(param, TyperArgument) and param.metavar:
                 param.__class__ = _PlainArgument
+        self.params.extend(output_options())
+
+
+def get_output(json: bool | None = None):
+    """This invocation's :class:`~ckptctl.cli.output.Output` (chosen once, from the output flags;
+    ``json`` overrides them for commands whose format is chosen otherwise, like ``refs --format``)."""
+    return current_session().output(json)
+
+
+def as_json() -> bool:
+    """Whether --json was given (before or after the command name)."""
+    return current_session().json
 
 
 class _PlainArgument(TyperArgument):
@@ -126,7 +221,7 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
             problem = s3_problem(e)  # no credentials, endpoint unreachable: the user's to fix
             if problem:
                 _fail(problem, 2)
-            if os.environ.get("CKPTCTL_DEBUG"):
+            if os.environ.get("CKPTCTL_DEBUG") or current_terminal().verbose:
                 raise
             _fail(f"internal error: {type(e).__name__}: {e} (set CKPTCTL_DEBUG=1 for a traceback)", 3)
 
@@ -134,17 +229,19 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _fail(message: str, code: int) -> None:
-    from ckptctl.cli.output import Output
-
-    Output().error(" ".join(message.split()))
+    current_terminal().error(" ".join(message.split()))
     raise typer.Exit(code)
 
 
-def _context(s3_endpoint: str | None, rebase: list[str] | None):
+def _context(s3_endpoint: str | None, rebase: list[Any] | None):
+    """The storage and the one :class:`~ckptctl.rebase.Rebase` of all ``--rebase`` options
+    (each already parsed by the :data:`~ckptctl.cli.params.MAPPING` type)."""
     from ckptctl.rebase import Rebase
     from ckptctl.storage import Storage, StorageOptions
 
-    return Storage(StorageOptions.from_env(s3_endpoint)), Rebase.parse(rebase or [])
+    return Storage(StorageOptions.from_env(s3_endpoint)), Rebase.of(
+        p for r in rebase or () for p in r.mappings
+    )
 
 
 from ckptctl.cli import gc as _gc  # noqa: E402,F401  (registers the commands)

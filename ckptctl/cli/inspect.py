@@ -13,7 +13,8 @@ from typing import Annotated
 
 import typer
 
-from ckptctl.cli import Command, EndpointOpt, JsonOpt, RebaseOpt, _context, app, command
+from ckptctl.cli import Command, EndpointOpt, RebaseOpt, _context, app, as_json, command, get_output
+from ckptctl.targets import checked_path
 
 
 def warn_moved(out, *checkpoints) -> None:
@@ -24,22 +25,6 @@ def warn_moved(out, *checkpoints) -> None:
         out.warn(warning)
 
 
-def checked_path(storage, path: str) -> str:
-    """PATH unchanged if it can name a checkpoint, savepoint, job or root: a directory (or prefix)
-    or a ``_metadata`` file. A plain file is refused in one line instead of an OS error later."""
-    from ckptctl.errors import LayoutError
-    from ckptctl.layout import METADATA_FILE
-    from ckptctl.storage import basename, normalize_uri
-
-    uri = normalize_uri(path)
-    if basename(uri) != METADATA_FILE and storage.stat(uri) is not None:
-        raise LayoutError(
-            f"not a checkpoint directory: {path} is a file (name a checkpoint or savepoint directory, "
-            "its _metadata, or a directory of them)"
-        )
-    return path
-
-
 @app.command("ls", cls=Command)
 @command
 def ls_command(
@@ -47,25 +32,23 @@ def ls_command(
         str,
         typer.Argument(metavar="ROOT", help="A checkpoint root, a job directory, or a savepoint directory."),
     ],
-    as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
 ) -> None:
     """List jobs, checkpoints and savepoints with format version, sizes and file counts."""
-    from ckptctl.cli.output import make_output
     from ckptctl.errors import CkptError
     from ckptctl.layout import scan_root
     from ckptctl.refs import load_checkpoint
     from ckptctl.views import incomplete_view, summary_view
 
-    out = make_output(as_json)
+    out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     layout = scan_root(storage, checked_path(storage, root))
     locations = layout.locations()
     rows = []
     failed = 0
     loaded = []
-    with out.progress(locations, len(locations), "reading _metadata") as items:
+    with out.term.progress(locations, len(locations), "reading _metadata") as items:
         for loc in items:
             if not loc.complete:
                 rows.append(incomplete_view(loc))
@@ -98,21 +81,19 @@ def show_command(
             metavar="CHECKPOINT", help="A checkpoint or savepoint directory, or its _metadata file."
         ),
     ],
-    as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
 ) -> None:
     """Show one checkpoint: operators → subtasks → state handles, key groups, sizes and files."""
-    from ckptctl.cli.output import make_output
     from ckptctl.refs import load_checkpoint
     from ckptctl.views import checkpoint_view
 
-    out = make_output(as_json)
+    out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     ck = load_checkpoint(storage, checked_path(storage, path), mappings)
     warn_moved(out, ck)
     view = checkpoint_view(ck)
-    if as_json:
+    if as_json():
         add_states(out, storage, ck, view)
     out.show(view, path)
 
@@ -152,7 +133,7 @@ def refs_command(
             help="table, json, ndjson, csv or parquet (default: table, or from the -o file's extension).",
         ),
     ] = None,
-    output: Annotated[
+    output_file: Annotated[
         str | None,
         typer.Option(
             "--output",
@@ -161,19 +142,18 @@ def refs_command(
             help="Write to FILE instead of stdout; .json, .ndjson, .csv or .parquet sets the format.",
         ),
     ] = None,
-    as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
 ) -> None:
     """The reference map: one row per (checkpoint, operator, subtask, handle, file)."""
     from ckptctl import export
-    from ckptctl.cli.output import make_output
     from ckptctl.refs import COLUMNS, reference_rows
+    from ckptctl.targets import checkpoints_at
 
-    fmt = refs_format(fmt, as_json, output)
-    out = make_output(fmt != "table")
+    fmt = refs_format(fmt, as_json(), output_file)
+    out = get_output(json=fmt != "table")
     storage, mappings = _context(s3_endpoint, rebase)
-    checkpoints, root = checkpoints_at(storage, path, mappings, out)
+    checkpoints, root = checkpoints_at(storage, path, mappings, out.term.iterate("reading _metadata"))
     warn_moved(out, *checkpoints)
     if fmt == "ndjson":  # the bulk format: encoded group by group, never as full rows
         from ckptctl.refs import GROUP_KEY, reference_groups
@@ -182,8 +162,8 @@ def refs_command(
             for ck in checkpoints:
                 export.write_ndjson_groups(COLUMNS, reference_groups(ck), f, GROUP_KEY)
 
-        if output:
-            with open(output, "wb") as f:
+        if output_file:
+            with open(output_file, "wb") as f:
                 emit(f)
         else:
             sys.stdout.flush()
@@ -193,17 +173,17 @@ def refs_command(
     rows: list[tuple] = []
     for ck in checkpoints:
         rows.extend(reference_rows(ck))
-    if fmt == "table":
-        out.refs_table(COLUMNS, rows, display_base(root, checkpoints), path)
+    if fmt in ("table", "json") and not output_file:
+        out.refs(COLUMNS, rows, display_base(root, checkpoints), path)
         return
     if fmt == "parquet":
         from ckptctl.refs import rows_to_arrow
 
-        export.write_parquet(rows_to_arrow(rows), output)
+        export.write_parquet(rows_to_arrow(rows), output_file)
         return
     writer = {"json": export.write_json, "csv": export.write_csv}[fmt]
-    if output:
-        with open(output, "w", encoding="utf-8", newline="") as f:
+    if output_file:
+        with open(output_file, "w", encoding="utf-8", newline="") as f:
             writer(COLUMNS, rows, f)
     else:
         writer(COLUMNS, rows, sys.stdout)
@@ -256,49 +236,19 @@ def display_base(root: str, checkpoints) -> str:
     return root
 
 
-def checkpoints_at(storage, path, mappings, out):
-    """A single checkpoint if PATH is one, else every readable checkpoint under the root PATH."""
-    from ckptctl.errors import CkptError
-    from ckptctl.layout import METADATA_FILE, locate_checkpoint, scan_root
-    from ckptctl.refs import load_checkpoint
-    from ckptctl.storage import basename, join, normalize_uri
-
-    uri = normalize_uri(checked_path(storage, path))
-    if basename(uri) == METADATA_FILE or storage.stat(join(uri, METADATA_FILE)) is not None:
-        loc = locate_checkpoint(storage, uri)
-        return [load_checkpoint(storage, loc, mappings)], loc.uri
-    layout = scan_root(storage, uri)
-    loaded = []
-    errors = []
-    complete = [loc for loc in layout.locations() if loc.complete]
-    with out.progress(complete, len(complete), "reading _metadata") as items:
-        for loc in items:
-            try:
-                loaded.append(load_checkpoint(storage, loc, mappings))
-            except CkptError as e:
-                errors.append(str(e))
-    if errors:
-        raise CkptError(f"{len(errors)} unreadable _metadata under {layout.root}; first: {errors[0]}")
-    if not loaded:
-        raise CkptError(f"not a checkpoint directory: no completed checkpoints or savepoints under {path}")
-    return loaded, layout.root
-
-
 @app.command("diff", cls=Command)
 @command
 def diff_command(
     a: Annotated[str, typer.Argument(metavar="A", help="The older checkpoint (directory or _metadata).")],
     b: Annotated[str, typer.Argument(metavar="B", help="The newer checkpoint (directory or _metadata).")],
-    as_json: JsonOpt = False,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
 ) -> None:
     """Files added, removed and reused between two checkpoints, and the bytes each uploaded."""
-    from ckptctl.cli.output import make_output
     from ckptctl.refs import load_checkpoint
     from ckptctl.views import diff_view
 
-    out = make_output(as_json)
+    out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     ck_a = load_checkpoint(storage, checked_path(storage, a), mappings)
     ck_b = load_checkpoint(storage, checked_path(storage, b), mappings)

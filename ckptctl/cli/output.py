@@ -1,21 +1,27 @@
-"""One output object per invocation: Rich tables for people, JSON for scripts.
+"""The result of a command, for people or for scripts: one :class:`Output` per invocation.
 
-Commands hand plain data (from :mod:`ckptctl.views`) to an :class:`Output`; they never print
-themselves. Data goes to stdout, warnings and progress to stderr, so ``ckptctl ls --json | jq``
-always sees clean JSON. Progress bars appear only when stderr is a terminal.
+:class:`Output` is the interface: one method per command result (``ls``, ``show``, ``diff``,
+``refs``, ``gc_plan``, ``gc_apply``, ``verify``, ``check``, ``rescale_plan``, ``rescale_sweep``,
+``repair``, ``relocate``, ``states``). :class:`JsonOutput` writes each result as one JSON document
+on stdout; :class:`ConsoleOutput` renders it with Rich. Which one is chosen once per invocation
+(:meth:`ckptctl.cli.terminal.Session.output`, from ``--json``); commands hand plain data (from
+:mod:`ckptctl.views` and the core) to it and never branch on the format or print themselves.
+
+Everything else (warnings, errors, progress, prompts, verbosity) belongs to the invocation's
+:class:`~ckptctl.cli.terminal.Terminal`, which both implementations share; it writes to stderr, so
+``ckptctl ls --json | jq`` always sees clean JSON.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
-T = TypeVar("T")
+from ckptctl.cli.terminal import Terminal
 
 
 def human_bytes(n: int | None) -> str:
@@ -35,101 +41,133 @@ def human_time(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-class Output:
-    """Base: the JSON behaviour; :class:`ConsoleOutput` overrides the rendering."""
+class Output(ABC):
+    """A command's result, rendered one way; messages go to the shared :attr:`term`."""
 
-    def __init__(self) -> None:
-        self._stderr = None
-
-    @property
-    def err(self):
-        if self._stderr is None:
-            from rich.console import Console
-
-            self._stderr = Console(stderr=True, highlight=False, soft_wrap=True)
-        return self._stderr
+    def __init__(self, terminal: Terminal | None = None) -> None:
+        self.term = terminal if terminal is not None else Terminal()
 
     def warn(self, message: str) -> None:
-        self.err.print(f"[yellow]warning:[/yellow] {message}", markup=True)
+        self.term.warn(message)
 
     def error(self, message: str) -> None:
-        self.err.print(f"[red]error:[/red] {_escape(message)}", markup=True)
+        self.term.error(message)
 
-    def json(self, data: Any) -> None:
+    # -- one method per command result -------------------------------------------------------
+    @abstractmethod
+    def ls(self, root: str, rows: list[dict[str, Any]], named: str | None = None) -> None:
+        """``ls``: one summary row per checkpoint, savepoint or incomplete directory."""
+
+    @abstractmethod
+    def show(self, view: dict[str, Any], named: str | None = None) -> None:
+        """``show``: one checkpoint, operators → subtasks → handles."""
+
+    @abstractmethod
+    def diff(self, view: dict[str, Any]) -> None:
+        """``diff``: files added, removed and reused between two checkpoints."""
+
+    @abstractmethod
+    def refs(
+        self, columns: tuple[str, ...], rows: list[tuple], root: str | None, named: str | None = None
+    ) -> None:
+        """``refs`` (table or JSON; the file formats are written by :mod:`ckptctl.export`)."""
+
+    @abstractmethod
+    def gc_plan(self, plan: Any, written_to: str | None) -> None:
+        """``gc plan``: a :class:`ckptctl.gc.plan.Plan` (JSON: the whole plan, every file)."""
+
+    @abstractmethod
+    def gc_apply(self, result: dict[str, Any]) -> None:
+        """``gc apply``: what was deleted, skipped, failed."""
+
+    @abstractmethod
+    def verify(self, result: Any, root: str, named: str) -> None:
+        """``verify``: a :class:`ckptctl.verify.VerifyResult`; paths shown relative to ``root``."""
+
+    @abstractmethod
+    def check(self, report: dict[str, Any], named: str) -> None:
+        """``check``: the CI gate's report."""
+
+    @abstractmethod
+    def rescale_plan(self, plan: dict[str, Any]) -> None:
+        """``plan-rescale -p N``: one restore plan."""
+
+    @abstractmethod
+    def rescale_sweep(self, result: dict[str, Any]) -> None:
+        """``plan-rescale -p LOW..HIGH``: the cost of each parallelism and the recommendation."""
+
+    @abstractmethod
+    def repair(self, view: dict[str, Any]) -> None:
+        """``repair``: the rewrites (and, once applied, where the repaired checkpoint is)."""
+
+    @abstractmethod
+    def relocate(self, view: dict[str, Any]) -> None:
+        """``relocate``: the plan (and, with --apply, the copy and its shallow verify)."""
+
+    @abstractmethod
+    def states(self, report: dict[str, Any], named: str) -> None:
+        """``states``: each operator's states, sizes and (--deep) stale TTL state."""
+
+
+class JsonOutput(Output):
+    """Each result as one JSON document on stdout (indented; the documents tests and scripts read)."""
+
+    def _json(self, data: Any) -> None:
         sys.stdout.write(json.dumps(data, indent=2, default=str))
         sys.stdout.write("\n")
 
-    @contextmanager
-    def progress(self, items: Iterable[T], total: int, label: str) -> Iterator[Iterable[T]]:
-        """Iterate with a progress bar on a terminal; silently otherwise."""
-        if not self.err.is_terminal or total < 2:
-            yield items
-            return
-        with self.counter(total, label) as advance:
-
-            def tick() -> Iterator[T]:
-                for item in items:
-                    yield item
-                    advance(1)
-
-            yield tick()
-
-    @contextmanager
-    def status(self, label: str) -> Iterator[None]:
-        """A spinner with ``label`` on a terminal while something without a count runs."""
-        if not self.err.is_terminal:
-            yield
-            return
-        with self.err.status(label):
-            yield
-
-    @contextmanager
-    def counter(self, total: int, label: str) -> Iterator[Any]:
-        """A progress bar advanced by hand (``advance(n)``); a no-op when stderr is not a terminal."""
-        if not self.err.is_terminal or total < 1:
-            yield lambda n: None
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=self.err, transient=True,
-        ) as bar:  # fmt: skip
-            task = bar.add_task(label, total=total)
-            yield lambda n: bar.advance(task, n)
-
-    # -- command renderers (JSON) ------------------------------------------------------------
     def ls(self, root: str, rows: list[dict[str, Any]], named: str | None = None) -> None:
-        self.json(rows)
+        self._json(rows)
 
     def show(self, view: dict[str, Any], named: str | None = None) -> None:
-        self.json(view)
+        self._json(view)
 
     def diff(self, view: dict[str, Any]) -> None:
-        self.json(view)
+        self._json(view)
 
-    def refs_table(
+    def refs(
         self, columns: tuple[str, ...], rows: list[tuple], root: str | None, named: str | None = None
     ) -> None:
-        self.json([dict(zip(columns, r, strict=True)) for r in rows])
+        from ckptctl.export import write_json
 
-    def gc_plan(self, plan: dict[str, Any], written_to: str | None) -> None:
-        self.json(plan)
+        write_json(columns, rows, sys.stdout)
+
+    def gc_plan(self, plan: Any, written_to: str | None) -> None:
+        sys.stdout.flush()
+        plan.write_json(sys.stdout.buffer)  # streamed: a plan can list millions of files
+        sys.stdout.buffer.flush()
 
     def gc_apply(self, result: dict[str, Any]) -> None:
-        self.json(result)
+        self._json(result)
+
+    def verify(self, result: Any, root: str, named: str) -> None:
+        self._json(result.to_json())
+
+    def check(self, report: dict[str, Any], named: str) -> None:
+        self._json(report)
+
+    def rescale_plan(self, plan: dict[str, Any]) -> None:
+        self._json(plan)
+
+    def rescale_sweep(self, result: dict[str, Any]) -> None:
+        self._json(result)
+
+    def repair(self, view: dict[str, Any]) -> None:
+        self._json(view)
+
+    def relocate(self, view: dict[str, Any]) -> None:
+        self._json(view)
+
+    def states(self, report: dict[str, Any], named: str) -> None:
+        self._json(report)
 
 
 class ConsoleOutput(Output):
     """Rich rendering for a person at a terminal (also used when piping without --json)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        from rich.console import Console
-
-        self.out = Console(highlight=False, soft_wrap=False)
-        if not self.out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
-            self.out = Console(highlight=False, soft_wrap=False, width=200)  # piped: a wide page
+    @property
+    def out(self):
+        return self.term.out
 
     def ls(self, root: str, rows: list[dict[str, Any]], named: str | None = None) -> None:
         """One compact table per directory (a job's chk-N, a savepoint directory), rows by leaf name,
@@ -168,9 +206,9 @@ class ConsoleOutput(Output):
                 }
             )
             for r in items:
-                status = "[green]ok[/green]" if r["complete"] else "[yellow]incomplete[/yellow]"
+                status = "[ok]ok[/ok]" if r["complete"] else "[warning]incomplete[/warning]"
                 if r.get("error"):
-                    status = "[red]unreadable[/red]"
+                    status = "[error]unreadable[/error]"
                 data["id"].append(_s(r["checkpoint_id"]))
                 data["kind"].append((r["savepoint_format"] or "").lower() or r["kind"])
                 data["ver"].append(_s(r["format_version"]))
@@ -215,20 +253,20 @@ class ConsoleOutput(Output):
         )
         tree = Tree(title)
         for op in view["operators"]:
-            label = f"[cyan]{op['operator_id']}[/cyan]"
+            label = f"[accent]{op['operator_id']}[/accent]"
             if op.get("name"):
                 label += f" {_escape(op['name'])}"
             if op.get("uid"):
                 label += f" (uid {_escape(op['uid'])})"
             label += f"  parallelism {op['parallelism']}/{op['max_parallelism']}"
             if op["fully_finished"]:
-                label += " [dim]fully finished[/dim]"
+                label += " [muted]fully finished[/muted]"
             node = tree.add(label)
             if op.get("coordinator_state"):
                 node.add(f"coordinator: {_handle_line(op['coordinator_state'], base)}")
             for s in op["subtasks"]:
                 if s["finished"]:
-                    node.add(f"subtask {s['index']} [dim]finished[/dim]")
+                    node.add(f"subtask {s['index']} [muted]finished[/muted]")
                     continue
                 handles = [
                     (slot, h)
@@ -236,7 +274,7 @@ class ConsoleOutput(Output):
                                  "input_channels", "output_channels")
                     for h in s[slot]
                 ]  # fmt: skip
-                sub = node.add(f"subtask {s['index']}" + ("" if handles else " [dim](no state)[/dim]"))
+                sub = node.add(f"subtask {s['index']}" + ("" if handles else " [muted](no state)[/muted]"))
                 for slot, h in handles:
                     _add_handle(sub.add(f"{slot}: {_handle_line(h, base)}"), h, base)
         self.out.print(tree)
@@ -282,7 +320,7 @@ class ConsoleOutput(Output):
             if len(files) > DIFF_TOP:
                 self.out.print(f"… and {len(files) - DIFF_TOP} more (--json lists every file)")
 
-    def refs_table(
+    def refs(
         self, columns: tuple[str, ...], rows: list[tuple], root: str | None, named: str | None = None
     ) -> None:
         """The reference map for people: numbers whole, paths relative to ROOT and folded, and the
@@ -314,11 +352,13 @@ class ConsoleOutput(Output):
         drop += ("operator", "scope")
         self.out.print(fitted_table(self.out, cols, drop=drop, title=_escape(title), title_justify="left"))
 
-    def gc_plan(self, plan: dict[str, Any], written_to: str | None) -> None:
+    def gc_plan(self, plan: Any, written_to: str | None) -> None:
         from rich.panel import Panel
         from rich.table import Table
 
         from ckptctl.gc.reasons import describe
+
+        plan = plan.header()
 
         grid = Table.grid(padding=(0, 2))
         grid.add_column(justify="left")
@@ -347,7 +387,7 @@ class ConsoleOutput(Output):
                 human_time(plan["oldest_candidate_mtime"]),
                 human_time(plan["newest_candidate_mtime"]),
             )
-        title = "gc plan" + (" [red](blocked)[/red]" if plan["blocked"] else " (dry run)")
+        title = "gc plan" + (" [error](blocked)[/error]" if plan["blocked"] else " (dry run)")
         self.out.print(Panel(grid, title=title, title_align="left", expand=False))
         for label, counter in (("orphans by reason", plan["candidates_by_reason"]),
                                ("kept by guard", plan["protected_by_reason"])):  # fmt: skip
@@ -364,12 +404,14 @@ class ConsoleOutput(Output):
             table.add_column("files", justify="right")
             table.add_column("bytes", justify="right")
             for d in plan["dead_jobs"]:
-                table.add_row(_escape(d["job"].rpartition("/")[2]), f"{d['files']:,}", human_bytes(d["bytes"]))
+                table.add_row(
+                    _escape(d["job"].rpartition("/")[2]), f"{d['files']:,}", human_bytes(d["bytes"])
+                )
             self.out.print(table)
         for w in plan["warnings"]:
             self.warn(w)
         for r in plan["refusals"]:
-            self.err.print(f"[red]refused ({r['code']}):[/red] {_escape(r['message'])}")
+            self.term.refusal(r["code"], r["message"])
         if written_to:
             self.out.print(f"plan written to {written_to}; apply with: ckptctl gc apply {written_to}")
         elif not plan["blocked"] and plan["candidate_files"]:
@@ -386,6 +428,394 @@ class ConsoleOutput(Output):
             self.error(f"{f['path']}: {f['error']}")
         if result["manifest"]:
             self.out.print(f"manifest: {result['manifest']}")
+
+    # -- verify, check -----------------------------------------------------------------------
+    def verify(self, result: Any, root: str, named: str) -> None:
+        from rich.table import Table
+
+        from ckptctl.verify import CHECKS
+        from ckptctl.views import short_uri
+
+        c = result.counts
+        where = result.engine + (f" on {result.master}" if result.master else "")
+        grid = Table(title=_escape(f"verify {named}"), title_justify="left", show_header=True)
+        grid.add_column("check")
+        grid.add_column("checked", justify="right")
+        grid.add_column("problems", justify="right")
+        by_check: dict[str, int] = {}
+        for p in result.problems:
+            by_check[p["check"]] = by_check.get(p["check"], 0) + 1
+        for check in CHECKS:
+            if c[check]:
+                n = by_check.get(check, 0)
+                grid.add_row(check, f"{c[check]:,}", f"[error]{n:,}[/error]" if n else "0")
+        self.out.print(grid)
+        self.out.print(
+            f"{c['checkpoints']} checkpoints, {c['references']:,} references, {c['files']:,} files"
+            + (f", {c['handles']:,} RocksDB handles" if c["handles"] else "")
+            + f" — {where}, {result.elapsed:.1f}s"
+        )
+        if result.problems:
+            table = Table(title=f"{len(result.problems)} problems", title_justify="left")
+            table.add_column("path", overflow="fold", ratio=3)
+            table.add_column("check", no_wrap=True)
+            table.add_column("detail", overflow="fold", ratio=2)
+            for p in result.problems[:200]:
+                table.add_row(_escape(short_uri(p["path"], root)), p["check"], _escape(p["detail"] or ""))
+            self.out.print(table)
+            if len(result.problems) > 200:
+                self.out.print(f"… and {len(result.problems) - 200} more (use --json or --report)")
+            self._repairable(result.to_json()["repairable"], root)
+            self.out.print("[error]NOT SOUND[/error]: these checkpoints would fail to restore")
+        else:
+            self.out.print("[ok]sound[/ok]: every file is present, complete and well-formed")
+
+    def check(self, report: dict[str, Any], named: str) -> None:
+        from rich.table import Table
+
+        from ckptctl.views import short_uri
+
+        root = report["root"]
+        table = Table(title=_escape(f"check {named}"), title_justify="left")
+        table.add_column("checkpoint", overflow="fold")
+        table.add_column("files", justify="right", no_wrap=True)
+        table.add_column("result")
+        for ck in report["checkpoints"]:
+            n = len(ck["problems"])
+            status = "[ok]ok[/ok]" if ck["ok"] else f"[error]{n} problem{'s' if n != 1 else ''}[/error]"
+            if ck["error"]:
+                status = "[error]unreadable _metadata[/error]"  # the problem lines below say why, once
+            table.add_row(_escape(short_uri(ck["path"], root)), str(ck["files"]), status)
+        o = report["orphans"]
+        amount = human_bytes(o["bytes"]) + (
+            "" if o["limit"] is None else f" of {human_bytes(o['limit'])} allowed"
+        )
+        if o["error"]:
+            status = (
+                f"[error]{_escape(o['error'])}[/error]" if not o["ok"] else "[warning]not measured[/warning]"
+            )
+        elif not o["ok"]:
+            status = f"[error]{amount}: over the limit[/error]"
+        else:
+            status = f"[ok]ok[/ok] ({amount})"
+        table.add_row("orphans", f"{o['files']:,}", status)
+        self.out.print(table)
+        for p in report["problems"][:100]:
+            path = short_uri(p["path"], root)
+            detail = (p["detail"] or "").removeprefix(
+                p["path"] + ": "
+            )  # metadata errors name the file already
+            self.out.print(f"[error]{p['check']}[/error] {_escape(path)}: {_escape(detail)}")
+        self._repairable(report["repairable"], root)
+        self.out.print("[ok]passed[/ok]" if report["ok"] else "[error]FAILED[/error]")
+
+    def _repairable(self, repairable: list[dict[str, Any]], root: str) -> None:
+        """What FLINK-39964 did to which checkpoint, and the command that repairs it."""
+        from ckptctl.views import short_uri
+
+        for r in repairable:
+            where = _escape(short_uri(r["checkpoint"], root))
+            if r["found"] == r["handles"]:
+                dirs = ", ".join(_escape(short_uri(d, root)) for d in r["savepoint_dirs"])
+                self.out.print(
+                    f"[warning]FLINK-39964[/warning] {where}: {r['handles']} files reused from a CLAIM-restored "
+                    f"NATIVE savepoint are recorded by relative name only, so Flink looks for them in this "
+                    f"checkpoint's directory and cannot restore it; they are in {dirs}. "
+                    f"Repair: [bold]ckptctl repair {_escape(r['checkpoint'])} -o DEST[/bold]"
+                )
+            else:
+                self.out.print(
+                    f"[warning]FLINK-39964[/warning] {where}: {r['handles'] - r['found']} of {r['handles']} files reused "
+                    "from a CLAIM-restored NATIVE savepoint were found in no savepoint directory; pass it with --savepoints"
+                )
+
+    # -- plan-rescale ------------------------------------------------------------------------
+    def rescale_plan(self, plan: dict[str, Any]) -> None:
+        from rich.table import Table
+
+        self.out.print(
+            f"[bold]restore of checkpoint {plan['checkpoint_id']} at parallelism {plan['new_parallelism']}[/bold] "
+            f"— Flink {plan['flink_family']} rules ({_escape(plan['family_from'])})"
+        )
+        for op in plan["operators"]:
+            if not op["keyed"] and not op["operator_state"]:
+                continue
+            title = f"{op['operator_id']}" + (f" {op['name']}" if op.get("name") else "")
+            title += f"  {op['old_parallelism']} → {op['new_parallelism']} (max {op['max_parallelism']})"
+            if op["keyed"]:
+                t = Table(title=_escape(title), title_justify="left")
+                columns = [
+                    "subtask",
+                    "key groups",
+                    "handles received (overlap, fraction)",
+                    "base",
+                    "clip",
+                    "copied",
+                    "download",
+                ]
+                if "data" in op:  # --data-aware: measured bytes instead of uniform key groups
+                    columns += ["keeps", "clipped", "copied bytes"]
+                for col in columns:
+                    left = col in (
+                        "key groups",
+                        "handles received (overlap, fraction)",
+                        "base",
+                        "clip",
+                        "copied",
+                    )
+                    t.add_column(col, justify="left" if left else "right")
+                for s in op["subtasks"]:
+                    handles = (
+                        ", ".join(
+                            f"{h['key_group_range'][0]}-{h['key_group_range'][1]} ({h['overlap']}/{h['fraction']:.2f})"
+                            for h in s["handles"]
+                        )
+                        or "-"
+                    )
+                    base = s["base"]
+                    base_text = {
+                        "direct": "direct restore (history kept)"
+                        if s["incremental_history_kept"]
+                        else "direct restore",
+                        "empty": "[warning]empty DB[/warning]",
+                        "ingest": "ingest all (import)",
+                        "full": "full snapshot read",
+                        "none": "-",
+                    }.get(s["mode"]) or f"{base['key_group_range'][0]}-{base['key_group_range'][1]}"
+                    clip = ", ".join(f"{a}-{b}" for a, b in s["clip"]) or "-"
+                    copied = (
+                        ", ".join(f"{c['copy_range'][0]}-{c['copy_range'][1]}" for c in s["copied"]) or "-"
+                    )
+                    extra = []
+                    if "data" in s:
+                        d = s["data"]
+                        extra = [
+                            human_bytes(d["keep_bytes"]),
+                            human_bytes(d["clip_bytes"]),
+                            human_bytes(d["copy_bytes"]),
+                        ]
+                    t.add_row(
+                        str(s["index"]), f"{s['key_group_range'][0]}-{s['key_group_range'][1]}", handles, base_text,
+                        clip, copied, human_bytes(s["download_bytes"]), *extra,
+                    )  # fmt: skip
+                self.out.print(t)
+            for osp in op["operator_state"]:
+                modes = ", ".join(
+                    f"{st['name']} ({st['mode'].lower()}, {st['elements']})" for st in osp["states"]
+                )
+                reads = ", ".join(human_bytes(b) for b in osp["bytes_per_subtask"])
+                self.out.print(
+                    f"  operator state of {op['operator_id'][:8]}: {_escape(modes)}; read per subtask: {reads}"
+                )
+        skew = f"{plan['skew']:.2f}" if plan["skew"] else "-"
+        self.out.print(
+            f"total download {human_bytes(plan['download_bytes'])}; critical path subtask {plan['critical_subtask']} "
+            f"({human_bytes(plan['max_subtask_bytes'])}); skew {skew}; subtasks merging RocksDB instances: "
+            f"{plan['merging_subtasks']}"
+        )
+
+    def rescale_sweep(self, result: dict[str, Any]) -> None:
+        from rich.table import Table
+
+        rows = result["rows"]
+        peak = max((r["max_subtask_bytes"] for r in rows), default=0) or 1
+        t = Table(
+            title="restore cost by parallelism (bar: largest subtask download = critical path)",
+            title_justify="left",
+        )
+        data_aware = bool(result.get("data_aware"))
+        columns = ["parallelism", "critical path", "", "total", "merging", "skew"]
+        if data_aware:  # measured bytes (verify --deep --histogram)
+            columns += ["clipped", "copied bytes"]
+        for col in columns:
+            t.add_column(col, justify="left" if col == "" else "right", no_wrap=True)
+        # the bar gets what the numbers leave of the terminal (80 columns included), never cut
+        width = max(8, min(40, self.out.width - (90 if data_aware else 64)))
+        for r in rows:
+            bar = "█" * max(1, round(width * r["max_subtask_bytes"] / peak)) if r["max_subtask_bytes"] else ""
+            style = "ok" if r["merging_subtasks"] == 0 else "warning"
+            extra = (
+                [human_bytes(r["data"]["clip_bytes"]), human_bytes(r["data"]["copy_bytes"])]
+                if data_aware
+                else []
+            )
+            t.add_row(
+                str(r["parallelism"]), human_bytes(r["max_subtask_bytes"]), f"[{style}]{bar}[/{style}]",
+                human_bytes(r["download_bytes"]), str(r["merging_subtasks"]), f"{r['skew']:.2f}" if r["skew"] else "-",
+                *extra,
+            )  # fmt: skip
+        self.out.print(t)
+        if result["no_merge"]:
+            self.out.print(
+                f"no merging of RocksDB instances at parallelism: {', '.join(map(str, result['no_merge']))}"
+            )
+        tie = "fewest copied bytes" if data_aware else "fewest merges"
+        self.out.print(f"recommended (smallest critical path, {tie}): {result['recommended']}")
+
+    # -- repair, relocate --------------------------------------------------------------------
+    def repair(self, view: dict[str, Any]) -> None:
+        n = view["rewritten_handles"]
+        self.out.print(
+            f"repair {_escape(view['checkpoint'])} ({view['issue']}): {n} handle{'s' if n != 1 else ''} to rewrite"
+        )
+        for r in view["rewrites"]:
+            who = f"operator {r['operator_id']} subtask {r['subtask']} {r['slot']} {r['scope']}"
+            name = f" {r['local_name']}" if r["local_name"] else ""
+            self.out.print(
+                f"  {who}{_escape(name)}: RelativeFileStateHandle '{_escape(r['relative_path'])}' ({r['size']} bytes) "
+                f"→ FileStateHandle {_escape(r['to']['path'])}"
+            )
+        for u in view["unresolved"]:
+            self.out.print(
+                f"  [error]not found[/error]: '{_escape(u['relative_path'])}' ({u['size']} bytes) is in no savepoint "
+                f"directory searched ({', '.join(view['searched'])}); pass it with --savepoints"
+            )
+        if view["dry_run"] and n:
+            self.out.print("dry run: nothing written")
+        r = view.get("result")
+        if r is None:
+            return
+        if r["backup"]:
+            self.out.print(f"repaired in place; the old _metadata is kept as {r['backup']}")
+        else:
+            self.out.print(
+                f"repaired copy at {r['destination']}: {r['copied_files']} files copied "
+                f"({r['already_there']} already there), new _metadata written last"
+            )
+
+    def relocate(self, view: dict[str, Any]) -> None:
+        self.out.print(
+            f"relocate {_escape(view['source'])} → {_escape(view['written_destination'])}: "
+            f"{len(view['checkpoints'])} checkpoint(s), {view['files']} files, {human_bytes(view['bytes'])} "
+            f"({view['shared_files']} files shared by several checkpoints, copied once)"
+        )
+        for c in view["checkpoints"]:
+            self.out.print(
+                f"  {c['kind']} {c['checkpoint_id']}: {_escape(c['source'])} → {_escape(c['destination'])} "
+                f"({c['rewritten_handles']} paths rewritten, {c['relative_handles']} relative handles move as they are)"
+            )
+        if view["rewritten_prefixes"]:
+            self.out.print("rewritten path prefixes:")
+            for p in view["rewritten_prefixes"]:
+                self.out.print(f"  {_escape(p['from'])} → {_escape(p['to'])}  ({p['handles']})")
+        for c in view["conflicts"]:
+            self.out.print(f"[error]conflict[/error]: {_escape(c)} already holds a different checkpoint")
+        for c in view["already_relocated"]:
+            self.out.print(f"already relocated: {_escape(c)} (identical)")
+        if not view["applied"]:
+            self.out.print("dry run: nothing written; add --apply to copy")
+            return
+        r = view["result"]
+        self.out.print(
+            f"copied {r['copied_files']} files ({r['copied_bytes']:,} bytes), {r['already_there']} already there, "
+            f"{len(r['metadata_written'])} _metadata written last, in {r['seconds']:.1f}s"
+        )
+        report = view.get("verify")
+        if report is not None:
+            if report["ok"]:
+                c = report["checked"]
+                self.out.print(f"[ok]verified[/ok]: {c['files']} files of the copies exist with their sizes")
+            else:
+                for p in report["problems"][:20]:
+                    self.out.print(f"[error]{p['check']}[/error] {p['path']}: {p['detail']}")
+
+    # -- states ------------------------------------------------------------------------------
+    def states(self, report: dict[str, Any], named: str) -> None:
+        from rich import box
+
+        deep = report["deep"]
+        kind = (report["savepoint_format"] or "").lower() + " " if report["savepoint_format"] else ""
+        self.out.print(
+            _escape(f"states of {kind}{report['kind']} {report['checkpoint_id']} ({named})"), style="bold"
+        )
+        if deep:
+            self.out.print(
+                _escape(f"ages measured from {_ms_time(deep['now_ms'])} ({deep['now_source']}); "
+                        f"{deep['handles']} RocksDB instances on {deep['engine']} in {deep['elapsed_seconds']:.1f}s")
+            )  # fmt: skip
+        if not report["operators"]:
+            self.out.print("no operator holds state")
+        for op in report["operators"]:
+            title = op["name"] or op["uid"] or op["operator_id"]
+            parts = [
+                f"{op['operator_id'][:8]}…" if op["name"] or op["uid"] else None,
+                f"p={op['parallelism']}",
+            ]
+            if op["keyed_handles"]:
+                parts.append(f"keyed {human_bytes(op['keyed_bytes'])} in {op['keyed_handles']} handles "
+                             f"({op['keyed_backend']})")  # fmt: skip
+            if op["operator_handles"]:
+                parts.append(f"operator state {human_bytes(op['operator_bytes'])}")
+            if op["key_serializer"]:
+                from ckptctl.states import short_class
+
+                parts.append(f"key {short_class(op['key_serializer']['class'])}")
+            self.out.print()
+            self.out.print(f"[bold]{_escape(title)}[/bold]  " + _escape("  ".join(p for p in parts if p)))
+            states = list(op["states"])
+
+            def size_of(s):
+                u = s.get("usage")
+                return (u or {}).get("bytes") if u else s["bytes"]
+
+            states.sort(key=lambda s: (-(size_of(s) or 0), s["name"]))
+            cols: dict[str, list[str]] = {
+                h: [] for h in ("state", "kind", "entries", "size", "stale", "serializer")
+            }
+            for s in states:
+                u = s.get("usage")
+                name = s["name"]
+                if s["timers"] and name.startswith("_timer_state/"):
+                    name = name[len("_timer_state/") :]  # the kind says "timers"
+                cols["state"].append(_escape(name))
+                cols["kind"].append(
+                    s["kind"].lower().replace("split_distribute", "split")
+                    + (" [accent]ttl[/accent]" if s["ttl"] else "")
+                )
+                if u is not None:
+                    cols["entries"].append(f"{u['entries']:,}")
+                elif s["elements"] is not None:
+                    cols["entries"].append(f"{s['elements']:,} el.")
+                else:
+                    cols["entries"].append("-")
+                cols["size"].append(human_bytes(size_of(s)))
+                cols["stale"].append(_stale(s, u))
+                # compact: "List<Ttl, Long, Long>" for ListSerializer<TtlSerializer, LongSerializer, LongSerializer>
+                ser = (s["serializer_summary"].get("VALUE_SERIALIZER") or "").replace("Serializer", "")
+                cols["serializer"].append(_escape(ser))
+            if not deep:
+                del cols["stale"]
+                for h in ("entries", "size"):
+                    if all(c == "-" for c in cols[h]):
+                        del cols[h]
+            for h in ("stale", "serializer"):
+                if h in cols and not any(cols[h]):
+                    del cols[h]
+            columns = [
+                Col(
+                    h,
+                    cells,
+                    justify="right" if h in ("entries", "size") else "left",
+                    fold=h in ("state", "serializer"),
+                )
+                for h, cells in cols.items()
+            ]
+            table = fitted_table(
+                self.out, columns, drop=("serializer", "entries"), box=box.SIMPLE_HEAD, pad_edge=False,
+                collapse_padding=True,
+            )  # fmt: skip
+            self.out.print(table)
+            for s in states:  # the age histogram of each TTL state, oldest bucket last
+                hist = (s.get("usage") or {}).get("age_histogram") or []
+                if hist:
+                    total = sum(b["elements"] for b in hist) or 1
+                    cells = ", ".join(f"{b['bucket']} {b['elements'] * 100 / total:.0f}%" for b in hist)
+                    self.out.print(_escape(f"  {s['name']} last access: {cells}"), overflow="fold")
+        if deep:
+            for line in deep["not_scanned"]:
+                self.warn(_escape(line))
+            for p in deep["problems"]:
+                self.error(p)
 
 
 class Col:
@@ -497,5 +927,40 @@ def _escape(text: str) -> str:
     return escape(str(text))
 
 
-def make_output(as_json: bool) -> Output:
-    return Output() if as_json else ConsoleOutput()
+def _age(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    s = ms / 1000
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= n:
+            return f"{s / n:.3g}{unit}"
+    return f"{s:.3g}s"
+
+
+def _bar(frac: float, width: int = 5) -> str:
+    full = round(frac * width)
+    return "█" * full + "░" * (width - full)
+
+
+def _stale(s: dict[str, Any], u: dict[str, Any] | None) -> str:
+    if u is None or not s["ttl"]:
+        return ""
+    decoded = u["ttl_elements_decoded"]
+    if not decoded:
+        return "[warning]not decodable[/warning]" if u["ttl_entries_not_decodable"] else "-"
+    if u["expired_elements"] is None:
+        return f"oldest {_age(u['oldest_age_ms'])}"
+    frac = u["expired_elements"] / decoded
+    text = f"{_bar(frac)} {frac * 100:.0f}% >{_age(u['ttl_ms'])} {human_bytes(u['expired_bytes'])}"
+    if u["ttl_entries_not_decodable"]:
+        text += f" (+{u['ttl_entries_not_decodable']} not decodable)"
+    return text
+
+
+def _ms_time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def make_output(as_json: bool, terminal: Terminal | None = None) -> Output:
+    """The JSON or the console implementation, sharing ``terminal`` (a default one if None)."""
+    return JsonOutput(terminal) if as_json else ConsoleOutput(terminal)

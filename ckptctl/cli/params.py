@@ -1,0 +1,123 @@
+"""Typed option values: durations, byte sizes, parallelism ranges, ``OLD=NEW`` mappings.
+
+An option declares what it holds (``typer.Option(..., parser=AGE)``) and the command receives the value in its
+final form (seconds, bytes, a list of parallelisms, a :class:`ckptctl.rebase.Rebase`), converted
+once while the command line is parsed. A bad value is one line on stderr and exit code 2, like
+every other input error of ckptctl, not Click's usage block: the parsers raise
+:class:`~ckptctl.errors.CkptError` and :class:`OptionError` shows it the way the commands do.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import typer
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)?\s*$")
+_UNITS = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:\.\.|-)\s*(\d+)\s*$")
+MAX_SWEEP = 4096  # parallelisms one sweep may cover
+
+
+def parse_age(text: str, option: str) -> float:
+    """A duration (``24h``, ``90m``, ``7d``, seconds) or an absolute time (ISO 8601) as seconds of age."""
+    from ckptctl.errors import CkptError
+
+    m = _DURATION.match(text)
+    if m:
+        return float(m.group(1)) * _UNITS[m.group(2)]
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise CkptError(
+            f"{option} expects a duration like 24h, 90m, 7d or an ISO time, got '{text}'"
+        ) from None
+    if when.tzinfo is None:
+        raise CkptError(f"{option} '{text}' needs a time zone (e.g. 2026-11-01T00:00:00Z)")
+    age = time.time() - when.timestamp()
+    if age < 0:
+        raise CkptError(f"{option} {text} is in the future: refusing (it would make every file old enough)")
+    return age
+
+
+def parse_bytes(text: str, option: str) -> int:
+    """``1048576``, ``512MiB``, ``10G`` (binary units) as a number of bytes."""
+    from ckptctl.errors import CkptError
+
+    m = _SIZE.match(text)
+    if not m:
+        raise CkptError(f"{option} expects a number of bytes like 1048576, 512MiB or 10G, got '{text}'")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+
+
+def parse_parallelism(text: str, option: str = "--parallelism") -> list[int]:
+    """``N`` or a sweep ``LOW..HIGH`` (also ``LOW-HIGH``) as the parallelisms to plan."""
+    from ckptctl.errors import CkptError
+
+    m = _RANGE.match(text)
+    if m:
+        lo, hi = int(m.group(1)), int(m.group(2))
+        if lo < 1 or hi < lo or hi - lo > MAX_SWEEP:
+            raise CkptError(f"{option} range '{text}' must be LOW..HIGH with 1 <= LOW <= HIGH")
+        return list(range(lo, hi + 1))
+    if text.strip().isdigit():
+        return [int(text)]
+    raise CkptError(f"{option} expects N or LOW..HIGH, got '{text}'")
+
+
+OPTION = "\x00option\x00"  # where the option's name goes in a parser's message
+
+
+class OptionError(typer.BadParameter):
+    """A bad option value: ``error: <message>`` on one line, exit code 2 (what ``command`` does
+    for a :class:`~ckptctl.errors.CkptError`), instead of Click's usage block. Click attaches the
+    option while parsing (``self.param``); its long name replaces :data:`OPTION` in the message."""
+
+    exit_code = 2
+
+    def format_message(self) -> str:
+        opts = list(getattr(self.param, "opts", None) or ())
+        name = next((o for o in opts if o.startswith("--")), opts[0] if opts else "option")
+        return " ".join(self.message.replace(OPTION, name).split())
+
+    def show(self, file: Any = None) -> None:
+        from ckptctl.cli.terminal import current_terminal
+
+        current_terminal().error(self.format_message())
+
+
+class Typed:
+    """A value parser for ``typer.Option(parser=...)`` around one of the parsers above: the
+    command receives the converted value; a CkptError becomes an :class:`OptionError`."""
+
+    def __init__(self, name: str, parse: Callable[[str, str], Any]) -> None:
+        self.name, self._parse = name, parse
+        self.__name__ = name  # shown by Typer/pydantic in its own messages, if any
+
+    def __call__(self, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value  # a default given in its final form
+        from ckptctl.errors import CkptError
+
+        try:
+            return self._parse(value, OPTION)
+        except CkptError as e:
+            raise OptionError(str(e)) from None
+
+
+def _rebase(text: str, option: str) -> Any:
+    from ckptctl.rebase import Rebase
+
+    return Rebase.parse([text])
+
+
+AGE = Typed("duration", parse_age)  # --older-than 24h: seconds of age (a duration or an ISO time)
+BYTES = Typed("bytes", parse_bytes)  # --bwlimit 50MiB: bytes, binary units
+PARALLELISM = Typed("parallelism", parse_parallelism)  # -p 4 or -p 1..8: the list of parallelisms
+MAPPING = Typed("mapping", _rebase)  # --rebase OLD=NEW: a Rebase of one mapping (Rebase.parse)

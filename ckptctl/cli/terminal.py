@@ -1,0 +1,266 @@
+"""The terminal of one invocation: messages, progress, confirmation, verbosity and styles.
+
+Everything that is not the command's result goes through one :class:`Terminal`: warnings and
+errors, progress bars and spinners (on stderr, only when it is a terminal), the confirmation
+prompt of a destructive command, and the verbosity chosen with ``-v``/``-q``. It also holds the
+two Rich consoles (stdout for results, stderr for the rest) and their theme, so a style is named
+once (``[error]``, ``[warning]``, ``[ok]``) and every renderer uses the same colors.
+
+The result itself goes to an :class:`ckptctl.cli.output.Output` (console or JSON), chosen once
+per invocation by the :class:`Session` the app callback installs.
+
+Rich is imported only when something is shown: ``ckptctl --help`` must stay fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from ckptctl.cli.output import Output
+
+T = TypeVar("T")
+
+# Named styles: renderers write "[error]…[/error]", the theme says what that looks like.
+STYLES = {
+    "error": "red",
+    "warning": "yellow",
+    "ok": "green",
+    "title": "bold",
+    "muted": "dim",
+    "accent": "cyan",
+}
+
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+
+
+class Terminal:
+    """stderr for people (and stdout's console for rendered results), at a verbosity.
+
+    ``verbosity`` < 0 (``-q``): errors only, no warnings, no progress; 0: warnings and progress
+    bars on a terminal; > 0 (``-v``): also informational lines, and tracebacks of internal errors.
+    """
+
+    def __init__(self, verbosity: int = NORMAL) -> None:
+        self.verbosity = verbosity
+        self._err = None
+        self._out = None
+
+    # -- consoles --------------------------------------------------------------------------
+    def _theme(self):
+        from rich.theme import Theme
+
+        return Theme(STYLES, inherit=True)
+
+    @property
+    def err(self):
+        """The stderr console: messages, progress, prompts."""
+        if self._err is None:
+            from rich.console import Console
+
+            self._err = Console(stderr=True, highlight=False, soft_wrap=True, theme=self._theme())
+        return self._err
+
+    @property
+    def out(self):
+        """The stdout console rendered results are printed on (a wide page when piped)."""
+        if self._out is None:
+            from rich.console import Console
+
+            self._out = Console(highlight=False, soft_wrap=False, theme=self._theme())
+            if not self._out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+                self._out = Console(highlight=False, soft_wrap=False, width=200, theme=self._theme())
+        return self._out
+
+    @property
+    def quiet(self) -> bool:
+        return self.verbosity < NORMAL
+
+    @property
+    def verbose(self) -> bool:
+        return self.verbosity > NORMAL
+
+    @property
+    def interactive(self) -> bool:
+        """Progress and spinners are shown: stderr is a terminal and -q was not given."""
+        return not self.quiet and self.err.is_terminal
+
+    # -- messages --------------------------------------------------------------------------
+    def error(self, message: str) -> None:
+        from rich.markup import escape
+
+        self.err.print(f"[error]error:[/error] {escape(str(message))}", markup=True)
+
+    def warn(self, message: str) -> None:
+        """A warning (Rich markup allowed); not shown with -q."""
+        if not self.quiet:
+            self.err.print(f"[warning]warning:[/warning] {message}", markup=True)
+
+    def refusal(self, code: str, message: str) -> None:
+        """Why a destructive command refuses: shown even with -q (it is the reason for exit 1)."""
+        from rich.markup import escape
+
+        self.err.print(f"[error]refused ({code}):[/error] {escape(message)}")
+
+    def info(self, message: str) -> None:
+        """A line for -v only (what is being done, how long it took)."""
+        if self.verbose:
+            from rich.markup import escape
+
+            self.err.print(f"[muted]{escape(message)}[/muted]")
+
+    # -- progress --------------------------------------------------------------------------
+    @contextmanager
+    def progress(self, items: Iterable[T], total: int, label: str) -> Iterator[Iterable[T]]:
+        """Iterate with a progress bar on a terminal; silently otherwise."""
+        if total < 2 or not self.interactive:
+            self.info(f"{label}: {total}")  # with a bar, the bar's total() says it
+            yield items
+            return
+        with self.counter(total, label) as advance:
+
+            def tick() -> Iterator[T]:
+                for item in items:
+                    yield item
+                    advance(1)
+
+            yield tick()
+
+    def iterate(self, label: str) -> Callable[[Iterable[T], int], Iterator[T]]:
+        """``progress=`` for core functions that take ``progress(items, total)`` (gc, targets)."""
+
+        def progress(items: Iterable[T], total: int) -> Iterator[T]:
+            with self.progress(items, total, label) as it:
+                yield from it
+
+        return progress
+
+    @contextmanager
+    def status(self, label: str) -> Iterator[None]:
+        """A spinner with ``label`` on a terminal while something without a count runs."""
+        self.info(label)
+        if not self.interactive:
+            yield
+            return
+        with self.err.status(label):
+            yield
+
+    @contextmanager
+    def counter(self, total: int, label: str) -> Iterator[Callable[[int], None]]:
+        """A progress bar advanced by hand (``advance(n)``); a no-op when not interactive."""
+        bar = Bar(self, label)
+        with bar:
+            bar.total(total, minimum=1)
+            yield bar.advance
+
+    def bar(self, label: str) -> Bar:
+        """A progress bar whose total is learnt later (``on_total``), for core callbacks."""
+        return Bar(self, label)
+
+    # -- confirmation ----------------------------------------------------------------------
+    def confirm(self, question: str, no_terminal: str) -> bool:
+        """Ask on the terminal (default no); without a terminal to ask, refuse with ``no_terminal``."""
+        from ckptctl.errors import CkptError
+
+        if not sys.stdin.isatty():
+            raise CkptError(no_terminal)
+        import typer
+
+        return typer.confirm(question, default=False, err=True)
+
+
+class Bar:
+    """A Rich progress bar on stderr when the terminal is interactive, nothing otherwise.
+
+    ``total(n)`` starts it (not below ``minimum``, by default 2: one item needs no bar),
+    ``advance(n)`` moves it; :attr:`callback` is ``advance``, or None when nothing is shown, so a
+    core function can skip the bookkeeping.
+    """
+
+    def __init__(self, terminal: Terminal, label: str) -> None:
+        self.terminal, self.label = terminal, label
+        self._bar = self._task = None
+
+    def __enter__(self) -> Bar:
+        return self
+
+    def total(self, n: int, minimum: int = 2) -> None:
+        self.terminal.info(f"{self.label}: {n}")
+        if n < minimum or not self.terminal.interactive:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=self.terminal.err, transient=True,
+        )  # fmt: skip
+        self._bar.start()
+        self._task = self._bar.add_task(self.label, total=n)
+
+    def advance(self, n: int) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task, n)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    @property
+    def callback(self) -> Callable[[int], None] | None:
+        return self.advance if self.terminal.interactive else None
+
+
+class Session:
+    """What the output flags chose for this invocation: JSON or not, verbosity.
+
+    The app's group makes a new one for each invocation (:func:`activate`); the flags before the
+    command name (``ckptctl --json ls``) and after it (``ckptctl ls --json``) fill it while the
+    command line is parsed. The command then asks :meth:`output` once for its result renderer.
+    """
+
+    def __init__(self, json: bool = False, verbosity: int = NORMAL) -> None:
+        self.json = json
+        self.verbosity = verbosity
+        self._terminal: Terminal | None = None
+        self._output: Output | None = None
+
+    @property
+    def terminal(self) -> Terminal:
+        if self._terminal is None:
+            self._terminal = Terminal(self.verbosity)
+        self._terminal.verbosity = self.verbosity
+        return self._terminal
+
+    def output(self, json: bool | None = None) -> Output:
+        """The result renderer: JSON with --json (or when ``json`` says so, e.g. ``refs --format
+        csv``, whose data is not a table), else the console; made once."""
+        if self._output is None:
+            from ckptctl.cli.output import make_output
+
+            self._output = make_output(self.json if json is None else json, self.terminal)
+        return self._output
+
+
+_active: Session | None = None
+
+
+def activate(session: Session) -> None:
+    """Make ``session`` the current one (the app's group does, once per invocation)."""
+    global _active
+    _active = session
+
+
+def current_session() -> Session:
+    """The session of the running invocation (a default one outside the command line)."""
+    global _active
+    if _active is None:
+        _active = Session()
+    return _active
+
+
+def current_terminal() -> Terminal:
+    return current_session().terminal

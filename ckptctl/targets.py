@@ -1,0 +1,64 @@
+"""What a PATH argument names: one checkpoint or savepoint, or every checkpoint under a root.
+
+Commands that accept either (``refs``, ``verify``) resolve their argument here; the CLI only
+passes a ``progress`` wrapper for the bar shown while the ``_metadata`` files are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ckptctl.rebase import Rebase
+    from ckptctl.storage import Storage
+
+Progress = Callable[[Sequence[Any], int], Iterable[Any]]
+
+
+def checked_path(storage: Storage, path: str) -> str:
+    """PATH unchanged if it can name a checkpoint, savepoint, job or root: a directory (or prefix)
+    or a ``_metadata`` file. A plain file is refused in one line instead of an OS error later."""
+    from ckptctl.errors import LayoutError
+    from ckptctl.layout import METADATA_FILE
+    from ckptctl.storage import basename, normalize_uri
+
+    uri = normalize_uri(path)
+    if basename(uri) != METADATA_FILE and storage.stat(uri) is not None:
+        raise LayoutError(
+            f"not a checkpoint directory: {path} is a file (name a checkpoint or savepoint directory, "
+            "its _metadata, or a directory of them)"
+        )
+    return path
+
+
+def _each(items: Sequence[Any], total: int) -> Iterator[Any]:
+    yield from items
+
+
+def checkpoints_at(storage: Storage, path: str, mappings: Rebase, progress: Progress | None = None):
+    """A single checkpoint if PATH is one, else every readable checkpoint under the root PATH;
+    with the URI paths are shown relative to (the checkpoint's, or the scanned root)."""
+    from ckptctl.errors import CkptError
+    from ckptctl.layout import METADATA_FILE, locate_checkpoint, scan_root
+    from ckptctl.refs import load_checkpoint
+    from ckptctl.storage import basename, join, normalize_uri
+
+    uri = normalize_uri(checked_path(storage, path))
+    if basename(uri) == METADATA_FILE or storage.stat(join(uri, METADATA_FILE)) is not None:
+        loc = locate_checkpoint(storage, uri)
+        return [load_checkpoint(storage, loc, mappings)], loc.uri
+    layout = scan_root(storage, uri)
+    loaded = []
+    errors = []
+    complete = [loc for loc in layout.locations() if loc.complete]
+    for loc in (progress or _each)(complete, len(complete)):
+        try:
+            loaded.append(load_checkpoint(storage, loc, mappings))
+        except CkptError as e:
+            errors.append(str(e))
+    if errors:
+        raise CkptError(f"{len(errors)} unreadable _metadata under {layout.root}; first: {errors[0]}")
+    if not loaded:
+        raise CkptError(f"not a checkpoint directory: no completed checkpoints or savepoints under {path}")
+    return loaded, layout.root
