@@ -86,6 +86,24 @@ def test_absurd_count_is_rejected_without_allocating() -> None:
     assert e.value.offset == 20 and time.perf_counter() - started < 1
 
 
+def test_a_parallelism_above_flinks_limit_is_rejected_at_its_offset() -> None:
+    """Flink sizes an operator's subtask map by its parallelism, which it never lets exceed 2^15:
+    a corrupt parallelism (with a max parallelism to match) ran Flink 1.14's reader out of memory
+    in the differential harness. ckptctl rejects it, naming the offset, without allocating."""
+    md = read_metadata(SEEDS[0])
+    data = bytearray(write_metadata(md))
+    op = next(o for o in md.operators if o.subtasks)
+    at = data.index(bytes.fromhex(op.operator_id)) + 16
+    for parallelism, ok in ((1 << 15, True), ((1 << 15) + 1, False), (239813977, False)):
+        struct.pack_into(">ii", data, at, parallelism, 1599292800)
+        if ok:
+            assert read_metadata(bytes(data)).operators[md.operators.index(op)].parallelism == parallelism
+            continue
+        with pytest.raises(MetadataFormatError, match=f"parallelism {parallelism} above Flink's limit") as e:
+            read_metadata(bytes(data))
+        assert e.value.offset == at
+
+
 def test_invalid_modified_utf8() -> None:
     md = read_metadata(SEEDS[0])
     data = write_metadata(md)

@@ -185,10 +185,12 @@ def operator_state(draw, version: int, dialect: str):
     named = version >= 5
     name, uid = (draw(text), draw(text)) if named else (None, None)
     # OperatorState: 0 <= parallelism <= max parallelism, subtask indexes below the parallelism
+    # (Flink's reader takes any max parallelism; with subtasks, a parallelism up to 2^15)
     max_par = draw(hs.integers(3, 2**31 - 1))
     par = draw(hs.integers(3, max_par))
     if draw(hs.integers(0, 9)) == 0:
         return OperatorState(op_id, par, max_par, None, None, name, uid)
+    par = min(par, 1 << 15)
     n = draw(hs.integers(0, 3))
     subs = tuple(draw(subtask(version, dialect, i)) for i in range(n))
     coord = draw(hs.none() | hs.builds(ByteStreamHandle, text, hs.binary(max_size=8)))

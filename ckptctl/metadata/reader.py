@@ -75,6 +75,7 @@ _FILE_HEADER = struct.Struct(">bqH").unpack_from  # type code, state size, path 
 _PLAIN_PATH = flinkpath.is_plain
 _ALL_PLAIN = flinkpath.all_plain
 EMPTY_SEGMENT = EmptySegmentHandle()
+MAX_PARALLELISM = 1 << 15  # KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM
 MAX_NESTING = 32  # changelog and key-group handles nest; Flink writes at most three levels
 # Keyed handle codes that the releases writing a format version did not know (1.14/1.15 wrote V3;
 # the changelog V2 handles came with 1.16, which writes V4).
@@ -600,6 +601,12 @@ class _Decoder:
             raise self.fail(f"parallelism {parallelism} above max parallelism {max_parallelism}", par_at)
         if parallelism < 0:  # ... sizing its subtask map by the parallelism
             raise self.fail(f"negative parallelism {parallelism}", par_at)
+        if parallelism > MAX_PARALLELISM and n > 0:
+            # Flink never runs more subtasks than KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM,
+            # and its reader allocates the subtask map by the parallelism at the first subtask: a
+            # corrupt one runs it out of memory (OutOfMemoryError at the harness's 256 MB heap)
+            # rather than failing on a format rule. Rejected here, whatever the heap.
+            raise self.fail(f"parallelism {parallelism} above Flink's limit of {MAX_PARALLELISM}", par_at)
         if n < 0:
             if coordinator is not None:
                 raise self.fail("fully finished operator with coordinator state", at)
