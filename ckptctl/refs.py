@@ -5,65 +5,95 @@ and ``diff``. It walks every slot a subtask has (operator, keyed, channel state,
 recursing through key-group, changelog and file-merging handles, so nothing a restore would open
 is missed. Inline state (byte-stream handles) lives inside ``_metadata`` and has no row.
 
-Rows are plain tuples in :data:`COLUMNS` order (cheap to build for 10^5–10^6 files); callers turn
-them into an Arrow table, JSON lines or CSV.
+A row is a :class:`Ref` (a named tuple: cheap to build for 10^5–10^6 files, read by field name);
+:data:`ARROW_TYPES` is its Arrow schema, checked field by field against it. Callers turn rows into
+an Arrow table, JSON lines or CSV. The traversal itself is the model's (:class:`HandleWalk`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ckptctl import storage as st
 from ckptctl.layout import CheckpointLocation, locate_checkpoint
 from ckptctl.metadata import read_metadata
 from ckptctl.metadata.model import (
-    ByteStreamHandle,
-    ChangelogBackendHandle,
-    ChangelogBytesHandle,
-    ChangelogFileHandle,
-    ChannelHandle,
     CheckpointMetadata,
-    EmptySegmentHandle,
-    FileHandle,
-    FileMergingOperatorHandle,
-    IncrementalHandle,
-    KeyGroupsHandle,
-    MergedChannelHandle,
-    OperatorStreamHandle,
     RelativeFileHandle,
     SegmentFileHandle,
+    file_groups,
+    file_handles,
 )
 from ckptctl.pycollector import paused_collector
 from ckptctl.rebase import Rebase, infer_rebase
 from ckptctl.storage import Storage
 
-COLUMNS = (
-    "checkpoint",  # URI of the checkpoint/savepoint directory
-    "job_id",
-    "checkpoint_id",
-    "kind",  # checkpoint | savepoint | unknown
-    "operator_id",
-    "operator_name",
-    "subtask",  # 0-based; None for coordinator state
-    "slot",  # managed_keyed | raw_keyed | managed_operator | raw_operator | input_channel | output_channel | coordinator
-    "scope",  # shared | private | metadata | exclusive | changelog | segment
-    "handle_type",  # Flink class of the file handle
-    "local_name",  # RocksDB file name for incremental shared/private files
-    "path",  # physical file URI (relative handles resolved, --rebase applied)
-    "written_path",  # the path as written in _metadata (relative name for relative handles)
-    "offset",
-    "size",
-    "key_group_start",
-    "key_group_end",
-)
 
-FILE_HANDLE_TYPES = {
-    FileHandle: "FileStateHandle",
-    RelativeFileHandle: "RelativeFileStateHandle",
-    SegmentFileHandle: "SegmentFileStateHandle",
-}
+class Ref(NamedTuple):
+    """One row of the reference map: one file of one handle of one checkpoint."""
+
+    checkpoint: str  # URI of the checkpoint/savepoint directory
+    job_id: str | None
+    checkpoint_id: int
+    kind: str  # checkpoint | savepoint | unknown
+    operator_id: str
+    operator_name: str | None
+    subtask: int | None  # 0-based; None for coordinator state
+    slot: str  # managed_keyed | raw_keyed | managed_operator | raw_operator | input_channel | output_channel | coordinator
+    scope: str  # shared | private | metadata | exclusive | changelog | segment
+    handle_type: str  # Flink class of the file handle
+    local_name: str | None  # RocksDB file name for incremental shared/private files
+    path: str  # physical file URI (relative handles resolved, --rebase applied)
+    written_path: str  # the path as written in _metadata (relative name for relative handles)
+    offset: int
+    size: int
+    key_group_start: int | None
+    key_group_end: int | None
+
+
+COLUMNS: tuple[str, ...] = Ref._fields
+
+# The Arrow schema of the reference map, column by column (pyarrow type names; pyarrow is imported lazily)
+ARROW_TYPES = {
+    "checkpoint": "string", "job_id": "string", "checkpoint_id": "int64", "kind": "string",
+    "operator_id": "string", "operator_name": "string", "subtask": "int32", "slot": "string",
+    "scope": "string", "handle_type": "string", "local_name": "string", "path": "string",
+    "written_path": "string", "offset": "int64", "size": "int64", "key_group_start": "int32",
+    "key_group_end": "int32",
+}  # fmt: skip
+if tuple(ARROW_TYPES) != COLUMNS:
+    raise AssertionError("refs.ARROW_TYPES and the Ref fields disagree")
+
+# A group (one handle's files) shares every column but these, which come per file in this order
+FILE_COLUMNS = ("handle_type", "local_name", "path", "written_path", "offset", "size")
+GROUP_KEY = COLUMNS.index(FILE_COLUMNS[0])  # where the per-file columns sit in a row
+GROUP_COLUMNS = COLUMNS[:GROUP_KEY] + COLUMNS[GROUP_KEY + len(FILE_COLUMNS) :]
+if COLUMNS[GROUP_KEY : GROUP_KEY + len(FILE_COLUMNS)] != FILE_COLUMNS:
+    raise AssertionError("refs.FILE_COLUMNS must be consecutive fields of Ref")
+
+
+class RefGroup(NamedTuple):
+    """The files of one handle: ``shared`` holds the :data:`GROUP_COLUMNS` values, each of
+    ``files`` the :data:`FILE_COLUMNS` values of one file."""
+
+    shared: tuple
+    files: list[tuple]
+
+    def rows(self) -> list[Ref]:
+        head, tail = self.shared[:GROUP_KEY], self.shared[GROUP_KEY:]
+        new = tuple.__new__
+        return [new(Ref, (*head, *f, *tail)) for f in self.files]
+
+
+class FileRef(NamedTuple):
+    """A file reference reduced to what GC needs."""
+
+    path: str
+    scope: str
+    offset: int
+    size: int
 
 
 def canonical(path: str) -> str:
@@ -130,103 +160,19 @@ def load_checkpoint(
 
 def written_absolute_paths(md: CheckpointMetadata) -> Iterator[str]:
     """Absolute paths as written (files and segments), for moved-directory detection."""
-    for row in _walk(md):
-        handle = row[-1]
-        if type(handle) is not RelativeFileHandle:
-            yield handle.path
+    for _scope, h in file_handles(md):
+        if type(h) is not RelativeFileHandle:
+            yield h.path
 
 
 # ---------------------------------------------------------------------------------------------
-# traversal
+# the reference map
 
 
-def _walk(md: CheckpointMetadata) -> Iterator[tuple]:
-    """Yield (operator, subtask, slot, scope, local_name, key_group_range, file_handle) per file."""
-    for op, subtask, slot, scope, kgr, items in _walk_groups(md):
-        for local_name, h in items:
-            yield op, subtask, slot, scope, local_name, kgr, h
-
-
-def _walk_groups(md: CheckpointMetadata) -> Iterator[tuple]:
-    """Yield (operator, subtask, slot, scope, key_group_range, [(local_name, file_handle), ...]).
-
-    Every slot of every subtask is visited (operator, keyed, channel state, the coordinator),
-    recursing through key-group, changelog and file-merging handles. The shared files of an
-    incremental handle come as one group, the LocalFile tuples themselves (no copy).
-    """
-    for op in md.operators:
-        coord = op.coordinator_state
-        if coord is not None and type(coord) is not ByteStreamHandle:
-            yield from _stream(op, None, "coordinator", "exclusive", None, None, coord)
-        for s in op.subtasks or ():
-            i = s.index
-            if s.managed_operator is not None:
-                yield from _operator(op, i, "managed_operator", s.managed_operator)
-            if s.raw_operator is not None:
-                yield from _operator(op, i, "raw_operator", s.raw_operator)
-            if s.managed_keyed is not None:
-                yield from _keyed(op, i, "managed_keyed", s.managed_keyed)
-            if s.raw_keyed is not None:
-                yield from _keyed(op, i, "raw_keyed", s.raw_keyed)
-            for ch in s.input_channels:
-                yield from _stream(op, i, "input_channel", "exclusive", None, None, ch.delegate)
-            for ch in s.output_channels:
-                yield from _stream(op, i, "output_channel", "exclusive", None, None, ch.delegate)
-
-
-def _stream(op, subtask, slot, scope, local_name, kgr, h) -> Iterator[tuple]:
-    t = type(h)
-    if t is FileHandle or t is RelativeFileHandle:
-        yield (op, subtask, slot, scope, kgr, ((local_name, h),))
-    elif t is SegmentFileHandle:
-        yield (op, subtask, slot, "segment", kgr, ((local_name, h),))
-    elif t is KeyGroupsHandle:
-        yield from _stream(op, subtask, slot, scope, local_name, h.key_groups, h.delegate)
-    # None, ByteStreamHandle (inline), EmptySegmentHandle: no file
-
-
-def _operator(op, subtask, slot, h) -> Iterator[tuple]:
-    if type(h) in (OperatorStreamHandle, FileMergingOperatorHandle):
-        yield from _stream(op, subtask, slot, "exclusive", None, None, h.delegate)
-
-
-def _keyed(op, subtask, slot, h, scope_override: str | None = None) -> Iterator[tuple]:
-    t = type(h)
-    if t is IncrementalHandle:
-        kgr = h.key_groups
-        yield from _stream(op, subtask, slot, scope_override or "metadata", None, kgr, h.meta)
-        if h.shared and scope_override is None and all(type(f.handle) is FileHandle for f in h.shared):
-            yield (op, subtask, slot, "shared", kgr, h.shared)  # hot path: one group for all SSTs
-        else:
-            for f in h.shared:
-                yield from _stream(op, subtask, slot, scope_override or "shared", f.local_path, kgr, f.handle)
-        for f in h.private:
-            yield from _stream(op, subtask, slot, scope_override or "private", f.local_path, kgr, f.handle)
-        for f in h.shadowed:  # a repeated local name in a V3 file: still fetched by 1.17+ (see the model)
-            yield from _stream(op, subtask, slot, scope_override or "shared", f.local_path, kgr, f.handle)
-    elif t is KeyGroupsHandle:
-        yield from _stream(op, subtask, slot, scope_override or "exclusive", None, h.key_groups, h.delegate)
-    elif t is ChangelogBackendHandle:
-        for part in h.materialized:
-            if part is not None:
-                yield from _keyed(op, subtask, slot, part)
-        for part in h.non_materialized:
-            if part is not None:
-                yield from _keyed(op, subtask, slot, part, "changelog")
-    elif t is ChangelogFileHandle:
-        for _offset, stream in h.pieces:
-            yield from _stream(op, subtask, slot, "changelog", None, h.key_groups, stream)
-    elif t is ChangelogBytesHandle:
-        return
-
-
-GROUP_KEY = 9  # COLUMNS[:9] and COLUMNS[15:] are shared by a group; COLUMNS[9:15] vary per file
-
-
-def reference_groups(ck: LoadedCheckpoint) -> list[tuple[tuple, list[tuple]]]:
-    """The reference map in groups: ``(shared, files)`` where ``shared`` holds the columns common to
-    one handle's files (checkpoint … scope, key_group_start, key_group_end) and each file is
-    ``(handle_type, local_name, path, written_path, offset, size)``.
+def reference_groups(ck: LoadedCheckpoint) -> list[RefGroup]:
+    """The reference map in groups (:class:`RefGroup`): the columns common to one handle's files
+    (checkpoint … scope, key_group_start, key_group_end) once, then per file ``(handle_type,
+    local_name, path, written_path, offset, size)``.
 
     One incremental handle's hundreds of SSTs form one group, so writers encode its common part
     once; :func:`reference_rows` flattens the groups into full rows.
@@ -235,33 +181,32 @@ def reference_groups(ck: LoadedCheckpoint) -> list[tuple[tuple, list[tuple]]]:
         return _reference_groups(ck)
 
 
-def _reference_groups(ck: LoadedCheckpoint) -> list[tuple[tuple, list[tuple]]]:
+def _reference_groups(ck: LoadedCheckpoint) -> list[RefGroup]:
     loc, md = ck.location, ck.metadata
     base = loc.uri
     head = (base, loc.job_id, md.checkpoint_id, ck.kind)
     to_uri = _resolver(ck.rebase)  # absolute paths; relative ones are joined to ``base`` inline below
-    groups: list[tuple[tuple, list[tuple]]] = []
-    for op, subtask, slot, scope, kgr, items in _walk_groups(md):
+    groups: list[RefGroup] = []
+    for op, subtask, slot, scope, kgr, items in file_groups(md):
         kg = kgr.as_list() if kgr is not None else (None, None)
         files: list[tuple] = []
         append = files.append
-        if scope == "shared" and all(type(f[1]) is FileHandle for f in items):
-            for local_name, (written, size) in items:  # the bulk: whole SST files
+        if len(items) > 1:  # the walk groups only whole files (FileHandle): the bulk, an incremental's SSTs
+            for local_name, (written, size) in items:
                 append(("FileStateHandle", local_name, to_uri(written), written, 0, size))
         else:
             for local_name, h in items:
                 t = type(h)
                 if t is RelativeFileHandle:
                     written = h.relative_path
-                    append((FILE_HANDLE_TYPES[t], local_name, relative_uri(base, written), written, 0, h.size))
+                    append((h.flink_class, local_name, relative_uri(base, written), written, 0, h.size))
                 else:
                     written = h.path
                     offset = h.offset if t is SegmentFileHandle else 0
-                    append((FILE_HANDLE_TYPES[t], local_name, to_uri(written), written, offset, h.size))
-        if files:
-            groups.append(
-                ((*head, op.operator_id, op.display_name, subtask, slot, scope, kg[0], kg[1]), files)
-            )
+                    append((h.flink_class, local_name, to_uri(written), written, offset, h.size))
+        groups.append(
+            RefGroup((*head, op.operator_id, op.display_name, subtask, slot, scope, kg[0], kg[1]), files)
+        )
     return groups
 
 
@@ -286,14 +231,10 @@ def _resolver(rebase: Rebase):
     return to_uri
 
 
-def reference_rows(ck: LoadedCheckpoint) -> list[tuple]:
-    """The reference map of one checkpoint, as tuples in :data:`COLUMNS` order."""
+def reference_rows(ck: LoadedCheckpoint) -> list[Ref]:
+    """The reference map of one checkpoint, one :class:`Ref` per file reference."""
     with paused_collector():
-        return [
-            (*shared[:GROUP_KEY], *f, *shared[GROUP_KEY:])
-            for shared, files in reference_groups(ck)
-            for f in files
-        ]
+        return [row for group in reference_groups(ck) for row in group.rows()]
 
 
 def file_resolver(ck: LoadedCheckpoint):
@@ -308,14 +249,15 @@ def file_resolver(ck: LoadedCheckpoint):
     return resolve
 
 
-def referenced_files(ck: LoadedCheckpoint) -> Iterator[tuple[str, str, int, int]]:
-    """(path, scope, offset, size) of every file reference: the reference map reduced to what GC needs."""
+def referenced_files(ck: LoadedCheckpoint) -> Iterator[FileRef]:
+    """Every file reference reduced to what GC needs (:class:`FileRef`)."""
     resolve = file_resolver(ck)
-    for _op, _subtask, _slot, scope, _local, _kgr, h in _walk(ck.metadata):
-        yield resolve(h), scope, h.offset if type(h) is SegmentFileHandle else 0, h.size
+    new = tuple.__new__
+    for scope, h in file_handles(ck.metadata):
+        yield new(FileRef, (resolve(h), scope, h.offset if type(h) is SegmentFileHandle else 0, h.size))
 
 
-def rows_to_arrow(rows: Iterable[tuple]) -> Any:
+def rows_to_arrow(rows: Iterable[Ref]) -> Any:
     """An Arrow table with a fixed schema (so empty maps still have typed columns)."""
     import pyarrow as pa
 
@@ -331,78 +273,4 @@ def rows_to_arrow(rows: Iterable[tuple]) -> Any:
 def arrow_schema() -> Any:
     import pyarrow as pa
 
-    s, i64, i32 = pa.string(), pa.int64(), pa.int32()
-    types = {
-        "checkpoint_id": i64, "subtask": i32, "offset": i64, "size": i64,
-        "key_group_start": i32, "key_group_end": i32,
-    }  # fmt: skip
-    return pa.schema([(name, types.get(name, s)) for name in COLUMNS])
-
-
-# ---------------------------------------------------------------------------------------------
-# sizes
-
-
-def state_sizes(md: CheckpointMetadata) -> tuple[int, int, int]:
-    """(full state bytes, incremental bytes, inline bytes) as Flink accounts them."""
-    full = incremental = inline = 0
-    for op in md.operators:
-        if op.coordinator_state is not None:
-            n = _stream_size(op.coordinator_state)
-            full += n
-            incremental += n
-            inline += n
-        for s in op.subtasks or ():
-            for h in (s.managed_operator, s.raw_operator):
-                if h is not None:
-                    n = _stream_size(h.delegate)
-                    full += n
-                    incremental += n
-                    inline += n if type(h.delegate) is ByteStreamHandle else 0
-            for h in (s.managed_keyed, s.raw_keyed):
-                if h is not None:
-                    f, i, b = _keyed_sizes(h)
-                    full += f
-                    incremental += i
-                    inline += b
-            for ch in (*s.input_channels, *s.output_channels):
-                n = ch.state_size if type(ch) in (ChannelHandle, MergedChannelHandle) else 0
-                full += n
-                incremental += n
-                inline += n if type(ch.delegate) is ByteStreamHandle else 0
-    return full, incremental, inline
-
-
-def _stream_size(h) -> int:
-    if h is None or type(h) is EmptySegmentHandle:
-        return 0
-    if type(h) is KeyGroupsHandle:
-        return _stream_size(h.delegate)
-    return h.size
-
-
-def _keyed_sizes(h) -> tuple[int, int, int]:
-    t = type(h)
-    if t is IncrementalHandle:
-        parts = [h.meta, *(f.handle for f in h.shared), *(f.handle for f in h.private)]
-        full = sum(_stream_size(p) for p in parts)
-        inline = sum(p.size for p in parts if type(p) is ByteStreamHandle)
-        inc = h.checkpointed_size if h.checkpointed_size is not None and h.checkpointed_size >= 0 else full
-        return full, inc, inline
-    if t is KeyGroupsHandle:
-        n = _stream_size(h.delegate)
-        return n, n, n if type(h.delegate) is ByteStreamHandle else 0
-    if t is ChangelogBackendHandle:
-        full = inline = 0
-        for part in (*h.materialized, *h.non_materialized):
-            if part is not None:
-                f, _i, b = _keyed_sizes(part)
-                full += f
-                inline += b
-        return full, full if h.checkpointed_size is None else h.checkpointed_size, inline  # None: 1.14
-    if t is ChangelogFileHandle:
-        return h.state_size, h.state_size if h.checkpointed_size is None else h.checkpointed_size, 0
-    if t is ChangelogBytesHandle:
-        n = sum(len(d) for _kg, d in h.changes)
-        return n, n, n
-    return 0, 0, 0
+    return pa.schema([(name, pa.type_for_alias(t)) for name, t in ARROW_TYPES.items()])

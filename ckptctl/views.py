@@ -27,9 +27,10 @@ from ckptctl.metadata.model import (
     OperatorStreamHandle,
     RelativeFileHandle,
     SegmentFileHandle,
+    state_sizes,
 )
 from ckptctl.metadata.writer import encode_merged_channel_offsets
-from ckptctl.refs import LoadedCheckpoint, file_resolver, reference_rows, state_sizes
+from ckptctl.refs import LoadedCheckpoint, Ref, file_resolver, reference_rows
 
 Resolver = Callable[[Any], str]
 
@@ -39,126 +40,133 @@ def handle_view(h: Any, resolve: Resolver, version: int = 7) -> dict[str, Any] |
 
     ``version``: the format of the file holding it, which names the releases that read it as its
     writer did (V3: 1.14 and 1.15, whose handles lack fields 1.16 added).
+
+    Class names and state sizes are the model's (``flink_class``, ``state_size``); this adds the
+    fields each class shows. A handle type without a view here is an error, never skipped.
     """
     if h is None:
         return None
-    t = type(h)
-    if t is FileHandle:
-        out = {"type": "FileStateHandle", "state_size": h.size, "path": resolve(h)}
-        if out["path"] != h.path:
-            out["written_path"] = h.path
-        return out
-    if t is RelativeFileHandle:
-        return {
-            "type": "RelativeFileStateHandle", "state_size": h.size, "path": resolve(h),
-            "relative_path": h.relative_path,
-        }  # fmt: skip
-    if t is ByteStreamHandle:
-        import hashlib
-
-        return {
-            "type": "ByteStreamStateHandle", "state_size": h.size, "handle_name": h.name, "size": h.size,
-            "sha256": hashlib.sha256(h.data).hexdigest(),
-        }  # fmt: skip
-    if t is SegmentFileHandle:
-        out = {
-            "type": "SegmentFileStateHandle", "state_size": h.size, "path": resolve(h), "start_pos": h.offset,
-            "scope": h.scope_name, "logical_file_id": h.logical_file_id,
-        }  # fmt: skip
-        if out["path"] != h.path:
-            out["written_path"] = h.path
-        return out
-    if t is EmptySegmentHandle:
-        return {"type": "EmptySegmentFileStateHandle", "state_size": 0}
-    if t is KeyGroupsHandle:
-        delegate = handle_view(h.delegate, resolve, version)
-        out = {
-            "type": "KeyGroupsSavepointStateHandle" if h.code == 7 else "KeyGroupsStateHandle",
-            "state_size": delegate["state_size"] if delegate else 0,
-            "key_group_range": h.key_groups.as_list(), "offsets": list(h.offsets), "delegate": delegate,
-        }  # fmt: skip
-        if h.handle_id is not None:
-            out["state_handle_id"] = h.handle_id
-        return out
-    if t is IncrementalHandle:
-        meta = handle_view(h.meta, resolve, version)
-        shared = [{"local_path": f.local_path, "handle": handle_view(f.handle, resolve, version)} for f in h.shared]
-        private = [{"local_path": f.local_path, "handle": handle_view(f.handle, resolve, version)} for f in h.private]
-        size = (meta["state_size"] if meta else 0) + sum(
-            f["handle"]["state_size"] for f in shared + private if f["handle"]
-        )
-        return {
-            "type": "IncrementalRemoteKeyedStateHandle", "state_size": size, "checkpoint_id": h.checkpoint_id,
-            "backend_id": h.backend_id, "key_group_range": h.key_groups.as_list(),
-            "checkpointed_size": h.checkpointed_size,  # None: the handle's format (1.14) has none
-            "state_handle_id": h.handle_id, "meta": meta, "shared": shared, "private": private,
-        }  # fmt: skip
-    if t is ChangelogBackendHandle:
-        mat = [handle_view(p, resolve, version) for p in h.materialized if p is not None]
-        non = [handle_view(p, resolve, version) for p in h.non_materialized if p is not None]
-        return {
-            "type": "ChangelogStateBackendHandleImpl",
-            "state_size": sum(p["state_size"] for p in mat + non), "key_group_range": h.key_groups.as_list(),
-            "checkpointed_size": h.checkpointed_size, "materialization_id": h.materialization_id,
-            # 1.16+ take the materialization id when code 8 carries no checkpoint id; the V3 writers'
-            # handle has no checkpoint id at all
-            "checkpoint_id": h.checkpoint_id if h.checkpoint_id is not None or version == 3 else h.materialization_id,
-            "state_handle_id": h.handle_id, "materialized": mat, "non_materialized": non,
-        }  # fmt: skip
-    if t is ChangelogFileHandle:
-        return {
-            "type": "ChangelogStateHandleStreamImpl", "state_size": h.state_size,
-            "key_group_range": h.key_groups.as_list(), "checkpointed_size": h.checkpointed_size,
-            # 1.16+ default code 10's storage to "filesystem"; the V3 writers' handle names none
-            "state_handle_id": h.handle_id,
-            "storage_identifier": h.storage_identifier or (None if version == 3 else "filesystem"),
-            "handles_and_offsets": [{"offset": o, "handle": handle_view(s, resolve, version)} for o, s in h.pieces],
-        }  # fmt: skip
-    if t is ChangelogBytesHandle:
-        return {
-            "type": "InMemoryChangelogStateHandle", "state_size": sum(len(d) for _k, d in h.changes),
-            "key_group_range": h.key_groups.as_list(), "from": h.from_sequence, "to": h.to_sequence,
-            "changes": len(h.changes), "state_handle_id": h.handle_id,
-        }  # fmt: skip
-    if t in (OperatorStreamHandle, FileMergingOperatorHandle):
-        delegate = handle_view(h.delegate, resolve, version)
-        out = {
-            "type": _operator_type(h),
-            "state_size": delegate["state_size"] if delegate else 0,
-            "states": [{"name": s.name, "mode": s.mode_name, "offsets": list(s.offsets)} for s in h.states],
-            "delegate": delegate,
-        }  # fmt: skip
-        if t is FileMergingOperatorHandle:
-            out.update(taskowned_dir=h.taskowned_dir, shared_dir=h.shared_dir, is_empty=h.is_empty)
-        return out
-    if t is ChannelHandle:
-        return {
-            "type": "InputChannelStateHandle" if h.kind == 1 else "ResultSubpartitionStateHandle",
-            "state_size": h.state_size, "subtask_index": h.subtask_index, "info": list(h.info),
-            "offsets": list(h.offsets), "delegate": handle_view(h.delegate, resolve, version),
-        }  # fmt: skip
-    if t is MergedChannelHandle:
-        return {
-            "type": "MergedInputChannelStateHandle" if h.kind == 3 else "MergedResultSubpartitionStateHandle",
-            "state_size": h.state_size, "subtask_index": h.subtask_index,
-            "infos": [list(c.info) for c in h.channels],
-            "channels": [{"info": list(c.info), "state_size": c.state_size, "offsets": list(c.offsets)} for c in h.channels],
-            "serialized_channel_offsets": (
-                h.raw_offsets if h.raw_offsets is not None else encode_merged_channel_offsets(h.channels)
-            ).hex(),
-            "delegate": handle_view(h.delegate, resolve, version),
-        }  # fmt: skip
-    raise TypeError(f"unknown handle {t.__name__}")
+    view = _VIEWS.get(type(h))
+    if view is None:
+        raise TypeError(f"unknown handle {type(h).__name__}")
+    return {"type": h.flink_class, "state_size": h.state_size, **view(h, resolve, version)}
 
 
-def _operator_type(h: Any) -> str:
+def _file(h: Any, resolve: Resolver, version: int) -> dict[str, Any]:
+    out = {"path": resolve(h)}
+    if out["path"] != h.path:
+        out["written_path"] = h.path
+    return out
+
+
+def _relative(h: RelativeFileHandle, resolve: Resolver, version: int) -> dict[str, Any]:
+    return {"path": resolve(h), "relative_path": h.relative_path}
+
+
+def _bytes(h: ByteStreamHandle, resolve: Resolver, version: int) -> dict[str, Any]:
+    import hashlib
+
+    return {"handle_name": h.name, "size": h.size, "sha256": hashlib.sha256(h.data).hexdigest()}
+
+
+def _segment(h: SegmentFileHandle, resolve: Resolver, version: int) -> dict[str, Any]:
+    out = {
+        "path": resolve(h),
+        "start_pos": h.offset,
+        "scope": h.scope_name,
+        "logical_file_id": h.logical_file_id,
+    }
+    if out["path"] != h.path:
+        out["written_path"] = h.path
+    return out
+
+
+def _key_groups(h: KeyGroupsHandle, resolve: Resolver, version: int) -> dict[str, Any]:
+    out = {
+        "key_group_range": h.key_groups.as_list(), "offsets": list(h.offsets),
+        "delegate": handle_view(h.delegate, resolve, version),
+    }  # fmt: skip
+    if h.handle_id is not None:
+        out["state_handle_id"] = h.handle_id
+    return out
+
+
+def _incremental(h: IncrementalHandle, resolve: Resolver, version: int) -> dict[str, Any]:
+    return {
+        "checkpoint_id": h.checkpoint_id, "backend_id": h.backend_id, "key_group_range": h.key_groups.as_list(),
+        "checkpointed_size": h.checkpointed_size,  # None: the handle's format (1.14) has none
+        "state_handle_id": h.handle_id, "meta": handle_view(h.meta, resolve, version),
+        "shared": [{"local_path": f.local_path, "handle": handle_view(f.handle, resolve, version)} for f in h.shared],
+        "private": [{"local_path": f.local_path, "handle": handle_view(f.handle, resolve, version)} for f in h.private],
+    }  # fmt: skip
+
+
+def _changelog(h: ChangelogBackendHandle, resolve: Resolver, version: int) -> dict[str, Any]:
+    return {
+        "key_group_range": h.key_groups.as_list(),
+        "checkpointed_size": h.checkpointed_size, "materialization_id": h.materialization_id,
+        # 1.16+ take the materialization id when code 8 carries no checkpoint id; the V3 writers'
+        # handle has no checkpoint id at all
+        "checkpoint_id": h.checkpoint_id if h.checkpoint_id is not None or version == 3 else h.materialization_id,
+        "state_handle_id": h.handle_id,
+        "materialized": [handle_view(p, resolve, version) for p in h.materialized if p is not None],
+        "non_materialized": [handle_view(p, resolve, version) for p in h.non_materialized if p is not None],
+    }  # fmt: skip
+
+
+def _changelog_file(h: ChangelogFileHandle, resolve: Resolver, version: int) -> dict[str, Any]:
+    return {
+        "key_group_range": h.key_groups.as_list(), "checkpointed_size": h.checkpointed_size,
+        # 1.16+ default code 10's storage to "filesystem"; the V3 writers' handle names none
+        "state_handle_id": h.handle_id,
+        "storage_identifier": h.storage_identifier or (None if version == 3 else "filesystem"),
+        "handles_and_offsets": [{"offset": o, "handle": handle_view(s, resolve, version)} for o, s in h.pieces],
+    }  # fmt: skip
+
+
+def _changelog_bytes(h: ChangelogBytesHandle, resolve: Resolver, version: int) -> dict[str, Any]:
+    return {
+        "key_group_range": h.key_groups.as_list(), "from": h.from_sequence, "to": h.to_sequence,
+        "changes": len(h.changes), "state_handle_id": h.handle_id,
+    }  # fmt: skip
+
+
+def _operator(h: OperatorStreamHandle | FileMergingOperatorHandle, resolve: Resolver, version: int) -> dict[str, Any]:
+    out = {
+        "states": [{"name": s.name, "mode": s.mode_name, "offsets": list(s.offsets)} for s in h.states],
+        "delegate": handle_view(h.delegate, resolve, version),
+    }
     if type(h) is FileMergingOperatorHandle:
-        return (
-            "EmptyFileMergingOperatorStreamStateHandle"
-            if h.is_empty
-            else "FileMergingOperatorStreamStateHandle"
-        )
-    return "OperatorStreamStateHandle"
+        out.update(taskowned_dir=h.taskowned_dir, shared_dir=h.shared_dir, is_empty=h.is_empty)
+    return out
+
+
+def _channel(h: ChannelHandle, resolve: Resolver, version: int) -> dict[str, Any]:
+    return {
+        "subtask_index": h.subtask_index, "info": list(h.info), "offsets": list(h.offsets),
+        "delegate": handle_view(h.delegate, resolve, version),
+    }  # fmt: skip
+
+
+def _merged_channel(h: MergedChannelHandle, resolve: Resolver, version: int) -> dict[str, Any]:
+    return {
+        "subtask_index": h.subtask_index,
+        "infos": [list(c.info) for c in h.channels],
+        "channels": [{"info": list(c.info), "state_size": c.state_size, "offsets": list(c.offsets)} for c in h.channels],
+        "serialized_channel_offsets": (
+            h.raw_offsets if h.raw_offsets is not None else encode_merged_channel_offsets(h.channels)
+        ).hex(),
+        "delegate": handle_view(h.delegate, resolve, version),
+    }  # fmt: skip
+
+
+_VIEWS: dict[type, Callable[[Any, Resolver, int], dict[str, Any]]] = {
+    FileHandle: _file, RelativeFileHandle: _relative, ByteStreamHandle: _bytes, SegmentFileHandle: _segment,
+    EmptySegmentHandle: lambda h, resolve, version: {}, KeyGroupsHandle: _key_groups, IncrementalHandle: _incremental,
+    ChangelogBackendHandle: _changelog, ChangelogFileHandle: _changelog_file,
+    ChangelogBytesHandle: _changelog_bytes, OperatorStreamHandle: _operator,
+    FileMergingOperatorHandle: _operator, ChannelHandle: _channel, MergedChannelHandle: _merged_channel,
+}  # fmt: skip
 
 
 def checkpoint_view(ck: LoadedCheckpoint) -> dict[str, Any]:
@@ -222,7 +230,7 @@ def summary_view(ck: LoadedCheckpoint) -> dict[str, Any]:
     rows = reference_rows(ck)
     full, incremental, _inline = state_sizes(md)
     own, inherited = _split_inherited(ck, rows)
-    files = {r[11] for r in own}
+    files = {r.path for r in own}
     props = md.properties
     return {
         "path": ck.location.uri,
@@ -237,8 +245,8 @@ def summary_view(ck: LoadedCheckpoint) -> dict[str, Any]:
         "files": len(files),
         # FLINK-39964: files reused from a CLAIM-restored NATIVE savepoint, recorded by relative name
         # (not this checkpoint's files, not uploaded by it; ckptctl repair fixes the references)
-        "inherited_files": len({r[12] for r in inherited}),
-        "inherited_bytes": sum(dict((r[12], r[14]) for r in inherited).values()),
+        "inherited_files": len({r.written_path for r in inherited}),
+        "inherited_bytes": sum({r.written_path: r.size for r in inherited}.values()),
         "metadata_mtime": ck.location.metadata.mtime if ck.location.metadata else None,
         "complete": True,
         "error": None,
@@ -292,7 +300,7 @@ def diff_view(a: LoadedCheckpoint, b: LoadedCheckpoint) -> dict[str, Any]:
     }
 
 
-def _split_inherited(ck: LoadedCheckpoint, rows: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+def _split_inherited(ck: LoadedCheckpoint, rows: list[Ref]) -> tuple[list[Ref], list[Ref]]:
     """(the checkpoint's own rows, rows of files reused from a CLAIM-restored NATIVE savepoint).
 
     FLINK-39964: a checkpoint (not a savepoint) naming a *shared* file by a relative handle reuses
@@ -303,24 +311,24 @@ def _split_inherited(ck: LoadedCheckpoint, rows: list[tuple]) -> tuple[list[tupl
         return rows, []
     own, inherited = [], []
     for r in rows:
-        (inherited if r[8] == "shared" and r[9] == "RelativeFileStateHandle" else own).append(r)
+        (inherited if r.scope == "shared" and r.handle_type == "RelativeFileStateHandle" else own).append(r)
     return own, inherited
 
 
-def _inherited_view(rows: list[tuple]) -> dict[str, Any]:
-    sizes = dict((r[12], r[14]) for r in rows)
+def _inherited_view(rows: list[Ref]) -> dict[str, Any]:
+    sizes = {r.written_path: r.size for r in rows}
     return {
         "files": len(sizes), "bytes": sum(sizes.values()),
         "relative_paths": sorted(sizes),
     }  # fmt: skip
 
 
-def _file_sizes(rows: list[tuple]) -> dict[str, int]:
+def _file_sizes(rows: list[Ref]) -> dict[str, int]:
     """Physical file → bytes referenced (a merged file's size is the span its segments cover)."""
     out: dict[str, int] = {}
     for r in rows:
-        path, offset, size = r[11], r[13], r[14]
-        out[path] = max(out.get(path, 0), offset + size)
+        path = r.path
+        out[path] = max(out.get(path, 0), r.offset + r.size)
     return out
 
 

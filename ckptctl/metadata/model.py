@@ -11,7 +11,10 @@ handles), because the writer must reproduce the same code.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+Resolver = Callable[[Any], str]  # a file handle -> the URI of its file now (see refs.file_resolver)
 
 # ---------------------------------------------------------------------------------------------
 # Constants of the format
@@ -104,6 +107,13 @@ class ByteStreamHandle(NamedTuple):
     def size(self) -> int:
         return len(self.data)
 
+    flink_class = "ByteStreamStateHandle"
+    state_size = size
+    inline_size = size
+
+    def source(self, resolve: Resolver) -> tuple:
+        return ("inline", self.data)
+
 
 class FileHandle(NamedTuple):
     """A whole file, by absolute URI as Flink wrote it (code 2)."""
@@ -111,12 +121,26 @@ class FileHandle(NamedTuple):
     path: str
     size: int
 
+    flink_class = "FileStateHandle"
+    state_size = property(lambda self: self.size)
+    inline_size = 0
+
+    def source(self, resolve: Resolver) -> tuple:
+        return ("file", resolve(self))
+
 
 class RelativeFileHandle(NamedTuple):
     """A file inside the checkpoint's own directory, by name (code 6); moves with the directory."""
 
     relative_path: str
     size: int
+
+    flink_class = "RelativeFileStateHandle"
+    state_size = property(lambda self: self.size)
+    inline_size = 0
+
+    def source(self, resolve: Resolver) -> tuple:
+        return ("file", resolve(self))
 
 
 class SegmentFileHandle(NamedTuple):
@@ -132,6 +156,13 @@ class SegmentFileHandle(NamedTuple):
     def scope_name(self) -> str:
         return SCOPES[self.scope] if 0 <= self.scope < len(SCOPES) else str(self.scope)
 
+    flink_class = "SegmentFileStateHandle"
+    state_size = property(lambda self: self.size)
+    inline_size = 0
+
+    def source(self, resolve: Resolver) -> tuple:
+        return ("range", resolve(self), self.offset, self.size)
+
 
 class EmptySegmentHandle(NamedTuple):
     """Placeholder of file merging for a stream that wrote nothing (code 16); no file."""
@@ -139,6 +170,13 @@ class EmptySegmentHandle(NamedTuple):
     @property
     def size(self) -> int:
         return 0
+
+    flink_class = "EmptySegmentFileStateHandle"
+    state_size = 0
+    inline_size = 0
+
+    def source(self, resolve: Resolver) -> None:
+        return None
 
 
 class KeyGroupsHandle(NamedTuple):
@@ -153,6 +191,27 @@ class KeyGroupsHandle(NamedTuple):
     offsets: tuple[int, ...]
     delegate: StreamHandle | None
     handle_id: str | None = None
+
+    @property
+    def flink_class(self) -> str:
+        return (
+            "KeyGroupsSavepointStateHandle"
+            if self.code == SAVEPOINT_KEY_GROUPS_HANDLE
+            else "KeyGroupsStateHandle"
+        )
+
+    @property
+    def state_size(self) -> int:
+        return _size(self.delegate)
+
+    @property
+    def inline_size(self) -> int:
+        return _inline(self.delegate)
+
+    incremental_size = state_size
+
+    def source(self, resolve: Resolver) -> None:
+        return None  # key groups inside a stream slot: no bytes of its own to read
 
 
 StreamHandle = (
@@ -198,6 +257,28 @@ class IncrementalHandle(NamedTuple):
     handle_id: str | None
     shadowed: tuple[LocalFile, ...] = ()
 
+    flink_class = "IncrementalRemoteKeyedStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        """Flink's getStateSize: the meta data stream, the shared and the private files (not the
+        ``shadowed`` ones, which Flink's reading of the file does not hold)."""
+        return (
+            _size(self.meta)
+            + sum([_size(f.handle) for f in self.shared])
+            + sum([_size(f.handle) for f in self.private])
+        )
+
+    @property
+    def incremental_size(self) -> int:
+        """Flink's getCheckpointedSize (what this checkpoint uploaded); the state size without one."""
+        n = self.checkpointed_size
+        return n if n is not None and n >= 0 else self.state_size
+
+    @property
+    def inline_size(self) -> int:
+        return _inline(self.meta) + sum(_inline(f.handle) for f in (*self.shared, *self.private))
+
 
 class ChangelogBytesHandle(NamedTuple):
     """Non-materialized changelog kept inline (code 9): (key group, bytes) changes."""
@@ -207,6 +288,14 @@ class ChangelogBytesHandle(NamedTuple):
     to_sequence: int
     changes: tuple[tuple[int, bytes], ...]
     handle_id: str | None  # None: Flink 1.14's layout
+
+    flink_class = "InMemoryChangelogStateHandle"
+
+    @property
+    def state_size(self) -> int:
+        return sum(len(d) for _kg, d in self.changes)
+
+    incremental_size = inline_size = state_size
 
 
 class ChangelogFileHandle(NamedTuple):
@@ -220,6 +309,16 @@ class ChangelogFileHandle(NamedTuple):
     handle_id: str | None
     storage_identifier: str | None  # code 13 only
 
+    flink_class = "ChangelogStateHandleStreamImpl"
+
+    @property
+    def incremental_size(self) -> int:
+        """getCheckpointedSize; Flink 1.14's layout has none: the state size then."""
+        n = self.checkpointed_size
+        return self.state_size if n is None else n
+
+    inline_size = 0  # as ckptctl has always counted it: DSTL pieces are files
+
 
 class ChangelogBackendHandle(NamedTuple):
     """The changelog state backend's handle (codes 8, 14): materialized + non-materialized parts."""
@@ -232,6 +331,27 @@ class ChangelogBackendHandle(NamedTuple):
     materialization_id: int | None
     checkpoint_id: int | None  # code 14 only
     handle_id: str | None
+
+    flink_class = "ChangelogStateBackendHandleImpl"
+
+    @property
+    def parts(self) -> tuple[KeyedHandle, ...]:
+        """The materialized and non-materialized parts, ``None`` slots left out."""
+        return tuple(p for p in (*self.materialized, *self.non_materialized) if p is not None)
+
+    @property
+    def state_size(self) -> int:
+        return sum(p.state_size for p in self.parts)
+
+    @property
+    def incremental_size(self) -> int:
+        """getCheckpointedSize; Flink 1.14's layout has none: the state size then."""
+        n = self.checkpointed_size
+        return self.state_size if n is None else n
+
+    @property
+    def inline_size(self) -> int:
+        return sum(p.inline_size for p in self.parts)
 
 
 KeyedHandle = (
@@ -261,6 +381,10 @@ class OperatorStreamHandle(NamedTuple):
     states: tuple[NamedOperatorState, ...]
     delegate: StreamHandle | None
 
+    flink_class = "OperatorStreamStateHandle"
+    state_size = property(lambda self: _size(self.delegate))
+    inline_size = property(lambda self: _inline(self.delegate))
+
 
 class FileMergingOperatorHandle(NamedTuple):
     """Operator state written through file merging (code 17), with its managed directories."""
@@ -270,6 +394,15 @@ class FileMergingOperatorHandle(NamedTuple):
     shared_dir: str
     is_empty: bool
     delegate: StreamHandle | None
+
+    @property
+    def flink_class(self) -> str:
+        if self.is_empty:
+            return "EmptyFileMergingOperatorStreamStateHandle"
+        return "FileMergingOperatorStreamStateHandle"
+
+    state_size = property(lambda self: _size(self.delegate))
+    inline_size = property(lambda self: _inline(self.delegate))
 
 
 OperatorHandle = OperatorStreamHandle | FileMergingOperatorHandle
@@ -293,6 +426,14 @@ class ChannelHandle(NamedTuple):
     state_size: int
     delegate: StreamHandle | None
 
+    @property
+    def flink_class(self) -> str:
+        return "InputChannelStateHandle" if self.kind == INPUT_CHANNEL else "ResultSubpartitionStateHandle"
+
+    @property
+    def inline_size(self) -> int:
+        return self.state_size if type(self.delegate) is ByteStreamHandle else 0
+
 
 class MergedChannelEntry(NamedTuple):
     info: tuple[int, int]
@@ -311,6 +452,16 @@ class MergedChannelHandle(NamedTuple):
     # Flink decodes the serialized channel offsets only when it restores the channels, so a blob
     # that does not decode is still a readable file: kept as written (``channels`` is then empty)
     raw_offsets: bytes | None = None
+
+    @property
+    def flink_class(self) -> str:
+        if self.kind == MERGED_INPUT_CHANNEL:
+            return "MergedInputChannelStateHandle"
+        return "MergedResultSubpartitionStateHandle"
+
+    @property
+    def inline_size(self) -> int:
+        return self.state_size if type(self.delegate) is ByteStreamHandle else 0
 
 
 AnyChannelHandle = ChannelHandle | MergedChannelHandle
@@ -394,3 +545,243 @@ class CheckpointMetadata(NamedTuple):
     operators: tuple[OperatorState, ...]
     trailer: bytes  # raw Java-serialized CheckpointProperties (V4+), b"" for V3
     properties: CheckpointProperties | None
+
+
+# ---------------------------------------------------------------------------------------------
+# The one walk. Every handle class above knows its own sizes (``state_size``, Flink's
+# getStateSize; ``incremental_size``, getCheckpointedSize, on keyed handles; ``inline_size``, the
+# bytes kept inside ``_metadata``), its Flink class name (``flink_class``) and, for stream handles,
+# where its bytes are (``source``). Which handle holds which is written once, in
+# :class:`HandleWalk`. A new handle type: the reader, the writer and this section.
+
+FILE_HANDLES = (FileHandle, RelativeFileHandle, SegmentFileHandle)  # the handles naming a physical file
+FileItems = Sequence[tuple[str | None, Any]]  # (local name, file handle) pairs: LocalFiles or pairs
+
+
+def _size(h: Any) -> int:
+    return 0 if h is None else h.state_size
+
+
+def _inline(h: Any) -> int:
+    return 0 if h is None else h.inline_size
+
+
+def keyed_parts(h: KeyedHandle | None) -> Iterator[KeyedHandle]:
+    """The keyed handles a backend restores its state from: ``h`` itself, or for a changelog
+    handle its materialized parts (the non-materialized changes are replayed on top of them)."""
+    if h is None:
+        return
+    if type(h) is ChangelogBackendHandle:
+        for part in h.materialized:
+            yield from keyed_parts(part)
+    else:
+        yield h
+
+
+def incremental_parts(h: KeyedHandle | None) -> Iterator[IncrementalHandle]:
+    """The incremental RocksDB/ForSt snapshots among :func:`keyed_parts`; each one's files are
+    ``(*h.shared, *h.private)`` (``LocalFile``: RocksDB file name, stream handle), whose bytes are
+    at ``lf.handle.source(resolve)``."""
+    for part in keyed_parts(h):
+        if type(part) is IncrementalHandle:
+            yield part
+
+
+def state_sizes(md: CheckpointMetadata) -> tuple[int, int, int]:
+    """(full state bytes, incremental bytes, inline bytes) of a checkpoint, as Flink accounts them."""
+    full = incremental = inline = 0
+    for op in md.operators:
+        coord = op.coordinator_state
+        if coord is not None:
+            n = coord.state_size
+            full += n
+            incremental += n
+            inline += n  # coordinator state is always inline (ByteStreamStateHandle) when Flink writes it
+        for s in op.subtasks or ():
+            for h in (s.managed_operator, s.raw_operator):
+                if h is not None:
+                    n = h.state_size
+                    full += n
+                    incremental += n
+                    inline += h.inline_size
+            for h in (s.managed_keyed, s.raw_keyed):
+                if h is not None:
+                    full += h.state_size
+                    incremental += h.incremental_size
+                    inline += h.inline_size
+            for ch in (*s.input_channels, *s.output_channels):
+                full += ch.state_size
+                incremental += ch.state_size
+                inline += ch.inline_size
+    return full, incremental, inline
+
+
+class HandleWalk:
+    """The one traversal of a checkpoint's handles, down to the files: a visitor.
+
+    :meth:`checkpoint` visits every slot of every subtask (operator, keyed, channel state) and
+    the coordinator, recursing through key-group, incremental, changelog and file-merging
+    handles, and hands each group of file handles to :meth:`files` with where it sits:
+
+    * ``op`` (the :class:`OperatorState`), ``subtask`` (index; ``None`` for the coordinator),
+      ``slot`` (managed_keyed | raw_keyed | managed_operator | raw_operator | input_channel |
+      output_channel | coordinator), ``scope`` (shared | private | metadata | exclusive |
+      changelog | segment) and ``key_groups`` (:class:`KeyGroupRange` or ``None``);
+    * ``items``: ``(local_name, file_handle)`` pairs. An incremental handle's shared files that are
+      all whole files come as one group, its ``LocalFile`` tuple itself (no copy); every other
+      file handle comes alone.
+
+    :meth:`files` returns ``None`` (nothing changes) or the new handles, one per item; the walk
+    then rebuilds only what changed and :meth:`checkpoint` returns the new metadata (the same
+    object when nothing changed). :meth:`directory` does the same for the managed directories
+    of file-merging operator handles. Inline bytes and empty segments hold no file.
+    """
+
+    def files(self, op, subtask, slot, scope, key_groups, items: FileItems) -> Sequence[Any] | None:
+        return None
+
+    def directory(self, op, subtask, slot, path: str) -> str:
+        return path
+
+    # -- the structure ---------------------------------------------------------------------
+
+    def checkpoint(self, md: CheckpointMetadata) -> CheckpointMetadata:
+        ops = tuple(self.operator(op) for op in md.operators)
+        if all(a is b for a, b in zip(ops, md.operators, strict=True)):
+            return md
+        return md._replace(operators=ops)
+
+    def operator(self, op: OperatorState) -> OperatorState:
+        coord = self.stream(op, None, "coordinator", "exclusive", None, None, op.coordinator_state)
+        subtasks = op.subtasks
+        if subtasks is not None:
+            new = tuple(self.subtask(op, s) for s in subtasks)
+            if any(a is not b for a, b in zip(new, subtasks, strict=True)):
+                subtasks = new
+        if coord is op.coordinator_state and subtasks is op.subtasks:
+            return op
+        return op._replace(coordinator_state=coord, subtasks=subtasks)
+
+    def subtask(self, op: OperatorState, s: SubtaskState) -> SubtaskState:
+        # a finished subtask holds no state when read; it is walked all the same (nothing to skip)
+        i = s.index
+        changes = {}
+        for slot, h in (("managed_operator", s.managed_operator), ("raw_operator", s.raw_operator)):
+            if h is not None:
+                new = self.operator_handle(op, i, slot, h)
+                if new is not h:
+                    changes[slot] = new
+        for slot, h in (("managed_keyed", s.managed_keyed), ("raw_keyed", s.raw_keyed)):
+            if h is not None:
+                new = self.keyed(op, i, slot, h, None)
+                if new is not h:
+                    changes[slot] = new
+        for field, slot, chans in (
+            ("input_channels", "input_channel", s.input_channels),
+            ("output_channels", "output_channel", s.output_channels),
+        ):
+            if chans:
+                new_chans = tuple(self.channel(op, i, slot, c) for c in chans)
+                if any(a is not b for a, b in zip(new_chans, chans, strict=True)):
+                    changes[field] = new_chans
+        return s._replace(**changes) if changes else s
+
+    def stream(self, op, subtask, slot, scope, local_name, key_groups, h):
+        """A stream slot: a file, a segment, key groups over a stream, inline bytes or nothing."""
+        t = type(h)
+        if t is FileHandle or t is RelativeFileHandle or t is SegmentFileHandle:
+            if t is SegmentFileHandle:
+                scope = "segment"
+            new = self.files(op, subtask, slot, scope, key_groups, ((local_name, h),))
+            return h if new is None else new[0]
+        if t is KeyGroupsHandle:
+            d = self.stream(op, subtask, slot, scope, local_name, h.key_groups, h.delegate)
+            return h if d is h.delegate else h._replace(delegate=d)
+        return h  # None, inline bytes (ByteStreamHandle), an empty segment: no file
+
+    def local_files(self, op, subtask, slot, scope, key_groups, files, grouped):
+        """An incremental handle's shared or private files (a tuple of ``LocalFile``)."""
+        if grouped and files and all(type(f.handle) is FileHandle for f in files):
+            new = self.files(op, subtask, slot, scope, key_groups, files)  # hot path: one group
+            if new is None:
+                return files
+        else:
+            new = [self.stream(op, subtask, slot, scope, f.local_path, key_groups, f.handle) for f in files]
+        if all(n is f.handle for f, n in zip(files, new, strict=True)):
+            return files
+        return tuple(
+            f if n is f.handle else LocalFile(f.local_path, n) for f, n in zip(files, new, strict=True)
+        )
+
+    def keyed(self, op, subtask, slot, h, scope_override: str | None):
+        t = type(h)
+        if t is IncrementalHandle:
+            kgr = h.key_groups
+            meta = self.stream(op, subtask, slot, scope_override or "metadata", None, kgr, h.meta)
+            grouped = scope_override is None
+            shared = self.local_files(op, subtask, slot, scope_override or "shared", kgr, h.shared, grouped)
+            private = self.local_files(op, subtask, slot, scope_override or "private", kgr, h.private, False)
+            # a local name a V3 file repeats: not read by 1.14/1.15, but fetched by 1.17+ restoring
+            # the same file, so still a referenced file (a shared one, as ckptctl has counted it)
+            shadowed = self.local_files(op, subtask, slot, scope_override or "shared", kgr, h.shadowed, False)
+            if meta is h.meta and shared is h.shared and private is h.private and shadowed is h.shadowed:
+                return h
+            return h._replace(meta=meta, shared=shared, private=private, shadowed=shadowed)
+        if t is KeyGroupsHandle:
+            return self.stream(op, subtask, slot, scope_override or "exclusive", None, None, h)
+        if t is ChangelogBackendHandle:
+            mat = tuple(p if p is None else self.keyed(op, subtask, slot, p, None) for p in h.materialized)
+            non = tuple(
+                p if p is None else self.keyed(op, subtask, slot, p, "changelog") for p in h.non_materialized
+            )
+            same = all(a is b for a, b in zip(mat, h.materialized, strict=True)) and all(
+                a is b for a, b in zip(non, h.non_materialized, strict=True)
+            )
+            return h if same else h._replace(materialized=mat, non_materialized=non)
+        if t is ChangelogFileHandle:
+            kgr = h.key_groups
+            pieces = tuple(
+                (o, self.stream(op, subtask, slot, "changelog", None, kgr, s)) for o, s in h.pieces
+            )
+            if all(a[1] is b[1] for a, b in zip(pieces, h.pieces, strict=True)):
+                return h
+            return h._replace(pieces=pieces)
+        return h  # ChangelogBytesHandle: inline changes, no file
+
+    def operator_handle(self, op, subtask, slot, h):
+        d = self.stream(op, subtask, slot, "exclusive", None, None, h.delegate)
+        if type(h) is FileMergingOperatorHandle:
+            taskowned = self.directory(op, subtask, slot, h.taskowned_dir)
+            shared = self.directory(op, subtask, slot, h.shared_dir)
+            if d is not h.delegate or taskowned != h.taskowned_dir or shared != h.shared_dir:
+                return h._replace(delegate=d, taskowned_dir=taskowned, shared_dir=shared)
+            return h
+        return h if d is h.delegate else h._replace(delegate=d)
+
+    def channel(self, op, subtask, slot, c):
+        d = self.stream(op, subtask, slot, "exclusive", None, None, c.delegate)
+        return c if d is c.delegate else c._replace(delegate=d)
+
+
+class _Collect(HandleWalk):
+    def __init__(self) -> None:
+        self.groups: list[tuple] = []
+
+    def files(self, op, subtask, slot, scope, key_groups, items):
+        self.groups.append((op, subtask, slot, scope, key_groups, items))
+        return None
+
+
+def file_groups(md: CheckpointMetadata) -> list[tuple]:
+    """Every file of a checkpoint in groups, in file order: ``(op, subtask, slot, scope,
+    key_groups, items)`` with ``items`` the ``(local_name, file_handle)`` pairs (see :class:`HandleWalk`)."""
+    walk = _Collect()
+    walk.checkpoint(md)
+    return walk.groups
+
+
+def file_handles(md: CheckpointMetadata) -> Iterator[tuple[str, Any]]:
+    """``(scope, file_handle)`` of every file reference (a handle naming the same file twice counts twice)."""
+    for _op, _subtask, _slot, scope, _kgr, items in file_groups(md):
+        for _name, h in items:
+            yield scope, h
