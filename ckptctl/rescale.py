@@ -26,15 +26,12 @@ from typing import Any
 
 from ckptctl.errors import CkptError
 from ckptctl.metadata.model import (
-    ByteStreamHandle,
-    ChangelogBackendHandle,
-    ChangelogBytesHandle,
-    ChangelogFileHandle,
     CheckpointMetadata,
     IncrementalHandle,
     KeyGroupRange,
     KeyGroupsHandle,
     OperatorState,
+    keyed_parts,
 )
 
 FAMILIES = ("1.15", "1.16-1.18", "1.19-1.20", "2.x")
@@ -87,30 +84,6 @@ def infer_family(md: CheckpointMetadata) -> tuple[str, str]:
     return "1.15", "metadata V3 is written by Flink 1.11-1.15"
 
 
-def _size(h: Any) -> int:
-    if h is None:
-        return 0
-    if type(h) is KeyGroupsHandle:
-        return _size(h.delegate)
-    return h.size
-
-
-def handle_bytes(h: Any) -> int:
-    """Bytes a restore downloads for a keyed handle (all its files, or the inline bytes)."""
-    t = type(h)
-    if t is IncrementalHandle:
-        return _size(h.meta) + sum(_size(f.handle) for f in (*h.shared, *h.private))
-    if t is KeyGroupsHandle:
-        return _size(h.delegate)
-    if t is ChangelogBackendHandle:
-        return sum(handle_bytes(p) for p in (*h.materialized, *h.non_materialized) if p is not None)
-    if t is ChangelogFileHandle:
-        return h.state_size
-    if t is ChangelogBytesHandle:
-        return sum(len(d) for _k, d in h.changes)
-    return 0
-
-
 def key_group_bytes(h: KeyGroupsHandle, target: tuple[int, int]) -> int:
     """Bytes of a full-snapshot handle that fall in ``target`` (from its per-key-group offsets).
 
@@ -120,7 +93,7 @@ def key_group_bytes(h: KeyGroupsHandle, target: tuple[int, int]) -> int:
     offset to the next non-zero offset, or to the end of the file for the last one; an empty key
     group costs nothing, and the bytes of all key groups together never exceed the file.
     """
-    total = _size(h.delegate)
+    total = h.state_size
     start = h.key_groups.first
     offsets = list(h.offsets)
     n = 0
@@ -193,11 +166,9 @@ def _kgr(r: KeyGroupRange) -> tuple[int, int]:
 
 
 def _materialized_base(h: Any) -> Any:
-    """For a changelog handle, the RocksDB handle its materialized part restores from."""
-    if type(h) is ChangelogBackendHandle:
-        parts = [p for p in h.materialized if p is not None]
-        return parts[0] if len(parts) == 1 else None
-    return h
+    """The handle a restore opens as its base: ``h``, or a changelog handle's one materialized part."""
+    parts = list(keyed_parts(h))
+    return parts[0] if len(parts) == 1 else None
 
 
 def choose_base(cands: list[Candidate], family: str, threshold: float) -> Candidate | None:
@@ -242,7 +213,9 @@ def plan_operator(
             elif ov == 0:
                 continue
             size = kg[1] - kg[0] + 1
-            nbytes = key_group_bytes(h, target) if type(h) is KeyGroupsHandle else handle_bytes(h)
+            # bytes a restore downloads: the key groups in range of a full snapshot, else the
+            # handle's whole state (all its files, or its inline bytes)
+            nbytes = key_group_bytes(h, target) if type(h) is KeyGroupsHandle else h.state_size
             cands.append(Candidate(old_index, h, kg, ov, ov / size if size > 0 else 0.0, nbytes))
         plan = SubtaskPlan(i, target, cands, "none", None)
         plan.download_bytes = sum(c.bytes for c in cands)
@@ -306,7 +279,7 @@ def operator_state_plan(op: OperatorState, new_parallelism: int) -> list[dict[st
         h = s.managed_operator
         if h is None:
             continue
-        total = _size(h.delegate) if type(h.delegate) is not ByteStreamHandle else len(h.delegate.data)
+        total = h.state_size
         all_offsets = sorted({o for st in h.states for o in st.offsets})
         ends = {
             o: (all_offsets[k + 1] if k + 1 < len(all_offsets) else total) for k, o in enumerate(all_offsets)
