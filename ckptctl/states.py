@@ -48,15 +48,12 @@ from ckptctl.errors import CkptError, MetadataFormatError, StorageError
 from ckptctl.metadata import mutf8
 from ckptctl.metadata.model import (
     DISTRIBUTION_MODES,
-    ByteStreamHandle,
     ChangelogBackendHandle,
-    FileHandle,
     FileMergingOperatorHandle,
     IncrementalHandle,
     KeyGroupsHandle,
     OperatorStreamHandle,
-    RelativeFileHandle,
-    SegmentFileHandle,
+    keyed_parts,
 )
 from ckptctl.refs import LoadedCheckpoint, file_resolver
 from ckptctl.sstread import MergeOperandsError, iterate_cf
@@ -361,51 +358,23 @@ def _read_snapshot_then(r: _Reader, data: bytes, key: str | None, *, with_count:
 
 def read_stream(storage, resolve, h, offset: int = 0, length: int | None = None) -> tuple[bytes, str]:
     """Bytes of a stream handle (or a part); returns (bytes, a name for error messages)."""
-    t = type(h)
-    if t is ByteStreamHandle:
-        end = len(h.data) if length is None else offset + length
-        return h.data[offset:end], f"{h.name} (inline)"
-    if t is SegmentFileHandle:
-        uri = resolve(h)
-        n = h.size - offset if length is None else min(length, h.size - offset)
-        return storage.read_range(uri, h.offset + offset, n), uri
-    if t is FileHandle or t is RelativeFileHandle:
-        uri = resolve(h)
-        if offset == 0 and length is None:
-            return storage.read_bytes(uri), uri
-        if length is None:
-            length = h.size - offset
-        return storage.read_range(uri, offset, length), uri
-    raise CkptError(f"unsupported stream handle {t.__name__}")
-
-
-def stream_size(h) -> int:
-    t = type(h)
-    if t is ByteStreamHandle:
-        return len(h.data)
-    return getattr(h, "size", 0) or 0
-
-
-def _keyed_parts(h) -> Iterator[Any]:
-    if h is None:
-        return
-    if type(h) is ChangelogBackendHandle:
-        for part in h.materialized:
-            yield from _keyed_parts(part)
-    else:
-        yield h
-
-
-def keyed_handle_size(h) -> int:
-    if type(h) is IncrementalHandle:
-        total = stream_size(h.meta) if h.meta is not None else 0
-        for lf in (*h.shared, *h.private):
-            if lf.handle is not None:
-                total += stream_size(lf.handle)
-        return total
-    if type(h) is KeyGroupsHandle:
-        return stream_size(h.delegate) if h.delegate is not None else 0
-    return 0
+    src = h.source(resolve) if h is not None else None
+    if src is None:
+        raise CkptError(f"unsupported stream handle {type(h).__name__}")
+    if src[0] == "inline":
+        data = src[1]
+        end = len(data) if length is None else offset + length
+        return data[offset:end], f"{h.name} (inline)"
+    if src[0] == "range":
+        _kind, uri, start, size = src
+        n = size - offset if length is None else min(length, size - offset)
+        return storage.read_range(uri, start + offset, n), uri
+    uri = src[1]
+    if offset == 0 and length is None:
+        return storage.read_bytes(uri), uri
+    if length is None:
+        length = h.state_size - offset
+    return storage.read_range(uri, offset, length), uri
 
 
 def read_keyed_header(storage, resolve, h) -> tuple[BackendHeader, str]:
@@ -419,7 +388,7 @@ def read_keyed_header(storage, resolve, h) -> tuple[BackendHeader, str]:
         if h.delegate is None:
             raise CkptError("key-groups handle without a stream")
         positive = [o for o in h.offsets if o > 0]
-        size = stream_size(h.delegate)
+        size = h.delegate.state_size
         head = min(positive) if positive else size
         data, name = read_stream(storage, resolve, h.delegate, 0, head)
         return parse_backend_header(data, name), name
@@ -509,7 +478,7 @@ def catalog(storage, ck: LoadedCheckpoint) -> list[OperatorCatalog]:
                     oc.keyed_backend = "changelog"
                     if "changelog" not in " ".join(oc.notes):
                         oc.notes.append("changelog backend: states read from the materialized part only")
-                for part in _keyed_parts(keyed):
+                for part in keyed_parts(keyed):
                     if type(part) not in (IncrementalHandle, KeyGroupsHandle):
                         continue
                     if oc.keyed_backend is None:
@@ -517,7 +486,7 @@ def catalog(storage, ck: LoadedCheckpoint) -> list[OperatorCatalog]:
                             "rocksdb-incremental" if type(part) is IncrementalHandle else "full-snapshot"
                         )
                     oc.keyed_handles += 1
-                    oc.keyed_bytes += keyed_handle_size(part)
+                    oc.keyed_bytes += part.state_size
                     if keyed is s.raw_keyed:
                         note = "raw keyed state: written by the operator itself, not catalogued"
                         if note not in oc.notes:
@@ -550,7 +519,7 @@ def catalog(storage, ck: LoadedCheckpoint) -> list[OperatorCatalog]:
                 if not oph.states and getattr(oph, "is_empty", False):
                     continue
                 oc.operator_handles += 1
-                size = stream_size(oph.delegate) if oph.delegate is not None else 0
+                size = oph.state_size
                 oc.operator_bytes += size
                 starts = sorted((min(st.offsets) if st.offsets else size, st.name) for st in oph.states)
                 bounds = {name: (start, starts[i + 1][0] if i + 1 < len(starts) else size)
@@ -585,7 +554,7 @@ def _read_headers(storage, resolve, ck: LoadedCheckpoint, workers: int = 16) -> 
         part
         for op in ck.metadata.operators
         for s in op.subtasks or ()
-        for part in _keyed_parts(s.managed_keyed)
+        for part in keyed_parts(s.managed_keyed)
         if type(part) in (IncrementalHandle, KeyGroupsHandle)
     ]
 
@@ -963,7 +932,7 @@ def _full_snapshot_refs(ck: LoadedCheckpoint, start: int, not_scanned: list[str]
     arrays) whatever the backend; other full snapshots may be the heap backend's, written with the
     user's serializers, and are only counted when they parse as the unified format."""
     from ckptctl.metadata.model import SAVEPOINT_KEY_GROUPS_HANDLE
-    from ckptctl.verify import _source, key_group_prefix_bytes
+    from ckptctl.verify import key_group_prefix_bytes
 
     resolve = file_resolver(ck)
     out: list[SnapshotRef] = []
@@ -977,7 +946,7 @@ def _full_snapshot_refs(ck: LoadedCheckpoint, start: int, not_scanned: list[str]
                     f"operator {op.display_name or op.operator_id}: a full (non-savepoint) snapshot; counted "
                     "only if it is in the RocksDB/canonical format (heap snapshots need the user's serializers)"
                 )
-            src = _source(h.delegate, resolve)
+            src = h.delegate.source(resolve)
             if src is None:
                 continue
             kgs = h.key_groups
