@@ -26,7 +26,7 @@ from ckptctl.copying import TMP_MARK, copy_file, write_atomic
 from ckptctl.errors import CkptError
 from ckptctl.layout import METADATA_FILE, SAVEPOINT_RE
 from ckptctl.metadata import read_metadata, write_metadata
-from ckptctl.metadata.model import CheckpointMetadata, FileHandle, RelativeFileHandle
+from ckptctl.metadata.model import CheckpointMetadata, FileHandle, RelativeFileHandle, file_groups
 from ckptctl.metadata.transform import Where, map_file_handles
 from ckptctl.refs import LoadedCheckpoint, relative_uri
 from ckptctl.storage import FileInfo, Storage
@@ -136,15 +136,12 @@ class Misanchored:
 
 def relative_handles(ck: LoadedCheckpoint) -> list[tuple[Where, RelativeFileHandle]]:
     """Every relative handle of a checkpoint, with where it sits."""
-    out: list[tuple[Where, RelativeFileHandle]] = []
-
-    def collect(h, where):
-        if type(h) is RelativeFileHandle:
-            out.append((where, h))
-        return h
-
-    map_file_handles(ck.metadata, collect)
-    return out
+    return [
+        (Where(op.operator_id, subtask, slot, scope, name), h)
+        for op, subtask, slot, scope, _kgr, items in file_groups(ck.metadata)
+        for name, h in items
+        if type(h) is RelativeFileHandle
+    ]
 
 
 def diagnose(
