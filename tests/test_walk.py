@@ -1,0 +1,75 @@
+"""The model's one walk (HandleWalk) and per-handle facts, over every real fixture.
+
+Completeness is checked against the model's own handle unions (what the reader can produce), so
+a handle type added to the reader without its place in the walk, its sizes or its view fails here
+instead of being skipped silently.
+"""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+
+from ckptctl import views
+from ckptctl.metadata import model, read_metadata, write_metadata
+from ckptctl.metadata.model import FileHandle, HandleWalk, RelativeFileHandle, SegmentFileHandle, file_groups
+from ckptctl.metadata.transform import map_file_handles
+from ckptctl.refs import ARROW_TYPES, COLUMNS, FILE_COLUMNS, GROUP_COLUMNS, GROUP_KEY, Ref
+from tests.fixture_cases import cases
+
+CASES = cases()
+STREAM = typing.get_args(model.StreamHandle)
+KEYED = typing.get_args(model.KeyedHandle)
+OPERATOR = typing.get_args(model.OperatorHandle)
+CHANNEL = typing.get_args(model.AnyChannelHandle)
+
+
+@pytest.mark.parametrize("cls", sorted({*STREAM, *KEYED, *OPERATOR, *CHANNEL}, key=lambda c: c.__name__))
+def test_every_handle_type_has_its_facts_and_a_view(cls) -> None:
+    for name in ("flink_class", "state_size", "inline_size"):
+        assert hasattr(cls, name), f"{cls.__name__} has no {name}"
+    if cls in KEYED:
+        assert hasattr(cls, "incremental_size"), cls.__name__
+    if cls in STREAM:
+        assert hasattr(cls, "source"), cls.__name__
+    assert cls in views._VIEWS, f"show has no view of {cls.__name__}"
+
+
+def test_ref_row_is_the_arrow_schema() -> None:
+    assert tuple(ARROW_TYPES) == COLUMNS == Ref._fields
+    assert COLUMNS[GROUP_KEY : GROUP_KEY + len(FILE_COLUMNS)] == FILE_COLUMNS
+    assert len(GROUP_COLUMNS) + len(FILE_COLUMNS) == len(COLUMNS)
+
+
+def _file_count(md) -> int:
+    return sum(len(items) for *_, items in file_groups(md))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_walk_rebuilds_only_what_changed(case) -> None:
+    raw = (case.checkpoint_dir / "_metadata").read_bytes()
+    md = read_metadata(raw)
+    assert HandleWalk().checkpoint(md) is md  # nothing changed: the very same object
+
+    copied = map_file_handles(md, lambda h, where: h._replace())  # every file handle a new, equal object
+    assert copied == md and (copied is not md) == (_file_count(md) > 0)
+    assert write_metadata(copied) == raw
+
+    def moved(h, where):
+        if type(h) is RelativeFileHandle:
+            return h._replace(relative_path="moved-" + h.relative_path)
+        return h._replace(path="file:/moved" + h.path)
+
+    after = map_file_handles(md, moved)
+    before_files = [h for *_, items in file_groups(md) for _n, h in items]
+    after_files = [h for *_, items in file_groups(after) for _n, h in items]
+    assert len(after_files) == len(before_files)
+    for a, b in zip(before_files, after_files, strict=True):
+        assert type(a) is type(b) and a.size == b.size
+        if type(a) is RelativeFileHandle:
+            assert b.relative_path == "moved-" + a.relative_path
+        else:
+            assert b.path == "file:/moved" + a.path
+        assert type(b) in (FileHandle, RelativeFileHandle, SegmentFileHandle)
+    assert read_metadata(write_metadata(after)) == after
