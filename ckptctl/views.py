@@ -42,14 +42,25 @@ def handle_view(h: Any, resolve: Resolver, version: int = 7) -> dict[str, Any] |
     writer did (V3: 1.14 and 1.15, whose handles lack fields 1.16 added).
 
     Class names and state sizes are the model's (``flink_class``, ``state_size``); this adds the
-    fields each class shows. A handle type without a view here is an error, never skipped.
+    fields each class shows under Flink's names. A handle type without a view here shows its
+    fields as the model names them (:func:`_model_fields`).
     """
     if h is None:
         return None
-    view = _VIEWS.get(type(h))
-    if view is None:
-        raise TypeError(f"unknown handle {type(h).__name__}")
+    view = _VIEWS.get(type(h), _model_fields)
     return {"type": h.flink_class, "state_size": h.state_size, **view(h, resolve, version)}
+
+
+def _model_fields(h: Any, resolve: Resolver, version: int) -> dict[str, Any]:
+    return {name: _plain(v, resolve, version) for name, v in h._asdict().items()}
+
+
+def _plain(v: Any, resolve: Resolver, version: int) -> Any:
+    if hasattr(v, "flink_class"):
+        return handle_view(v, resolve, version)
+    if isinstance(v, tuple):
+        return [_plain(x, resolve, version) for x in v]
+    return v.hex() if isinstance(v, bytes) else v
 
 
 def _file(h: Any, resolve: Resolver, version: int) -> dict[str, Any]:

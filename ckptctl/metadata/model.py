@@ -279,6 +279,16 @@ class IncrementalHandle(NamedTuple):
     def inline_size(self) -> int:
         return _inline(self.meta) + sum(_inline(f.handle) for f in (*self.shared, *self.private))
 
+    def sources(self, resolve: Resolver) -> list[tuple[str, tuple]]:
+        """``(RocksDB file name, source)`` of every shared and private file that has bytes (see
+        ``source`` of the stream handles), in file order."""
+        out = []
+        for f in (*self.shared, *self.private):
+            src = f.handle.source(resolve) if f.handle is not None else None
+            if src is not None:
+                out.append((f.local_path, src))
+        return out
+
 
 class ChangelogBytesHandle(NamedTuple):
     """Non-materialized changelog kept inline (code 9): (key group, bytes) changes."""
@@ -634,7 +644,8 @@ class HandleWalk:
     :meth:`files` returns ``None`` (nothing changes) or the new handles, one per item; the walk
     then rebuilds only what changed and :meth:`checkpoint` returns the new metadata (the same
     object when nothing changed). :meth:`directory` does the same for the managed directories
-    of file-merging operator handles. Inline bytes and empty segments hold no file.
+    of file-merging operator handles. Inline bytes and empty segments hold no file; a handle
+    type the walk does not know is a ``TypeError``, never skipped.
     """
 
     def files(self, op, subtask, slot, scope, key_groups, items: FileItems) -> Sequence[Any] | None:
@@ -697,7 +708,9 @@ class HandleWalk:
         if t is KeyGroupsHandle:
             d = self.stream(op, subtask, slot, scope, local_name, h.key_groups, h.delegate)
             return h if d is h.delegate else h._replace(delegate=d)
-        return h  # None, inline bytes (ByteStreamHandle), an empty segment: no file
+        if h is None or t is ByteStreamHandle or t is EmptySegmentHandle:
+            return h  # inline bytes, an empty segment: no file
+        raise TypeError(f"the handle walk does not know {t.__name__}")
 
     def local_files(self, op, subtask, slot, scope, key_groups, files, grouped):
         """An incremental handle's shared or private files (a tuple of ``LocalFile``)."""
@@ -746,7 +759,9 @@ class HandleWalk:
             if all(a[1] is b[1] for a, b in zip(pieces, h.pieces, strict=True)):
                 return h
             return h._replace(pieces=pieces)
-        return h  # ChangelogBytesHandle: inline changes, no file
+        if t is ChangelogBytesHandle:
+            return h  # inline changes, no file
+        raise TypeError(f"the handle walk does not know {t.__name__}")
 
     def operator_handle(self, op, subtask, slot, h):
         d = self.stream(op, subtask, slot, "exclusive", None, None, h.delegate)
