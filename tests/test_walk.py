@@ -13,9 +13,27 @@ import pytest
 
 from ckptctl import views
 from ckptctl.metadata import model, read_metadata, write_metadata
-from ckptctl.metadata.model import FileHandle, HandleWalk, RelativeFileHandle, SegmentFileHandle, file_groups
+from ckptctl.metadata.model import (
+    FileHandle,
+    HandleWalk,
+    RelativeFileHandle,
+    SegmentFileHandle,
+    file_groups,
+    incremental_parts,
+)
 from ckptctl.metadata.transform import map_file_handles
-from ckptctl.refs import ARROW_TYPES, COLUMNS, FILE_COLUMNS, GROUP_COLUMNS, GROUP_KEY, Ref
+from ckptctl.refs import (
+    ARROW_TYPES,
+    COLUMNS,
+    FILE_COLUMNS,
+    GROUP_COLUMNS,
+    GROUP_KEY,
+    Ref,
+    file_resolver,
+    load_checkpoint,
+    reference_rows,
+)
+from ckptctl.storage import Storage
 from tests.fixture_cases import cases
 
 CASES = cases()
@@ -93,3 +111,22 @@ def test_walk_rebuilds_only_what_changed(case) -> None:
             assert b.path == "file:/moved" + a.path
         assert type(b) in (FileHandle, RelativeFileHandle, SegmentFileHandle)
     assert read_metadata(write_metadata(after)) == after
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_incremental_sources_are_files_of_the_reference_map(case) -> None:
+    ck = load_checkpoint(Storage(), str(case.checkpoint_dir))
+    resolve = file_resolver(ck)
+    refs = reference_rows(ck)
+    rows = {(r.local_name, r.path) for r in refs if r.local_name is not None}
+    found = set()
+    for op in ck.metadata.operators:
+        for s in op.subtasks or ():
+            for h in incremental_parts(s.managed_keyed):
+                for name, src in h.sources(resolve):
+                    assert src[0] in ("file", "range", "inline")
+                    if src[0] != "inline":
+                        found.add((name, src[1]))
+    assert found <= rows
+    if any(r.scope in ("shared", "private") and r.slot == "managed_keyed" for r in refs):
+        assert found
