@@ -48,8 +48,6 @@ from ckptctl.verify.spark import (
 from ckptctl.verify.tasks import (
     FileRefs,
     HandleRef,
-    _incremental_parts,
-    _source,
     file_refs,
     handle_refs,
     key_group_prefix_bytes,
@@ -58,7 +56,7 @@ from ckptctl.verify.tasks import (
 __all__ = [
     "CHECKS", "FILE_CHECKS", "HANDLE_CHECKS", "SST_LEGACY_MAGIC", "SST_MAGIC", "SST_MAGICS",
     "FileRefs", "HandleRef", "VerifyError", "VerifyResult",
-    "_incremental_parts", "_source", "assemble", "check_file", "check_handle", "file_refs", "handle_refs",
+    "assemble", "check_file", "check_handle", "file_refs", "handle_refs",
     "java_problem", "key_group_prefix_bytes", "rebuild_handle_dir", "repairable", "run_local",
     "run_partition", "run_spark", "run_tasks", "spark_log_path", "spark_session", "stop_spark",
     "unreachable_master", "verify", "write_histogram", "write_report",

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from ckptctl.errors import CkptError
-from ckptctl.refs import LoadedCheckpoint, reference_rows
+from ckptctl.refs import LoadedCheckpoint, Ref, reference_rows
 from ckptctl.repair import explain_missing
 from ckptctl.storage import FileInfo, Storage
 from ckptctl.verify.local import run_local
@@ -34,7 +34,7 @@ def verify(
     if engine not in ("spark", "local"):
         raise CkptError(f"unknown --engine '{engine}'; use spark or local")
     started = time.monotonic()
-    rows: list[tuple] = []
+    rows: list[Ref] = []
     for ck in checkpoints:
         rows.extend(reference_rows(ck))
     files = file_refs(rows)

@@ -11,20 +11,11 @@ Tasks pickle cheaply and carry everything an executor needs (no metadata objects
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ckptctl.metadata.model import (
-    ByteStreamHandle,
-    ChangelogBackendHandle,
-    FileHandle,
-    IncrementalHandle,
-    RelativeFileHandle,
-    SegmentFileHandle,
-)
-from ckptctl.refs import COLUMNS, LoadedCheckpoint, file_resolver
-
-_I = {name: i for i, name in enumerate(COLUMNS)}
+from ckptctl.metadata.model import incremental_parts
+from ckptctl.refs import LoadedCheckpoint, Ref, file_resolver
 
 
 @dataclass
@@ -49,32 +40,29 @@ class FileRefs:
         )  # fmt: skip
 
 
-def file_refs(rows: Iterable[tuple]) -> dict[str, FileRefs]:
+def file_refs(rows: Iterable[Ref]) -> dict[str, FileRefs]:
     """Reference rows deduplicated by physical path."""
     out: dict[str, FileRefs] = {}
-    ip, isc, ioff, isz, iname, ick, itype = (
-        _I["path"], _I["scope"], _I["offset"], _I["size"], _I["local_name"], _I["checkpoint"], _I["handle_type"],
-    )  # fmt: skip
     for r in rows:
-        path = r[ip]
+        path = r.path
         f = out.get(path)
         if f is None:
             f = out[path] = FileRefs(path)
-        f.checkpoints.add(r[ick])
-        offset, size = r[ioff], r[isz]
-        is_sst = bool(r[iname]) and r[iname].endswith(".sst")
-        if r[itype] == "SegmentFileStateHandle":
+        f.checkpoints.add(r.checkpoint)
+        offset, size, name, scope = r.offset, r.size, r.local_name, r.scope
+        is_sst = bool(name) and name.endswith(".sst")
+        if r.handle_type == "SegmentFileStateHandle":
             f.has_segments = True
             f.segment_end = max(f.segment_end, offset + size)
             if is_sst:
                 f.sst_segment_ends.add(offset + size)
-        elif r[isc] == "changelog":
+        elif scope == "changelog":
             f.changelog_sizes.add(size)
         else:
             f.whole_sizes.add(size)
             if is_sst:
                 f.sst_whole = True
-        if r[isc] in ("metadata", "private") and not is_sst:
+        if scope in ("metadata", "private") and not is_sst:
             f.read_spans.add((offset, size))
     return out
 
@@ -84,7 +72,8 @@ class HandleRef:
     """One keyed incremental handle to rebuild and open (deep mode)."""
 
     index: int
-    # (local_name, source); source: ("inline", bytes) | ("file", uri) | ("range", uri, offset, length)
+    # (local_name, source), see IncrementalHandle.sources:
+    # source: ("inline", bytes) | ("file", uri) | ("range", uri, offset, length)
     files: tuple
     key_group_start: int
     key_group_end: int
@@ -110,16 +99,11 @@ def handle_refs(checkpoints: Iterable[LoadedCheckpoint]) -> list[HandleRef]:
         for op in ck.metadata.operators:
             for s in op.subtasks or ():
                 for keyed in (s.managed_keyed, s.raw_keyed):
-                    for h in _incremental_parts(keyed):
+                    for h in incremental_parts(keyed):
                         kgr = h.key_groups
                         if kgr.empty:
                             continue
-                        files = []
-                        for lf in (*h.shared, *h.private):
-                            src = _source(lf.handle, resolve) if lf.handle is not None else None
-                            if src is not None:
-                                files.append((lf.local_path, src))
-                        files_t = tuple(sorted(files, key=lambda f: f[0]))
+                        files_t = tuple(sorted(h.sources(resolve), key=lambda f: f[0]))
                         key = (kgr.start, kgr.end, op.max_parallelism, files_t)
                         ref = seen.get(key)
                         if ref is None:
@@ -132,25 +116,3 @@ def handle_refs(checkpoints: Iterable[LoadedCheckpoint]) -> list[HandleRef]:
                             )
                         ref.owners.append((base, op.operator_id, s.index))
     return list(seen.values())
-
-
-def _source(h, resolve) -> tuple | None:
-    """Where a RocksDB file's bytes come from, as a picklable tuple."""
-    t = type(h)
-    if t is ByteStreamHandle:
-        return ("inline", h.data)
-    if t is SegmentFileHandle:
-        return ("range", resolve(h), h.offset, h.size)
-    if t is FileHandle or t is RelativeFileHandle:
-        return ("file", resolve(h))
-    return None
-
-
-def _incremental_parts(h) -> Iterator[IncrementalHandle]:
-    if h is None:
-        return
-    if type(h) is IncrementalHandle:
-        yield h
-    elif type(h) is ChangelogBackendHandle:
-        for part in h.materialized:
-            yield from _incremental_parts(part)
