@@ -32,6 +32,7 @@ from ckptctl.refs import (
     file_resolver,
     load_checkpoint,
     reference_rows,
+    referenced_files,
 )
 from ckptctl.storage import Storage
 from tests.fixture_cases import cases
@@ -130,3 +131,56 @@ def test_incremental_sources_are_files_of_the_reference_map(case) -> None:
     assert found <= rows
     if any(r.scope in ("shared", "private") and r.slot == "managed_keyed" for r in refs):
         assert found
+
+
+
+def _with_repeated_local_name(raw: bytes):
+    """A V3 file whose first incremental handle with two shared SSTs names the second by the
+    first's local name (Flink never writes that; a map-reading release keeps the later one).
+    Returns the bytes, where the handle is (operator id, subtask) and the entry the map hides."""
+    md = read_metadata(raw)
+    for op in md.operators:
+        for s in op.subtasks or ():
+            h = s.managed_keyed
+            if type(h) is model.IncrementalHandle and len(h.shared) >= 2:
+                first, second = h.shared[0], h.shared[1]
+                shared = (first, second._replace(local_path=first.local_path), *h.shared[2:])
+                new = s._replace(managed_keyed=h._replace(shared=shared))
+                subtasks = tuple(new if x is s else x for x in op.subtasks)
+                ops = tuple(op._replace(subtasks=subtasks) if o is op else o for o in md.operators)
+                return write_metadata(md._replace(operators=ops)), (op.operator_id, s.index), first
+    raise AssertionError("no incremental handle with two shared files")
+
+
+def _keyed(md, where):
+    return next(s.managed_keyed for op in md.operators for s in op.subtasks or () if (op.operator_id, s.index) == where)
+
+
+def test_a_shadowed_v3_entry_stays_in_the_reference_map(tmp_path) -> None:
+    case = next(c for c in CASES if c.flink_version.startswith("1.14") and c.scenario == "datastream")
+    raw = (case.checkpoint_dir / "_metadata").read_bytes()
+    assert read_metadata(raw).version == 3
+    data, where, hidden = _with_repeated_local_name(raw)
+    md = read_metadata(data)
+    h = _keyed(md, where)
+    assert h.shadowed == (hidden,)  # the earlier entry: the map kept the later one under its name
+    assert hidden.handle not in {f.handle for f in (*h.shared, *h.private)}
+
+    chk = tmp_path / "0123456789abcdef0123456789abcdef" / case.checkpoint_dir.name
+    chk.mkdir(parents=True)
+    (chk / "_metadata").write_bytes(data)
+    ck = load_checkpoint(Storage(), str(chk))
+    rows = reference_rows(ck)
+    assert [(r.slot, r.scope, r.local_name, r.size, r.handle_type) for r in rows if r.written_path == hidden.handle.path] == [
+        ("managed_keyed", "shared", hidden.local_path, hidden.handle.size, "FileStateHandle")
+    ]
+    # gc's view: every file the unedited checkpoint references is still referenced
+    original = load_checkpoint(Storage(), str(case.checkpoint_dir))
+    before = reference_rows(original)
+    assert len(rows) == len(before)
+    assert {r.written_path for r in rows} == {r.written_path for r in before}
+    resolve = file_resolver(ck)
+    assert resolve(hidden.handle) in {f.path for f in referenced_files(ck)}
+    # a restore reads what the map holds: the hidden file is no source and no part of the state size
+    assert hidden.handle.path not in {src[1] for _name, src in h.sources(lambda f: f.path)}
+    assert h.state_size == _keyed(read_metadata(raw), where).state_size - hidden.handle.size

@@ -281,7 +281,9 @@ class IncrementalHandle(NamedTuple):
 
     def sources(self, resolve: Resolver) -> list[tuple[str, tuple]]:
         """``(RocksDB file name, source)`` of every shared and private file that has bytes (see
-        ``source`` of the stream handles), in file order."""
+        ``source`` of the stream handles), in file order: what a restore reads. The ``shadowed``
+        entries are not among them (Flink's reading of the file does not hold them), though the
+        walk still counts their files as referenced."""
         out = []
         for f in (*self.shared, *self.private):
             src = f.handle.source(resolve) if f.handle is not None else None
