@@ -184,3 +184,38 @@ def test_a_shadowed_v3_entry_stays_in_the_reference_map(tmp_path) -> None:
     # a restore reads what the map holds: the hidden file is no source and no part of the state size
     assert hidden.handle.path not in {src[1] for _name, src in h.sources(lambda f: f.path)}
     assert h.state_size == _keyed(read_metadata(raw), where).state_size - hidden.handle.size
+
+
+def test_changelog_handles_without_a_checkpointed_size_count_their_state_size() -> None:
+    # Flink 1.14's layout has no checkpointed size (nor materialization or handle ids): the size
+    # rule main's refs had, now the model's, counts the full state size as incremental
+    case = next(c for c in CASES if c.scenario == "datastream_changelog" and c.flink_version.startswith("1.15"))
+    md = read_metadata((case.checkpoint_dir / "_metadata").read_bytes())
+
+    def legacy(h):
+        if type(h) is not model.ChangelogBackendHandle:
+            return h
+        non = tuple(
+            p._replace(checkpointed_size=None, handle_id=None) if type(p) is model.ChangelogFileHandle else p
+            for p in h.non_materialized
+        )
+        return h._replace(checkpointed_size=None, materialization_id=None, handle_id=None, non_materialized=non)
+
+    ops = tuple(
+        op._replace(subtasks=tuple(s._replace(managed_keyed=legacy(s.managed_keyed)) for s in op.subtasks))
+        for op in md.operators
+    )
+    old = md._replace(operators=ops)
+    handles = [(s.managed_keyed, t.managed_keyed) for a, b in zip(md.operators, ops, strict=True)
+               for s, t in zip(a.subtasks, b.subtasks, strict=True) if type(s.managed_keyed) is model.ChangelogBackendHandle]  # fmt: skip
+    assert handles
+    for new, was in handles:
+        assert was.incremental_size == was.state_size == new.state_size
+        assert new.incremental_size == new.checkpointed_size
+        for p in was.non_materialized:
+            if type(p) is model.ChangelogFileHandle:
+                assert p.incremental_size == p.state_size
+    full, incremental, inline = model.state_sizes(md)
+    assert model.state_sizes(old) == (
+        full, incremental + sum(was.state_size - new.checkpointed_size for new, was in handles), inline
+    )
