@@ -602,10 +602,13 @@ class _Decoder:
         if parallelism < 0:  # ... sizing its subtask map by the parallelism
             raise self.fail(f"negative parallelism {parallelism}", par_at)
         if parallelism > MAX_PARALLELISM and n > 0:
-            # Flink never runs more subtasks than KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM,
-            # and its reader allocates the subtask map by the parallelism at the first subtask: a
-            # corrupt one runs it out of memory (OutOfMemoryError at the harness's 256 MB heap)
-            # rather than failing on a format rule. Rejected here, whatever the heap.
+            # No Flink job can restore it: a vertex's parallelism and max parallelism must lie in
+            # 1..UPPER_BOUND_MAX_PARALLELISM (DefaultVertexParallelismInfo.checkBounds), and the
+            # restore adopts the state's max parallelism (>= this parallelism) or fails. Flink's
+            # reader still loads it, sizing the subtask map by the parallelism at the first subtask,
+            # so whether it accepts depends on its heap (it runs out of memory at 256 MB on the
+            # largest). Rejected here, whatever the heap: bench/differential.py lists these cases
+            # as ckptctl's own bound.
             raise self.fail(f"parallelism {parallelism} above Flink's limit of {MAX_PARALLELISM}", par_at)
         if n < 0:
             if coordinator is not None:
