@@ -1,0 +1,187 @@
+"""Red team, round 2: attacks on gc aimed at the model-owned handle walk (HandleWalk, refs).
+
+Every hostile ``_metadata`` is a real fixture decoded with ckptctl's reader, changed in the typed
+model and re-encoded with its writer (never hand-made bytes). Each test asserts outcomes: the
+files a retained checkpoint needs still exist after ``gc apply``, or the plan is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ckptctl.metadata import read_metadata
+from ckptctl.metadata.model import FileHandle, SegmentFileHandle, file_handles
+from ckptctl.rebase import Rebase
+from ckptctl.refs import _resolver, canonical, load_checkpoint, referenced_files
+from ckptctl.storage import Storage
+from tests.gc_support import T0, Scenario
+from tests.test_gc_attacks import OLD, apply, edit_metadata, plan_to_file
+
+# (version, scenario): one fixture per handle family the walk recurses through
+FAMILIES = [
+    ("1.20.3", "filemerging"),  # segment handles, FileMergingOperatorHandle managed dirs
+    ("2.2.0", "filemerging"),
+    ("1.20.3", "changelog"),  # changelog backend: materialized + DSTL file pieces
+    ("1.15.4", "datastream_changelog"),  # V3 changelog layout
+    ("2.3.0", "datastream_unaligned"),  # merged channel state (several channels, one file)
+    ("1.20.3", "unaligned"),
+    ("2.2.0", "forst"),  # ForSt working directory in shared/op_*
+    ("1.20.3", "claim"),  # CLAIM: references into another job's shared/
+]
+
+
+def _respell(path: str, n: int) -> str:
+    """Another spelling of the same file, as Flink's ``Path`` normalises it (n picks which)."""
+    body = path.removeprefix("file:")
+    head, _, name = body.rpartition("/")
+    forms = [
+        "file://" + body,  # file:///x
+        "file:" + head + "//" + name,  # a doubled slash before the name
+        "file:" + head + "/./" + name,  # a ``.`` segment
+        "file:" + head + "/zz/../" + name,  # a resolvable ``..``
+        body + " ",  # trailing blank (Path(String) trims it)
+        "file:" + head.replace("/checkpoints/", "/checkpoints//") + "/" + name,  # doubled slash higher up
+    ]
+    return forms[n % len(forms)]
+
+
+def _dirs(sc: Scenario) -> list[str]:
+    extra = []
+    dstl = sc.root / "dstl"
+    if dstl.is_dir():
+        extra += ["--changelog-dir", str(dstl)]
+    return extra
+
+
+@pytest.mark.parametrize(("version", "scenario"), FAMILIES)
+def test_a1_every_path_respelled_keeps_every_referenced_file(
+    tmp_path: Path, version: str, scenario: str
+) -> None:
+    """Every absolute path of every handle (files, segments, DSTL pieces, channel state) written in
+    another spelling of the same file: nothing Flink references may be deleted, orphans still go."""
+    sc = Scenario(version, scenario, tmp_path)
+    counter = [0]
+
+    def respell(h):
+        t = type(h)
+        if t is FileHandle or t is SegmentFileHandle:
+            counter[0] += 1
+            return h._replace(path=_respell(h.path, counter[0]))
+        return None
+
+    for meta in sc.checkpoints.rglob("_metadata"):
+        edit_metadata(meta, respell)
+    assert counter[0] > 0 or scenario.endswith("unaligned"), "the attack changed nothing"
+    needed = sc.referenced_by_flink()
+    orphan = sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan-{version}")
+    plan = plan_to_file(tmp_path, str(sc.checkpoints), *_dirs(sc), *sc.rebase, *OLD, "--force")
+    data = json.loads(plan.read_text())
+    assert not data["refusals"], data["refusals"]
+    apply(plan)
+    gone = sorted(p for p in needed if not Path(p.removeprefix("file:")).exists())
+    assert not gone, f"gc deleted files a retained checkpoint references: {gone[:3]}"
+    assert not orphan.exists(), "the plan deleted nothing: the attack proves nothing"
+
+
+@pytest.mark.parametrize(("version", "scenario"), FAMILIES)
+def test_a2_keep_last_one_keeps_what_the_newest_checkpoint_needs(
+    tmp_path: Path, version: str, scenario: str
+) -> None:
+    """``--keep-last 1`` expires all but the newest checkpoint of each job: every file Flink's own
+    reading of the kept checkpoints references survives apply, whatever handle holds it."""
+    sc = Scenario(version, scenario, tmp_path)
+    keep: dict[Path, Path] = {}
+    for job in sc.jobs():
+        chks = sorted(
+            (p for p in job.glob("chk-*") if (p / "_metadata").exists()), key=lambda p: int(p.name[4:])
+        )
+        if chks:
+            keep[job] = chks[-1]
+    # newest _metadata of each job newest in time too (the fixture mtimes are flat)
+    for n, meta in enumerate(
+        sorted(sc.checkpoints.rglob("chk-*/_metadata"), key=lambda p: int(p.parent.name[4:]))
+    ):
+        os.utime(meta, (T0 + 3600 + n, T0 + 3600 + n))
+    needed = set()
+    rebase = Rebase.of([(sc.original, str(sc.root))])
+    storage = Storage()
+    for chk in keep.values():
+        ck = load_checkpoint(storage, "file:" + str(chk), rebase)
+        needed |= {r.path for r in referenced_files(ck)}
+    plan = plan_to_file(
+        tmp_path,
+        str(sc.checkpoints),
+        *_dirs(sc),
+        *sc.rebase,
+        *OLD,
+        "--force",
+        "--keep-last",
+        "1",
+        expect=None,
+    )
+    data = json.loads(plan.read_text())
+    if data["refusals"]:
+        return  # failing closed is an acceptable answer
+    apply(plan)
+    gone = sorted(p for p in needed if not Path(p.removeprefix("file:")).exists())
+    assert not gone, f"gc deleted files a kept checkpoint references: {gone[:3]}"
+
+
+def test_a3_a_file_level_rebase_is_applied_to_every_handle_in_its_directory() -> None:
+    """``--rebase OLD=NEW`` where OLD is one file: the resolver normalises and rebases each
+    directory once (``dir/_`` as a probe), so a mapping below the directory was never applied.
+    gc then kept the old spelling live and saw the file the user named as unreferenced."""
+    rb = Rebase.of([("/r/job/shared/a", "/n/job/shared/b")])
+    resolve = _resolver(rb)
+    assert (
+        resolve("file:/r/job/shared/a")
+        == rb.apply(canonical("file:/r/job/shared/a"))
+        == "file:/n/job/shared/b"
+    )
+    assert resolve("file:/r/job/shared/c") == "file:/r/job/shared/c"
+    # a mapping whose OLD happens to be the probe name must not move the whole directory
+    rb = Rebase.of([("/r/job/shared/_", "/elsewhere/zz")])
+    resolve = _resolver(rb)
+    assert resolve("file:/r/job/shared/c") == "file:/r/job/shared/c"
+    assert resolve("file:/r/job/shared/_") == "file:/elsewhere/zz"
+
+
+def test_a3_file_level_rebase_never_deletes_the_file_it_names(tmp_path: Path) -> None:
+    """End to end: an SST restored under another name and mapped with a file-level ``--rebase``
+    (the stale copy still lying at the old name) must stay; before the fix it was deleted."""
+    sc = Scenario("1.20.3", "basic", tmp_path)
+    metas = sorted(sc.checkpoints.rglob("chk-*/_metadata"))
+    shared = None
+    for meta in metas:
+        md = read_metadata(meta.read_bytes(), str(meta))
+        for scope, h in file_handles(md):
+            if scope == "shared" and type(h) is FileHandle:
+                shared = h.path
+                break
+        if shared:
+            break
+    assert shared, "no shared file in the fixture"
+    rel = shared.removeprefix("file:").removeprefix(sc.original).lstrip("/")
+    old_file = sc.root / rel
+    assert old_file.exists()
+    moved = old_file.with_name(old_file.name + ".restored")
+    moved.write_bytes(old_file.read_bytes())
+    os.utime(moved, (T0, T0))
+    plan = plan_to_file(
+        tmp_path,
+        str(sc.checkpoints),
+        *sc.rebase,
+        "--rebase",
+        f"{shared}={moved}",
+        *OLD,
+        "--force",
+        expect=None,
+    )
+    data = json.loads(plan.read_text())
+    if not data["refusals"]:
+        apply(plan)
+    assert moved.exists(), "gc deleted the file a --rebase mapping names as a retained checkpoint's"
