@@ -213,7 +213,8 @@ def _reference_groups(ck: LoadedCheckpoint) -> list[RefGroup]:
 def _resolver(rebase: Rebase):
     """Written absolute path → canonical, rebased URI, normalising each directory only once."""
     apply = rebase.apply if rebase else None
-    dirs: dict[str, str] = {}
+    olds = tuple(old.rstrip("/") + "/" for old, _new in rebase.mappings) if rebase else ()
+    dirs: dict[str, str | None] = {}
 
     def to_uri(path: str) -> str:
         if path and (path[0] <= " " or path[-1] <= " "):
@@ -222,10 +223,19 @@ def _resolver(rebase: Rebase):
         if name in ("", ".", "..") or not d or "\\" in name:
             uri = canonical(path)
             return apply(uri) if apply is not None else uri
-        c = dirs.get(d)
-        if c is None:
+        c = dirs.get(d, False)
+        if c is False:
             probe = canonical(d + "/_")
-            c = dirs[d] = (apply(probe) if apply is not None else probe)[:-2]
+            inside = probe[:-1]  # the directory, canonical, with a slash
+            if olds and any(old != inside and old.startswith(inside) for old in olds):
+                # a mapping names something inside this directory (one file: OLD=NEW of a single
+                # file): the probe cannot stand for its files, each is rebased on its own
+                c = dirs[d] = None
+            else:
+                c = dirs[d] = (apply(probe) if apply is not None else probe)[:-2]
+        if c is None:
+            uri = canonical(path)
+            return apply(uri) if apply is not None else uri
         return path if c == d else c + "/" + name  # unchanged directory: the written string itself
 
     return to_uri
