@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 
 from ckptctl.metadata import read_metadata
-from ckptctl.metadata.model import FileHandle, SegmentFileHandle, file_handles
+from ckptctl.metadata.model import (
+    ChangelogBackendHandle,
+    FileHandle,
+    IncrementalHandle,
+    KeyGroupRange,
+    KeyGroupsHandle,
+    SegmentFileHandle,
+    SubtaskState,
+    file_handles,
+)
 from ckptctl.rebase import Rebase
 from ckptctl.refs import _resolver, canonical
 from tests.fixture_cases import REPO
@@ -194,3 +203,88 @@ def test_a3_file_level_rebase_never_deletes_the_file_it_names(tmp_path: Path) ->
     if not data["refusals"]:
         apply(plan)
     assert moved.exists(), "gc deleted the file a --rebase mapping names as a retained checkpoint's"
+
+
+# ---------------------------------------------------------------------------------------------
+# a4: the same files held through other (legal) nestings of handles
+
+
+def _in_changelog(h):
+    """An incremental snapshot as the materialized part of a changelog backend handle (code 8, readable by every version)."""
+    if type(h) is IncrementalHandle:
+        return ChangelogBackendHandle(8, h.key_groups, 0, (h,), (), 1, None, "redteam-cl")
+    return None
+
+
+def _twice_in_changelog(h):
+    inner = _in_changelog(h)
+    if inner is None:
+        return None
+    return ChangelogBackendHandle(8, h.key_groups, 0, (None, inner), (), 2, None, "redteam-cl2")
+
+
+def _files_as_key_groups(h):
+    """Every file of an incremental snapshot behind a key-groups handle in its stream slot."""
+    if type(h) is IncrementalHandle:
+
+        def wrap(f):
+            if type(f.handle) is not FileHandle:
+                return f
+            return f._replace(handle=KeyGroupsHandle(3, KeyGroupRange(0, 1), (0,), f.handle))
+
+        return h._replace(shared=tuple(map(wrap, h.shared)), private=tuple(map(wrap, h.private)))
+    return None
+
+
+def _shared_and_private_swapped(h):
+    if type(h) is IncrementalHandle:
+        return h._replace(shared=h.private, private=h.shared)
+    return None
+
+
+def _keyed_as_raw(h):
+    if type(h) is SubtaskState and h.managed_keyed is not None and h.raw_keyed is None:
+        return h._replace(managed_keyed=None, raw_keyed=h.managed_keyed)
+    return None
+
+
+NESTINGS = {
+    "in-changelog": _in_changelog,
+    "twice-in-changelog": _twice_in_changelog,
+    "files-as-key-groups": _files_as_key_groups,
+    "shared-private-swapped": _shared_and_private_swapped,
+    "keyed-as-raw": _keyed_as_raw,
+}
+
+
+@pytest.mark.parametrize("nesting", sorted(NESTINGS))
+@pytest.mark.parametrize(
+    ("version", "scenario"), [("1.20.3", "basic"), ("2.2.0", "forst"), ("1.15.4", "datastream")]
+)
+def test_a4_files_held_through_other_nestings_stay(
+    tmp_path: Path, version: str, scenario: str, nesting: str
+) -> None:
+    """The files of every checkpoint, held through a changelog backend handle (once or nested), a
+    key-groups handle over each file, swapped shared/private lists or the raw keyed slot: the walk
+    must still reach them, so gc keeps every file Flink's reading of the originals references."""
+    sc = Scenario(version, scenario, tmp_path)
+    needed = sc.referenced_by_flink()
+    changed = [0]
+
+    def fn(h):
+        new = NESTINGS[nesting](h)
+        if new is not None:
+            changed[0] += 1
+        return new
+
+    for meta in sc.checkpoints.rglob("_metadata"):
+        edit_metadata(meta, fn)
+    assert changed[0], "the attack changed nothing"
+    orphan = sc.plant(f"checkpoints/{sc.jobs()[0].name}/taskowned/orphan")
+    plan = plan_to_file(tmp_path, str(sc.checkpoints), *sc.rebase, *OLD, "--force", expect=None)
+    data = json.loads(plan.read_text())
+    assert not data["refusals"], data["refusals"]
+    apply(plan)
+    gone = sorted(p for p in needed if not Path(p.removeprefix("file:")).exists())
+    assert not gone, f"gc deleted files a retained checkpoint references: {gone[:3]}"
+    assert not orphan.exists()
