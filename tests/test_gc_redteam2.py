@@ -20,6 +20,7 @@ from ckptctl.metadata.model import (
     IncrementalHandle,
     KeyGroupRange,
     KeyGroupsHandle,
+    RelativeFileHandle,
     SegmentFileHandle,
     SubtaskState,
     file_handles,
@@ -27,7 +28,7 @@ from ckptctl.metadata.model import (
 from ckptctl.rebase import Rebase
 from ckptctl.refs import _resolver, canonical
 from tests.fixture_cases import REPO
-from tests.gc_support import T0, Scenario
+from tests.gc_support import T0, Scenario, ckptctl
 from tests.test_gc_attacks import OLD, apply, edit_metadata, plan_to_file
 
 # (version, scenario): one fixture per handle family the walk recurses through
@@ -288,3 +289,37 @@ def test_a4_files_held_through_other_nestings_stay(
     gone = sorted(p for p in needed if not Path(p.removeprefix("file:")).exists())
     assert not gone, f"gc deleted files a retained checkpoint references: {gone[:3]}"
     assert not orphan.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# a5: odd but readable path strings in a retained checkpoint's handles fail closed, no traceback
+
+ODD_ABSOLUTE = [" ", "/", "file:/", "file://", "s3://", "s3://b", "s3:///x", "hdfs://nn/x", "rel/x", "C:\\x",
+                "\\\\srv\\x", "file:/a/..", "s3://b/../../x", "%2e%2e/x", "a\ud800b", "file:/tmp/x\x00y",
+                "file:/a?q=1", "~/x", "..", "s3a://b/x"]  # fmt: skip
+ODD_RELATIVE = ["..", "../..", "/abs", "a\ud800", "\x00", "x/../../y", "%2F", " "]
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"), [("abs", v) for v in ODD_ABSOLUTE] + [("rel", v) for v in ODD_RELATIVE]
+)
+def test_a5_odd_paths_fail_closed_without_a_traceback(tmp_path: Path, kind: str, value: str) -> None:
+    sc = Scenario("1.20.3", "claim_native" if kind == "rel" else "basic", tmp_path)
+    target = RelativeFileHandle if kind == "rel" else FileHandle
+    field = "relative_path" if kind == "rel" else "path"
+    done = []
+
+    def fn(h):
+        if not done and type(h) is target:
+            done.append(getattr(h, field))
+            return h._replace(**{field: value})
+        return None
+
+    edit_metadata(sorted(sc.checkpoints.rglob("chk-*/_metadata"))[-1], fn)
+    assert done, "no handle to change"
+    before = {p for p in sc.root.rglob("*") if p.is_file()}
+    result = ckptctl("gc", "plan", "--json", str(sc.checkpoints), *sc.rebase, *OLD, "--force", expect=None)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code != 0
+    assert json.loads(result.stdout)["refusals"]
+    assert {p for p in sc.root.rglob("*") if p.is_file()} == before
