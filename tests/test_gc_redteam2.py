@@ -323,3 +323,56 @@ def test_a5_odd_paths_fail_closed_without_a_traceback(tmp_path: Path, kind: str,
     assert result.exit_code != 0
     assert json.loads(result.stdout)["refusals"]
     assert {p for p in sc.root.rglob("*") if p.is_file()} == before
+
+
+# ---------------------------------------------------------------------------------------------
+# a6: one subtask index written twice in an operator (a damaged file; Flink never writes it)
+
+
+@pytest.mark.parametrize(("version", "scenario"), [("1.20.3", "basic"), ("1.15.4", "datastream")])
+def test_a6_files_of_a_subtask_state_a_repeated_index_replaced_stay(
+    tmp_path: Path, version: str, scenario: str
+) -> None:
+    """Flink reads subtask states into a map, so of two with one index the later wins, and ckptctl
+    reads them the same. The earlier one's files are still kept by gc: the file is damaged, and
+    when in doubt gc keeps what either copy needs."""
+    from ckptctl.metadata import write_metadata
+    from ckptctl.metadata.transform import map_file_handles
+
+    sc = Scenario(version, scenario, tmp_path)
+    meta = max(sc.checkpoints.rglob("chk-*/_metadata"), key=lambda m: int(m.parent.name[4:]))
+    md = read_metadata(meta.read_bytes(), str(meta))
+    copies: list[Path] = []
+
+    def to_copy(h, _where=None):
+        """The same bytes under another name in the same directory (an old file, so a gc candidate)."""
+        if type(h) is not FileHandle:
+            return None
+        src = Path(h.path.removeprefix("file:").replace(sc.original, str(sc.root), 1))
+        dst = src.with_name(src.name + "-dup")
+        dst.write_bytes(src.read_bytes())
+        os.utime(dst, (T0, T0))
+        copies.append(dst)
+        return h._replace(path=h.path + "-dup")
+
+    ops = list(md.operators)
+    i = next(i for i, op in enumerate(ops) if op.subtasks and any(s.managed_keyed for s in op.subtasks))
+    op = ops[i]
+    first = next(s for s in op.subtasks if s.managed_keyed is not None)
+    one_op = md._replace(operators=(op._replace(subtasks=(first,)),))
+    earlier = map_file_handles(one_op, to_copy).operators[0].subtasks[0]
+    assert copies, "the subtask state names no absolute file: the attack proves nothing"
+    ops[i] = op._replace(subtasks=(earlier, *op.subtasks))  # the same index again, later
+    meta.write_bytes(write_metadata(md._replace(operators=tuple(ops))))
+    os.utime(meta, (T0 + 3600, T0 + 3600))
+
+    back = read_metadata(meta.read_bytes(), str(meta)).operators[i]
+    assert back.subtasks == op.subtasks and back.shadowed == (earlier,), "read as Flink reads it"
+    orphan = sc.plant(f"checkpoints/{sc.jobs()[-1].name}/shared/orphan")
+    plan = plan_to_file(tmp_path, str(sc.checkpoints), *sc.rebase, *OLD, "--force", expect=None)
+    data = json.loads(plan.read_text())
+    assert not data["refusals"], data["refusals"]
+    apply(plan)
+    gone = [str(p) for p in copies if not p.exists()]
+    assert not gone, f"gc deleted files of the replaced subtask state: {gone[:3]}"
+    assert not orphan.exists(), "the plan deleted nothing: the attack proves nothing"

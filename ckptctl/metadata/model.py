@@ -503,6 +503,10 @@ class OperatorState(NamedTuple):
 
     ``name``/``uid`` are only on the wire from V5 (empty string = not set; kept as written).
     ``subtasks`` is ``None`` for a fully finished operator (written as count -1).
+    ``shadowed``: subtask states a later one with the same index replaced (Flink reads them into a
+    map, so the later wins; Flink never writes two). Not restored and not written back, but the
+    walk still counts their files as referenced: a file that names one subtask twice is damaged,
+    and gc keeps what either copy needs.
     """
 
     operator_id: str
@@ -512,6 +516,7 @@ class OperatorState(NamedTuple):
     subtasks: tuple[SubtaskState, ...] | None
     name: str | None = None
     uid: str | None = None
+    shadowed: tuple[SubtaskState, ...] = ()
 
     @property
     def fully_finished(self) -> bool:
@@ -671,9 +676,14 @@ class HandleWalk:
             new = tuple(self.subtask(op, s) for s in subtasks)
             if any(a is not b for a, b in zip(new, subtasks, strict=True)):
                 subtasks = new
-        if coord is op.coordinator_state and subtasks is op.subtasks:
+        shadowed = op.shadowed  # replaced by a later state of the same index: still referenced
+        if shadowed:
+            new = tuple(self.subtask(op, s) for s in shadowed)
+            if any(a is not b for a, b in zip(new, shadowed, strict=True)):
+                shadowed = new
+        if coord is op.coordinator_state and subtasks is op.subtasks and shadowed is op.shadowed:
             return op
-        return op._replace(coordinator_state=coord, subtasks=subtasks)
+        return op._replace(coordinator_state=coord, subtasks=subtasks, shadowed=shadowed)
 
     def subtask(self, op: OperatorState, s: SubtaskState) -> SubtaskState:
         # a finished subtask holds no state when read; it is walked all the same (nothing to skip)

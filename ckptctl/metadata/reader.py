@@ -617,6 +617,7 @@ class _Decoder:
         if n * 4 > self.end - self.pos:
             raise self.fail(f"subtask count {n} exceeds the {self.end - self.pos} bytes left", at)
         subtasks = []
+        shadowed = []
         indexes: set[int] = set()
         for _ in range(n):
             index_at = self.pos
@@ -626,11 +627,12 @@ class _Decoder:
             if not 0 <= state.index < parallelism:
                 raise self.fail(f"subtask index {state.index} outside parallelism {parallelism}", index_at)
             if state.index in indexes:  # the later state replaces the earlier one, as in Flink's map
+                shadowed.extend(s for s in subtasks if s.index == state.index)  # its files stay referenced
                 subtasks = [s for s in subtasks if s.index != state.index]
             indexes.add(state.index)
             subtasks.append(state)
         return OperatorState(
-            operator_id, parallelism, max_parallelism, coordinator, tuple(subtasks), name, uid
+            operator_id, parallelism, max_parallelism, coordinator, tuple(subtasks), name, uid, tuple(shadowed)
         )
 
     def master_state(self) -> MasterState:

@@ -7,8 +7,9 @@ handles of files reused from a CLAIM-restored NATIVE savepoint become absolute p
 savepoint's files) and ``ckptctl relocate`` (the absolute paths rewritten for the new place); so
 are the large synthetic benchmarks. It encodes each wire code the model records instead of
 picking "the current" one, so everything the rewrite does not touch stays byte for byte.
-(A V3 file that repeats a local file name in one handle, which Flink never writes, comes back
-without the hidden entries: see ``IncrementalHandle.shadowed``.)
+(A V3 file that repeats a local file name in one handle, or any file that repeats a subtask index
+in one operator, neither of which Flink writes, comes back without the hidden entries: see
+``IncrementalHandle.shadowed`` and ``OperatorState.shadowed``.)
 """
 
 from __future__ import annotations
