@@ -214,28 +214,28 @@ def _resolver(rebase: Rebase):
     """Written absolute path → canonical, rebased URI, normalising each directory only once."""
     apply = rebase.apply if rebase else None
     olds = tuple(old.rstrip("/") + "/" for old, _new in rebase.mappings) if rebase else ()
-    dirs: dict[str, str | None] = {}
+    dirs: dict[str, str | None] = {}  # written directory -> its URI now; None: resolve each file
+
+    def one(path: str) -> str:
+        uri = canonical(path)
+        return apply(uri) if apply is not None else uri
 
     def to_uri(path: str) -> str:
         if path and (path[0] <= " " or path[-1] <= " "):
             path = st.java_trim(path)  # as Flink's Path(String) does
         d, _, name = path.rpartition("/")
         if name in ("", ".", "..") or not d or "\\" in name:
-            uri = canonical(path)
-            return apply(uri) if apply is not None else uri
+            return one(path)
         c = dirs.get(d, False)
         if c is False:
             probe = canonical(d + "/_")
             inside = probe[:-1]  # the directory, canonical, with a slash
-            if olds and any(old != inside and old.startswith(inside) for old in olds):
-                # a mapping names something inside this directory (one file: OLD=NEW of a single
-                # file): the probe cannot stand for its files, each is rebased on its own
-                c = dirs[d] = None
-            else:
-                c = dirs[d] = (apply(probe) if apply is not None else probe)[:-2]
+            # a mapping of something inside this directory (OLD=NEW of one file): the probe cannot
+            # stand for its files, each is rebased on its own
+            narrower = any(old != inside and old.startswith(inside) for old in olds)
+            c = dirs[d] = None if narrower else (apply(probe) if apply is not None else probe)[:-2]
         if c is None:
-            uri = canonical(path)
-            return apply(uri) if apply is not None else uri
+            return one(path)
         return path if c == d else c + "/" + name  # unchanged directory: the written string itself
 
     return to_uri
