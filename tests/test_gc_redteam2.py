@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptctl.metadata import read_metadata
+from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import (
     ChangelogBackendHandle,
     FileHandle,
@@ -25,6 +25,7 @@ from ckptctl.metadata.model import (
     SubtaskState,
     file_handles,
 )
+from ckptctl.metadata.transform import map_file_handles
 from ckptctl.rebase import Rebase
 from ckptctl.refs import _resolver, canonical
 from tests.fixture_cases import REPO
@@ -336,9 +337,6 @@ def test_a6_files_of_a_subtask_state_a_repeated_index_replaced_stay(
     """Flink reads subtask states into a map, so of two with one index the later wins, and ckptctl
     reads them the same. The earlier one's files are still kept by gc: the file is damaged, and
     when in doubt gc keeps what either copy needs."""
-    from ckptctl.metadata import write_metadata
-    from ckptctl.metadata.transform import map_file_handles
-
     sc = Scenario(version, scenario, tmp_path)
     meta = max(sc.checkpoints.rglob("chk-*/_metadata"), key=lambda m: int(m.parent.name[4:]))
     md = read_metadata(meta.read_bytes(), str(meta))
