@@ -26,9 +26,16 @@ from ckptctl.copying import TMP_MARK, copy_file, write_atomic
 from ckptctl.errors import CkptError
 from ckptctl.layout import METADATA_FILE, SAVEPOINT_RE
 from ckptctl.metadata import read_metadata, write_metadata
-from ckptctl.metadata.model import CheckpointMetadata, FileHandle, RelativeFileHandle, file_groups
+from ckptctl.metadata.model import (
+    CheckpointMetadata,
+    FileHandle,
+    RelativeFileHandle,
+    SegmentFileHandle,
+    file_groups,
+)
 from ckptctl.metadata.transform import Where, map_file_handles
-from ckptctl.refs import LoadedCheckpoint, relative_uri
+from ckptctl.rebase import Rebase
+from ckptctl.refs import LoadedCheckpoint, canonical, relative_uri
 from ckptctl.storage import FileInfo, Storage
 
 BACKUP_NAME = "_metadata.pre-repair"
@@ -216,10 +223,22 @@ class RepairPlan:
     original: CheckpointMetadata
     repaired: CheckpointMetadata
     data: bytes  # the new _metadata
+    rebase: Rebase = field(default_factory=Rebase)  # the one mapping every absolute path went through
+    rebased_handles: int = 0  # absolute paths (files, file-merging directories) it changed
+    missing: list[str] = field(default_factory=list)  # absolute files it names that do not exist
+
+    def missing_message(self) -> str:
+        """Why a repair that would name missing files is refused, and what to pass."""
+        mapping = f" (mapped with --rebase {self.rebase.describe()})" if self.rebase else ""
+        return (
+            f"the repaired _metadata would name {len(self.missing)} files that do not exist{mapping}; "
+            f"first: {self.missing[0]}. If the checkpoint was moved, map where it was written to where "
+            "it is now with --rebase OLD=NEW"
+        )
 
     @property
     def ok(self) -> bool:
-        return bool(self.fixes) and not self.unresolved
+        return bool(self.fixes) and not self.unresolved and not self.missing
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -236,35 +255,86 @@ class RepairPlan:
             ],  # fmt: skip
             "unresolved": [m.as_dict() for m in self.unresolved],
             "savepoint_dirs": sorted({m.savepoint_dir for m in self.fixes if m.savepoint_dir}),
+            "rebase": self.rebase.specs(),
+            "rebased_handles": self.rebased_handles,
+            "missing_files": self.missing,
             "metadata_bytes": len(self.data),
         }
 
 
+def written_now(rebase: Rebase, written: str) -> str:
+    """Where an absolute path Flink wrote points now, in the form Flink writes: the same string when
+    no mapping applies, else the mapped URI (an ``s3a://``-style scheme kept, so Flink picks the same
+    filesystem plugin)."""
+    if not rebase:
+        return written
+    was = canonical(written)
+    now = rebase.apply(was)
+    if now == was:
+        return written
+    scheme = written.partition("://")[0].lower() if "://" in written else ""
+    if scheme in ("s3a", "s3n", "s3p") and now.startswith("s3://"):
+        return scheme + "://" + now[len("s3://") :]
+    return now
+
+
 def plan_repair(storage: Storage, ck: LoadedCheckpoint, savepoints: SavepointFiles) -> RepairPlan:
     """The new model and bytes: each misanchored relative handle becomes a ``FileHandle`` to the
-    savepoint file (the path as Flink writes it), every other byte stays as it was."""
+    savepoint file (the path as Flink writes it), and every other absolute path goes through the
+    checkpoint's one mapping (``--rebase`` and the inferred one), so a repaired copy of a moved
+    checkpoint names the files where they are now, not half here and half where they were written.
+    Every other byte stays as it was."""
     found = diagnose(storage, ck, savepoints)
     fixes = [m for m in found if m.found is not None]
     unresolved = [m for m in found if m.found is None]
     by_where = {
         (m.operator_id, m.subtask, m.slot, m.scope, m.local_name, m.relative_path, m.size): m for m in fixes
     }
+    moved = {"handles": 0}
+    named: set[str] = set()  # every absolute file the repaired _metadata names
 
     def rewrite(h, where):
         if type(h) is RelativeFileHandle:
             m = by_where.get((*where, h.relative_path, h.size))
             if m is not None:
+                named.add(canonical(m.found))
                 return FileHandle(m.found, h.size)
+            return h
+        if type(h) in (FileHandle, SegmentFileHandle):
+            now = written_now(ck.rebase, h.path)
+            named.add(canonical(now))
+            if now != h.path:
+                moved["handles"] += 1
+                return h._replace(path=now)
         return h
 
-    repaired = map_file_handles(ck.metadata, rewrite)
+    def rewrite_dir(d, where):
+        now = written_now(ck.rebase, d) if d else d
+        if now != d:
+            moved["handles"] += 1
+        return now
+
+    repaired = map_file_handles(ck.metadata, rewrite, rewrite_dir)
     data = write_metadata(repaired)
     again = read_metadata(data, path="<repaired _metadata>")
     if again != repaired:  # the writer is the reader's inverse; never write what cannot be read back
         raise RepairError(
             "internal error: the repaired _metadata does not read back as written", path=ck.location.uri
         )
-    return RepairPlan(ck.location.uri, fixes, unresolved, ck.metadata, repaired, data)
+    return RepairPlan(
+        ck.location.uri, fixes, unresolved, ck.metadata, repaired, data, ck.rebase, moved["handles"],
+        missing_files(storage, named),
+    )
+
+
+def missing_files(storage: Storage, uris: Iterable[str], workers: int = 16) -> list[str]:
+    """The URIs that do not exist (stat in a small thread pool: a checkpoint names hundreds)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ordered = sorted(uris)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        present = list(pool.map(storage.stat, ordered))
+    return [u for u, info in zip(ordered, present, strict=True) if info is None]
 
 
 @dataclass
@@ -299,6 +369,8 @@ def apply_repair(
             "with --savepoints",
             path=ck.location.uri,
         )
+    if plan.missing:
+        raise RepairError(plan.missing_message(), path=ck.location.uri)
     src = ck.location.uri
     if in_place:
         backup = st.join(src, BACKUP_NAME)

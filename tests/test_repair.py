@@ -196,10 +196,14 @@ def test_repair_copy_changes_exactly_those_handles(scenario: Scenario, tmp_path:
     # model equal but for the rewritten handles: map them back and compare the whole model
     rewritten = []
 
+    here, written = f"file:{scenario.root}", f"file:{scenario.original}"
+
     def back(h, where):
         if type(h) is FileHandle and "/savepoints/" in h.path:
             rewritten.append((where.operator_id, where.subtask, where.local_name))
             return RelativeFileHandle(h.path.rsplit("/", 1)[1], h.size)
+        if type(h) is FileHandle and h.path.startswith(here + "/"):  # the moved root, mapped back
+            return h._replace(path=written + h.path[len(here) :])
         return h
 
     assert map_file_handles(new, back) == old
@@ -219,6 +223,56 @@ def test_repair_copy_changes_exactly_those_handles(scenario: Scenario, tmp_path:
     assert "different _metadata" in err and "Traceback" not in err
     err = ckptctl("repair", str(chk), "-o", str(chk / "sub"), *scenario.rebase, expect=2).stderr
     assert "outside the checkpoint directory" in err
+
+
+def absolute_paths(md) -> list[str]:
+    seen: list[str] = []
+
+    def note(h, where):
+        if type(h) is FileHandle:
+            seen.append(h.path)
+        return h
+
+    map_file_handles(md, note)
+    return seen
+
+
+@pytest.mark.parametrize("explicit", [True, False], ids=["rebase", "inferred"])
+def test_repair_of_a_moved_checkpoint_names_every_file_where_it_is_now(
+    scenario: Scenario, tmp_path: Path, explicit: bool
+) -> None:
+    """Issue 22 row 2: the rewritten handles and every other shared file under one mapping; a copy
+    half here and half at the written location restores only where that location still exists."""
+    chk, _refs = the_broken(scenario)
+    assert not Path(scenario.original).exists()  # the fixtures were written elsewhere and moved
+    dest = tmp_path / "repaired"
+    view = run_json("repair", str(chk), "-o", str(dest), *(scenario.rebase if explicit else ()))
+    assert view["rebased_handles"] > 0 and view["missing_files"] == []
+    paths = absolute_paths(read_metadata((dest / "_metadata").read_bytes()))
+    assert paths and not [p for p in paths if scenario.original in p]
+    assert all(Path(p.removeprefix("file:")).is_file() for p in paths)
+    # the checkpoint's own relative files sit in the copy: nothing it names is outside DEST or the root
+    assert all(p.startswith(f"file:{scenario.root}/") for p in paths)
+
+
+def test_repair_refuses_a_copy_that_would_name_missing_files(scenario: Scenario, tmp_path: Path) -> None:
+    """A shared file the checkpoint names is gone (or the move is not one inference can see): the
+    repair is refused in one line naming the file and --rebase, and nothing is written."""
+    chk, _refs = the_broken(scenario)
+    here = [
+        Path(p.removeprefix("file:").replace(scenario.original, str(scenario.root), 1))
+        for p in absolute_paths(read_metadata((chk / "_metadata").read_bytes()))
+        if "/shared/" in p
+    ]
+    victim = sorted(here)[0]
+    victim.unlink()
+    dest = tmp_path / "repaired"
+    result = ckptctl("repair", str(chk), "-o", str(dest), *scenario.rebase, expect=2)
+    err = result.stderr.strip()
+    assert "--rebase" in err and victim.name in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert not dest.exists()
+    ckptctl("repair", str(chk), "--in-place", *scenario.rebase, expect=2)
+    assert not (chk / "_metadata.pre-repair").exists()
 
 
 def test_repair_in_place_keeps_a_backup(scenario: Scenario, tmp_path: Path) -> None:

@@ -670,6 +670,11 @@ class ConsoleOutput(Output):
                 f"  [error]not found[/error]: '{_escape(u['relative_path'])}' ({u['size']} bytes) is in no savepoint "
                 f"directory searched ({', '.join(view['searched'])}); pass it with --savepoints"
             )
+        if view.get("rebased_handles"):
+            self.out.print(
+                f"  and {view['rebased_handles']} absolute paths of the moved checkpoint mapped with "
+                f"--rebase {_escape(', '.join(view['rebase']))}, so the copy names every file where it is now"
+            )
         if view["dry_run"] and n:
             self.out.print("dry run: nothing written")
         r = view.get("result")

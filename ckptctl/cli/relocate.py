@@ -60,7 +60,7 @@ def repair_command(
     from ckptctl.cli.inspect import warn_moved
     from ckptctl.errors import CkptError
     from ckptctl.refs import load_checkpoint
-    from ckptctl.repair import apply_repair, plan_repair, savepoint_files_for, search_roots_for
+    from ckptctl.repair import RepairError, apply_repair, plan_repair, savepoint_files_for, search_roots_for
     from ckptctl.targets import checked_path
 
     if in_place and dest:
@@ -76,6 +76,9 @@ def repair_command(
     view: dict[str, Any] = plan.to_json()
     view["searched"] = index.searched
     view["dry_run"] = dry_run
+    if plan.fixes and not plan.unresolved and plan.missing:
+        out.repair(view)  # what it would rewrite, then why it will not
+        raise RepairError(plan.missing_message(), path=ck.location.uri)
     if dry_run or not plan.fixes or plan.unresolved:
         out.repair(view)
         if not plan.fixes and not plan.unresolved:
