@@ -66,9 +66,10 @@ def place_of(root: str, dir_uri: str) -> Place:
         [root/…/]<job-id>/shared/…            [root/…/]<job-id>/taskowned/…
         [root/…/]<job-id>/chk-<N>/…           …/savepoint-<6 hex>-<12 alnum>/…
 
-    The first ``shared``, ``taskowned``, ``chk-N`` or savepoint component decides; the directory
-    above a ``shared``/``taskowned``/``chk-N`` must be a job directory (a 32-hex JobID, the root
-    itself included), or the files are not Flink's (``ROOT/team/shared/report.csv``).
+    The first ``shared``, ``taskowned`` or ``chk-N`` component right below a job directory (a
+    32-hex JobID, the root itself included), or the first savepoint component, decides. The same
+    names below anything else are ordinary directories: ``ROOT/team/shared/report.csv`` is not
+    Flink's, and ``<fleet>/shared/ckpts/<job-id>/shared/…`` is that job's shared area.
     """
     root = root.rstrip("/")
     if SAVEPOINT_RE.match(st.basename(root)):
@@ -81,7 +82,7 @@ def place_of(root: str, dir_uri: str) -> Place:
         if is_chk or part in AREAS_WITHOUT_METADATA:
             job = root + "/" + "/".join(parts[:i]) if i else root
             if JOB_ID_RE.match(st.basename(job)) is None:
-                return OTHER
+                continue  # a directory that happens to have the name: keep looking below it
             if is_chk:
                 return Place("chk", job, job + "/" + part)
             forst = None
@@ -94,12 +95,17 @@ def place_of(root: str, dir_uri: str) -> Place:
 
 
 def is_checkpoint_metadata(root: str, uri: str) -> bool:
-    """A ``_metadata`` that can be a checkpoint's or savepoint's: not inside ``shared/`` or
-    ``taskowned/`` (Flink never writes one there; :meth:`Storage.find_metadata` prunes them)."""
+    """A ``_metadata`` that can be a checkpoint's or savepoint's: any ``_metadata`` except inside a
+    job's ``shared/`` or ``taskowned/`` (``<job-id>/shared/…``: Flink never writes one there and
+    :meth:`Storage.find_metadata` does not look there). A directory named ``shared`` anywhere else
+    is searched: a checkpoint root may live below one."""
     if not uri.endswith("/" + METADATA_FILE):
         return False
-    rel = uri[len(root.rstrip("/")) + 1 :].split("/")[:-1]
-    return not any(p in AREAS_WITHOUT_METADATA for p in rel)
+    root = root.rstrip("/")
+    parts = [st.basename(root), *uri[len(root) + 1 :].split("/")[:-1]]
+    return not any(
+        p in AREAS_WITHOUT_METADATA and JOB_ID_RE.match(parts[i - 1]) for i, p in enumerate(parts) if i
+    )
 
 
 @dataclass(frozen=True)

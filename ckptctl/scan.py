@@ -20,7 +20,7 @@ from ckptctl.errors import CkptError, StorageError
 from ckptctl.layout import METADATA_FILE, RootLayout, is_checkpoint_metadata, scan_root
 from ckptctl.rebase import Rebase
 from ckptctl.refs import LoadedCheckpoint, load_checkpoint
-from ckptctl.storage import FileInfo, Storage
+from ckptctl.storage import FileInfo, Storage, WalkNotes
 
 
 class ScanStorage(Storage):
@@ -32,9 +32,12 @@ class ScanStorage(Storage):
     scan is for looking (gc's planner may run on it; nothing built on it can delete).
     """
 
-    def __init__(self, inner: Storage, root: str, files: list[FileInfo]) -> None:
+    def __init__(
+        self, inner: Storage, root: str, files: list[FileInfo], notes: WalkNotes | None = None
+    ) -> None:
         super().__init__(inner.options)
         self.inner, self.root, self.files = inner, root.rstrip("/"), files
+        self.notes = notes or st.WalkNotes()
         self._prefix = self.root + "/"
         self._metadata: dict[str, bytes | StorageError] = {}
 
@@ -43,10 +46,16 @@ class ScanStorage(Storage):
         return uri.rstrip("/") == self.root or uri.startswith(self._prefix)
 
     # -- answered from the scan --------------------------------------------------------------
-    def list_files(self, uri: str) -> Iterator[FileInfo]:
+    def list_files(self, uri: str, notes: WalkNotes | None = None) -> Iterator[FileInfo]:
         if not self.covers(uri):
-            yield from self.inner.list_files(uri)
+            yield from self.inner.list_files(uri, notes)
             return
+        if notes is not None:  # what the one walk saw, as if this listing had walked it
+            below = self.root if uri.rstrip("/") == self.root else uri.rstrip("/")
+            notes.dirs.update((d, m) for d, m in self.notes.dirs.items() if st.is_under(d, below))
+            notes.followed.extend(x for x in self.notes.followed if st.is_under(x[0], below))
+            notes.aliases.extend(x for x in self.notes.aliases if st.is_under(x[0], below))
+            notes.mounts.extend(m for m in self.notes.mounts if st.is_under(m, below))
         if uri.rstrip("/") == self.root:
             yield from self.files
             return
@@ -138,9 +147,10 @@ class RootScan:
         """List ``root`` and read each completed checkpoint's ``_metadata`` (with ``rebase`` and
         the mapping a moved directory suggests, as :func:`~ckptctl.refs.load_checkpoint` does)."""
         root = st.normalize_uri(root)
-        files = list(storage.list_files(root))
+        notes = st.WalkNotes()
+        files = list(storage.list_files(root, notes))
         layout = scan_root(storage, root, files)
-        view = ScanStorage(storage, layout.root, files)
+        view = ScanStorage(storage, layout.root, files, notes)
         loaded: list[LoadedCheckpoint] = []
         unreadable: dict[str, CkptError] = {}
         for loc in layout.locations():

@@ -13,6 +13,7 @@ import contextlib
 import email.utils
 import os
 import posixpath
+import stat as stat_mod
 import threading
 import time
 from collections.abc import Iterator
@@ -369,12 +370,13 @@ class Storage:
         except OSError as e:
             raise StorageError(f"cannot stat: {e}", path=uri) from None
 
-    def list_files(self, uri: str) -> Iterator[FileInfo]:
-        """Every file below ``uri`` (recursively), never following symbolic links out of it."""
+    def list_files(self, uri: str, notes: WalkNotes | None = None) -> Iterator[FileInfo]:
+        """Every file below ``uri`` (recursively). Locally, directory symlinks are walked once and
+        their files flagged as links; ``notes`` collects directories, links, aliases and mounts."""
         fs, path = self.fs(uri)
         scheme = scheme_of(uri)
         if scheme == "file":
-            yield from _walk_local(path)
+            yield from _walk_local(path, notes=notes)
             return
         if scheme == "s3":
             yield from self._list_s3(fs, path)
@@ -410,15 +412,19 @@ class Storage:
             yield FileInfo(f"s3://{bucket}/{key}", size, modified.timestamp() if modified else None)
 
     def find_metadata(self, uri: str) -> Iterator[FileInfo]:
-        """Every ``_metadata`` below ``uri``, without reading the (huge) shared/ and taskowned/ dirs.
+        """Every ``_metadata`` below ``uri``, without reading the (huge) shared/ and taskowned/ dirs
+        of jobs.
 
-        Flink never writes a ``_metadata`` inside them. Locally a pruned walk; on object stores a
-        walk of delimiter listings that never descends into them either, so it costs one request
-        per directory outside shared/ and taskowned/, not a full listing. gc runs it again after
-        the full listing: a checkpoint that completed meanwhile shows up as a difference.
+        Flink never writes a ``_metadata`` inside ``<job-id>/shared`` or ``<job-id>/taskowned``; a
+        directory with that name anywhere else is searched like any other (a root may live below
+        ``<fleet>/shared/``). Locally a pruned walk that follows directory symlinks (a ``chk-N``
+        moved to another volume); on object stores a walk of delimiter listings that never descends
+        into a job's areas either, so it costs one request per directory outside them, not a full
+        listing. gc runs it again after the full listing: a checkpoint that completed meanwhile
+        shows up as a difference.
         """
         if scheme_of(uri) == "file":
-            yield from _walk_local(uri[5:], prune=("shared", "taskowned"), only="_metadata")
+            yield from _walk_local(uri[5:], prune_job_areas=True, only="_metadata")
             return
         if scheme_of(uri) != "s3":
             for f in self.list_files(uri):
@@ -439,7 +445,8 @@ class Storage:
                 name = info["name"].rstrip("/")
                 base = name.rpartition("/")[2]
                 if info.get("type") == "directory":
-                    if base not in ("shared", "taskowned") and name != current:
+                    in_job = is_job_dir_name(current.rpartition("/")[2])
+                    if not (in_job and base in JOB_AREAS) and name != current:
                         stack.append(name)
                 elif base == "_metadata":
                     yield FileInfo("s3://" + name, int(info.get("size") or 0), _mtime_of(info))
@@ -525,22 +532,32 @@ class Storage:
         return [(f"s3://{bucket}/{k}", last_error.get(k, "unknown error")) for k in pending]
 
     def move(self, src: str, dst: str) -> None:
-        """Move one file (rename locally; copy then delete on object stores)."""
+        """Move one file: copy, check the copy is there with the source's size, then delete the
+        source. A source already gone is nothing to do; any failure on the destination's side (no
+        such bucket, a missing local directory, no permission) is an error naming the destination,
+        and the source stays."""
         if scheme_of(src) == "file" and scheme_of(dst) == "file":
             os.makedirs(os.path.dirname(dst[5:]), exist_ok=True)
             os.replace(src[5:], dst[5:])
             return
+        source = self.stat(src)
+        if source is None:
+            return  # already gone (an interrupted run repeated)
         fs, src_path = self.fs(src)
         dst_fs, dst_path = self.fs(dst)
         try:
+            if scheme_of(dst) == "file":
+                os.makedirs(os.path.dirname(dst_path), exist_ok=True)
             if fs is dst_fs:
-                fs.copy(src_path, dst_path)
+                _retrying(lambda: fs.copy(src_path, dst_path))
             else:
-                dst_fs.pipe_file(dst_path, fs.cat_file(src_path))
-        except FileNotFoundError:
-            return
-        except OSError as e:
-            raise StorageError(f"cannot move to {dst}: {e}", path=src) from None
+                data = _retrying(lambda: fs.cat_file(src_path))
+                _retrying(lambda: dst_fs.pipe_file(dst_path, data))
+        except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+            raise StorageError(f"cannot move to {dst}: {type(e).__name__}: {_first_line(e)}", path=src) from None
+        copied = self.stat(dst)
+        if copied is None or copied.size != source.size:
+            raise StorageError(f"the copy at {dst} is missing or has the wrong size: source kept", path=src)
         failed = self.delete_many([src])
         if failed:
             raise StorageError(f"copied to {dst} but could not delete: {failed[0][1]}", path=src)
@@ -624,33 +641,103 @@ def _mtime_of(info: dict[str, Any]) -> float | None:
         return None
 
 
-def _walk_local(root: str, prune: tuple[str, ...] = (), only: str | None = None) -> Iterator[FileInfo]:
-    """os.scandir walk: one stat per file, symlinks reported (flagged) but never traversed.
+# Directory names Flink writes no ``_metadata`` into, when they sit right below a job directory
+# (a 32-hex JobID). The same name anywhere else is an ordinary directory (a platform's
+# ``<fleet>/shared/ckpts`` root): pruning it by name alone hides whole jobs from gc.
+JOB_AREAS = ("shared", "taskowned")
 
-    Entries are consumed as the directory is read (a flat shared/ with a million files must not
-    be held as a million DirEntry objects) and URIs are built from one prefix per directory.
+
+def is_job_dir_name(name: str) -> bool:
+    """A JobID as Flink prints it: 32 lowercase hex digits."""
+    return len(name) == 32 and all(c in "0123456789abcdef" for c in name)
+
+
+@dataclass
+class WalkNotes:
+    """What a local walk saw besides files: what gc must know to never miss or double-count one.
+
+    ``dirs``: every directory and its mtime (a job that was just restored has created empty
+    ``shared/`` and ``taskowned/`` directories before it writes any file). ``followed``: directory
+    symlinks walked into (their files are flagged as links, so never deleted). ``aliases``: a
+    directory reached a second time under another name (a bind mount, a symlink into the root):
+    the same file would be both live and "unreferenced" under two paths. ``mounts``: directories on
+    another device than their parent.
     """
-    stack = [root]
+
+    dirs: dict[str, float] = field(default_factory=dict)
+    followed: list[tuple[str, str]] = field(default_factory=list)  # (symlink uri, its target)
+    aliases: list[tuple[str, str]] = field(default_factory=list)  # (uri, the uri seen first)
+    mounts: list[str] = field(default_factory=list)
+
+
+def _walk_local(
+    root: str, prune_job_areas: bool = False, only: str | None = None, notes: WalkNotes | None = None
+) -> Iterator[FileInfo]:
+    """os.scandir walk: one stat per file; directory symlinks followed once.
+
+    A directory symlink (``chk-N`` moved to another volume) is walked into, and every file below
+    it is flagged ``is_link`` (kept by gc, never deleted through a link); each directory is entered
+    once by (device, inode), so a symlink loop, a second mount or a link back into the root is
+    recorded in ``notes.aliases`` instead of listed twice. ``prune_job_areas`` skips
+    ``<job-id>/shared`` and ``<job-id>/taskowned`` (no ``_metadata`` there, millions of files).
+    Entries are consumed as the directory is read (a flat shared/ with a million files must not be
+    held as a million DirEntry objects). Any OS error is one line naming the directory.
+    """
+    try:
+        top = os.stat(root)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise StorageError(f"cannot list: {e.strerror or e}", path="file:" + root) from None
+    if not stat_mod.S_ISDIR(top.st_mode):
+        yield FileInfo("file:" + _clean_local(root), top.st_size, top.st_mtime)
+        return
+    seen: dict[tuple[int, int], str] = {(top.st_dev, top.st_ino): root}
+    stack: list[tuple[str, bool, int]] = [(root, False, top.st_dev)]
     while stack:
-        current = stack.pop()
-        prefix = "file:" + _clean_local(current).rstrip("/") + "/"
+        current, linked, dev = stack.pop()
+        clean = _clean_local(current).rstrip("/")
+        prefix = "file:" + clean + "/"
+        prune_here = prune_job_areas and is_job_dir_name(clean.rpartition("/")[2])
         try:
             it = os.scandir(current)
         except FileNotFoundError:
-            continue
-        except NotADirectoryError:
-            st = os.stat(current)
-            yield FileInfo("file:" + _clean_local(current), st.st_size, st.st_mtime)
-            continue
+            continue  # removed while we walked
         except PermissionError:
-            raise StorageError("permission denied", path="file:" + current) from None
-        with it:
-            for entry in it:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in prune:
-                        stack.append(entry.path)
-                elif only is not None and entry.name != only:
-                    continue
-                else:
-                    st = entry.stat(follow_symlinks=False)
-                    yield FileInfo(prefix + entry.name, st.st_size, st.st_mtime, entry.is_symlink())
+            raise StorageError("permission denied", path="file:" + clean) from None
+        except OSError as e:
+            raise StorageError(f"cannot list: {e.strerror or e}", path="file:" + clean) from None
+        try:
+            with it:
+                for entry in it:
+                    is_symlink = entry.is_symlink()
+                    if entry.is_dir(follow_symlinks=True):
+                        if prune_here and entry.name in JOB_AREAS:
+                            continue
+                        try:
+                            ds = entry.stat(follow_symlinks=True)
+                        except FileNotFoundError:
+                            continue
+                        uri = prefix + entry.name
+                        first = seen.get((ds.st_dev, ds.st_ino))
+                        if first is not None:
+                            if notes is not None:
+                                notes.aliases.append((uri, "file:" + _clean_local(first)))
+                            continue
+                        seen[(ds.st_dev, ds.st_ino)] = entry.path
+                        if notes is not None:
+                            notes.dirs[uri] = ds.st_mtime
+                            if is_symlink:
+                                notes.followed.append((uri, "file:" + os.path.realpath(entry.path)))
+                            if ds.st_dev != dev:
+                                notes.mounts.append(uri)
+                        stack.append((entry.path, linked or is_symlink, ds.st_dev))
+                    elif only is not None and entry.name != only:
+                        continue
+                    else:
+                        fs = entry.stat(follow_symlinks=False)
+                        yield FileInfo(prefix + entry.name, fs.st_size, fs.st_mtime, linked or is_symlink)
+        except StorageError:
+            raise
+        except OSError as e:  # a name too long (PATH_MAX), an I/O error while reading the directory
+            raise StorageError(f"cannot list: {e.strerror or e}", path="file:" + clean) from None

@@ -32,9 +32,9 @@ class CountingStorage(Storage):
         self.metadata_listings: collections.Counter[str] = collections.Counter()
         self.reads: collections.Counter[str] = collections.Counter()
 
-    def list_files(self, uri):
+    def list_files(self, uri, notes=None):
         self.listings[uri] += 1
-        return super().list_files(uri)
+        return super().list_files(uri, notes)
 
     def find_metadata(self, uri):
         self.metadata_listings[uri] += 1

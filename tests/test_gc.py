@@ -165,8 +165,8 @@ def test_missing_mtime_is_kept(tmp_path: Path) -> None:
     orphan = sc.uri(sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/no-mtime"))
 
     class NoMtimeStorage(Storage):
-        def list_files(self, uri):
-            for f in super().list_files(uri):
+        def list_files(self, uri, notes=None):
+            for f in super().list_files(uri, notes):
                 yield f._replace(mtime=None) if f.uri == orphan else f
 
     plan = build_plan(

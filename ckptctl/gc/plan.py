@@ -252,6 +252,7 @@ class _Planner:
         self.scopes = Scopes(options)
         self.refusals: list[dict[str, str]] = []
         self.warnings: list[str] = []
+        self.notes: dict[str, st.WalkNotes] = {}  # root -> what its walk saw besides files
 
     def refuse(self, code: Refusal, message: str) -> None:
         self.refusals.append(refusal(code, message))
@@ -272,6 +273,7 @@ class _Planner:
         self.warnings.extend(retention.notes)
         folded, listings = self.fold_while_listing(retention, prelisted)
         self.check_checkpoints_unchanged(discovered, listings)
+        self.check_no_aliases()
         plan = self.classify(now, now_source, cutoff, retention, folded, listings)
         return plan
 
@@ -382,7 +384,8 @@ class _Planner:
             future = worker.submit(fold_references_packed, storage.options, ordered, retained_set, options.rebase, prefixes)
         listings: list[tuple[str, list[FileInfo]]] = []
         for root in self.scopes.listed:
-            files = prelisted.pop(root) if prelisted else list(storage.list_files(root))
+            notes = self.notes[root] = st.WalkNotes()
+            files = prelisted.pop(root) if prelisted else list(storage.list_files(root, notes))
             listings.append((root, files))
             if root in options.roots and not files and not storage.is_dir(root):
                 raise CkptError("no such directory (or it is empty)", path=root)
@@ -420,6 +423,34 @@ class _Planner:
                 Refusal.CHECKPOINTS_CHANGED,
                 f"checkpoints completed or disappeared while the roots were scanned ({len(changed)} changed, "
                 f"first: {first}): a job is running here; run the plan again",
+            )
+
+    def check_no_aliases(self) -> None:
+        """The same directory reached under two names (a second mount of the volume inside a root,
+        a symlink back into it) makes every live file also an "unreferenced" file under the other
+        name: refuse. Directory symlinks to elsewhere (a ``chk-N`` moved to another volume) are
+        followed, their files kept as links; say so."""
+        aliases = [a for notes in self.notes.values() for a in notes.aliases]
+        if aliases:
+            uri, first = aliases[0]
+            self.refuse(
+                Refusal.ALIASED_PATH,
+                f"{len(aliases)} directories are reachable under two names (first: {uri} is {first}): a bind "
+                "mount or a symlink makes one file look both live and unreferenced. Remove the alias, or scan "
+                "the real location only",
+            )
+        followed = [f for notes in self.notes.values() for f in notes.followed]
+        if followed:
+            link, target = followed[0]
+            self.warnings.append(
+                f"{len(followed)} directory symlinks were followed (first: {link} -> {target}); the files below "
+                "them are read and kept, never deleted through a link"
+            )
+        mounts = [m for notes in self.notes.values() for m in notes.mounts]
+        if mounts:
+            self.warnings.append(
+                f"{len(mounts)} directories below the roots are other mounts (first: {mounts[0]}); their files "
+                "are classified like the rest"
             )
 
     # -- 4. classify every listed file ------------------------------------------------------
@@ -633,23 +664,42 @@ class _Planner:
 
     def check_no_job_starting(self, contexts: _Contexts, protected, retention: Retention) -> None:
         """A job directory with fresh files but no completed checkpoint is a job starting up: it may
-        have been restored (CLAIM) from a checkpoint ``--keep-last`` is about to expire, and its
-        first checkpoint will reference that checkpoint's files. Nothing can be expired then."""
+        have been restored (CLAIM or NO_CLAIM) from a checkpoint ``--keep-last`` is about to expire,
+        and its first checkpoint will reference that checkpoint's files. Nothing can be expired then.
+
+        Files are not the only sign: right after the restore the job has created its empty
+        ``shared/`` and ``taskowned/`` directories (or, on S3A, their directory markers) and
+        uploaded nothing yet. A directory of a job without a retained checkpoint that changed after
+        the oldest expiring ``_metadata`` was written is such a sign too."""
         job_of = {id(stats): job for job, stats in contexts.job_stats.items()}
         fresh = (Reason.YOUNG, Reason.IN_FLIGHT, Reason.NO_MTIME, Reason.FUTURE_MTIME)
+        since = min((loc.metadata.mtime or 0) for loc in retention.expired)
         starting = set()
         for d in protected:
-            if d.reason in fresh:
+            marker = d.path.endswith("/") and (d.mtime is None or d.mtime >= since)
+            if d.reason in fresh or marker:
                 job = job_of.get(id(contexts.get(d.path.rpartition("/")[0])[4]))
+                if job is None and marker:
+                    job = place_of(self.scopes.scope_of(d.path)[0] or "", d.path.rstrip("/")).job
                 if job is not None and job not in retention.newest_retained:
                     starting.add(job)
+        for notes in self.notes.values():
+            for directory, mtime in notes.dirs.items():
+                if mtime < since:
+                    continue
+                scope, kind = self.scopes.scope_of(directory)
+                if kind != "root":
+                    continue
+                place = place_of(scope, directory)
+                if place.area in ("shared", "taskowned", "chk") and place.job not in retention.newest_retained:
+                    starting.add(place.job)
         if starting:
             first = sorted(starting)[0]
             self.refuse(
                 Refusal.JOB_STARTING,
-                f"{len(starting)} job directories have fresh files but no completed checkpoint (first: {first}): "
-                "a job starting up may restore from a checkpoint --keep-last would expire. Run the plan again "
-                "once it has completed a checkpoint, or without --keep-last",
+                f"{len(starting)} job directories have fresh files or directories but no completed checkpoint "
+                f"(first: {first}): a job starting up may restore from a checkpoint --keep-last would expire. "
+                "Run the plan again once it has completed a checkpoint, or without --keep-last",
             )
 
     def _savepoint_files(self, listings, names: set[str]) -> dict[str, list[tuple[str, int]]]:
@@ -738,7 +788,13 @@ class _Contexts:
         self.retained_dirs = {loc.uri for loc in retention.retained}
         self.expired_dirs = {loc.uri for loc in retention.expired}
         self.newest = retention.newest_retained
-        self.newest_by_name = {st.basename(j): loc for j, loc in retention.newest_retained.items()}
+        # a fixed job id may run in several roots sharing one changelog dir: the anchor of its DSTL
+        # files is the oldest of their newest checkpoints (the slower job may still upload)
+        self.newest_by_name: dict[str, CheckpointLocation] = {}
+        for j, loc in retention.newest_retained.items():
+            had = self.newest_by_name.get(st.basename(j))
+            if had is None or (loc.metadata.mtime or 0) < (had.metadata.mtime or 0):
+                self.newest_by_name[st.basename(j)] = loc
         self.job_stats: dict[str, list[int]] = {}
         self.overlaps: list[str] = []  # scope problems only seen while classifying
         self._cache: dict[str, tuple] = {}

@@ -86,6 +86,7 @@ class Refusal(StrEnum):
     NAME_COLLISION = "name-collision"
     KEEP_LAST_ORDER = "keep-last-order"
     JOB_STARTING = "job-starting"
+    ALIASED_PATH = "aliased-path"
 
 
 def describe(code: str) -> str:
