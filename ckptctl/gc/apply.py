@@ -289,6 +289,31 @@ class _Remover:
         os.unlink(name, dir_fd=fd)
         return None
 
+    def _local_upload(self, uri: str, target: str) -> str | None:
+        """A local file moved to a trash elsewhere (S3): read through the ``O_NOFOLLOW`` directory
+        descriptors, write the copy, check it, then unlink by name in the same directory. Never by
+        path: a directory swapped for a symlink mid-run would lead outside the root."""
+        fd, name, error = self._open_parent(uri)
+        if fd is None:
+            return error
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file (a symbolic link?): never moved"
+        if self.storage.stat(target) is not None:
+            return f"{target} exists: never overwritten"
+        src_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        with os.fdopen(src_fd, "rb") as src:
+            data = src.read()
+        self.storage.write_bytes(target, data)
+        copied = self.storage.stat(target)
+        if copied is None or copied.size != len(data):
+            return f"the copy at {target} is missing or has the wrong size: source kept"
+        os.unlink(name, dir_fd=fd)
+        return None
+
     # -- both ----------------------------------------------------------------------------
     def delete(self, uris: list[str]) -> list[tuple[str, str]]:
         errors: list[tuple[str, str]] = []
@@ -315,6 +340,8 @@ class _Remover:
                 try:
                     if st.scheme_of(uri) == "file" and st.scheme_of(target) == "file":
                         why = self._local_move(uri, target)
+                    elif st.scheme_of(uri) == "file":
+                        why = self._local_upload(uri, target)
                     else:
                         self.storage.move(uri, target)
                 except (CkptError, OSError) as e:

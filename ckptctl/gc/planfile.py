@@ -111,7 +111,7 @@ def validate(data: Any, path: str | None = None) -> None:
         ok = (
             isinstance(c, dict) and isinstance(c.get("path"), str) and isinstance(c.get("size"), int)
             and not isinstance(c.get("size"), bool) and c["size"] >= 0
-            and (c.get("mtime") is None or _is_num(c["mtime"])) and isinstance(c.get("reason"), str)
+            and "mtime" in c and (c["mtime"] is None or _is_num(c["mtime"])) and isinstance(c.get("reason"), str)
         )  # fmt: skip
         _check(ok, f"candidate #{i} is not {{path, size, mtime, reason}}", path)
 
