@@ -26,6 +26,7 @@ ever written under a source directory. No Typer or Rich here.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 import time
@@ -294,6 +295,7 @@ def plan_relocation(
                 raise RelocateError(
                     f"{target} would be written inside a source directory ({area}); choose a DST outside it"
                 )
+    _refuse_aliased_destination(source_dirs, [*needed.values(), *ck_dirs.values()])
     sizes = _stat_all(storage, list(needed), workers)
     missing = [s for s in needed if sizes.get(s) is None]
     if missing:
@@ -323,6 +325,45 @@ def plan_relocation(
         already,
         source_dirs,
     )
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _refuse_aliased_destination(source_dirs: list[str], targets: list[str]) -> None:
+    """DST may name a source directory under another name (a symlink, a bind mount): comparing
+    strings cannot see it. Locally, each target directory's nearest existing ancestor and every
+    directory above it are compared by (device, inode) with the source directories."""
+    sources: dict[tuple[int, int], str] = {}
+    for d in source_dirs:
+        if st.scheme_of(d) == "file":
+            ident = _identity(d[5:])
+            if ident is not None:
+                sources[ident] = d
+    if not sources:
+        return
+    checked: set[str] = set()
+    for target in targets:
+        if st.scheme_of(target) != "file":
+            continue
+        d = os.path.dirname(target[5:])
+        while d not in checked:
+            checked.add(d)
+            ident = _identity(d)
+            if ident is not None and ident in sources:
+                raise RelocateError(
+                    f"{target} would be written inside a source directory ({sources[ident]}), reached through "
+                    f"{'file:' + d} (a symlink or a second mount); choose a DST outside it"
+                )
+            parent = os.path.dirname(d)
+            if parent == d:
+                break
+            d = parent
 
 
 def _source_area(uri: str) -> str:

@@ -396,3 +396,29 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     ):
         err = ckptctl(*args, expect=2).stderr
         assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("how", ["symlink", "bind-mount"])
+def test_a_dst_that_is_the_source_job_under_another_name_is_refused(tmp_path: Path, how: str) -> None:
+    """Issue 19 row 10: "never writes under SRC" compared strings; DST a symlink or a bind mount
+    of the source's job directory wrote the copies into it."""
+    import subprocess
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    chk = sorted(metadata_files(sc.root).items())[-1][1].parent
+    job = chk.parent
+    dst = tmp_path / "dst"
+    if how == "symlink":
+        dst.symlink_to(job, target_is_directory=True)
+    else:
+        dst.mkdir()
+        if subprocess.run(["mount", "--bind", str(job), str(dst)], capture_output=True).returncode:
+            pytest.skip("bind mounts need privileges this machine does not give")
+    before = sorted(str(p) for p in job.rglob("*"))
+    try:
+        result = ckptctl("relocate", str(chk), str(dst), "--apply", *sc.rebase, expect=2)
+        assert "source directory" in result.stderr and "Traceback" not in result.stderr
+        assert sorted(str(p) for p in job.rglob("*")) == before  # nothing written inside the source
+    finally:
+        if how == "bind-mount":
+            subprocess.run(["umount", str(dst)], check=False)
