@@ -104,7 +104,7 @@ def measure_orphans(
             scan.storage,
             GcOptions(
                 (scan.root,), older_than=0.0, margin=0.0, force=True, allow_external=True,
-                rebase=mappings.mappings,
+                rebase=mappings.mappings, collect_dead_jobs=True,
             ),
         )  # fmt: skip
         orphans["files"], orphans["bytes"] = len(plan.candidates), plan.candidate_bytes

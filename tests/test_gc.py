@@ -200,7 +200,12 @@ def test_empty_live_set_is_refused(tmp_path: Path) -> None:
         f = job / "shared" / f"f{i}"
         f.write_bytes(b"x" * 10)
         os.utime(f, (T0, T0))
-    result = ckptctl("gc", "plan", str(tmp_path / "root"), *OLD, "--force", expect=1)
+    (job / "chk-1").mkdir()  # Flink evidence: the directory of a checkpoint that never completed
+    # a dead job is kept unless collected explicitly; collected, an empty live set still refuses
+    kept = json.loads(ckptctl("gc", "plan", "--json", str(tmp_path / "root"), *OLD, "--force").stdout)
+    assert not kept["candidates"] and {p["reason"] for p in kept["protected"]} == {"dead-job"}
+    assert [d["collected"] for d in kept["dead_jobs"]] == [False]
+    result = ckptctl("gc", "plan", str(tmp_path / "root"), *OLD, "--force", "--collect-dead-jobs", expect=1)
     assert "live set is empty" in result.stderr
 
 

@@ -322,10 +322,11 @@ def test_row06_trash_keeps_root_qualified_paths_and_never_overwrites(tmp_path: P
     dead = "ab" * 16  # the same relative names below both roots
     planted = {}
     for sc in (a, b):
+        (sc.checkpoints / dead / "chk-3").mkdir(parents=True)  # Flink evidence: a dead job's checkpoint dir
         for i in range(7):
             p = sc.plant(f"checkpoints/{dead}/shared/orphan-{i}")
             planted[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
-    args = [str(a.checkpoints), str(b.checkpoints), *a.rebase, *b.rebase, *OLD, "--force"]
+    args = [str(a.checkpoints), str(b.checkpoints), *a.rebase, *b.rebase, *OLD, "--force", "--collect-dead-jobs"]
     plan = plan_json(*args)
     assert {"file:" + p for p in planted} <= candidates(plan)
     expected = {c["path"]: c for c in plan["candidates"]}
@@ -595,14 +596,21 @@ def test_row17_claim_old_job_alone_is_listed_dead_and_both_roots_keep_borrowed_f
     borrowed = {r for r in job2_refs if r.startswith(sc.uri(job1) + "/")}
     assert borrowed
 
-    # the old root alone: job 1 is a dead job, listed by name with its files and bytes
-    old_alone = plan_json(str(sc.checkpoints), *sc.rebase, *healthy_rebase, *OLD, "--force")
+    # the old root alone: job 1 has no retained checkpoint; its files are kept, even when dead
+    # jobs are collected (nothing but its name says it is Flink's: its checkpoint dirs are gone)
     job1_files = [p for p in job1.rglob("*") if p.is_file()]
-    dead = {d["job"]: d for d in old_alone["dead_jobs"]}
-    assert set(dead) == {sc.uri(job1)}
+    for extra in ([], ["--collect-dead-jobs"]):
+        old_alone = plan_json(str(sc.checkpoints), *sc.rebase, *healthy_rebase, *OLD, "--force", *extra)
+        assert not {c for c in candidates(old_alone) if c.startswith(sc.uri(job1) + "/")}
+        assert {sc.uri(p) for p in job1_files} <= set(protected(old_alone))
+    # named as a ROOT, job 1 is collected: listed by name with its files and bytes, and the warning
+    named = plan_json(str(job1), *sc.rebase, *OLD, "--force", expect=1)
+    assert codes(named) == {"empty-live-set"}  # and alone it has nothing live: the plan blocks
+    dead = {d["job"]: d for d in named["dead_jobs"]}
+    assert set(dead) == {sc.uri(job1)} and dead[sc.uri(job1)]["collected"]
     assert dead[sc.uri(job1)]["files"] == len(job1_files)
     assert dead[sc.uri(job1)]["bytes"] == sum(p.stat().st_size for p in job1_files)
-    assert any("claim" in w.lower() for w in old_alone["warnings"])
+    assert any("claim" in w.lower() for w in named["warnings"])
 
     # both roots: nothing job 2 references is a candidate, and apply keeps all of it
     args = [str(sc.checkpoints), str(new_root), *job2_rebase, *sc.rebase, *healthy_rebase, *OLD, "--force"]

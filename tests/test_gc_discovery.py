@@ -287,3 +287,55 @@ def _changelog_dir(sc: Scenario) -> Path:
 
 def referenced(ck: LoadedCheckpoint) -> set[str]:
     return {p for p, *_ in referenced_files(ck)}
+
+
+# ---------------------------------------------------------------------------------------------
+# row 7: a directory is a Flink job only on evidence; dead jobs are collected only when asked
+
+
+def tenant_and_dead_job(sc: Scenario) -> tuple[list[Path], list[Path]]:
+    tenant = sc.checkpoints / ("c" * 32)  # a team directory named by a 32-hex tenant id
+    not_flink = [sc.plant(f"checkpoints/{tenant.name}/shared/report.csv"),
+                 sc.plant(f"checkpoints/{tenant.name}/taskowned/notes.txt")]  # fmt: skip
+    dead = sc.checkpoints / ("d" * 32)  # a Flink job whose last checkpoint never completed
+    orphans = [sc.plant(f"checkpoints/{dead.name}/shared/{i:08x}-0000-4000-8000-000000000000") for i in range(3)]
+    (dead / "chk-5").mkdir()
+    return not_flink, orphans
+
+
+def test_row7_a_hex_named_team_directory_is_not_a_flink_job(tmp_path: Path) -> None:
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    not_flink, orphans = tenant_and_dead_job(sc)
+    for extra in ([], ["--collect-dead-jobs"]):
+        plan = plan_json(str(sc.checkpoints), *OLD, "--force", *sc_rebase(sc), *extra)
+        kept = {p["path"]: p["reason"] for p in plan["protected"]}
+        assert all(kept.get(sc.uri(p)) == "not-flink-file" for p in not_flink)
+        assert ("c" * 32) not in {d["job"].rpartition("/")[2] for d in plan["dead_jobs"]}
+
+
+def test_row7_dead_jobs_are_kept_unless_collected_explicitly(tmp_path: Path) -> None:
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    _not_flink, orphans = tenant_and_dead_job(sc)
+    uris = {sc.uri(p) for p in orphans}
+    plan = plan_json(str(sc.checkpoints), *OLD, "--force", *sc_rebase(sc))
+    assert not uris & candidates(plan)
+    assert {p["path"]: p["reason"] for p in plan["protected"] if p["path"] in uris} == dict.fromkeys(uris, "dead-job")
+    dead = {d["job"].rpartition("/")[2]: d for d in plan["dead_jobs"]}
+    assert dead["d" * 32]["collected"] is False and dead["d" * 32]["evidence"] == "chk-dir"
+    collected = plan_json(str(sc.checkpoints), *OLD, "--force", "--collect-dead-jobs", *sc_rebase(sc))
+    assert uris <= candidates(collected)
+    named = plan_json(str(sc.checkpoints), str(sc.checkpoints / ("d" * 32)), *OLD, "--force", *sc_rebase(sc),
+                      expect=None)  # fmt: skip
+    assert uris <= candidates(named) and not codes(named)
+
+
+def test_row3_fresh_files_of_a_job_without_evidence_still_block_keep_last(tmp_path: Path) -> None:
+    """A starting job that has uploaded a file but created no chk-N yet is not a Flink job by
+    evidence (its files are kept as not-flink-file); it still blocks --keep-last."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    fresh = sc.plant(f"checkpoints/{'e' * 32}/shared/first-upload", mtime=time.time() - 5)
+    then = time.time() - 10 * 86400
+    for d in (fresh.parent, fresh.parent.parent):
+        os.utime(d, (then, then))  # only the file says so
+    plan = plan_json(str(sc.checkpoints), *OLD, "--keep-last", "1", "--force", *sc_rebase(sc), expect=1)
+    assert "job-starting" in codes(plan)

@@ -82,6 +82,15 @@ def plan_command(
             help="A retained checkpoint whose missing files you accept as lost (otherwise missing files block). Repeatable.",
         ),
     ] = None,
+    collect_dead_jobs: Annotated[
+        bool,
+        typer.Option(
+            "--collect-dead-jobs",
+            help="Also collect the files of jobs with no retained checkpoint (kept by default: a job restored "
+            "from one of them in CLAIM mode elsewhere may still use them). Naming such a job directory as ROOT "
+            "does the same for that job.",
+        ),
+    ] = False,
     clock: Annotated[
         str,
         typer.Option(
@@ -106,9 +115,10 @@ def plan_command(
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     options = GcOptions(
-        tuple(roots), tuple(savepoints or ()), tuple(changelog_dir or ()), keep_last,
-        older_than, margin, max_delete_fraction, force,
-        allow_external, mappings.mappings, tuple(accept_lost or ()), clock,
+        roots=tuple(roots), savepoint_dirs=tuple(savepoints or ()), changelog_dirs=tuple(changelog_dir or ()),
+        keep_last=keep_last, older_than=older_than, margin=margin, max_delete_fraction=max_delete_fraction,
+        force=force, allow_external=allow_external, rebase=mappings.mappings, accept_lost=tuple(accept_lost or ()),
+        clock=clock, collect_dead_jobs=collect_dead_jobs,
     )  # fmt: skip
     plan = build_plan(storage, options, progress=out.term.iterate("reading _metadata"))
     if plan_file:

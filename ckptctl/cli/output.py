@@ -403,9 +403,11 @@ class ConsoleOutput(Output):
             table.add_column("job")
             table.add_column("files", justify="right")
             table.add_column("bytes", justify="right")
+            table.add_column("files are")
             for d in plan["dead_jobs"]:
                 table.add_row(
-                    _escape(d["job"].rpartition("/")[2]), f"{d['files']:,}", human_bytes(d["bytes"])
+                    _escape(d["job"].rpartition("/")[2]), f"{d['files']:,}", human_bytes(d["bytes"]),
+                    "collected" if d.get("collected", True) else "kept",
                 )
             self.out.print(table)
         for w in plan["warnings"]:

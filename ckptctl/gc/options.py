@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
@@ -27,6 +27,9 @@ class GcOptions:
     rebase: tuple[tuple[str, str], ...] = ()
     accept_lost: tuple[str, ...] = ()  # checkpoints whose missing files the user accepts as lost
     clock: str = "storage"  # "storage": the object store's Date header; "local": this machine
+    # jobs without a retained checkpoint (a CLAIM job elsewhere may borrow their files): kept
+    # unless collected explicitly, or named as a ROOT
+    collect_dead_jobs: bool = False
 
     def normalized(self) -> GcOptions:
         for what, values in (("ROOT", self.roots), ("--savepoints", self.savepoint_dirs),
@@ -40,13 +43,14 @@ class GcOptions:
         def norm(xs):
             return tuple(dict.fromkeys(st.normalize_uri(x) for x in xs))
 
-        return GcOptions(
-            norm(self.roots), norm(self.savepoint_dirs), norm(self.changelog_dirs), self.keep_last,
-            self.older_than, self.margin, self.max_delete_fraction, self.force, self.allow_external,
-            Rebase.of(self.rebase).mappings,
-            tuple(st.parent(u) if st.basename(u) == "_metadata" else u for u in norm(self.accept_lost)),
-            self.clock,
-        )  # fmt: skip
+        return replace(
+            self,
+            roots=norm(self.roots),
+            savepoint_dirs=norm(self.savepoint_dirs),
+            changelog_dirs=norm(self.changelog_dirs),
+            rebase=Rebase.of(self.rebase).mappings,
+            accept_lost=tuple(st.parent(u) if st.basename(u) == "_metadata" else u for u in norm(self.accept_lost)),
+        )
 
     def validate(self) -> None:
         if not self.roots:

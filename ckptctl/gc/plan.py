@@ -47,7 +47,7 @@ from ckptctl.layout import (
     scan_root,
 )
 from ckptctl.pycollector import paused_collector
-from ckptctl.rebase import Rebase
+from ckptctl.rebase import Rebase, written_job_dir
 from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_files
 from ckptctl.scan import ScanStorage
 from ckptctl.storage import FileInfo, Storage
@@ -477,7 +477,8 @@ class _Planner:
         live_files = live_bytes = 0
         total_files = sum(len(files) for _root, files in listings)
         total_bytes = sum(sum(map(itemgetter(1), files)) for _root, files in listings)
-        contexts = _Contexts(self.scopes, retention, folded, now + CLOCK_TOLERANCE)
+        contexts = _Contexts(self.scopes, retention, folded, now + CLOCK_TOLERANCE, JobEvidence(
+            self.scopes, retention, folded, listings, self.notes))
         future: list[str] = []
         tolerance_limit = now + CLOCK_TOLERANCE
         margin = options.margin
@@ -672,14 +673,14 @@ class _Planner:
         uploaded nothing yet. A directory of a job without a retained checkpoint that changed after
         the oldest expiring ``_metadata`` was written is such a sign too."""
         job_of = {id(stats): job for job, stats in contexts.job_stats.items()}
-        fresh = (Reason.YOUNG, Reason.IN_FLIGHT, Reason.NO_MTIME, Reason.FUTURE_MTIME)
         since = min((loc.metadata.mtime or 0) for loc in retention.expired)
         starting = set()
         for d in protected:
-            marker = d.path.endswith("/") and (d.mtime is None or d.mtime >= since)
-            if d.reason in fresh or marker:
+            # any kept file (young, of a dead job, not yet Flink's by evidence, a directory marker)
+            # of a job without a retained checkpoint, written after the oldest expiring _metadata
+            if d.mtime is None or d.mtime >= since:
                 job = job_of.get(id(contexts.get(d.path.rpartition("/")[0])[4]))
-                if job is None and marker:
+                if job is None and d.path.endswith("/"):
                     job = place_of(self.scopes.scope_of(d.path)[0] or "", d.path.rstrip("/")).job
                 if job is not None and job not in retention.newest_retained:
                     starting.add(job)
@@ -719,8 +720,10 @@ class _Planner:
         dead: list[dict[str, Any]] = []
         for job, (files, size, cand_files, cand_bytes) in sorted(contexts.job_stats.items()):
             if job not in retention.newest_retained:
-                if cand_files:
-                    dead.append({"job": job, "files": files, "bytes": size,
+                verdict = contexts.dead_verdicts.get(job, Reason.NOT_FLINK_FILE)
+                if verdict is not Reason.NOT_FLINK_FILE and files:
+                    dead.append({"job": job, "files": files, "bytes": size, "collected": verdict is None,
+                                 "evidence": contexts.evidence.of(job) or "named as ROOT",
                                  "candidate_files": cand_files, "candidate_bytes": cand_bytes})  # fmt: skip
                 continue
             share = max(cand_files / max(files, 1), cand_bytes / max(size, 1))
@@ -731,12 +734,22 @@ class _Planner:
                     f"of the bytes of job {job}, more than --max-delete-fraction {limit:.0%}; review it, then run "
                     "`ckptctl gc plan` again with --force (or a higher --max-delete-fraction)",
                 )
-        if dead:
-            names = ", ".join(st.basename(d["job"]) for d in dead[:5])
+        collected = [d for d in dead if d["collected"] and d["candidate_files"]]
+        if collected:
+            names = ", ".join(st.basename(d["job"]) for d in collected[:5])
             self.warnings.append(
-                f"{len(dead)} jobs have no retained checkpoint and all their old files are candidates ({names}"
-                f"{' ...' if len(dead) > 5 else ''}): if another job was restored from one of them in CLAIM mode "
+                f"{len(collected)} jobs have no retained checkpoint and all their old files are candidates ({names}"
+                f"{' ...' if len(collected) > 5 else ''}): if another job was restored from one of them in CLAIM mode "
                 "and writes its checkpoints elsewhere, scan that root in the same plan, or it loses the files it borrows"
+            )
+        kept = [d for d in dead if not d["collected"]]
+        if kept:
+            names = ", ".join(st.basename(d["job"]) for d in kept[:5])
+            self.warnings.append(
+                f"{len(kept)} jobs have no retained checkpoint; their files are kept ({names}"
+                f"{' ...' if len(kept) > 5 else ''}): a job restored from one of them in CLAIM mode elsewhere may "
+                "still borrow them. Scan that job's root in the same plan, then pass --collect-dead-jobs (or name "
+                "the job directory as ROOT) to collect them"
             )
         if candidates and not options.force:
             files_share = len(candidates) / max(total_files, 1)
@@ -781,8 +794,14 @@ def _by_name(name: str, reason: Reason) -> Reason:
 class _Contexts:
     """Per directory: what its files are unless referenced (see :meth:`_anchored`), and job stats."""
 
-    def __init__(self, scopes: Scopes, retention: Retention, folded: Folded, future_limit: float) -> None:
+    def __init__(
+        self, scopes: Scopes, retention: Retention, folded: Folded, future_limit: float, evidence: JobEvidence
+    ) -> None:
         self.scopes = scopes
+        self.evidence = evidence
+        self.collect_dead = scopes.options.collect_dead_jobs
+        self.named = set(scopes.options.roots)
+        self.dead_verdicts: dict[str, Reason | None] = {}  # job without a retained checkpoint -> verdict
         self.live, self.spans = folded.live, folded.spans
         self.future_limit = future_limit
         self.retained_dirs = {loc.uri for loc in retention.retained}
@@ -872,6 +891,10 @@ class _Contexts:
         if place.area == "other" or kind == "savepoints":
             return self._kept(Reason.NOT_FLINK_FILE, place.job)
         newest = self.newest.get(place.job)
+        if newest is None and place.job is not None:
+            verdict = self.dead_verdict(place.job)
+            if verdict is not None:
+                return self._kept(verdict, place.job)
         if place.area == "chk":
             if place.chk in self.retained_dirs:
                 return self._kept(Reason.RETAINED_CHECKPOINT_DIR, place.job)
@@ -892,6 +915,85 @@ class _Contexts:
                 return self._kept(Reason.FORST_IN_USE, place.job)
             return self._anchored(Reason.UNREFERENCED_FORST, place.job, newest)
         return self._anchored(Reason.UNREFERENCED_TASKOWNED, place.job, newest)
+
+
+    def dead_verdict(self, job: str) -> Reason | None:
+        """For a job directory without a retained checkpoint: ``None`` to collect its old files as
+        usual, or the reason they are kept. A directory is a (dead) Flink job only on evidence
+        (:class:`JobEvidence`); a dead job is collected only with ``--collect-dead-jobs`` or when
+        it is named as a ROOT: a job restored from it in CLAIM mode may live in a root not scanned
+        and still borrow its files."""
+        if job in self.dead_verdicts:
+            return self.dead_verdicts[job]
+        named = job in self.named
+        if not named and not self.evidence.of(job):
+            verdict: Reason | None = Reason.NOT_FLINK_FILE
+        elif named or self.collect_dead:
+            verdict = None
+        else:
+            verdict = Reason.DEAD_JOB
+        self.dead_verdicts[job] = verdict
+        return verdict
+
+
+class JobEvidence:
+    """Whether a directory named like a JobID is Flink's: it has a ``chk-N`` directory, held a
+    ``_metadata``, is referenced by a scanned checkpoint, or has changelog (DSTL) files of its id.
+    A tenant directory that happens to be 32 hex digits with ``shared/report.csv`` has none.
+    Asked only for jobs without a retained checkpoint (rare): each source is computed once, lazily."""
+
+    def __init__(self, scopes: Scopes, retention: Retention, folded: Folded, listings, notes) -> None:
+        self.scopes, self.retention, self.folded, self.listings, self.notes = scopes, retention, folded, listings, notes
+        self._sets: dict[str, set[str]] = {}
+
+    def of(self, job: str) -> str | None:
+        """The first kind of evidence found for ``job``, or ``None``."""
+        for kind in ("metadata", "chk-dir", "referenced", "changelog"):
+            if kind not in self._sets:
+                self._sets[kind] = getattr(self, "_" + kind.replace("-", "_"))()
+            key = st.basename(job) if kind == "changelog" else job
+            if key in self._sets[kind]:
+                return kind
+        return None
+
+    def _metadata(self) -> set[str]:
+        locs = itertools.chain(self.retention.retained, self.retention.expired)
+        return {st.parent(loc.uri) for loc in locs if loc.kind == "checkpoint"}
+
+    def _chk_dir(self) -> set[str]:
+        jobs: set[str] = set()
+        for root, notes in self.notes.items():
+            for d in notes.dirs:
+                if "/chk-" in d:
+                    place = place_of(root, d)
+                    if place.chk is not None:
+                        jobs.add(place.job)
+        for root, files in self.listings:
+            last = None
+            for f in files:
+                parent = f.uri.rpartition("/")[0]
+                if parent != last and "/chk-" in parent:
+                    place = place_of(root, parent)
+                    if place.chk is not None:
+                        jobs.add(place.job)
+                last = parent
+        return jobs
+
+    def _referenced(self) -> set[str]:
+        jobs = {written_job_dir(p) for p in itertools.chain(self.folded.live, self.folded.spans)}
+        jobs.discard(None)
+        return jobs  # type: ignore[return-value]
+
+    def _changelog(self) -> set[str]:
+        prefixes = tuple(c.rstrip("/") + "/" for c in self.scopes.options.changelog_dirs)
+        ids: set[str] = set()
+        if not prefixes:
+            return ids
+        for _root, files in self.listings:
+            for f in files:
+                if f.uri.startswith(prefixes):
+                    ids.update(p for p in f.uri.split("/") if JOB_ID_RE.match(p))
+        return ids
 
 
 # ---------------------------------------------------------------------------------------------

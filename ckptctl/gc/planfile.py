@@ -119,10 +119,11 @@ def validate(data: Any, path: str | None = None) -> None:
 def options_from_plan(data: dict[str, Any]) -> GcOptions:
     o = data["options"]
     return GcOptions(
-        tuple(o["roots"]), tuple(o["savepoint_dirs"]), tuple(o["changelog_dirs"]), o["keep_last"],
-        float(o["older_than"]), float(o["margin"]), float(o["max_delete_fraction"]), o["force"],
-        o["allow_external"], tuple((m[0], m[1]) for m in o["rebase"]), tuple(o.get("accept_lost", ())),
-        o.get("clock", "storage"),
+        roots=tuple(o["roots"]), savepoint_dirs=tuple(o["savepoint_dirs"]), changelog_dirs=tuple(o["changelog_dirs"]),
+        keep_last=o["keep_last"], older_than=float(o["older_than"]), margin=float(o["margin"]),
+        max_delete_fraction=float(o["max_delete_fraction"]), force=o["force"], allow_external=o["allow_external"],
+        rebase=tuple((m[0], m[1]) for m in o["rebase"]), accept_lost=tuple(o.get("accept_lost", ())),
+        clock=o.get("clock", "storage"), collect_dead_jobs=bool(o.get("collect_dead_jobs", False)),
     )  # fmt: skip
 
 

@@ -31,6 +31,7 @@ class Reason(StrEnum):
     FORST_IN_USE = "forst-in-use"
     CHANGELOG_UNSCANNED_JOB = "changelog-unscanned-job"
     ABNORMAL_PATH = "abnormal-path"
+    DEAD_JOB = "dead-job"
 
     @property
     def text(self) -> str:
@@ -45,7 +46,7 @@ _TEXT = {
     Reason.INCOMPLETE_CHECKPOINT: "incomplete checkpoint directory (no _metadata)",
     Reason.EXPIRED_CHECKPOINT: "expired checkpoint (--keep-last), deleted as a unit, _metadata first",
     Reason.EXPIRED_ONLY: "referenced only by expired checkpoints (--keep-last)",
-    Reason.NOT_FLINK_FILE: "not a Flink file (outside <job-id>/{shared,taskowned,chk-N})",
+    Reason.NOT_FLINK_FILE: "not a Flink file (outside <job-id>/{shared,taskowned,chk-N}, or a job dir without Flink evidence)",
     Reason.IN_SAVEPOINT: "inside a savepoint directory",
     Reason.RETAINED_CHECKPOINT_DIR: "unreferenced file inside a retained checkpoint directory",
     Reason.SYMLINK: "symbolic link (never followed or deleted)",
@@ -57,6 +58,8 @@ _TEXT = {
     Reason.FORST_IN_USE: "in a ForSt working directory a retained checkpoint uses (live in a running job)",
     Reason.CHANGELOG_UNSCANNED_JOB: "changelog file of a job whose checkpoints are not scanned",
     Reason.ABNORMAL_PATH: "path not in normal form (//, . or ..): Flink cannot have written it",
+    Reason.DEAD_JOB: "file of a job with no retained checkpoint, kept (a CLAIM job elsewhere may borrow it; "
+    "--collect-dead-jobs)",
 }
 
 CANDIDATE_REASONS = frozenset(
