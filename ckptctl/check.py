@@ -15,7 +15,7 @@ from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
-from ckptctl.rebase import Rebase, moved_warnings, with_inferred
+from ckptctl.rebase import Rebase, with_inferred
 from ckptctl.scan import RootScan
 from ckptctl.storage import Storage
 from ckptctl.verify import repairable, verify
@@ -30,7 +30,7 @@ def run_check(
 ) -> dict[str, Any]:
     """Every ``_metadata`` parses, every reference resolves (local engine, shallow), orphans within a limit."""
     started = time.monotonic()
-    scan = RootScan.of(storage, root, rebase)
+    scan = RootScan.of(storage, root, rebase, apply_inferred=False)  # judge what Flink will open
     if not any(loc.complete for loc in scan.layout.locations()):
         # a gate that passes on a path with nothing to check would hide a wrong path in CI
         raise CkptError(f"no checkpoints under {scan.root}: no completed checkpoint or savepoint to check")
@@ -42,7 +42,7 @@ def run_check(
         entries.append({"path": loc.uri, "job_id": loc.job_id, "kind": loc.kind, "ok": error is None,
                         "error": None if error is None else str(error), "files": 0, "problems": []})  # fmt: skip
     loaded = scan.loaded
-    warnings: list[str] = moved_warnings(ck.inferred_rebase for ck in loaded)
+    warnings: list[str] = []
     mappings = with_inferred(rebase, (ck.inferred_rebase for ck in loaded))  # for the orphan count
     result = verify(
         scan.storage, loaded, engine="local", roots=[scan.root], savepoint_dirs=savepoint_dirs,
@@ -85,9 +85,31 @@ def run_check(
         "problem_count": len(problems),
         "problems": problems,
         "repairable": repairable(result.misanchored),
-        "warnings": warnings,
+        "moved": result.moved,
+        "what_if": result.what_if,
+        "warnings": warnings + moved_notes(result.moved, problems) + what_if_notes(result.what_if),
         "elapsed_seconds": round(time.monotonic() - started, 3),
     }
+
+
+def what_if_notes(what_if: list[str]) -> list[str]:
+    if not what_if:
+        return []
+    return [f"what-if: paths mapped with --rebase {', '.join(what_if)}; Flink itself reads the paths as written"]
+
+
+def moved_notes(moved: list[dict[str, Any]], problems: list[dict[str, Any]]) -> list[str]:
+    """One line per mapping of checkpoints written elsewhere whose files Flink still finds there."""
+    failing = {c for p in problems for c in p.get("checkpoints", ())}
+    notes = []
+    for m in moved:
+        fine = [c for c in m["checkpoints"] if c not in failing]
+        if fine:
+            notes.append(
+                f"{len(fine)} checkpoints were written at another location ({', '.join(m['rebase'])}): Flink reads "
+                "their files there, not here; they pass because that location still has them"
+            )
+    return notes
 
 
 def measure_orphans(

@@ -143,7 +143,9 @@ class RootScan:
     storage: ScanStorage
 
     @classmethod
-    def of(cls, storage: Storage, root: str, rebase: Rebase | None = None) -> RootScan:
+    def of(
+        cls, storage: Storage, root: str, rebase: Rebase | None = None, apply_inferred: bool = True
+    ) -> RootScan:
         """List ``root`` and read each completed checkpoint's ``_metadata`` (with ``rebase`` and
         the mapping a moved directory suggests, as :func:`~ckptctl.refs.load_checkpoint` does)."""
         root = st.normalize_uri(root)
@@ -157,7 +159,7 @@ class RootScan:
             if not loc.complete:
                 continue
             try:
-                loaded.append(load_checkpoint(view, loc, rebase))
+                loaded.append(load_checkpoint(view, loc, rebase, apply_inferred=apply_inferred))
             except CkptError as e:
                 unreadable[loc.uri] = e
         return cls(layout.root, files, layout, loaded, unreadable, view)

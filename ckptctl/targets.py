@@ -36,9 +36,21 @@ def _each(items: Sequence[Any], total: int) -> Iterator[Any]:
     yield from items
 
 
-def checkpoints_at(storage: Storage, path: str, mappings: Rebase, progress: Progress | None = None):
+def checkpoints_at(
+    storage: Storage,
+    path: str,
+    mappings: Rebase,
+    progress: Progress | None = None,
+    apply_inferred: bool = True,
+    unreadable: dict[str, str] | None = None,
+):
     """A single checkpoint if PATH is one, else every readable checkpoint under the root PATH;
-    with the URI paths are shown relative to (the checkpoint's, or the scanned root)."""
+    with the URI paths are shown relative to (the checkpoint's, or the scanned root).
+
+    ``unreadable``: when given, a root's checkpoints whose ``_metadata`` cannot be read are put
+    there (directory -> one-line error) and the rest are returned; otherwise the first aborts.
+    ``apply_inferred=False``: paths as Flink will open them (only the explicit ``--rebase``).
+    """
     from ckptctl.errors import CkptError
     from ckptctl.layout import METADATA_FILE, locate_checkpoint, scan_root
     from ckptctl.refs import load_checkpoint
@@ -47,18 +59,21 @@ def checkpoints_at(storage: Storage, path: str, mappings: Rebase, progress: Prog
     uri = normalize_uri(checked_path(storage, path))
     if basename(uri) == METADATA_FILE or storage.stat(join(uri, METADATA_FILE)) is not None:
         loc = locate_checkpoint(storage, uri)
-        return [load_checkpoint(storage, loc, mappings)], loc.uri
+        return [load_checkpoint(storage, loc, mappings, apply_inferred=apply_inferred)], loc.uri
     layout = scan_root(storage, uri)
     loaded = []
-    errors = []
+    errors: dict[str, str] = {}
     complete = [loc for loc in layout.locations() if loc.complete]
     for loc in (progress or _each)(complete, len(complete)):
         try:
-            loaded.append(load_checkpoint(storage, loc, mappings))
+            loaded.append(load_checkpoint(storage, loc, mappings, apply_inferred=apply_inferred))
         except CkptError as e:
-            errors.append(str(e))
-    if errors:
-        raise CkptError(f"{len(errors)} unreadable _metadata under {layout.root}; first: {errors[0]}")
-    if not loaded:
+            errors[loc.uri] = str(e)
+    if errors and unreadable is None:
+        first = next(iter(errors.values()))
+        raise CkptError(f"{len(errors)} unreadable _metadata under {layout.root}; first: {first}")
+    if unreadable is not None:
+        unreadable.update(errors)
+    if not loaded and not errors:
         raise CkptError(f"not a checkpoint directory: no completed checkpoints or savepoints under {path}")
     return loaded, layout.root

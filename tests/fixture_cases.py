@@ -63,3 +63,22 @@ def scenario_roots() -> list[tuple[str, str, Path, str]]:
         (e["flink_version"], e["scenario"], REPO / e["data_dir"], e["original_root"])
         for e in manifest()["entries"]
     ]
+
+
+def written_root() -> str:
+    """Where every fixture was written (fixtures/generate.sh), derived from the manifest: the
+    directory that ``fixtures/data`` was moved from. Every entry must agree."""
+    found = set()
+    for e in manifest()["entries"]:
+        rel = e["data_dir"].removeprefix("fixtures/data/")
+        assert e["original_root"].endswith("/" + rel), e["original_root"]
+        found.add(e["original_root"][: -len(rel) - 1])
+    assert len(found) == 1, found
+    return found.pop()
+
+
+def data_rebase(data: Path) -> list[str]:
+    """``--rebase`` for a copy of fixtures/data at ``data`` (or fixtures/data itself): the fixtures
+    were written elsewhere and moved, and the gates judge the paths Flink would open, so checking
+    them where they are now is a what-if that names the mapping."""
+    return ["--rebase", f"{written_root()}={data}"]

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ckptctl.cli import app
-from tests.fixture_cases import FIXTURES, REPO
+from tests.fixture_cases import FIXTURES, REPO, data_rebase, written_root
 
 runner = CliRunner()
 DATA = FIXTURES / "data"
@@ -157,7 +157,8 @@ def test_plan_rescale_missing_histogram_is_an_error(p: str, tmp_path: Path) -> N
 def test_plan_rescale_sweep_uses_the_histogram(tmp_path: Path) -> None:
     checkpoint = rescale_checkpoint()
     histogram = tmp_path / "h.parquet"
-    result = cli("verify", checkpoint, "--deep", "--engine", "local", "--histogram", str(histogram), "--json")
+    result = cli("verify", checkpoint, "--deep", "--engine", "local", "--histogram", str(histogram), "--json",
+                 *data_rebase(DATA))  # fmt: skip
     assert result.exit_code == 0, result.output
     sweep = cli_json("plan-rescale", checkpoint, "-p", "2..4", "--data-aware", str(histogram))
     assert sweep["data_aware"]
@@ -191,15 +192,16 @@ def test_check_output_wording_and_a_corrupt_metadata_named_once(tmp_path: Path, 
 
     root = tmp_path / "root"
     shutil.copytree(DATA / "2.2.0" / "basic", root)
-    ok = cli("check", str(root), env={"COLUMNS": "120"})
+    here = ["--rebase", f"{written_root()}/2.2.0/basic={root}"]
+    ok = cli("check", str(root), *here, env={"COLUMNS": "120"})
     assert ok.exit_code == 0, ok.output
     assert "limit no limit" not in ok.stdout and "ok (0 B)" in ok.stdout
-    limited = cli("check", str(root), "--max-orphan-bytes", "1GiB", env={"COLUMNS": "120"})
+    limited = cli("check", str(root), "--max-orphan-bytes", "1GiB", *here, env={"COLUMNS": "120"})
     assert limited.exit_code == 0 and "of 1.0 GiB allowed" in limited.stdout
     victim = sorted(root.rglob("chk-*/_metadata"))[0]
     victim.write_bytes(victim.read_bytes()[:100])
     monkeypatch.chdir(tmp_path)
-    bad = cli("check", "root", env={"COLUMNS": "200"})
+    bad = cli("check", "root", *here, env={"COLUMNS": "200"})
     assert bad.exit_code == 1
     rel = victim.relative_to(root).as_posix()
     assert bad.stdout.count(rel) == 1, bad.stdout
@@ -336,7 +338,7 @@ def test_broken_java_home_names_java_17_and_the_local_engine(tmp_path: Path) -> 
 def test_spark_start_shows_a_status_and_keeps_jvm_logging_off_the_terminal(tmp_path: Path) -> None:
     log = tmp_path / "spark.log"
     proc, _ = run_ckptctl(
-        "verify", str(BASIC_CHECKPOINT), "--master", "local[1]",
+        "verify", str(BASIC_CHECKPOINT), "--master", "local[1]", *data_rebase(DATA),
         env={"FORCE_COLOR": "1", "COLUMNS": "100", "CKPTCTL_SPARK_LOG": str(log)}, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -469,9 +471,9 @@ def test_show_and_check_at_80_columns(monkeypatch) -> None:
     assert named in text.replace("\n", "")  # the title names it as typed (folded if long)
     assert f"{case.checkpoint_dir.name}/" in text and "shared/" in text  # relative to the job directory
     root = "fixtures/data/2.2.0/basic"
-    text = narrow("check", root)
+    text = narrow("check", root, *data_rebase(DATA))
     assert f"check {root}" in text
-    report = cli_json("check", root)
+    report = cli_json("check", root, *data_rebase(DATA))
     rows = {r[0]: r for r in table_rows(text)}
     for ck in report["checkpoints"]:
         rel = ck["path"].removeprefix(report["root"] + "/")

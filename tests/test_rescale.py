@@ -22,7 +22,7 @@ from ckptctl.metadata.model import (
     SubtaskState,
 )
 from ckptctl.rescale import default_max_parallelism, family_of, key_group_range, plan_rescale
-from tests.fixture_cases import REPO
+from tests.fixture_cases import REPO, data_rebase
 
 runner = CliRunner()
 GROUND_TRUTH = sorted((REPO / "fixtures" / "rescale").glob("*.json"))
@@ -248,8 +248,9 @@ def test_data_aware_plan_uses_the_measured_histogram(tmp_path: Path) -> None:
     checkpoint = str(REPO / case["checkpoint"])
     histogram = tmp_path / "h.parquet"
     result = runner.invoke(
-        app, ["verify", checkpoint, "--deep", "--engine", "local", "--histogram", str(histogram), "--json"]
-    )
+        app, ["verify", checkpoint, "--deep", "--engine", "local", "--histogram", str(histogram), "--json",
+              *data_rebase(REPO / "fixtures" / "data")],
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     hist = pq.read_table(histogram).to_pylist()
     assert hist

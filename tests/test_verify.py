@@ -16,7 +16,7 @@ import pytest
 
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import IncrementalHandle, KeyGroupRange
-from tests.fixture_cases import FIXTURES, REPO, manifest
+from tests.fixture_cases import FIXTURES, REPO, data_rebase, manifest
 from tests.gc_support import Scenario, ckptctl
 
 MASTER = "local[2]"
@@ -61,8 +61,9 @@ def test_every_fixture_is_sound_on_spark_and_both_engines_agree(tmp_path: Path) 
     data = tmp_path / "data"
     shutil.copytree(FIXTURES / "data", data, ignore=shutil.ignore_patterns(*BROKEN_BY_FLINK))
     report_file, hist_file = tmp_path / "report.parquet", tmp_path / "hist.parquet"
-    spark = verify_json(str(data), "--deep", "--report", str(report_file), "--histogram", str(hist_file))
-    local = verify_json(str(data), "--deep", engine="local")
+    here = data_rebase(data)
+    spark = verify_json(str(data), "--deep", "--report", str(report_file), "--histogram", str(hist_file), *here)
+    local = verify_json(str(data), "--deep", *here, engine="local")
     assert spark["ok"] and spark["problems"] == [], spark["problems"][:5]
     assert spark["engine"] == "spark" and spark["master"] == MASTER
     assert local["checked"] == spark["checked"]
@@ -127,7 +128,7 @@ def test_claim_scenario_reports_exactly_the_files_flink_left_missing(version: st
     root = REPO / entry(version, "claim")["data_dir"]
     refs = flink_references(version, "claim", root)
     missing = {uri for uri in refs if not Path(uri[5:]).exists()}
-    report = verify_json(str(root), expect=1 if missing else 0)
+    report = verify_json(str(root), *data_rebase(FIXTURES / "data"), expect=1 if missing else 0)
     assert {p["path"] for p in report["problems"]} == missing
     assert all(p["check"] == "exists" for p in report["problems"])
 
@@ -300,8 +301,11 @@ def test_rich_summary_without_json(basic: Scenario) -> None:
     shared_ssts(basic)[0].unlink()
     r = ckptctl("verify", "--engine", "local", str(basic.checkpoints), *basic.rebase, expect=1)
     assert "exists" in r.stdout and "NOT SOUND" in r.stdout and "file not found" in r.stdout
-    r = ckptctl("verify", "--engine", "local", str(FIXTURES / "data/2.2.0/basic"), expect=0)
-    assert "sound" in r.stdout
+    # the fixture as moved here: Flink would read where it was written, which does not exist
+    r = ckptctl("verify", "--engine", "local", str(FIXTURES / "data/2.2.0/basic"), expect=1)
+    assert "NOT SOUND" in r.stdout and "written at another location" in r.stderr
+    r = ckptctl("verify", "--engine", "local", str(FIXTURES / "data/2.2.0/basic"), *data_rebase(FIXTURES / "data"))
+    assert "sound" in r.stdout and "what-if" in r.stderr
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,8 +381,9 @@ def test_deep_histogram_counts_list_state_held_as_merge_operands(tmp_path: Path)
     )
     hist_file = tmp_path / "hist.parquet"
     report = verify_json(
-        str(REPO / e["data_dir"] / newest["dir"]), "--deep", "--histogram", str(hist_file), engine="local"
-    )
+        str(REPO / e["data_dir"] / newest["dir"]), "--deep", "--histogram", str(hist_file),
+        *data_rebase(FIXTURES / "data"), engine="local",
+    )  # fmt: skip
     assert report["ok"]
     totals: dict[str, int] = {}
     for h in pq.read_table(hist_file).to_pylist():

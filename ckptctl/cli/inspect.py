@@ -146,15 +146,27 @@ def refs_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """The reference map: one row per (checkpoint, operator, subtask, handle, file)."""
-    from ckptctl import export
-    from ckptctl.refs import COLUMNS, reference_rows
     from ckptctl.targets import checkpoints_at
 
     fmt = refs_format(fmt, as_json(), output_file)
     out = get_output(json=fmt != "table")
     storage, mappings = _context(s3_endpoint, rebase)
-    checkpoints, root = checkpoints_at(storage, path, mappings, out.term.iterate("reading _metadata"))
+    unreadable: dict[str, str] = {}
+    checkpoints, root = checkpoints_at(
+        storage, path, mappings, out.term.iterate("reading _metadata"), unreadable=unreadable
+    )
     warn_moved(out, *checkpoints)
+    _emit_refs(out, fmt, output_file, checkpoints, root, path)
+    if unreadable:  # the readable ones were written; each unreadable one is named, and the exit says so
+        for error in unreadable.values():
+            out.warn(f"not in the reference map: {error}")
+        raise typer.Exit(1)
+
+
+def _emit_refs(out, fmt: str, output_file: str | None, checkpoints, root: str, path: str) -> None:
+    from ckptctl import export
+    from ckptctl.refs import COLUMNS, reference_rows
+
     if fmt == "ndjson":  # the bulk format: encoded group by group, never as full rows
         from ckptctl.refs import GROUP_KEY, reference_groups
 

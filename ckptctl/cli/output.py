@@ -457,6 +457,27 @@ class ConsoleOutput(Output):
             + (f", {c['handles']:,} RocksDB handles" if c["handles"] else "")
             + f" — {where}, {result.elapsed:.1f}s"
         )
+        verdicts = result.per_checkpoint()
+        if len(verdicts) > 1 or not result.ok:
+            per = Table(title="per checkpoint (broken first)", title_justify="left")
+            per.add_column("checkpoint", overflow="fold")
+            per.add_column("files", justify="right", no_wrap=True)
+            per.add_column("result", overflow="fold")
+            for v in verdicts:
+                status = "[ok]sound[/ok]" if v["ok"] else f"[error]broken[/error]: {_escape(v['why'] or '')}"
+                per.add_row(_escape(short_uri(v["checkpoint"], root)), f"{v['files']:,}", status)
+            self.out.print(per)
+        for m in result.moved:
+            self.warn(
+                f"{len(m['checkpoints'])} checkpoints were written at another location: Flink reads the paths as "
+                f"written, so they are checked there (to check this copy instead, as a what-if: --rebase "
+                f"{' --rebase '.join(m['rebase'])})"
+            )
+        if result.what_if:
+            self.warn(
+                f"what-if: paths mapped with --rebase {', '.join(result.what_if)}; Flink itself reads the paths as "
+                "written in _metadata"
+            )
         if result.problems:
             table = Table(title=f"{len(result.problems)} problems", title_justify="left")
             table.add_column("path", overflow="fold", ratio=3)
@@ -467,8 +488,12 @@ class ConsoleOutput(Output):
             self.out.print(table)
             if len(result.problems) > 200:
                 self.out.print(f"… and {len(result.problems) - 200} more (use --json or --report)")
+        if not result.ok:
             self._repairable(result.to_json()["repairable"], root)
-            self.out.print("[error]NOT SOUND[/error]: these checkpoints would fail to restore")
+            broken = sum(1 for v in verdicts if not v["ok"])
+            self.out.print(
+                f"[error]NOT SOUND[/error]: {broken} of {len(verdicts)} checkpoints would fail to restore"
+            )
         else:
             self.out.print("[ok]sound[/ok]: every file is present, complete and well-formed")
 

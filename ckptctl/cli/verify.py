@@ -54,7 +54,7 @@ def verify_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Will it restore? Every needed file exists with its recorded size and is sound (--deep: RocksDB key groups)."""
-    from ckptctl.cli.inspect import display_base, warn_moved
+    from ckptctl.cli.inspect import display_base
     from ckptctl.errors import CkptError
     from ckptctl.targets import checkpoints_at
     from ckptctl.verify import verify, write_histogram, write_report
@@ -64,10 +64,13 @@ def verify_command(
         raise CkptError("--histogram needs --deep")
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
-    checkpoints, root = checkpoints_at(storage, path, mappings, out.term.iterate("reading _metadata"))
-    warn_moved(out, *checkpoints)
-    if not checkpoints:
-        raise CkptError(f"no completed checkpoints or savepoints under {root}")
+    unreadable: dict[str, str] = {}
+    # the paths as Flink will open them: an inferred mapping is reported, never applied
+    checkpoints, root = checkpoints_at(
+        storage, path, mappings, out.term.iterate("reading _metadata"), apply_inferred=False, unreadable=unreadable
+    )
+    if not checkpoints:  # every _metadata unreadable: each is a broken checkpoint, nothing to run
+        engine = "local"
     if engine == "spark":  # the JVM takes seconds to start: say so instead of a bar stuck at 0
         from ckptctl.verify import spark_session
 
@@ -80,6 +83,7 @@ def verify_command(
             roots=[] if len(checkpoints) == 1 and checkpoints[0].location.uri == root else [root],
             savepoint_dirs=savepoints or (),
         )  # fmt: skip
+    result.unreadable = unreadable
     if report:
         write_report(result, report)
     if histogram:

@@ -23,10 +23,35 @@ class VerifyResult:
     master: str | None
     elapsed: float
     misanchored: list[Any] = field(default_factory=list)  # FLINK-39964 handles (ckptctl.repair)
+    unreadable: dict[str, str] = field(default_factory=dict)  # checkpoint dir -> why its _metadata is not
+    moved: list[dict[str, Any]] = field(default_factory=list)  # written elsewhere: what Flink will read
+    what_if: list[str] = field(default_factory=list)  # explicit --rebase: not what Flink reads itself
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.unreadable
+
+    def per_checkpoint(self) -> list[dict[str, Any]]:
+        """One verdict per checkpoint, broken first: sound, or broken and why (the first problem)."""
+        out: dict[str, dict[str, Any]] = {
+            c: {"checkpoint": c, "ok": True, "files": 0, "problems": 0, "why": None} for c in self.checkpoints
+        }
+        for f in self.files.values():
+            for c in f.checkpoints:
+                if c in out:
+                    out[c]["files"] += 1
+        for p in self.problems:
+            for c in p.get("checkpoints", ()):
+                e = out.get(c)
+                if e is None:
+                    continue
+                e["ok"] = False
+                e["problems"] += 1
+                if e["why"] is None:
+                    e["why"] = f"{p['check']}: {p.get('detail') or p['path']}"
+        for c, error in self.unreadable.items():
+            out[c] = {"checkpoint": c, "ok": False, "files": 0, "problems": 1, "why": f"unreadable _metadata: {error}"}
+        return sorted(out.values(), key=lambda e: (e["ok"], e["checkpoint"]))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -38,6 +63,10 @@ class VerifyResult:
             "problem_count": len(self.problems),
             "problems": self.problems,
             "repairable": repairable(self.misanchored),
+            "verdicts": self.per_checkpoint(),
+            "unreadable": [{"checkpoint": c, "error": e} for c, e in sorted(self.unreadable.items())],
+            "moved": self.moved,
+            "what_if": self.what_if,
             "elapsed_seconds": round(self.elapsed, 3),
         }
 

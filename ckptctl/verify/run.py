@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from ckptctl.errors import CkptError
 from ckptctl.refs import LoadedCheckpoint, Ref, reference_rows
@@ -56,4 +57,41 @@ def verify(
     result.misanchored = explain_missing(
         storage, checkpoints, result.problems, roots, savepoint_dirs, listings
     )
+    result.moved = explain_moved(checkpoints, result.problems)
+    result.what_if = sorted({spec for ck in checkpoints for spec in ck.rebase.specs()})
     return result
+
+
+def explain_moved(checkpoints: list[LoadedCheckpoint], problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Checkpoints whose absolute paths name where their directory was written, not where it is.
+
+    Flink opens the paths as written: a gate must judge those, not a copy it infers. Each missing
+    file of such a checkpoint gets where the inferred mapping would find it and what to do
+    (relocate the copy, or check it as a what-if with that ``--rebase``); every such checkpoint is
+    listed, also when the written location still exists (then Flink reads that location's files).
+    """
+    moved = [ck for ck in checkpoints if ck.inferred_rebase]
+    if not moved:
+        return []
+    by_ck = {ck.location.uri: ck for ck in moved}
+    for p in problems:
+        if p.get("check") != "exists" or p.get("issue"):
+            continue
+        ck = next((by_ck[c] for c in p.get("checkpoints", ()) if c in by_ck), None)
+        if ck is None:
+            continue
+        now = ck.inferred_rebase.apply(p["path"])
+        if now == p["path"]:
+            continue
+        p["moved_to"] = now
+        p["detail"] = (
+            f"file not found where Flink will read it: the checkpoint was written at another location "
+            f"and moved or copied here (the file is expected at {now}). Relocate the copy with `ckptctl relocate`, "
+            f"or check it as a what-if with --rebase {ck.inferred_rebase.describe()}"
+        )
+    out: dict[str, dict[str, Any]] = {}
+    for ck in moved:
+        spec = ck.inferred_rebase.describe()
+        e = out.setdefault(spec, {"rebase": ck.inferred_rebase.specs(), "checkpoints": []})
+        e["checkpoints"].append(ck.location.uri)
+    return list(out.values())
