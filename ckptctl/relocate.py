@@ -442,15 +442,17 @@ def apply_relocation(
     workers: int = 8,
     bwlimit: float | None = None,
     progress: Callable[[int], None] | None = None,
-    engine: str = "local",
-    master: str = "local[*]",
+    engine: Any = "local",
+    master: str | None = None,
 ) -> RelocateResult:
     """Copy every file (resumable), then write each new ``_metadata`` last.
 
-    ``engine``: ``local`` (a thread pool of ``workers``) or ``spark`` (each executor copies a
-    partition of the files; the driver writes the ``_metadata`` files once all are copied)."""
-    if engine not in ("local", "spark"):
-        raise RelocateError(f"unknown --engine '{engine}'; use local or spark")
+    ``engine`` (an :class:`~ckptctl.engine.Engine` or its name): ``local`` (a thread pool of
+    ``workers``) or ``spark`` (each executor copies a partition of the files; the driver writes
+    the ``_metadata`` files once all are copied); ``auto`` picks by the number of files."""
+    from ckptctl.engine import Engine
+
+    chosen = Engine.parse(engine, master).resolve(len(plan.copies))
     if plan.conflicts:
         raise RelocateRefused(
             f"DST already holds a different checkpoint: {plan.conflicts[0]} differs from the one relocate "
@@ -476,8 +478,8 @@ def apply_relocation(
         if progress is not None:
             progress(1)
 
-    if engine == "spark":
-        for state, _src, n in run_spark_copies(storage, plan.copies, master, progress):
+    if chosen.kind == "spark":
+        for state, _src, n in run_spark_copies(storage, plan.copies, chosen.master, progress):
             stats["copied" if state == "copied" else "skipped"] += 1
             stats["bytes"] += n
     elif workers <= 1:

@@ -961,14 +961,14 @@ def _full_snapshot_refs(ck: LoadedCheckpoint, start: int, not_scanned: list[str]
 
 def deep_scan(
     storage, ck: LoadedCheckpoint, cat: list[OperatorCatalog], *, now_ms: int | None = None,
-    ttl_default: int | None = None, ttl_named: dict[str, int] | None = None, engine: str = "spark",
-    master: str = "local[*]", progress=None,
+    ttl_default: int | None = None, ttl_named: dict[str, int] | None = None, engine: Any = "auto",
+    master: str | None = None, progress=None, on_spark=None,
 ) -> DeepResult:  # fmt: skip
     """Entries, bytes and TTL ages of every state of every keyed RocksDB handle and canonical savepoint stream."""
-    from ckptctl.verify import handle_refs, run_local, run_spark
+    from ckptctl.engine import Engine
+    from ckptctl.verify import handle_refs
 
-    if engine not in ("spark", "local"):
-        raise CkptError(f"unknown --engine '{engine}'; use spark or local")
+    chosen = Engine.parse(engine, master)
     started = time.monotonic()
     now_source = "--now"
     if now_ms is None:
@@ -1012,10 +1012,10 @@ def deep_scan(
             if e.scope == "keyed"
         )
         tasks.append(("k", h.index, h.files, h.key_group_offsets, h.prefix_bytes, specs, now_ms))
-    if engine == "local":
-        records = run_local(storage.options, tasks, progress, runner=run_state_tasks)
-    else:
-        records = run_spark(storage.options, tasks, master, progress, partition=run_state_partition)
+    ran, records = chosen.run(
+        storage.options, tasks, progress, runner=run_state_tasks, partition=run_state_partition, on_spark=on_spark
+    )
+    engine = ran.kind
     usage: dict[tuple[str, str], StateUsage] = {}
     histogram: list[tuple] = []
     problems: list[str] = []

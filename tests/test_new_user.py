@@ -322,6 +322,8 @@ def test_broken_java_home_names_java_17_and_the_local_engine(tmp_path: Path) -> 
         proc, _ = run_ckptctl(
             "verify",
             str(BASIC_CHECKPOINT),
+            "--engine",
+            "spark",
             env={"JAVA_HOME": str(home), "CKPTCTL_SPARK_LOG": str(tmp_path / "s.log")},
         )
         assert proc.returncode == 2, proc.stderr
@@ -333,6 +335,13 @@ def test_broken_java_home_names_java_17_and_the_local_engine(tmp_path: Path) -> 
             and "--engine local" in errors[0]
         )
         assert "JAVA_GATEWAY_EXITED" not in proc.stderr
+        # the default engine (auto) checks a small input in-process: no JVM, so no Java needed
+        auto, _ = run_ckptctl(
+            "verify", str(BASIC_CHECKPOINT), "--json", *data_rebase(DATA),
+            env={"JAVA_HOME": str(home), "CKPTCTL_SPARK_LOG": str(tmp_path / "s.log")},
+        )  # fmt: skip
+        assert auto.returncode == 0, auto.stderr
+        assert json.loads(auto.stdout)["engine"] == "local"
 
 
 def test_spark_start_shows_a_status_and_keeps_jvm_logging_off_the_terminal(tmp_path: Path) -> None:

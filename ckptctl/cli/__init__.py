@@ -120,24 +120,36 @@ RebaseOpt = Annotated[
     ),
 ]  # fmt: skip
 MasterOpt = Annotated[
-    str, typer.Option("--master", help="Spark master URL (default: embedded local[*]).", metavar="URL")
+    str | None,
+    typer.Option(
+        "--master", help="Spark master URL (implies Spark; default for Spark: embedded local[*]).", metavar="URL"
+    ),
 ]
 EngineOpt = Annotated[
     str,
     typer.Option(
-        "--engine", metavar="spark|local", help="spark (default) or local (in-process, for small inputs)."
+        "--engine",
+        metavar="auto|local|spark",
+        help="auto (default): in-process for small inputs, Spark for large ones or with --master; "
+        "local: always in-process; spark: always Spark.",
     ),
 ]
 
 
-def engine_choice(engine: str) -> str:
-    """The ``--engine`` of verify and states, lower-cased; anything else is a usage error."""
-    from ckptctl.errors import CkptError
+def engine_choice(engine: str, master: str | None = None):
+    """The one :class:`~ckptctl.engine.Engine` of a command, from ``--engine``/``--master``; a bad
+    value is a usage error here, before anything is read."""
+    from ckptctl.engine import Engine
 
-    engine = engine.lower()
-    if engine not in ("spark", "local"):
-        raise CkptError(f"unknown --engine '{engine}'; use spark or local")
-    return engine
+    return Engine.parse(engine, master)
+
+
+def warm_up_spark(out, master: str) -> None:
+    """Start Spark under a status line (the JVM takes seconds: not a bar stuck at 0)."""
+    from ckptctl.verify import spark_session
+
+    with out.term.status(f"starting Spark ({master}) …"):
+        spark_session(master)
 
 
 SavepointsOpt = Annotated[

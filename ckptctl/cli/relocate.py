@@ -7,7 +7,18 @@ from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli import Command, EndpointOpt, RebaseOpt, SavepointsOpt, _context, app, command, get_output
+from ckptctl.cli import (
+    Command,
+    EndpointOpt,
+    RebaseOpt,
+    SavepointsOpt,
+    _context,
+    app,
+    command,
+    engine_choice,
+    get_output,
+    warm_up_spark,
+)
 from ckptctl.cli.params import BYTES
 
 WorkersOpt = Annotated[
@@ -132,16 +143,16 @@ def relocate_command(
         str,
         typer.Option(
             "--engine",
-            metavar="local|spark",
-            help="local (a thread pool, default) or spark (executors copy).",
+            metavar="local|spark|auto",
+            help="local (a thread pool, default), spark (executors copy) or auto (Spark for many files).",
         ),
     ] = "local",
     master: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--master", metavar="URL", help="Spark master URL for --engine spark (default local[*])."
+            "--master", metavar="URL", help="Spark master URL (implies Spark; default for Spark: local[*])."
         ),
-    ] = "local[*]",
+    ] = None,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
 ) -> None:
@@ -152,6 +163,7 @@ def relocate_command(
     from ckptctl.relocate import load_sources, plan_relocation
     from ckptctl.storage import normalize_uri
 
+    chosen = engine_choice(engine if master is None or engine != "local" else "auto", master)
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     checkpoints, source = load_sources(storage, src, mappings, all_checkpoints)
@@ -172,23 +184,18 @@ def relocate_command(
         if plan.conflicts:
             raise typer.Exit(1)
         return
-    _apply_and_report(out, storage, plan, view, workers, bwlimit, no_verify, engine, master)
+    _apply_and_report(out, storage, plan, view, workers, bwlimit, no_verify, chosen)
 
 
-def _apply_and_report(
-    out, storage, plan, view, workers, limit, no_verify, engine="local", master="local[*]"
-) -> None:
+def _apply_and_report(out, storage, plan, view, workers, limit, no_verify, engine=None) -> None:
+    from ckptctl.engine import Engine
     from ckptctl.relocate import apply_relocation, shallow_verify
 
-    if engine == "spark":
-        with out.term.status(f"starting Spark ({master}) …"):
-            from ckptctl.verify import spark_session
-
-            spark_session(master)
+    chosen = Engine.parse(engine or "local").resolve(len(plan.copies))
+    if chosen.kind == "spark":
+        warm_up_spark(out, chosen.master)
     with out.term.counter(len(plan.copies), "copying") as advance:
-        result = apply_relocation(
-            storage, plan, workers=workers, bwlimit=limit, progress=advance, engine=engine, master=master
-        )
+        result = apply_relocation(storage, plan, workers=workers, bwlimit=limit, progress=advance, engine=chosen)
     view["applied"] = True
     view["result"] = result.to_json()
     report = None if no_verify else shallow_verify(storage, plan)

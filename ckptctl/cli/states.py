@@ -17,6 +17,7 @@ from ckptctl.cli import (
     command,
     engine_choice,
     get_output,
+    warm_up_spark,
 )
 
 
@@ -53,8 +54,8 @@ def states_command(
             "_metadata modification time).",
         ),
     ] = None,  # fmt: skip
-    master: MasterOpt = "local[*]",
-    engine: EngineOpt = "spark",
+    master: MasterOpt = None,
+    engine: EngineOpt = "auto",
     histogram: Annotated[
         str | None,
         typer.Option(
@@ -73,7 +74,7 @@ def states_command(
     from ckptctl.states import catalog, deep_scan, parse_now, parse_ttls, write_histogram
     from ckptctl.targets import checked_path
 
-    engine = engine_choice(engine)
+    chosen = engine_choice(engine, master)
     for opt, given in (("--histogram", histogram), ("--ttl", ttl), ("--now", now)):
         if given and not deep:
             raise CkptError(f"{opt} needs --deep")
@@ -86,14 +87,9 @@ def states_command(
     cat = catalog(storage, ck)
     result = None
     if deep:
-        if engine == "spark":
-            from ckptctl.verify import spark_session
-
-            with out.term.status(f"starting Spark ({master}) …"):
-                spark_session(master)
         result = deep_scan(
-            storage, ck, cat, now_ms=now_ms, ttl_default=ttl_default, ttl_named=ttl_named, engine=engine,
-            master=master,
+            storage, ck, cat, now_ms=now_ms, ttl_default=ttl_default, ttl_named=ttl_named, engine=chosen,
+            on_spark=lambda m: warm_up_spark(out, m),
         )  # fmt: skip
         if histogram:
             write_histogram(result, ck.location.uri, histogram)

@@ -18,6 +18,7 @@ from ckptctl.cli import (
     command,
     engine_choice,
     get_output,
+    warm_up_spark,
 )
 from ckptctl.cli.params import BYTES
 
@@ -36,8 +37,8 @@ def verify_command(
         bool,
         typer.Option("--deep", help="Also rebuild every keyed RocksDB instance and check its key groups."),
     ] = False,
-    master: MasterOpt = "local[*]",
-    engine: EngineOpt = "spark",
+    master: MasterOpt = None,
+    engine: EngineOpt = "auto",
     report: Annotated[
         str | None, typer.Option("--report", help="Write every check to this Parquet file.", metavar="FILE")
     ] = None,
@@ -59,7 +60,7 @@ def verify_command(
     from ckptctl.targets import checkpoints_at
     from ckptctl.verify import verify, write_histogram, write_report
 
-    engine = engine_choice(engine)
+    chosen = engine_choice(engine, master)
     if histogram and not deep:
         raise CkptError("--histogram needs --deep")
     out = get_output()
@@ -69,19 +70,12 @@ def verify_command(
     checkpoints, root = checkpoints_at(
         storage, path, mappings, out.term.iterate("reading _metadata"), apply_inferred=False, unreadable=unreadable
     )
-    if not checkpoints:  # every _metadata unreadable: each is a broken checkpoint, nothing to run
-        engine = "local"
-    if engine == "spark":  # the JVM takes seconds to start: say so instead of a bar stuck at 0
-        from ckptctl.verify import spark_session
-
-        with out.term.status(f"starting Spark ({master}) …"):
-            spark_session(master)
     with out.term.bar("verifying" + (" (deep)" if deep else "")) as bar:
         result = verify(
-            storage, checkpoints, deep=deep, engine=engine, master=master,
+            storage, checkpoints, deep=deep, engine=chosen,
             progress=bar.callback, on_total=bar.total,
             roots=[] if len(checkpoints) == 1 and checkpoints[0].location.uri == root else [root],
-            savepoint_dirs=savepoints or (),
+            savepoint_dirs=savepoints or (), on_spark=lambda m: warm_up_spark(out, m),
         )  # fmt: skip
     result.unreadable = unreadable
     if report:

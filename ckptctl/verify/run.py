@@ -6,11 +6,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ckptctl.errors import CkptError
+from ckptctl.engine import Engine
 from ckptctl.refs import LoadedCheckpoint, Ref, reference_rows
 from ckptctl.repair import explain_missing
 from ckptctl.storage import FileInfo, Storage
-from ckptctl.verify.local import run_local
 from ckptctl.verify.result import VerifyResult, assemble
 from ckptctl.verify.tasks import file_refs, handle_refs
 
@@ -20,20 +19,21 @@ def verify(
     checkpoints: list[LoadedCheckpoint],
     *,
     deep: bool = False,
-    engine: str = "spark",
-    master: str = "local[*]",
+    engine: str | Engine = "auto",
+    master: str | None = None,
     progress: Callable[[int], None] | None = None,
     on_total: Callable[[int], None] | None = None,
     roots: Iterable[str] = (),
     savepoint_dirs: Iterable[str] = (),
     listings: dict[str, list[FileInfo]] | None = None,
+    on_spark: Callable[[str], None] | None = None,
 ) -> VerifyResult:
     """Check every file (and with ``deep`` every keyed RocksDB handle) the checkpoints need.
 
+    ``engine``: an :class:`~ckptctl.engine.Engine` (or ``auto``/``local``/``spark`` with ``master``).
     ``listings``: listings of ``roots`` the caller already has (``check``'s one scan), so the
     FLINK-39964 diagnosis of missing files does not list them again."""
-    if engine not in ("spark", "local"):
-        raise CkptError(f"unknown --engine '{engine}'; use spark or local")
+    chosen = Engine.parse(engine, master)
     started = time.monotonic()
     rows: list[Ref] = []
     for ck in checkpoints:
@@ -42,17 +42,15 @@ def verify(
     handles = handle_refs(checkpoints) if deep else []
     # handle tasks first: they are the slow ones, so they start early on every executor
     tasks = [h.task() for h in handles] + [f.task() for f in files.values()]
+    ran = chosen.resolve(len(tasks))
+    if ran.kind == "spark" and on_spark is not None:
+        on_spark(ran.master)  # before the bar: the JVM's start-up gets its own status line
     if on_total:
         on_total(len(tasks))
-    if engine == "local":
-        records = run_local(storage.options, tasks, progress)
-    else:
-        from ckptctl.verify.spark import run_spark
-
-        records = run_spark(storage.options, tasks, master, progress)
+    _ran, records = ran.run(storage.options, tasks, progress)
     result = assemble(
-        [ck.location.uri for ck in checkpoints], len(rows), files, handles, records, engine,
-        master if engine == "spark" else None, time.monotonic() - started,
+        [ck.location.uri for ck in checkpoints], len(rows), files, handles, records, ran.kind, ran.master,
+        time.monotonic() - started,
     )  # fmt: skip
     result.misanchored = explain_missing(
         storage, checkpoints, result.problems, roots, savepoint_dirs, listings
