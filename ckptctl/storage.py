@@ -172,9 +172,28 @@ class FileInfo(NamedTuple):
 
 
 S3_CONNECT_TIMEOUT = 3.0  # seconds
+# An endpoint that accepts the connection and never answers must not hang a command: each request
+# gets a read timeout, and one storage call (with every retry) a total deadline. Both can be set
+# for slow links (and small ones make the tests fast).
+S3_READ_TIMEOUT = 5.0  # seconds, CKPTCTL_S3_READ_TIMEOUT
+S3_DEADLINE = 20.0  # seconds per storage call, retries included, CKPTCTL_S3_DEADLINE
+
+
+def _env_seconds(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise StorageError(f"{name}={value!r} is not a number of seconds") from None
+    if not (seconds > 0 and seconds < 1e6):
+        raise StorageError(f"{name}={value!r} must be a positive number of seconds")
+    return seconds
 
 _NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError")
 _UNREACHABLE = ("EndpointConnectionError", "ConnectTimeoutError")
+_NO_ANSWER = ("ReadTimeoutError", "TimeoutError", "ServerTimeoutError")
 
 
 def s3_problem(error: BaseException) -> str | None:
@@ -187,6 +206,8 @@ def s3_problem(error: BaseException) -> str | None:
             "(and AWS_SESSION_TOKEN for temporary ones), or AWS_PROFILE naming a profile in "
             "~/.aws/credentials, or run with an instance or container role"
         )
+    if "ProfileNotFound" in names:
+        return f"{error}: AWS_PROFILE names no profile in ~/.aws/config or ~/.aws/credentials"
     if names & set(_UNREACHABLE):
         return (
             f"cannot reach the S3 endpoint ({error}); check --s3-endpoint / AWS_ENDPOINT_URL_S3 "
@@ -212,11 +233,16 @@ class StorageOptions:
     aws_profile: str | None = None
     aws_region: str | None = None
     connect_timeout: float = S3_CONNECT_TIMEOUT
+    read_timeout: float = S3_READ_TIMEOUT
 
     @classmethod
     def from_env(cls, s3_endpoint: str | None = None) -> StorageOptions:
         env = os.environ.get
         endpoint = s3_endpoint or env("CKPTCTL_S3_ENDPOINT") or env("AWS_ENDPOINT_URL_S3") or env("AWS_ENDPOINT_URL")
+        if endpoint and not endpoint.strip().lower().startswith(("http://", "https://")):
+            raise StorageError(
+                f"the S3 endpoint '{endpoint}' is not a URL: give it with its scheme, e.g. http://{endpoint}"
+            )
         return cls(
             s3_endpoint=endpoint,
             aws_access_key_id=env("AWS_ACCESS_KEY_ID") or None,
@@ -224,6 +250,7 @@ class StorageOptions:
             aws_session_token=env("AWS_SESSION_TOKEN") or None,
             aws_profile=env("AWS_DEFAULT_PROFILE") or env("AWS_PROFILE") or None,  # botocore's order
             aws_region=env("AWS_DEFAULT_REGION") or None,
+            read_timeout=_env_seconds("CKPTCTL_S3_READ_TIMEOUT", S3_READ_TIMEOUT),
         )
 
     def s3fs_kwargs(self) -> dict[str, Any]:
@@ -232,9 +259,13 @@ class StorageOptions:
         # (_retrying), which retries throttling and 5xx but stops at once on an unreachable
         # endpoint or missing credentials (see s3_problem). botocore's own retry modes cannot do
         # that: they count a refused connection as transient and back off on it.
+        # s3fs's own retries (of timeouts among others) are off too: ckptctl's deadline bounds them
         kwargs: dict[str, Any] = {
-            "config_kwargs": {"connect_timeout": self.connect_timeout, "retries": {"max_attempts": 1}},
-        }
+            "config_kwargs": {
+                "connect_timeout": self.connect_timeout, "read_timeout": self.read_timeout,
+                "retries": {"max_attempts": 1},
+            },
+        }  # fmt: skip
         client: dict[str, Any] = {}
         if self.s3_endpoint:
             client["endpoint_url"] = self.s3_endpoint
@@ -290,7 +321,9 @@ class Storage:
             if scheme == "s3":
                 import s3fs
 
-                return s3fs.S3FileSystem(**self.options.s3fs_kwargs())
+                fs = s3fs.S3FileSystem(**self.options.s3fs_kwargs())
+                fs.retries = 1  # a class attribute: its retries (of timeouts too) are ckptctl's, bounded
+                return fs
             return fsspec.filesystem(scheme)
         except (ImportError, ValueError) as e:
             raise StorageError(f"no filesystem for scheme '{scheme}': {e}") from None
@@ -602,8 +635,10 @@ def _retry_delay(error: Exception, attempt: int) -> float | None:
 
 
 def _retrying(call):
-    """Run a storage call, retrying transient failures (throttling, 5xx, resets) with back-off."""
+    """Run a storage call, retrying transient failures (throttling, 5xx, resets, a read timeout)
+    with back-off, within a total deadline (:data:`S3_DEADLINE`)."""
     attempt = 0
+    give_up = time.monotonic() + _env_seconds("CKPTCTL_S3_DEADLINE", S3_DEADLINE)
     while True:
         try:
             return call()
@@ -611,13 +646,27 @@ def _retrying(call):
             delay = _retry_delay(e, attempt)
             if delay is None:
                 raise
+            if time.monotonic() + delay >= give_up:
+                raise _past_deadline(e) from None
             time.sleep(delay)
             attempt += 1
+
+
+def _past_deadline(error: Exception) -> Exception:
+    """The error to raise when retries ran out of time: one line that says the server did not answer."""
+    names = {cls.__name__ for cls in type(error).__mro__}
+    if names & set(_NO_ANSWER):
+        return StorageError(
+            f"the S3 endpoint accepted the connection but did not answer in time ({type(error).__name__}); "
+            "retried until the deadline (CKPTCTL_S3_DEADLINE). Is --s3-endpoint an S3 server?"
+        )
+    return error
 
 
 async def retrying_async(call):
     """:func:`_retrying` for a coroutine function (the concurrent S3 listing)."""
     attempt = 0
+    give_up = time.monotonic() + _env_seconds("CKPTCTL_S3_DEADLINE", S3_DEADLINE)
     while True:
         try:
             return await call()
@@ -625,6 +674,8 @@ async def retrying_async(call):
             delay = _retry_delay(e, attempt)
             if delay is None:
                 raise
+            if time.monotonic() + delay >= give_up:
+                raise _past_deadline(e) from None
             await asyncio.sleep(delay)
             attempt += 1
 
