@@ -372,6 +372,35 @@ def test_spark_master_with_nothing_listening_fails_fast_in_one_line(tmp_path: Pa
     assert elapsed < 20, f"{elapsed:.1f}s"
 
 
+@pytest.mark.parametrize("kind", ["yarn-without-conf", "yarn-rm-down", "k8s-down", "unknown"])
+def test_every_master_kind_fails_fast_in_one_line(kind: str, tmp_path: Path) -> None:
+    """Issue 22 row 3: --master yarn with no YARN hung for 20 minutes (Hadoop retrying 0.0.0.0:8032)."""
+    from tests.conftest import free_port
+
+    port = free_port()
+    env = {"CKPTCTL_SPARK_LOG": str(tmp_path / "s.log"), "HADOOP_CONF_DIR": "", "YARN_CONF_DIR": ""}
+    master, says = {
+        "yarn-without-conf": ("yarn", "HADOOP_CONF_DIR"),
+        "yarn-rm-down": ("yarn", "cannot reach the Spark master yarn"),
+        "k8s-down": (f"k8s://https://127.0.0.1:{port}", "cannot reach the Spark master"),
+        "unknown": ("bogus://x", "unknown Spark master"),
+    }[kind]
+    if kind == "yarn-rm-down":
+        conf = tmp_path / "hadoop"
+        conf.mkdir()
+        (conf / "yarn-site.xml").write_text(
+            "<configuration><property><name>yarn.resourcemanager.address</name>"
+            f"<value>127.0.0.1:{port}</value></property></configuration>"
+        )
+        env["HADOOP_CONF_DIR"] = str(conf)
+    proc, elapsed = run_ckptctl("verify", str(BASIC_CHECKPOINT), "--master", master, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and says in errors[0] and "--engine local" in errors[0] or kind == "unknown", proc.stderr
+    assert len(errors) == 1 and says in errors[0], proc.stderr
+    assert elapsed < 20, f"{elapsed:.1f}s"
+
+
 def test_broken_java_home_names_java_17_and_the_local_engine(tmp_path: Path) -> None:
     fake = tmp_path / "jdk11" / "bin"
     fake.mkdir(parents=True)

@@ -11,6 +11,7 @@ this interpreter (same ckptctl, same rocksdict).
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -150,14 +151,41 @@ def java_problem() -> str | None:
 
 
 def unreachable_master(master: str, timeout: float = 3.0) -> str | None:
-    """For ``spark://host:port[,host:port]``: an error line if no master accepts a connection."""
-    import socket
+    """An error line if the master cannot work, found in seconds before any JVM starts; else None.
 
-    if not master.startswith("spark://"):
+    Every kind of master is checked, not only ``spark://``: a YARN master without the cluster's
+    configuration makes Hadoop retry 0.0.0.0:8032 for twenty minutes. ``local[…]`` needs nothing;
+    ``spark://h:p[,h:p]``, ``k8s://…`` and ``mesos://`` must accept a connection; ``yarn`` needs
+    HADOOP_CONF_DIR or YARN_CONF_DIR and a resource manager that accepts one.
+    """
+    kind = master.split("://", 1)[0].lower() if "://" in master else master.split("[", 1)[0].lower()
+    if kind == "local":
         return None
+    if kind == "spark":
+        targets = [h.strip() for h in master[len("spark://") :].split(",")]
+    elif kind == "k8s":
+        rest = master[len("k8s://") :]
+        rest = rest if "://" in rest else "https://" + rest
+        scheme, _, hostport = rest.partition("://")
+        hostport = hostport.split("/", 1)[0]
+        targets = [hostport if ":" in hostport else hostport + (":443" if scheme == "https" else ":80")]
+    elif kind == "mesos":
+        targets = [master[len("mesos://") :].split("/", 1)[0]]
+    elif kind == "yarn":
+        conf = os.environ.get("YARN_CONF_DIR") or os.environ.get("HADOOP_CONF_DIR")
+        if not conf:
+            return (
+                "--master yarn needs the cluster's configuration: set HADOOP_CONF_DIR (or YARN_CONF_DIR) to the "
+                "directory holding yarn-site.xml; or use --engine local"
+            )
+        targets = _yarn_resource_managers(conf)
+        if not targets:
+            return f"--master yarn: no resource manager address in {conf}/yarn-site.xml; or use --engine local"
+    else:
+        return f"unknown Spark master '{master}': use local[*], spark://HOST:PORT, yarn, k8s://… or mesos://…"
     errors = []
-    for hostport in master[len("spark://") :].split(","):
-        host, _, port = hostport.strip().rpartition(":")
+    for hostport in targets:
+        host, _, port = hostport.rpartition(":")
         try:
             with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
                 return None
@@ -166,6 +194,29 @@ def unreachable_master(master: str, timeout: float = 3.0) -> str | None:
     return (
         f"cannot reach the Spark master {master} ({'; '.join(errors)}); is it running? or use --engine local"
     )
+
+
+def _yarn_resource_managers(conf_dir: str) -> list[str]:
+    """host:port of the resource manager(s) yarn-site.xml names (HA ids included; port 8032 by default)."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.parse(os.path.join(conf_dir, "yarn-site.xml")).getroot()
+    except (OSError, ET.ParseError):
+        return []
+    props = {
+        (p.findtext("name") or "").strip(): (p.findtext("value") or "").strip() for p in root.iter("property")
+    }
+    out = []
+    ids = [i.strip() for i in props.get("yarn.resourcemanager.ha.rm-ids", "").split(",") if i.strip()]
+    for suffix in [f".{i}" for i in ids] or [""]:
+        address = props.get("yarn.resourcemanager.address" + suffix)
+        host = props.get("yarn.resourcemanager.hostname" + suffix)
+        if address and "${" not in address:
+            out.append(address)
+        elif host:
+            out.append(f"{host}:8032")
+    return out
 
 
 def stop_spark() -> None:
