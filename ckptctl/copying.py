@@ -62,7 +62,12 @@ def copy_file(storage: Storage, src: str, dst: str, size: int | None = None) -> 
             src_fs, src_path = storage.fs(src)
             dst_fs.pipe_file(dst_path, src_fs.cat_file(src_path))
     except FileNotFoundError:
-        raise StorageError("file not found", path=src) from None
+        # no such source, or no such destination bucket: say which (the source usually exists)
+        if storage.stat(src) is None:
+            raise StorageError("file not found", path=src) from None
+        raise StorageError(
+            "cannot write there (no such bucket or prefix?); the source exists", path=dst
+        ) from None
     except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
         raise StorageError(f"cannot copy to {dst}: {type(e).__name__}: {e}", path=src) from None
     dst_fs.invalidate_cache()
@@ -72,6 +77,32 @@ def copy_file(storage: Storage, src: str, dst: str, size: int | None = None) -> 
     if size is not None and info.size != size:
         raise StorageError(f"copied {info.size} bytes, expected {size}", path=dst)
     return info.size
+
+
+def check_writable(storage: Storage, root: str) -> None:
+    """Before anything is copied: ``root`` can be written (a probe file written and removed), so a
+    dry run already says that a destination is unreachable, misnamed or read-only, naming it."""
+    probe = st.join(root, f".ckptctl-write-probe-{uuid.uuid4().hex[:12]}")
+    existing = None
+    if st.scheme_of(root) == "file":
+        existing = root[5:]
+        while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
+            existing = os.path.dirname(existing)
+    try:
+        storage.write_bytes(probe, b"")
+    except StorageError as e:
+        raise StorageError(f"the destination cannot be written: {e}", path=root) from None
+    except Exception as e:  # noqa: BLE001 - botocore errors (no such bucket, access denied)
+        raise StorageError(f"the destination cannot be written: {type(e).__name__}: {e}", path=root) from None
+    with contextlib.suppress(Exception):  # a left-over empty probe is harmless; the write worked
+        storage.delete_many([probe])
+    if existing is not None:
+        # the probe created directories below the nearest existing one: leave none behind a dry run
+        d = os.path.dirname(probe[5:])
+        while d != existing and len(d) > len(existing):
+            with contextlib.suppress(OSError):
+                os.rmdir(d)
+            d = os.path.dirname(d)
 
 
 def write_atomic(storage: Storage, uri: str, data: bytes) -> None:

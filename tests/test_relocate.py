@@ -422,3 +422,21 @@ def test_a_dst_that_is_the_source_job_under_another_name_is_refused(tmp_path: Pa
     finally:
         if how == "bind-mount":
             subprocess.run(["umount", str(dst)], check=False)
+
+
+def test_an_unwritable_destination_is_named_by_the_dry_run(tmp_path: Path, s3_server) -> None:
+    """Issue 22 row 5: `relocate SRC s3://no-such-bucket/x --apply` said a *source* file was not
+    found. The dry run now writes (and removes) a probe at DST and names DST when it cannot."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    for apply in ([], ["--apply"]):
+        result = ckptctl(
+            "relocate", str(sc.checkpoints), "s3://no-such-bucket-here/x", "--all", *apply, *sc.rebase,
+            "--s3-endpoint", s3_server.endpoint, expect=2,
+        )  # fmt: skip
+        line = result.stderr.strip()
+        assert "no-such-bucket-here" in line and "destination" in line and len(line.splitlines()) == 1, line
+        assert str(sc.checkpoints) not in line
+    # a local DST that does not exist yet is fine, and the dry run leaves nothing there
+    fresh = tmp_path / "new" / "dst"
+    ckptctl("relocate", str(sc.checkpoints), str(fresh), "--all", *sc.rebase)
+    assert not (tmp_path / "new").exists()

@@ -160,6 +160,7 @@ def relocate_command(
     import json
 
     from ckptctl.cli.inspect import warn_moved
+    from ckptctl.copying import check_writable
     from ckptctl.relocate import load_sources, plan_relocation
     from ckptctl.storage import normalize_uri
 
@@ -170,6 +171,7 @@ def relocate_command(
     warn_moved(out, *checkpoints)
     with out.term.status("planning …"):
         plan = plan_relocation(storage, checkpoints, source, dst, workers)
+        check_writable(storage, plan.destination.root)  # the dry run too: a wrong DST is named now
     plan.options = {
         "src": normalize_uri(src), "dst": plan.destination.written_root, "all": all_checkpoints,
         "rebase": mappings.specs(),
