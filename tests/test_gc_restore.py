@@ -85,17 +85,31 @@ def install_copy(e: dict) -> Path:
 def case(request):
     """(version, scenario, manifest entry, original root), holding a lock on the original root.
 
-    Afterwards the original root is left as a pristine copy of the fixture (as generate.sh left it).
+    Afterwards the original root is as the test found it: a pristine copy of the fixture where one
+    was (the machine that generated the fixtures), else gone, so that no later test can pass only
+    because the fixtures' original location happens to exist.
     """
     version, scenario = request.param
     e = entry(version, scenario)
     flink_python(version)  # skip without Java; create the venv before taking the lock
     root = Path(e["original_root"])
-    with file_lock(root.parent / f".{scenario}.ckptctl-test.lock"):
+    created = [p for p in (root, *root.parents) if not p.exists()]  # what this test will create
+    lock = root.parent / f".{scenario}.ckptctl-test.lock"
+    with file_lock(lock):
         try:
             yield version, scenario, e, root
         finally:
-            install_copy(e)
+            if root not in created:
+                install_copy(e)
+            else:
+                shutil.rmtree(root, ignore_errors=True)
+    if root in created:
+        lock.unlink(missing_ok=True)
+        for d in created[1:]:  # the parents it made, innermost first, if nothing else is in them
+            try:
+                d.rmdir()
+            except OSError:
+                break
 
 
 def age_tree(root: Path, e: dict, now: float) -> dict:
