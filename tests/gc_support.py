@@ -88,8 +88,8 @@ class Scenario:
         return "file:" + str(path)
 
 
-def ckptctl(*args: str, expect: int | None = 0):
-    result = runner.invoke(app, gc_alias(list(args)))
+def ckptctl(*args: str, expect: int | None = 0, env: dict[str, str] | None = None):
+    result = runner.invoke(app, gc_alias(list(args)), env=env)
     if expect is not None:
         assert result.exit_code == expect, (
             f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"

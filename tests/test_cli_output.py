@@ -194,3 +194,63 @@ def test_repeated_rebase_options_make_one_mapping() -> None:
     )
     assert result.exit_code == 0, result.output
     assert "warning" not in result.stderr  # the given mapping covers the move: nothing inferred
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 22's minor rows: what a new user types first
+
+
+def test_output_flags_before_gc_and_relocate_apply(tmp_path: Path) -> None:
+    from ckptctl.cli import gc_alias
+
+    assert gc_alias(["--json", "gc", "ROOT"]) == ["--json", "gc", "plan", "ROOT"]
+    assert gc_alias(["-q", "--json", "relocate", "apply", "P"]) == ["-q", "--json", "relocate-apply", "P"]
+    s = Scenario("2.2.0", "basic", tmp_path)
+    result = runner.invoke(app, gc_alias(["--json", "gc", str(s.checkpoints), "--rebase", f"{s.original}={s.root}"]))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["format"] == 2
+
+
+def test_python_dash_m_and_dash_h() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "ckptctl", "-h"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0 and "Usage: ckptctl" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "ckptctl", "--version"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0 and proc.stdout.startswith("ckptctl ")
+    assert "Usage: ckptctl verify" in cli("verify", "-h").stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["refs", "ROOT", "-o", "MISSING/refs.csv"],
+        ["check", "ROOT", "--junit", "MISSING/junit.xml"],
+        ["verify", "ROOT", "--engine", "local", "--report", "MISSING/r.parquet"],
+        ["gc", "plan", "ROOT", "-o", "MISSING/plan.json"],
+    ],
+    ids=["refs", "check", "verify", "gc"],
+)
+def test_an_output_into_a_missing_directory_fails_before_the_scan(args: list[str], tmp_path: Path) -> None:
+    s = Scenario("2.2.0", "basic", tmp_path)
+    argv = [str(s.checkpoints) if a == "ROOT" else a.replace("MISSING", str(tmp_path / "nope")) for a in args]
+    line = one_line_error(cli(*argv, "--rebase", f"{s.original}={s.root}"))
+    assert "no such directory" in line
+
+
+def test_gc_refuses_the_filesystem_root_and_a_foreign_manifest(tmp_path: Path) -> None:
+    line = one_line_error(cli("gc", "plan", "/"))
+    assert "filesystem root" in line
+    s = Scenario("2.2.0", "basic", tmp_path)
+    job = s.jobs()[0].name
+    orphan = s.plant(f"checkpoints/{job}/shared/orphan-x", size=123)
+    plan = tmp_path / "plan.json"
+    rebase = ["--rebase", f"{s.original}={s.root}"]
+    assert cli("gc", "plan", str(s.checkpoints), *rebase, "--older-than", "1d", "--margin", "10m", "--force",
+               "-o", str(plan)).exit_code == 0  # fmt: skip
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    result = cli("gc", "apply", str(plan), "--yes", "--manifest", str(notes))
+    assert result.exit_code != 0 and "not a ckptctl gc manifest" in result.stderr
+    assert notes.read_text() == "my notes\n" and orphan.exists()

@@ -78,7 +78,27 @@ def test_cancellation_orphans_newer_than_last_checkpoint_are_kept(tmp_path: Path
 def test_moved_directory_needs_rebase(tmp_path: Path) -> None:
     sc = Scenario("1.20.3", "claim", tmp_path)
     result = ckptctl("gc", "plan", str(sc.checkpoints), *OLD, expect=1)
-    assert "was written at another location" in result.stderr and "--rebase" in result.stderr
+    assert "were written at another location" in result.stderr and "--rebase" in result.stderr
+    # one refusal per mapping, not one per checkpoint (a moved root has dozens)
+    plan = plan_json(str(sc.checkpoints), *OLD, expect=1)
+    moved = [r for r in plan["refusals"] if r["code"] == "moved-directory"]
+    assert len(moved) == 1 and f"{len(plan['retained'])} checkpoints" in moved[0]["message"]
+
+
+def test_gc_console_names_the_largest_orphans_and_a_blocked_plan_is_not_to_apply(tmp_path: Path) -> None:
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0].name
+    big = sc.plant(f"checkpoints/{job}/shared/big-orphan", size=50_000)
+    for i in range(12):
+        sc.plant(f"checkpoints/{job}/shared/small-{i:02d}", size=10 + i)
+    out = ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, *OLD, "--force", env={"COLUMNS": "200"}).stdout
+    assert "largest orphans" in out and big.name in out and "small-11" in out and "small-00" not in out
+    blocked = tmp_path / "blocked.json"
+    text = ckptctl("gc", "plan", str(sc.checkpoints), *OLD, "-o", str(blocked), expect=1).stdout
+    assert "apply with" not in text and "can never be applied" in text
+    missing_dir = tmp_path / "no" / "such" / "plan.json"
+    err = ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, *OLD, "-o", str(missing_dir), expect=2).stderr
+    assert "no such directory" in err and "Traceback" not in err
 
 
 def test_sibling_prefix_is_not_inside_the_root(tmp_path: Path) -> None:

@@ -102,6 +102,7 @@ app = typer.Typer(
     help="Inspect and repair Apache Flink checkpoint directories, on local disk or S3.",
     no_args_is_help=True,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -142,6 +143,25 @@ def engine_choice(engine: str, master: str | None = None):
     from ckptctl.engine import Engine
 
     return Engine.parse(engine, master)
+
+
+def writable_outputs(*paths: str | None) -> None:
+    """Output files (``-o``, ``--junit``, ``--report``, ``--histogram``) are checked before the scan:
+    a missing or read-only directory is one line, exit 2, not an internal error after minutes."""
+    import os
+
+    from ckptctl.errors import CkptError
+
+    for path in paths:
+        if not path or path == "-":
+            continue
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise CkptError(f"cannot write {path}: no such directory {directory}")
+        if not os.access(directory, os.W_OK):
+            raise CkptError(f"cannot write {path}: the directory {directory} is not writable")
+        if os.path.isdir(path):
+            raise CkptError(f"cannot write {path}: it is a directory")
 
 
 def warm_up_spark(out, master: str) -> None:
@@ -269,11 +289,19 @@ def main(argv: list[str] | None = None) -> None:
     app(args=gc_alias(args), prog_name="ckptctl")
 
 
+GLOBAL_FLAGS = frozenset({"--json", "-q", "--quiet", "-v", "--verbose", "-qq", "-vv"})
+
+
 def gc_alias(args: list[str]) -> list[str]:
     """``ckptctl gc ROOT ...`` is ``ckptctl gc plan ROOT ...`` (the dry run is the default), and
-    ``ckptctl relocate apply PLAN`` is the (hidden) ``relocate-apply PLAN``."""
-    if len(args) >= 2 and args[0] == "gc" and args[1] not in ("plan", "apply", "--help", "-h"):
-        return ["gc", "plan", *args[1:]]
-    if len(args) >= 2 and args[0] == "relocate" and args[1] == "apply":
-        return ["relocate-apply", *args[2:]]
+    ``ckptctl relocate apply PLAN`` is the (hidden) ``relocate-apply PLAN``; the output flags
+    may come first (``ckptctl --json gc ROOT``)."""
+    i = 0
+    while i < len(args) and args[i] in GLOBAL_FLAGS:
+        i += 1
+    head, rest = args[:i], args[i:]
+    if len(rest) >= 2 and rest[0] == "gc" and rest[1] not in ("plan", "apply", "--help", "-h"):
+        return [*head, "gc", "plan", *rest[1:]]
+    if len(rest) >= 2 and rest[0] == "relocate" and rest[1] == "apply":
+        return [*head, "relocate-apply", *rest[2:]]
     return args

@@ -6,7 +6,17 @@ from typing import Annotated
 
 import typer
 
-from ckptctl.cli import Command, EndpointOpt, Group, RebaseOpt, _context, app, command, get_output
+from ckptctl.cli import (
+    Command,
+    EndpointOpt,
+    Group,
+    RebaseOpt,
+    _context,
+    app,
+    command,
+    get_output,
+    writable_outputs,
+)
 from ckptctl.cli.params import AGE
 
 gc_app = typer.Typer(
@@ -112,6 +122,7 @@ def plan_command(
     """
     from ckptctl.gc import GcOptions, build_plan
 
+    writable_outputs(plan_file)
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     options = GcOptions(

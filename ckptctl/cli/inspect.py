@@ -13,7 +13,17 @@ from typing import Annotated
 
 import typer
 
-from ckptctl.cli import Command, EndpointOpt, RebaseOpt, _context, app, as_json, command, get_output
+from ckptctl.cli import (
+    Command,
+    EndpointOpt,
+    RebaseOpt,
+    _context,
+    app,
+    as_json,
+    command,
+    get_output,
+    writable_outputs,
+)
 from ckptctl.targets import checked_path
 
 
@@ -149,6 +159,7 @@ def refs_command(
     from ckptctl.targets import checkpoints_at
 
     fmt = refs_format(fmt, as_json(), output_file)
+    writable_outputs(output_file)
     out = get_output(json=fmt != "table")
     storage, mappings = _context(s3_endpoint, rebase)
     unreadable: dict[str, str] = {}

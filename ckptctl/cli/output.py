@@ -162,6 +162,9 @@ class JsonOutput(Output):
         self._json(report)
 
 
+GC_SHOWN_CANDIDATES = 10  # the largest orphans a console plan shows (all of them: --json or -o)
+
+
 class ConsoleOutput(Output):
     """Rich rendering for a person at a terminal (also used when piping without --json)."""
 
@@ -358,6 +361,7 @@ class ConsoleOutput(Output):
 
         from ckptctl.gc.reasons import describe
 
+        candidates = plan.candidates
         plan = plan.header()
 
         grid = Table.grid(padding=(0, 2))
@@ -398,6 +402,18 @@ class ConsoleOutput(Output):
                 for reason, n in counter.items():
                     table.add_row(_escape(describe(reason)), f"{n:,}")
                 self.out.print(table)
+        largest = sorted(candidates, key=lambda c: -c.size)[:GC_SHOWN_CANDIDATES]
+        if largest:
+            table = Table(title=f"largest orphans (of {len(candidates):,})", title_justify="left")
+            table.add_column("path", overflow="fold")
+            table.add_column("size", justify="right", no_wrap=True)
+            table.add_column("written", no_wrap=True)
+            table.add_column("reason")
+            base = plan["options"]["roots"][0] if len(plan["options"]["roots"]) == 1 else ""
+            for c in largest:
+                path = c.path[len(base) + 1 :] if base and c.path.startswith(base + "/") else c.path
+                table.add_row(_escape(path), human_bytes(c.size), human_time(c.mtime) if c.mtime else "?", str(c.reason))
+            self.out.print(table)
         if plan.get("dead_jobs"):
             table = Table(title="jobs with no retained checkpoint", title_justify="left")
             table.add_column("job")
@@ -414,7 +430,9 @@ class ConsoleOutput(Output):
             self.warn(w)
         for r in plan["refusals"]:
             self.term.refusal(r["code"], r["message"])
-        if written_to:
+        if written_to and plan["blocked"]:
+            self.out.print(f"plan written to {written_to} for review; it is blocked and can never be applied")
+        elif written_to:
             self.out.print(f"plan written to {written_to}; apply with: ckptctl gc apply {written_to}")
         elif not plan["blocked"] and plan["candidate_files"]:
             self.out.print(

@@ -18,6 +18,7 @@ from ckptctl.cli import (
     engine_choice,
     get_output,
     warm_up_spark,
+    writable_outputs,
 )
 
 
@@ -75,6 +76,7 @@ def states_command(
     from ckptctl.targets import checked_path
 
     chosen = engine_choice(engine, master)
+    writable_outputs(histogram)
     for opt, given in (("--histogram", histogram), ("--ttl", ttl), ("--now", now)):
         if given and not deep:
             raise CkptError(f"{opt} needs --deep")

@@ -19,6 +19,7 @@ from ckptctl.cli import (
     engine_choice,
     get_output,
     warm_up_spark,
+    writable_outputs,
 )
 from ckptctl.cli.params import BYTES
 
@@ -61,6 +62,7 @@ def verify_command(
     from ckptctl.verify import verify, write_histogram, write_report
 
     chosen = engine_choice(engine, master)
+    writable_outputs(report, histogram)
     if histogram and not deep:
         raise CkptError("--histogram needs --deep")
     out = get_output()
@@ -118,6 +120,7 @@ def check_command(
     from ckptctl.check import run_check
     from ckptctl.targets import checked_path
 
+    writable_outputs(junit)
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     report = run_check(storage, checked_path(storage, root), mappings, max_orphan_bytes, savepoints or ())

@@ -117,6 +117,8 @@ def apply_plan(
                     f"overlapping scopes: --trash {trash_root} and {scope} nest (the trash would be collected, "
                     "or would collect)"
                 )
+    if manifest:
+        check_manifest(manifest)
     remover = _Remover(storage, roots)
     expired_metadata = {st.join(e["path"], METADATA_FILE) for e in fresh.expired}
     n_first = sum(1 for d in go if d.path in expired_metadata)
@@ -359,6 +361,28 @@ class _Remover:
             return
         with contextlib.suppress(OSError):  # not empty, or gone: keep it
             os.rmdir(name, dir_fd=fd)
+
+
+def check_manifest(path: str) -> None:
+    """``--manifest`` appends to a manifest of an earlier (interrupted) run, never to any other file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            first = f.readline()
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as e:
+        raise GcApplyRefused(f"--manifest {path} cannot be read: {e}") from None
+    if not first.strip():
+        return
+    try:
+        ok = isinstance(json.loads(first), dict) and "batch" in json.loads(first)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise GcApplyRefused(f"--manifest {path} exists and is not a ckptctl gc manifest: refusing to append to it")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.access(directory, os.W_OK):
+        raise GcApplyRefused(f"--manifest {path}: the directory {directory} is not writable")
 
 
 def _append_manifest(path: str, lines: list[dict[str, Any]]) -> None:

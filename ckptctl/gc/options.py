@@ -55,6 +55,10 @@ class GcOptions:
     def validate(self) -> None:
         if not self.roots:
             raise CkptError("gc needs at least one ROOT")
+        for root in self.roots:
+            if root.rstrip("/") in ("file:", "s3:"):
+                # `gc "$UNSET/"`: a variable that was empty must not make the whole disk a root
+                raise CkptError(f"refusing the filesystem root as a ROOT ({root}): name a checkpoint directory")
         if self.keep_last is not None and (isinstance(self.keep_last, bool) or self.keep_last < 1):
             raise CkptError("--keep-last must be at least 1")
         for name, value in (("--older-than", self.older_than), ("--margin", self.margin)):

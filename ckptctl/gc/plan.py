@@ -1040,6 +1040,7 @@ def fold_references(storage, ordered, retained_set, rebase_pairs, prefixes, prog
         add = live.add
         escapes = st.escapes
         iterator = progress(ordered, len(ordered)) if progress else ordered
+        moved: dict[str, list[str]] = {}  # inferred mapping -> checkpoints written elsewhere
         for loc in iterator:
             try:
                 ck = load_checkpoint(storage, loc, rebase, apply_inferred=False)
@@ -1052,11 +1053,7 @@ def fold_references(storage, ordered, retained_set, rebase_pairs, prefixes, prog
                     add(loc.metadata_uri)
                 continue
             if ck.inferred_rebase is not None:
-                out.refusals.append((
-                    Refusal.MOVED_DIRECTORY.value,
-                    f"{loc.uri} was written at another location; its absolute paths point elsewhere. "
-                    f"Pass --rebase {ck.inferred_rebase.describe()} (or the right mapping) to collect garbage here",
-                ))  # fmt: skip
+                moved.setdefault(ck.inferred_rebase.describe(), []).append(loc.uri)
             out.info[loc.uri] = _checkpoint_info(ck)
             if loc.uri in retained_set:
                 add(loc.metadata_uri)
@@ -1070,6 +1067,12 @@ def fold_references(storage, ordered, retained_set, rebase_pairs, prefixes, prog
             else:
                 out.expired_refs.update(ref[0] for ref in referenced_files(ck))
             del ck
+        for mapping, cks in moved.items():  # one refusal per mapping, not one per checkpoint
+            out.refusals.append((
+                Refusal.MOVED_DIRECTORY.value,
+                f"{len(cks)} checkpoints were written at another location (first: {cks[0]}); their absolute "
+                f"paths point elsewhere. Pass --rebase {mapping} (or the right mapping) to collect garbage here",
+            ))  # fmt: skip
         return out
 
 
