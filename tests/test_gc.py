@@ -206,6 +206,26 @@ def test_future_cutoff_is_refused(tmp_path: Path) -> None:
     result = ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, "--older-than", "-5h", expect=2)
 
 
+def test_an_iso_older_than_is_the_cutoff_itself(tmp_path: Path) -> None:
+    """--older-than 2026-…Z is an instant compared with file times as it is; it used to be turned
+    into an age with this machine's clock, then back with the storage's (issue 19, also seen)."""
+    import datetime
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0].name
+    older = sc.plant(f"checkpoints/{job}/shared/before-cutoff", mtime=T0 - 7200)
+    newer = sc.plant(f"checkpoints/{job}/shared/after-cutoff", mtime=T0 - 1800)
+    instant = float(round(T0 - 3600))
+    iso = datetime.datetime.fromtimestamp(instant, datetime.UTC).isoformat().replace("+00:00", "Z")
+    plan = plan_json(str(sc.checkpoints), *sc.rebase, "--older-than", iso, "--margin", "10m", "--force")
+    assert plan["cutoff"] == instant
+    assert sc.uri(older) in {c["path"] for c in plan["candidates"]}
+    assert {p["path"]: p["reason"] for p in plan["protected"]}[sc.uri(newer)] == "young"
+    assert plan["options"]["older_than_at"] == instant
+    err = ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, "--margin", iso, expect=2).stderr
+    assert "--margin expects a duration" in err
+
+
 def test_file_from_the_future_blocks_the_plan(tmp_path: Path) -> None:
     sc = Scenario("2.2.0", "basic", tmp_path)
     sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/from-the-future", mtime=time.time() + 30 * DAY)

@@ -120,16 +120,23 @@ def plan_command(
 
     `ckptctl gc ROOT ...` is the same as `ckptctl gc plan ROOT ...`.
     """
+    from ckptctl.cli.params import Instant
+    from ckptctl.errors import CkptError
     from ckptctl.gc import GcOptions, build_plan
 
     writable_outputs(plan_file)
+    if isinstance(margin, Instant):
+        raise CkptError("--margin expects a duration like 1h or 10m, not a time")
+    older_than_at = float(older_than) if isinstance(older_than, Instant) else None
+    if older_than_at is not None:
+        older_than = 0.0
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     options = GcOptions(
         roots=tuple(roots), savepoint_dirs=tuple(savepoints or ()), changelog_dirs=tuple(changelog_dir or ()),
         keep_last=keep_last, older_than=older_than, margin=margin, max_delete_fraction=max_delete_fraction,
         force=force, allow_external=allow_external, rebase=mappings.mappings, accept_lost=tuple(accept_lost or ()),
-        clock=clock, collect_dead_jobs=collect_dead_jobs,
+        clock=clock, collect_dead_jobs=collect_dead_jobs, older_than_at=older_than_at,
     )  # fmt: skip
     plan = build_plan(storage, options, progress=out.term.iterate("reading _metadata"))
     if plan_file:

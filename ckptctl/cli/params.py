@@ -10,7 +10,6 @@ every other input error of ckptctl, not Click's usage block: the parsers raise
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -25,8 +24,15 @@ _RANGE = re.compile(r"^\s*(\d+)\s*(?:\.\.|-)\s*(\d+)\s*$")
 MAX_SWEEP = 4096  # parallelisms one sweep may cover
 
 
+class Instant(float):
+    """An absolute time (seconds since the epoch) given where a duration may be: ``--older-than
+    2026-11-01T00:00:00Z`` is a cut-off instant, compared with file times as it is, never turned
+    into an age with this machine's clock (the storage's clock may differ)."""
+
+
 def parse_age(text: str, option: str) -> float:
-    """A duration (``24h``, ``90m``, ``7d``, seconds) or an absolute time (ISO 8601) as seconds of age."""
+    """A duration (``24h``, ``90m``, ``7d``, seconds) as seconds of age, or an absolute time (ISO
+    8601) as an :class:`Instant`."""
     from ckptctl.errors import CkptError
 
     m = _DURATION.match(text)
@@ -40,10 +46,7 @@ def parse_age(text: str, option: str) -> float:
         ) from None
     if when.tzinfo is None:
         raise CkptError(f"{option} '{text}' needs a time zone (e.g. 2026-11-01T00:00:00Z)")
-    age = time.time() - when.timestamp()
-    if age < 0:
-        raise CkptError(f"{option} {text} is in the future: refusing (it would make every file old enough)")
-    return age
+    return Instant(when.timestamp())
 
 
 def parse_bytes(text: str, option: str) -> int:

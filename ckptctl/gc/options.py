@@ -30,6 +30,8 @@ class GcOptions:
     # jobs without a retained checkpoint (a CLAIM job elsewhere may borrow their files): kept
     # unless collected explicitly, or named as a ROOT
     collect_dead_jobs: bool = False
+    # --older-than as an instant (ISO time): the cut-off itself, on no machine's clock
+    older_than_at: float | None = None
 
     def normalized(self) -> GcOptions:
         for what, values in (("ROOT", self.roots), ("--savepoints", self.savepoint_dirs),
@@ -61,6 +63,8 @@ class GcOptions:
                 raise CkptError(f"refusing the filesystem root as a ROOT ({root}): name a checkpoint directory")
         if self.keep_last is not None and (isinstance(self.keep_last, bool) or self.keep_last < 1):
             raise CkptError("--keep-last must be at least 1")
+        if self.older_than_at is not None and not math.isfinite(self.older_than_at):
+            raise CkptError(f"--older-than must be a finite time, got {self.older_than_at}")
         for name, value in (("--older-than", self.older_than), ("--margin", self.margin)):
             if not math.isfinite(value):
                 raise CkptError(f"{name} must be a finite duration, got {value}")

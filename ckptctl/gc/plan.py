@@ -263,6 +263,13 @@ class _Planner:
             self.refuse(Refusal.OVERLAPPING_SCOPES, f"overlapping scopes: {problem}")
         now, now_source = self.clock()
         cutoff = now - options.older_than
+        if options.older_than_at is not None:  # an instant: the cut-off as given, on no machine's clock
+            if options.older_than_at > now:
+                raise CkptError(
+                    f"--older-than {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(options.older_than_at))} is "
+                    f"in the future of the storage clock ({now_source}): it would make every file old enough"
+                )
+            cutoff = options.older_than_at
 
         for root in options.roots:
             if st.scheme_of(root) == "file" and os.path.exists(root[5:]) and not os.path.isdir(root[5:]):
@@ -281,7 +288,21 @@ class _Planner:
     def clock(self) -> tuple[float, str]:
         if self.options.clock == "local":
             return time.time(), "local clock (--clock local)"
-        now, source = self.storage.now(self.options.roots[0])
+        # every store in scope (a local root and an S3 one, two endpoints' buckets): the earliest
+        # clock, so that no file is older on the clock that decides than on its own store's
+        now, source = None, ""
+        seen: set[str] = set()
+        for scope in self.options.scopes():
+            store = st.scheme_of(scope) + ":" + (scope.split("/")[2] if st.scheme_of(scope) == "s3" else "")
+            if store in seen:
+                continue
+            seen.add(store)
+            t, src = self.storage.now(scope)
+            if t is None:
+                now, source = None, src
+                break
+            if now is None or t < now:
+                now, source = t, src
         if now is None:
             self.refuse(
                 Refusal.CLOCK_UNKNOWN,

@@ -124,6 +124,7 @@ def options_from_plan(data: dict[str, Any]) -> GcOptions:
         max_delete_fraction=float(o["max_delete_fraction"]), force=o["force"], allow_external=o["allow_external"],
         rebase=tuple((m[0], m[1]) for m in o["rebase"]), accept_lost=tuple(o.get("accept_lost", ())),
         clock=o.get("clock", "storage"), collect_dead_jobs=bool(o.get("collect_dead_jobs", False)),
+        older_than_at=None if o.get("older_than_at") is None else float(o["older_than_at"]),
     )  # fmt: skip
 
 
