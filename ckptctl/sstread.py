@@ -47,8 +47,31 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
+MAX_BLOCK = 256 << 20  # a RocksDB block is KiBs to MiBs; a corrupt length must not allocate more
+
+
 def snappy_decompress(data: bytes) -> bytes:
-    """Raw snappy (no framing), as RocksDB stores compressed blocks."""
+    """Raw snappy (no framing), as RocksDB stores compressed blocks: PyArrow's C++ codec (~50x the
+    pure-Python decoder below, which stays as the reference the tests compare it with). The
+    announced length is checked first: a corrupt one is an error, never a giant allocation."""
+    n, _pos = _varint(data, 0)
+    if n > MAX_BLOCK or n > 64 * max(len(data), 1):
+        raise ValueError(f"snappy: {n} bytes announced for {len(data)} compressed bytes")
+    try:
+        import pyarrow as pa
+
+        out = pa.decompress(data, decompressed_size=n, codec="snappy", asbytes=True)
+    except ImportError:
+        return snappy_decompress_python(data)
+    except (OSError, ValueError) as e:  # pyarrow's ArrowIOError/ArrowInvalid on bad input
+        raise ValueError(f"snappy: {e}") from None
+    if len(out) != n:
+        raise ValueError(f"snappy: {len(out)} bytes decoded, {n} announced")
+    return out
+
+
+def snappy_decompress_python(data: bytes) -> bytes:
+    """Raw snappy in pure Python (the reference decoder; slow: ~30 MB/s)."""
     n, pos = _varint(data, 0)
     out = bytearray()
     end = len(data)
