@@ -866,14 +866,11 @@ class DeepResult:
 
 
 def parse_duration(text: str) -> int:
-    """``7d``, ``12h``, ``30m``, ``45s``, ``500ms``, ``2w`` (or plain milliseconds) → milliseconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*", text)
-    if not m:
-        raise CkptError(f"not a duration: '{text}' (use e.g. 7d, 12h, 30m, 45s, 500ms)")
-    unit = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS, "w": 7 * DAY_MS, None: 1}[
-        m.group(2)
-    ]
-    return int(float(m.group(1)) * unit)
+    """``7d``, ``12h``, ``1h30m``, ``45s``, ``500ms`` (a bare number is seconds) → milliseconds: the
+    one grammar of every duration option (:mod:`ckptctl.durations`)."""
+    from ckptctl.durations import parse_millis
+
+    return parse_millis(text, "--ttl")
 
 
 def parse_ttls(values: Iterable[str]) -> tuple[int | None, dict[str, int]]:

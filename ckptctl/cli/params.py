@@ -16,8 +16,8 @@ from typing import Any
 
 import typer
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)?\s*$")
-_UNITS = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_START = re.compile(r"^\s*-?\d")  # a duration (one grammar: ckptctl.durations) ...
+_ISO_START = re.compile(r"^\s*\d{4}-\d{2}-\d{2}")  # ... unless it is an ISO date
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:\.\.|-)\s*(\d+)\s*$")
@@ -33,16 +33,18 @@ class Instant(float):
 def parse_age(text: str, option: str) -> float:
     """A duration (``24h``, ``90m``, ``7d``, seconds) as seconds of age, or an absolute time (ISO
     8601) as an :class:`Instant`."""
+    from ckptctl.durations import parse_seconds
     from ckptctl.errors import CkptError
 
-    m = _DURATION.match(text)
-    if m:
-        return float(m.group(1)) * _UNITS[m.group(2)]
+    if _DURATION_START.match(text) and not _ISO_START.match(text):
+        if text.strip().startswith("-"):
+            raise CkptError(f"{option} must not be negative, got '{text}'")
+        return parse_seconds(text, option)
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise CkptError(
-            f"{option} expects a duration like 24h, 90m, 7d or an ISO time, got '{text}'"
+            f"{option} expects a duration like 24h, 90m, 1h30m, 7d or an ISO time, got '{text}'"
         ) from None
     if when.tzinfo is None:
         raise CkptError(f"{option} '{text}' needs a time zone (e.g. 2026-11-01T00:00:00Z)")
