@@ -464,6 +464,26 @@ class Storage:
                 if f.uri.endswith("/_metadata"):
                     yield f
             return
+        yield from self._walk_s3(uri, only="_metadata")
+
+    def list_checkpoint_areas(self, uri: str) -> Iterator[FileInfo]:
+        """Every file below ``uri`` except inside a job's ``shared/`` and ``taskowned/``: the
+        ``_metadata`` files and the contents of ``chk-N`` and savepoint directories, all that ``ls``
+        needs. On S3 a delimiter walk (one request per directory outside the job areas, never one
+        per object in a flat ``shared/`` of millions)."""
+        if scheme_of(uri) == "file":
+            yield from _walk_local(uri[5:], prune_job_areas=True)
+            return
+        if scheme_of(uri) != "s3":
+            for f in self.list_files(uri):
+                rest = f.uri[len(uri.rstrip("/")) + 1 :].split("/")
+                if not any(p in JOB_AREAS and is_job_dir_name(rest[i - 1]) for i, p in enumerate(rest) if i):
+                    yield f
+            return
+        yield from self._walk_s3(uri)
+
+    def _walk_s3(self, uri: str, only: str | None = None) -> Iterator[FileInfo]:
+        """Delimiter listings from ``uri`` down, never into ``<job-id>/shared`` or ``<job-id>/taskowned``."""
         fs, path = self.fs(uri)
         stack = [path.rstrip("/")]
         while stack:
@@ -472,16 +492,20 @@ class Storage:
                 entries = _retrying(lambda c=current: fs.ls(c, detail=True, refresh=True))
             except FileNotFoundError:
                 continue
+            except StorageError:
+                raise
             except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+                if s3_problem(e):
+                    raise StorageError(s3_problem(e), path="s3://" + current) from None
                 raise StorageError(f"cannot list: {type(e).__name__}: {e}", path="s3://" + current) from None
+            in_job = is_job_dir_name(current.rpartition("/")[2])
             for info in entries:
                 name = info["name"].rstrip("/")
                 base = name.rpartition("/")[2]
                 if info.get("type") == "directory":
-                    in_job = is_job_dir_name(current.rpartition("/")[2])
                     if not (in_job and base in JOB_AREAS) and name != current:
                         stack.append(name)
-                elif base == "_metadata":
+                elif only is None or base == only:
                     yield FileInfo("s3://" + name, int(info.get("size") or 0), _mtime_of(info))
 
     # -- time ----------------------------------------------------------------------------

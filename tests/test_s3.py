@@ -136,3 +136,20 @@ def test_concurrent_listing_equals_a_plain_listing(s3_server) -> None:
     fs, _ = storage.fs("s3://listing")
     paged = sync(fs.loop, list_prefix, fs, "listing", "root/", 3)
     assert sorted(f"s3://listing/{key}" for key, _size, _mtime in paged) == expected
+
+
+def test_ls_on_s3_never_lists_inside_a_jobs_shared_directory(s3_server, s3_fixtures: str) -> None:
+    """Issue 23: ls listed every object of every shared/ (483 requests for 51 checkpoints), and
+    failed when shared/ was unreadable. Every list request inside a shared/ or taskowned/ now gets
+    an error from the proxy: ls must not notice, and costs about one request per directory."""
+    from tests.faulty_proxy import INTERNAL, FaultyProxy, Rule, lists_inside
+
+    root = f"{s3_fixtures}/2.2.0/basic"
+    expected = invoke("ls", "--json", "--s3-endpoint", s3_server.endpoint, root)
+    rules = [Rule(lists_inside(d), fail=10**6, fault=INTERNAL) for d in ("shared", "taskowned")]
+    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=rules) as proxy:
+        rows = invoke("ls", "--json", "--s3-endpoint", proxy.endpoint, root)
+        lists = proxy.requests
+    assert rows == expected and rows
+    dirs = {r["path"].rsplit("/", 1)[0] for r in rows}  # jobs (and the root's own levels)
+    assert lists <= 2 * (len(rows) + len(dirs)) + 6, lists  # a list per directory, a read per _metadata

@@ -49,11 +49,14 @@ def ls_command(
     from ckptctl.errors import CkptError
     from ckptctl.layout import scan_root
     from ckptctl.refs import load_checkpoint
+    from ckptctl.storage import normalize_uri
     from ckptctl.views import incomplete_view, summary_view
 
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
-    layout = scan_root(storage, checked_path(storage, root))
+    named = checked_path(storage, root)
+    # what ls shows lives outside the jobs' shared/ and taskowned/: never list those (millions)
+    layout = scan_root(storage, named, storage.list_checkpoint_areas(normalize_uri(named)))
     locations = layout.locations()
     rows = []
     failed = 0
