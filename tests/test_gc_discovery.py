@@ -21,6 +21,7 @@ import pytest
 
 from ckptctl.metadata import read_metadata
 from ckptctl.refs import LoadedCheckpoint, referenced_files
+from tests.fixture_cases import REPO
 from tests.gc_support import Scenario, ckptctl, plan_json
 
 OLD = ["--older-than", "1d", "--margin", "10m"]
@@ -339,3 +340,121 @@ def test_row3_fresh_files_of_a_job_without_evidence_still_block_keep_last(tmp_pa
         os.utime(d, (then, then))  # only the file says so
     plan = plan_json(str(sc.checkpoints), *OLD, "--keep-last", "1", "--force", *sc_rebase(sc), expect=1)
     assert "job-starting" in codes(plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# red team 4: a hex-named tenant's `shared/` holding a checkpoint root; a pin from another scope
+
+TENANT_ID = "3fa85f6457174562b3fc2c963f66afa6"  # a tenant UUID without dashes: 32 lowercase hex digits
+
+
+def fleet_with_tenant(sc: Scenario, tmp_path: Path, tenant: str) -> tuple[Path, dict[str, Path]]:
+    """Row 1's fleet, where team B's ``state.checkpoints.dir`` is ``<fleet>/<tenant>/shared``: job 2
+    (restored from job 1 in CLAIM mode, borrowing files of job 1's shared/) writes its checkpoints
+    to ``<fleet>/<tenant>/shared/<job 2>/chk-N``."""
+    fleet = tmp_path / "fleet"
+    moves = {
+        f"checkpoints/{CLAIM_JOB_1}": fleet / "teamA" / CLAIM_JOB_1,
+        f"checkpoints/{CLAIM_JOB_2}": fleet / tenant / "shared" / CLAIM_JOB_2,
+    }
+    for rel, new in moves.items():
+        new.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(sc.root / rel, new)
+    return fleet, moves
+
+
+def plan_apply_then_assert_kept(tmp_path: Path, live: set[str], *args: str) -> int:
+    """Plan, apply when the plan is not blocked, and check no file in ``live`` was deleted."""
+    out = tmp_path / "plan.json"
+    exit_code = ckptctl("gc", "plan", *args, "-o", str(out), expect=None).exit_code
+    assert exit_code in (0, 1), exit_code
+    if exit_code == 0:
+        apply_plan(out)
+    gone = sorted(u for u in live if not Path(u.removeprefix("file:")).exists())
+    assert not gone, f"gc deleted {len(gone)} files a completed checkpoint references (first: {gone[0]})"
+    return exit_code
+
+
+def test_redteam4_a_root_in_a_hex_named_tenants_shared_dir_is_searched(tmp_path: Path) -> None:
+    """Attacked: discovery's pruning of ``<job-id>/shared`` (``_walk_local``'s ``prune_here`` and
+    ``is_checkpoint_metadata``) decides "job directory" by the name alone: 32 lowercase hex digits.
+    A tenant directory named by a UUID without dashes is such a name, and row 1's fix (a root below
+    a directory named ``shared`` is searched) does not hold when that ``shared`` sits right below
+    it: job 2's checkpoints in ``<fleet>/<tenant>/shared/<job 2>/chk-N`` are never discovered, and
+    the files of job 1 that only job 2's checkpoints still use become ``unreferenced-shared``."""
+    sc = Scenario("2.2.0", "claim", tmp_path)
+    fleet, moves = fleet_with_tenant(sc, tmp_path, TENANT_ID)
+    live = live_by_flink(sc, moves)
+    assert {u for u in live if f"/teamA/{CLAIM_JOB_1}/shared/" in u}  # job 2 borrows job 1's files
+    plan_apply_then_assert_kept(tmp_path, live, str(fleet), *OLD, "--force", *rebase_args(sc, moves))
+
+
+def test_redteam4_control_a_root_in_a_plain_named_tenants_shared_dir(tmp_path: Path) -> None:
+    """Control: the same fleet with the tenant directory named ``teamB``: job 2 is discovered."""
+    sc = Scenario("2.2.0", "claim", tmp_path)
+    fleet, moves = fleet_with_tenant(sc, tmp_path, "teamB")
+    live = live_by_flink(sc, moves)
+    exit_code = plan_apply_then_assert_kept(tmp_path, live, str(fleet), *OLD, "--force", *rebase_args(sc, moves))
+    assert exit_code == 0
+
+
+def referenced_by_flink_in(sc: Scenario, chk: Path) -> set[str]:
+    """The files Flink's own reading of checkpoint ``chk`` (of this scenario) references, and its _metadata."""
+    rel = chk.relative_to(sc.root)
+    expected = REPO / sc.entry["expected_dir"]
+    out = {"file:" + str(chk / "_metadata")}
+    for r in json.loads((expected / rel.parent / (rel.name + ".json")).read_text())["references"]:
+        path = r["path"].removeprefix("file:")
+        if path.startswith(sc.original):
+            out.add("file:" + str(sc.root) + path[len(sc.original) :])
+    return out
+
+
+def pin_oldest_checkpoint(sc: Scenario, pins: Path) -> tuple[Path, Path]:
+    """``ln -s <root>/<job>/chk-7 <pins>/release-42``: an operator keeps a release checkpoint by a
+    directory symlink in the savepoints directory instead of copying it."""
+    job = sc.jobs()[0]
+    oldest = min((p for p in job.iterdir() if completed_chk(p)), key=lambda p: int(p.name[4:]))
+    assert oldest != newest_chk(job)  # --keep-last 1 expires it
+    pins.mkdir(parents=True, exist_ok=True)
+    link = pins / "release-42"
+    link.symlink_to(oldest, target_is_directory=True)
+    return oldest, link
+
+
+def completed_chk(p: Path) -> bool:
+    return p.name.startswith("chk-") and (p / "_metadata").is_file()
+
+
+@pytest.mark.parametrize("scope", ["--savepoints", "second-root"])
+def test_redteam4_a_checkpoint_pinned_by_a_symlink_from_another_scope_keeps_its_files(
+    tmp_path: Path, scope: str
+) -> None:
+    """Attacked: the ``aliased-path`` guard. ``_walk_local`` detects a directory reached under two
+    names with a ``seen`` map that is private to one walk (one root), so a directory symlink from
+    ``--savepoints`` (or a second ROOT) to a ``chk-N`` in a root is no alias: the pinned checkpoint
+    is discovered and retained under the link's name only (its ``_metadata`` and exclusive files
+    live as ``<pins>/release-42/…``), while under its real name ``--keep-last 1`` expires it and
+    gc deletes its ``_metadata`` and exclusive files: the pinned checkpoint cannot be restored."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    pins = tmp_path / "savepoints"
+    oldest, link = pin_oldest_checkpoint(sc, pins)
+    live = referenced_by_flink_in(sc, oldest)
+    where = ["--savepoints", str(pins)] if scope == "--savepoints" else [str(pins)]
+    plan_apply_then_assert_kept(tmp_path, live, str(sc.checkpoints), *where, *OLD, "--keep-last", "1", "--force",
+                                *sc_rebase(sc))  # fmt: skip
+    assert (link / "_metadata").is_file()
+
+
+def test_redteam4_control_a_checkpoint_pinned_by_a_symlink_inside_the_root_is_refused(tmp_path: Path) -> None:
+    """Control: the same pin made inside the root (``<root>/pins/release-42``) is an alias the walk
+    sees: the plan is blocked (``aliased-path``) and nothing is deleted."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    oldest, link = pin_oldest_checkpoint(sc, sc.checkpoints / "pins")
+    live = referenced_by_flink_in(sc, oldest)
+    exit_code = plan_apply_then_assert_kept(tmp_path, live, str(sc.checkpoints), *OLD, "--keep-last", "1", "--force",
+                                            *sc_rebase(sc))  # fmt: skip
+    assert exit_code == 1
+    plan = plan_json(str(sc.checkpoints), *OLD, "--keep-last", "1", "--force", *sc_rebase(sc), expect=1)
+    assert "aliased-path" in codes(plan)
+    assert (link / "_metadata").is_file()
