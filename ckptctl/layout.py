@@ -108,6 +108,13 @@ def is_checkpoint_metadata(root: str, uri: str) -> bool:
     )
 
 
+def _names_a_checkpoint(dir_uri: str) -> bool:
+    """A ``chk-N`` or ``savepoint-…`` directory: a checkpoint wherever it lies, also inside what
+    looks like a job's ``shared/`` (a root below a 32-hex tenant directory), when a listing shows it."""
+    name = st.basename(dir_uri)
+    return CHK_RE.match(name) is not None or SAVEPOINT_RE.match(name) is not None
+
+
 @dataclass(frozen=True)
 class CheckpointLocation:
     """A directory that holds (or should hold) a ``_metadata``: a chk-N, a savepoint, or any dir."""
@@ -182,7 +189,7 @@ def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = No
         empty = False
         uri = f.uri
         parent, _, name = uri.rpartition("/")
-        if name == METADATA_FILE and is_checkpoint_metadata(root, uri):
+        if name == METADATA_FILE and (is_checkpoint_metadata(root, uri) or _names_a_checkpoint(parent)):
             metadata_by_dir[parent] = f
         # directories decide everything else: look at each one once (a flat shared/ holds millions)
         if parent in seen_dirs or not uri.startswith(prefix):

@@ -743,6 +743,9 @@ class WalkNotes:
     followed: list[tuple[str, str]] = field(default_factory=list)  # (symlink uri, its target)
     aliases: list[tuple[str, str]] = field(default_factory=list)  # (uri, the uri seen first)
     mounts: list[str] = field(default_factory=list)
+    # (device, inode) -> path of every directory entered; share one between the walks of several
+    # scopes so that a directory of one reached through a symlink from another is an alias too
+    seen: dict[tuple[int, int], str] = field(default_factory=dict, repr=False)
 
 
 def _walk_local(
@@ -767,7 +770,12 @@ def _walk_local(
     if not stat_mod.S_ISDIR(top.st_mode):
         yield FileInfo("file:" + _clean_local(root), top.st_size, top.st_mtime)
         return
-    seen: dict[tuple[int, int], str] = {(top.st_dev, top.st_ino): root}
+    seen: dict[tuple[int, int], str] = notes.seen if notes is not None else {}
+    first_top = seen.get((top.st_dev, top.st_ino))
+    if first_top is not None and notes is not None:  # this scope itself was reached from another
+        notes.aliases.append(("file:" + _clean_local(root), "file:" + _clean_local(first_top)))
+        return
+    seen[(top.st_dev, top.st_ino)] = root
     stack: list[tuple[str, bool, int]] = [(root, False, top.st_dev)]
     while stack:
         current, linked, dev = stack.pop()

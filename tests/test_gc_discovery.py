@@ -458,3 +458,17 @@ def test_redteam4_control_a_checkpoint_pinned_by_a_symlink_inside_the_root_is_re
     plan = plan_json(str(sc.checkpoints), *OLD, "--keep-last", "1", "--force", *sc_rebase(sc), expect=1)
     assert "aliased-path" in codes(plan)
     assert (link / "_metadata").is_file()
+
+
+def test_check_sees_a_broken_checkpoint_below_a_hex_named_tenants_shared_dir(tmp_path: Path) -> None:
+    """The gate's side of the red-team attack: a truncated _metadata of job 2, whose root lies in
+    ``<fleet>/<tenant>/shared``, fails check (it used to be skipped, like row 9)."""
+    sc = Scenario("2.2.0", "claim", tmp_path)
+    fleet, moves = fleet_with_tenant(sc, tmp_path, TENANT_ID)
+    meta = newest_chk(moves[f"checkpoints/{CLAIM_JOB_2}"]) / "_metadata"
+    meta.write_bytes(meta.read_bytes()[:100])
+    report = json.loads(ckptctl("check", str(fleet), "--json", *rebase_args(sc, moves), expect=1).stdout)
+    assert str(meta.parent) in json.dumps(report)
+    # and gc: the plan reads it, cannot, and blocks
+    plan = plan_json(str(fleet), *OLD, "--force", *rebase_args(sc, moves), expect=1)
+    assert "unreadable-metadata" in codes(plan)

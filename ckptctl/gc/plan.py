@@ -42,6 +42,7 @@ from ckptctl.layout import (
     JOB_ID_RE,
     METADATA_FILE,
     CheckpointLocation,
+    classify,
     is_checkpoint_metadata,
     place_of,
     scan_root,
@@ -279,7 +280,8 @@ class _Planner:
         retention = self.retain(discovered, now, cutoff)
         self.warnings.extend(retention.notes)
         folded, listings = self.fold_while_listing(retention, prelisted)
-        self.check_checkpoints_unchanged(discovered, listings)
+        hidden = self.check_checkpoints_unchanged(discovered, listings)
+        self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
         self.check_no_aliases()
         plan = self.classify(now, now_source, cutoff, retention, folded, listings)
         return plan
@@ -404,8 +406,9 @@ class _Planner:
             worker = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
             future = worker.submit(fold_references_packed, storage.options, ordered, retained_set, options.rebase, prefixes)
         listings: list[tuple[str, list[FileInfo]]] = []
+        seen: dict = {}  # one (device, inode) map for every scope: an alias across scopes is one too
         for root in self.scopes.listed:
-            notes = self.notes[root] = st.WalkNotes()
+            notes = self.notes[root] = st.WalkNotes(seen=seen)
             files = prelisted.pop(root) if prelisted else list(storage.list_files(root, notes))
             listings.append((root, files))
             if root in options.roots and not files and not storage.is_dir(root):
@@ -421,22 +424,26 @@ class _Planner:
             self.refuse(Refusal(code), message)
         return folded, listings
 
-    def check_checkpoints_unchanged(self, discovered, listings) -> None:
+    def check_checkpoints_unchanged(self, discovered, listings) -> list[FileInfo]:
         """The set of ``_metadata`` files must be the same in discovery, in the full listing and in
         a second pruned listing made after it: otherwise a checkpoint completed (or was
         discarded) while we looked, and the live set may already be stale."""
         in_listing: set[str] = set()
+        hidden: list[FileInfo] = []
         for root, files in listings:
             for f in files:
                 uri = f.uri
-                if uri.endswith("/_metadata") and is_checkpoint_metadata(root, uri):
-                    in_listing.add(uri[: -len("/_metadata")])
+                if uri.endswith("/_metadata"):
+                    if is_checkpoint_metadata(root, uri):
+                        in_listing.add(uri[: -len("/_metadata")])
+                    else:
+                        hidden.append(f)
         after: set[str] = set()
         for root in self.scopes.listed:
             for f in self.storage.find_metadata(root):
                 if is_checkpoint_metadata(root, f.uri):
                     after.add(f.uri[: -len("/_metadata")])
-        known = set(discovered)
+        known = set(discovered) - {st.parent(f.uri) for f in hidden}  # the searched part only
         changed = (in_listing ^ known) | (after ^ in_listing)
         if changed:
             first = sorted(changed)[0]
@@ -445,6 +452,36 @@ class _Planner:
                 f"checkpoints completed or disappeared while the roots were scanned ({len(changed)} changed, "
                 f"first: {first}): a job is running here; run the plan again",
             )
+        return hidden
+
+    def fold_late(self, hidden: list[FileInfo], retention: Retention, folded: Folded) -> None:
+        """``_metadata`` files of ``chk-N`` or savepoint directories that the full listing found
+        inside a job's ``shared/`` or ``taskowned/``, where discovery does not look (Flink writes none there, and those directories hold millions
+        of files). One is a checkpoint root below a directory that merely looks like a job (a
+        32-hex tenant id with a ``shared/ckpts`` root inside): read each as a retained checkpoint,
+        so whatever it references stays live; a stray file that is no ``_metadata`` blocks the plan
+        as unreadable."""
+        # a checkpoint or savepoint directory (chk-N, savepoint-…): a stray copy of a _metadata
+        # lying in shared/ itself is just a file there (kept as not-flink-file)
+        locs = [loc for loc in (classify(st.parent(f.uri), f) for f in hidden) if loc.kind != "unknown"]
+        if not locs:
+            return
+        extra = fold_references(self.storage, locs, {loc.uri for loc in locs}, self.options.rebase,
+                                self.scopes.prefixes)  # fmt: skip
+        folded.live |= extra.live
+        for path, spans in extra.spans.items():
+            folded.spans.setdefault(path, []).extend(spans)
+        for path, ref in extra.external.items():
+            folded.external.setdefault(path, ref)
+        folded.info.update(extra.info)
+        for code, message in extra.refusals:
+            self.refuse(Refusal(code), message)
+        retention.retained.extend(locs)
+        self.warnings.append(
+            f"{len(locs)} _metadata files lie inside a job's shared/ or taskowned/ (first: {locs[0].uri}), where "
+            "Flink writes none: read as checkpoints and kept with everything they reference. A checkpoint root "
+            "below a directory named like a JobID? Scan it as its own root"
+        )
 
     def check_no_aliases(self) -> None:
         """The same directory reached under two names (a second mount of the volume inside a root,
