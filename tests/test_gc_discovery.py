@@ -151,6 +151,7 @@ def test_row2_a_symlinked_chk_is_discovered_and_its_files_kept(tmp_path: Path) -
     plan, path = plan_to_file(tmp_path, str(sc.checkpoints), *OLD, "--force", *sc_rebase(sc))
     assert str(chk) in {c["path"].removeprefix("file:") for c in plan["retained"]}
     assert any("symlink" in w for w in plan["warnings"])
+    assert plan["discovery"]["followed_symlinks"] == [{"path": f"file:{chk}", "target": f"file:{elsewhere}"}]
     live = sc.referenced_by_flink()
     assert not candidates(plan) & live
     apply_plan(path)
@@ -202,6 +203,7 @@ def test_row5_a_symlink_back_into_the_root_is_an_alias_and_refused(tmp_path: Pat
     (job / "shared" / "mirror").symlink_to(sc.checkpoints, target_is_directory=True)
     plan = plan_json(str(sc.checkpoints), *OLD, "--force", *sc_rebase(sc), expect=1)
     assert "aliased-path" in codes(plan)
+    assert [d["path"] for d in plan["discovery"]["not_descended"]] == [f"file:{job}/shared/mirror"]
 
 
 def test_row5_a_second_mount_inside_shared_is_refused(tmp_path: Path) -> None:
@@ -469,6 +471,7 @@ def test_check_sees_a_broken_checkpoint_below_a_hex_named_tenants_shared_dir(tmp
     meta.write_bytes(meta.read_bytes()[:100])
     report = json.loads(ckptctl("check", str(fleet), "--json", *rebase_args(sc, moves), expect=1).stdout)
     assert str(meta.parent) in json.dumps(report)
-    # and gc: the plan reads it, cannot, and blocks
+    # and gc: the plan reads it, cannot, and blocks; the plan says how it was found
     plan = plan_json(str(fleet), *OLD, "--force", *rebase_args(sc, moves), expect=1)
     assert "unreadable-metadata" in codes(plan)
+    assert f"file:{meta.parent}" in plan["discovery"]["found_by_listing_only"]

@@ -98,6 +98,7 @@ class GcPlan:
     warnings: list[str]
     dead_jobs: list[dict[str, Any]] = field(default_factory=list)
     storage: dict[str, Any] = field(default_factory=dict)
+    discovery: dict[str, Any] = field(default_factory=dict)  # what the walks followed, skipped, found twice
     _header: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -139,6 +140,7 @@ class GcPlan:
             "candidates_by_reason": {str(k): v for k, v in Counter(c.reason for c in self.candidates).most_common()},
             "protected_by_reason": {str(k): v for k, v in Counter(p.reason for p in self.protected).most_common()},
             "retained": self.retained, "expired": self.expired, "dead_jobs": self.dead_jobs,
+            "discovery": self.discovery,
             "external": self.external, "missing": self.missing, "partially_live": self.partially_live,
         }  # fmt: skip
 
@@ -254,6 +256,7 @@ class _Planner:
         self.refusals: list[dict[str, str]] = []
         self.warnings: list[str] = []
         self.notes: dict[str, st.WalkNotes] = {}  # root -> what its walk saw besides files
+        self.late: list[str] = []  # checkpoints found only by the full listing (fold_late)
 
     def refuse(self, code: Refusal, message: str) -> None:
         self.refusals.append(refusal(code, message))
@@ -477,6 +480,7 @@ class _Planner:
         for code, message in extra.refusals:
             self.refuse(Refusal(code), message)
         retention.retained.extend(locs)
+        self.late = [loc.uri for loc in locs]
         self.warnings.append(
             f"{len(locs)} _metadata files lie inside a job's shared/ or taskowned/ (first: {locs[0].uri}), where "
             "Flink writes none: read as checkpoints and kept with everything they reference. A checkpoint root "
@@ -645,8 +649,21 @@ class _Planner:
             sorted((folded.info[u] for u in {loc.uri for loc in retention.expired}), key=lambda d: d["path"]),
             candidates, protected, live_files, live_bytes, total_files, total_bytes,
             sorted(external.values(), key=lambda d: d["path"]), missing, partially_live, self.refusals,
-            self.warnings, dead_jobs, {"s3_endpoint": self.storage.options.s3_endpoint},
+            self.warnings, dead_jobs, {"s3_endpoint": self.storage.options.s3_endpoint}, self.discovery_record(),
         )  # fmt: skip
+
+    def discovery_record(self) -> dict[str, Any]:
+        """What discovery did besides listing files, for the plan: directory symlinks followed,
+        directories not descended into because they were reached a second time (aliases), other
+        mounts, and checkpoints found only by the full listing (inside a job-named shared/)."""
+        notes = list(self.notes.values())
+        return {
+            "followed_symlinks": [{"path": p, "target": t} for n in notes for p, t in n.followed],
+            "not_descended": [{"path": p, "why": f"the same directory as {first}"} for n in notes
+                              for p, first in n.aliases],
+            "mounts": [m for n in notes for m in n.mounts],
+            "found_by_listing_only": self.late,
+        }  # fmt: skip
 
     def missing_files(
         self, missing_paths: set[str], retention: Retention, listings
