@@ -122,6 +122,12 @@ class Misanchored:
     def message(self, checkpoint_display: str | None = None) -> str:
         """One problem line: what happened (briefly), where the file really is, the fix."""
         story = f"{ISSUE}: reused from a CLAIM-restored NATIVE savepoint, recorded by relative name only"
+        if self.found is None and self.alternatives:
+            return (
+                f"file not found ({story}); {len(self.alternatives)} savepoint files named '{self.relative_path}' "
+                f"with {self.size} bytes differ in content ({', '.join(self.alternatives[:3])}): pass the claimed "
+                "savepoint's directory with --savepoints"
+            )
         if self.found is None:
             return (
                 f"file not found ({story}); no savepoint directory searched holds '{self.relative_path}' "
@@ -173,6 +179,13 @@ def diagnose(
         if present:
             continue
         found = [u for u in savepoints.lookup(h.relative_path, h.size) if not st.is_under(u, base)]
+        if len(found) > 1 and not _same_bytes(storage, found):
+            # several savepoint files with that name and size, not all the same: never guess
+            out.append(Misanchored(
+                base, where.operator_id, where.subtask, where.slot, where.scope, where.local_name,
+                h.relative_path, h.size, uri, None, tuple(found),
+            ))  # fmt: skip
+            continue
         out.append(
             Misanchored(
                 base, where.operator_id, where.subtask, where.slot, where.scope, where.local_name,
@@ -180,6 +193,19 @@ def diagnose(
             )
         )  # fmt: skip
     return out
+
+
+def _same_bytes(storage: Storage, uris: list[str]) -> bool:
+    """Whether every file has the same content (copies of one savepoint file are fine to pick from)."""
+    import hashlib
+
+    digests = set()
+    for u in uris:
+        try:
+            digests.add(hashlib.sha256(storage.read_bytes(u)).hexdigest())
+        except CkptError:
+            return False
+    return len(digests) == 1
 
 
 def savepoint_files_for(

@@ -371,3 +371,22 @@ def test_flink_fails_on_the_broken_checkpoint_and_restores_the_repaired_copy(
     os.rename(chk, tmp_path / "broken-original")  # the repaired copy must not need the broken dir
     fixed = restore(version, SCENARIO, dest, timeout=60, log_out=tmp_path / "repaired.log")
     assert fixed["ok"] and fixed["new_checkpoint"], fixed
+
+
+def test_two_different_savepoint_files_with_the_same_name_and_size_are_never_guessed(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    """repair took the first of several same-name, same-size savepoint files (issue 19, also seen).
+    Identical copies are fine to pick from; copies whose bytes differ make the repair refuse."""
+    chk, refs = the_broken(scenario)
+    original = savepoint_file(scenario.root, refs[0]["relative_path"], refs[0]["size"]).parent
+    twin = original.parent / "savepoint-abcdef-0123456789ab"
+    shutil.copytree(original, twin)
+    view = run_json("repair", str(chk), "--dry-run", *scenario.rebase)
+    assert view["rewritten_handles"] == len(refs) and not view["unresolved"]  # identical copies
+    victim = twin / refs[0]["relative_path"]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))  # same name, same size, other bytes
+    result = ckptctl("repair", str(chk), "-o", str(tmp_path / "out"), *scenario.rebase, expect=1)
+    assert "ambiguous" in result.stdout and not (tmp_path / "out").exists()

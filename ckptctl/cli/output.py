@@ -711,6 +711,13 @@ class ConsoleOutput(Output):
                 f"→ FileStateHandle {_escape(r['to']['path'])}"
             )
         for u in view["unresolved"]:
+            if u["alternatives"]:
+                self.out.print(
+                    f"  [error]ambiguous[/error]: {len(u['alternatives'])} savepoint files named "
+                    f"'{_escape(u['relative_path'])}' ({u['size']} bytes) differ in content "
+                    f"({_escape(', '.join(u['alternatives'][:3]))}); pass the claimed savepoint's directory with --savepoints"
+                )
+                continue
             self.out.print(
                 f"  [error]not found[/error]: '{_escape(u['relative_path'])}' ({u['size']} bytes) is in no savepoint "
                 f"directory searched ({', '.join(view['searched'])}); pass it with --savepoints"

@@ -698,11 +698,12 @@ class _Planner:
                     sizes[path] = size
         in_savepoints = self._savepoint_files(listings, {st.basename(p) for p in by_path})
         misanchored: dict[str, str] = {}
+        also_live: set[str] = set()  # every savepoint file it may be (never guess which copy)
         for path in list(by_path):
             for uri, size in in_savepoints.get(st.basename(path), ()):
                 if size == sizes.get(path) and place_of_chk(path):
-                    misanchored[path] = uri
-                    break
+                    misanchored.setdefault(path, uri)
+                    also_live.add(uri)
         if misanchored:
             cks = sorted({c for p in misanchored for c in by_path.pop(p)})
             first = next(iter(misanchored))
@@ -713,7 +714,7 @@ class _Planner:
                 f"on {', '.join(cks[:3])}{' ...' if len(cks) > 3 else ''}. The savepoint files are kept."
             )
         if not by_path:
-            return [], set(misanchored.values())
+            return [], also_live
         missing = [{"path": p, "checkpoints": cks} for p, cks in sorted(by_path.items())]
         broken = sorted({c for m in missing for c in m["checkpoints"]})
         not_accepted = [c for c in broken if c not in self.options.accept_lost]
@@ -736,7 +737,7 @@ class _Planner:
                 f"{len(missing)} files referenced by checkpoints accepted as lost (--accept-lost) are missing "
                 f"(first: {first})"
             )
-        return missing, set(misanchored.values())
+        return missing, also_live
 
     def check_no_job_starting(self, contexts: _Contexts, protected, retention: Retention) -> None:
         """A job directory with fresh files but no completed checkpoint is a job starting up: it may
