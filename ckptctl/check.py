@@ -169,7 +169,8 @@ def junit_xml(report: dict[str, Any]) -> str:
     o = report["orphans"]
     case = ET.SubElement(suite, "testcase", classname="ckptctl.check", name="orphan bytes")
     out = ET.SubElement(case, "system-out")
-    out.text = f"{o['bytes']} bytes in {o['files']} orphaned files; limit {o['limit']}"
+    limit = "no limit" if o["limit"] is None else f"limit {o['limit']} bytes"
+    out.text = f"{o['bytes']} bytes in {o['files']} orphaned files; {limit}"
     if not o["ok"]:
         f = ET.SubElement(case, "failure", type="orphans", message=o["error"] or out.text)
         f.text = out.text

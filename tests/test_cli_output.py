@@ -271,3 +271,28 @@ def test_one_duration_grammar_for_every_duration_option() -> None:
         with pytest.raises(Exception, match="duration|unit"):
             parse_seconds(bad)
     assert "must not be negative" in one_line_error(cli("gc", "plan", "/tmp", "--older-than", "-5h"))
+
+
+@pytest.mark.parametrize("command", [["ls"], ["gc", "plan"], ["check"]])
+def test_an_empty_directory_is_one_rule_exit_2(command: list[str], tmp_path: Path) -> None:
+    line = one_line_error(cli(*command, str(tmp_path)))
+    assert str(tmp_path) in line
+
+
+def test_show_on_a_root_suggests_ls_and_the_newest_checkpoint() -> None:
+    root = REPO / "fixtures" / "data" / "2.2.0" / "basic" / "checkpoints"
+    line = one_line_error(cli("show", str(root)))
+    newest = max(root.rglob("chk-*/_metadata"), key=lambda p: p.stat().st_mtime).parent
+    assert f"ckptctl ls {root}" in line and str(newest) in line
+
+
+def test_verify_report_must_be_parquet_and_junit_says_no_limit(tmp_path: Path) -> None:
+    from ckptctl.check import junit_xml
+
+    line = one_line_error(cli("verify", moved_root(), "--engine", "local", "--report", str(tmp_path / "x.csv")))
+    assert "*.parquet" in line
+    report = {"root": "file:/r", "checkpoints": [], "problems": [], "ok": True,
+              "orphans": {"files": 0, "bytes": 0, "limit": None, "ok": True, "error": None},
+              "elapsed_seconds": 0.0, "checked": {}}  # fmt: skip
+    xml = junit_xml(report)
+    assert "limit None" not in xml and "no limit" in xml

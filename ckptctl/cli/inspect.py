@@ -35,6 +35,23 @@ def warn_moved(out, *checkpoints) -> None:
         out.warn(warning)
 
 
+def _not_a_checkpoint_hint(storage, path: str, error: Exception) -> str:
+    """`show ROOT`: the error, plus what to type instead (ls, and the newest checkpoint below)."""
+    from ckptctl.storage import StorageError, normalize_uri
+
+    try:
+        found = [f for f in storage.find_metadata(normalize_uri(path))]
+    except StorageError:
+        found = []
+    if not found:
+        return str(error)
+    newest = max(found, key=lambda f: f.mtime or 0).uri.rsplit("/", 1)[0]
+    return (
+        f"{path} is not a checkpoint but holds {len(found)} (list them: ckptctl ls {path}); "
+        f"the newest is {newest}"
+    )
+
+
 @app.command("ls", cls=Command)
 @command
 def ls_command(
@@ -58,6 +75,8 @@ def ls_command(
     # what ls shows lives outside the jobs' shared/ and taskowned/: never list those (millions)
     layout = scan_root(storage, named, storage.list_checkpoint_areas(normalize_uri(named)))
     locations = layout.locations()
+    if not locations and not layout.jobs:  # one rule with check and gc: a wrong path is not "nothing"
+        raise CkptError(f"no checkpoints under {layout.root}: no job, checkpoint or savepoint")
     rows = []
     failed = 0
     loaded = []
@@ -98,12 +117,16 @@ def show_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Show one checkpoint: operators → subtasks → state handles, key groups, sizes and files."""
+    from ckptctl.errors import LayoutError
     from ckptctl.refs import load_checkpoint
     from ckptctl.views import checkpoint_view
 
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
-    ck = load_checkpoint(storage, checked_path(storage, path), mappings)
+    try:
+        ck = load_checkpoint(storage, checked_path(storage, path), mappings)
+    except LayoutError as e:
+        raise LayoutError(_not_a_checkpoint_hint(storage, path, e)) from None
     warn_moved(out, ck)
     view = checkpoint_view(ck)
     if as_json():

@@ -63,6 +63,9 @@ def verify_command(
 
     chosen = engine_choice(engine, master)
     writable_outputs(report, histogram)
+    for option, value in (("--report", report), ("--histogram", histogram)):
+        if value and not value.lower().endswith(".parquet"):
+            raise CkptError(f"{option} writes Parquet: name the file *.parquet (got {value})")
     if histogram and not deep:
         raise CkptError("--histogram needs --deep")
     out = get_output()

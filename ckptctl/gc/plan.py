@@ -414,8 +414,8 @@ class _Planner:
             notes = self.notes[root] = st.WalkNotes(seen=seen)
             files = prelisted.pop(root) if prelisted else list(storage.list_files(root, notes))
             listings.append((root, files))
-            if root in options.roots and not files and not storage.is_dir(root):
-                raise CkptError("no such directory (or it is empty)", path=root)
+            if root in options.roots and not files:  # one rule with ls and check: a wrong path fails
+                raise CkptError("no such directory (or it is empty): nothing to collect", path=root)
         if worker is not None:
             try:
                 folded = _unpack(future.result())
