@@ -129,6 +129,10 @@ def measure_orphans(
                 rebase=mappings.mappings, collect_dead_jobs=True,
             ),
         )  # fmt: skip
+        unreadable = [r for r in plan.refusals if r["code"] == "unreadable-metadata"]
+        if unreadable:
+            # what an unreadable checkpoint references is unknown: its files are not orphans
+            raise CkptError(f"an unreadable _metadata hides what is live ({unreadable[0]['message']})")
         orphans["files"], orphans["bytes"] = len(plan.candidates), plan.candidate_bytes
     except CkptError as e:
         orphans["error"] = f"cannot measure orphans: {e}"

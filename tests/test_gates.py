@@ -89,3 +89,12 @@ def test_refs_of_a_root_with_an_unreadable_metadata_lists_the_rest_and_exits_1(t
     rows = json.loads(result.stdout)
     assert {r["checkpoint"] for r in rows} == {f"file:{m.parent}" for m in metas[1:]}
     assert metas[0].parent.name in result.stderr and "Traceback" not in result.stderr
+
+
+def test_check_does_not_count_an_unreadable_checkpoints_files_as_orphans(tmp_path: Path) -> None:
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    meta = sorted(sc.checkpoints.rglob("chk-*/_metadata"))[-1]
+    meta.write_bytes(meta.read_bytes()[:100])
+    report = run_json("check", str(sc.checkpoints), *sc.rebase, "--max-orphan-bytes", "1GiB", expect=1)
+    o = report["orphans"]
+    assert o["files"] == 0 and not o["ok"] and "unreadable _metadata" in o["error"]
