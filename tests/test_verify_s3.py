@@ -95,3 +95,30 @@ def test_check_over_s3_passes_on_sound_fixture(s3_server, s3_fixtures: str) -> N
                 "--rebase", f"{e['original_root']}={base}")  # fmt: skip
     report = json.loads(r.stdout)
     assert report["ok"] and len(report["checkpoints"]) == 6
+
+
+def test_verify_on_s3_takes_sizes_from_listings_not_a_head_per_file(
+    s3_server, s3_fixtures: str, monkeypatch
+) -> None:
+    """Issue 23: verify made two requests per file on S3 (a HEAD that repeats what a listing
+    knows, then a GET). Sizes now come from one listing per directory; a HEAD only for what no
+    listing shows. Measured against the per-file HEADs in the same run (listing switched off)."""
+    import ckptctl.verify.run as run
+    from tests.faulty_proxy import FaultyProxy
+
+    e = entry("2.2.0", "basic")
+    root = f"{s3_fixtures}/{e['data_dir'].removeprefix('fixtures/data/')}"
+    rebase = ["--rebase", f"{e['original_root']}={root}"]
+
+    def requests_of_verify() -> tuple[int, dict]:
+        with FaultyProxy(s3_server.endpoint, fault_rate=0.0) as proxy:
+            report = json.loads(ckptctl("verify", root, "--engine", "local", "--json", "--s3-endpoint",
+                                        proxy.endpoint, *rebase).stdout)  # fmt: skip
+            return proxy.requests, report
+
+    listed, report = requests_of_verify()
+    monkeypatch.setattr(run, "LIST_FROM_FILES", 10**9)  # the baseline: a HEAD per file
+    per_file, baseline = requests_of_verify()
+    c = report["checked"]
+    assert report["ok"] and baseline["ok"] and c == baseline["checked"] and c["files"] >= 64
+    assert listed <= per_file - 0.8 * c["files"], (listed, per_file, c["files"])

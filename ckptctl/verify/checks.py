@@ -53,17 +53,20 @@ def run_partition(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[t
 
 
 def check_file(storage: Storage, task: tuple) -> Iterator[tuple]:
-    _f, path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans = task
-    try:
-        info = storage.stat(path)
-    except StorageError as e:
-        yield ("c", path, "exists", False, f"cannot stat: {e.message}")
-        return
-    if info is None:
-        yield ("c", path, "exists", False, "file not found")
-        return
+    _f, path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans = task[:8]
+    listed = task[8] if len(task) > 8 else None  # the size a listing of its directory gave, if any
+    actual = listed
+    if actual is None:  # not listed (or listed as absent: a listing may lag, so ask the file itself)
+        try:
+            info = storage.stat(path)
+        except StorageError as e:
+            yield ("c", path, "exists", False, f"cannot stat: {e.message}")
+            return
+        if info is None:
+            yield ("c", path, "exists", False, "file not found")
+            return
+        actual = info.size
     yield ("c", path, "exists", True, None)
-    actual = info.size
     size_ok = True
     for recorded in whole_sizes:
         if actual != recorded:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ckptctl.engine import Engine
+from ckptctl.errors import CkptError
 from ckptctl.refs import LoadedCheckpoint, Ref, reference_rows
 from ckptctl.repair import explain_missing
 from ckptctl.storage import FileInfo, Storage
@@ -40,8 +41,9 @@ def verify(
         rows.extend(reference_rows(ck))
     files = file_refs(rows)
     handles = handle_refs(checkpoints) if deep else []
+    sizes = listed_sizes(storage, files, listings)
     # handle tasks first: they are the slow ones, so they start early on every executor
-    tasks = [h.task() for h in handles] + [f.task() for f in files.values()]
+    tasks = [h.task() for h in handles] + [(*f.task(), sizes.get(f.path)) for f in files.values()]
     ran = chosen.resolve(len(tasks))
     if ran.kind == "spark" and on_spark is not None:
         on_spark(ran.master)  # before the bar: the JVM's start-up gets its own status line
@@ -58,6 +60,39 @@ def verify(
     result.moved = explain_moved(checkpoints, result.problems)
     result.what_if = sorted({spec for ck in checkpoints for spec in ck.rebase.specs()})
     return result
+
+
+LIST_FROM_FILES = 64  # on S3, from this many referenced files: sizes from listings, not a HEAD each
+
+
+def listed_sizes(
+    storage: Storage, files: dict, listings: dict[str, list[FileInfo]] | None
+) -> dict[str, int]:
+    """Sizes of referenced files from listings instead of one request per file.
+
+    ``check`` passes its one listing of the root. On S3 otherwise, the outermost directories
+    holding referenced files are listed once each (a request per 1,000 objects) when there are
+    enough files to be worth it. A file a listing does not show is asked for itself (a HEAD):
+    listings may lag behind the store."""
+    sizes: dict[str, int] = {}
+    if listings:
+        for listed in listings.values():
+            sizes.update((f.uri, f.size) for f in listed if f.uri in files)
+        return sizes
+    remote = [p for p in files if p.startswith("s3://")]
+    if len(remote) < LIST_FROM_FILES:
+        return sizes
+    dirs = sorted({p.rsplit("/", 1)[0] for p in remote})
+    outermost: list[str] = []
+    for d in dirs:  # sorted: a directory comes before the ones below it
+        if not outermost or not (d == outermost[-1] or d.startswith(outermost[-1] + "/")):
+            outermost.append(d)
+    for d in outermost:
+        try:
+            sizes.update((f.uri, f.size) for f in storage.list_files(d) if f.uri in files)
+        except CkptError:
+            continue  # each file is then asked for itself, and its error reported there
+    return sizes
 
 
 def explain_moved(checkpoints: list[LoadedCheckpoint], problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
