@@ -417,7 +417,11 @@ def sweep(
         rows,
         key=lambda r: (r["max_subtask_bytes"], r.get("data", {}).get("copy_bytes", 0), r["merging_subtasks"]),
     )
-    out = {"rows": rows, "no_merge": no_merge, "recommended": fastest["parallelism"]}
+    keyed = {op.parallelism for op in md.operators if op.subtasks}
+    current = keyed.pop() if len(keyed) == 1 else None  # the parallelism the checkpoint was taken at
+    for r in rows:
+        r["current"] = r["parallelism"] == current
+    out = {"rows": rows, "no_merge": no_merge, "recommended": fastest["parallelism"], "current": current}
     if histogram is not None:
         out["data_aware"] = True
     return out

@@ -582,6 +582,6 @@ def test_plan_rescale_at_80_columns() -> None:
     sweep = narrow("plan-rescale", checkpoint, "-p", "1..6")
     rows = table_rows(sweep)
     expected = cli_json("plan-rescale", checkpoint, "-p", "1..6")["rows"]
-    assert [r[0] for r in rows] == [str(e["parallelism"]) for e in expected]
+    assert [r[0] for r in rows] == [f"{e['parallelism']}{' (now)' if e['current'] else ''}" for e in expected]
     assert all("█" in r[2] for r in rows)
     narrow("plan-rescale", checkpoint, "-p", "3")

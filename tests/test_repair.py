@@ -111,6 +111,11 @@ def test_verify_names_the_real_location_and_the_fix(scenario: Scenario) -> None:
         assert rep[f"file:{chk}"]["handles"] == rep[f"file:{chk}"]["found"] == len(refs)
         # every problem is a FLINK-39964 file (or a savepoint file Flink deleted after the CLAIM)
         assert all(p.get("issue") == "FLINK-39964" or "/savepoints/" in p["path"] for p in report["problems"])
+    # on the console the repair command is given once per checkpoint, not on every file's row
+    text = ckptctl("verify", "--engine", "local", str(chk), *scenario.rebase, expect=1,
+                   env={"COLUMNS": "400"}).stdout  # fmt: skip
+    folded = "".join(text.replace("│", "").split())  # table cells fold on a narrow terminal
+    assert folded.count("ckptctlrepair") == 1, text
 
 
 def test_check_diagnoses_and_a_moved_savepoint_needs_savepoints(scenario: Scenario, tmp_path: Path) -> None:

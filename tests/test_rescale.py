@@ -274,3 +274,13 @@ def test_data_aware_plan_uses_the_measured_histogram(tmp_path: Path) -> None:
     pq.write_table(pq.read_table(histogram).slice(0, 0), other)
     bad = runner.invoke(app, ["plan-rescale", checkpoint, "-p", "3", "--data-aware", str(other)])
     assert bad.exit_code == 2 and "no rows for this checkpoint" in bad.stderr
+
+
+def test_the_sweep_marks_the_parallelism_the_checkpoint_was_taken_at() -> None:
+    case = json.loads(sorted(GROUND_TRUTH)[0].read_text())
+    result = runner.invoke(app, ["plan-rescale", str(REPO / case["checkpoint"]), "-p", "1..4", "--json",
+                                 *data_rebase(REPO / "fixtures" / "data")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    sweep = json.loads(result.stdout)
+    assert sweep["current"] == case["old_parallelism"]
+    assert [r["parallelism"] for r in sweep["rows"] if r["current"]] == [case["old_parallelism"]]

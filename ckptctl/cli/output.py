@@ -162,6 +162,13 @@ class JsonOutput(Output):
         self._json(report)
 
 
+def _once(problem: dict[str, Any]) -> str:
+    """A problem's detail without the repair command, which the FLINK-39964 summary below the
+    table gives once per checkpoint (not once per file)."""
+    detail = problem.get("detail") or ""
+    return detail.split("; fix: ckptctl repair ")[0] if problem.get("repair") else detail
+
+
 GC_SHOWN_CANDIDATES = 10  # the largest orphans a console plan shows (all of them: --json or -o)
 
 
@@ -482,7 +489,8 @@ class ConsoleOutput(Output):
             per.add_column("files", justify="right", no_wrap=True)
             per.add_column("result", overflow="fold")
             for v in verdicts:
-                status = "[ok]sound[/ok]" if v["ok"] else f"[error]broken[/error]: {_escape(v['why'] or '')}"
+                why = (v["why"] or "").split("; fix: ckptctl repair ")[0]  # the summary below gives it once
+                status = "[ok]sound[/ok]" if v["ok"] else f"[error]broken[/error]: {_escape(why)}"
                 per.add_row(_escape(short_uri(v["checkpoint"], root)), f"{v['files']:,}", status)
             self.out.print(per)
         for m in result.moved:
@@ -502,7 +510,7 @@ class ConsoleOutput(Output):
             table.add_column("check", no_wrap=True)
             table.add_column("detail", overflow="fold", ratio=2)
             for p in result.problems[:200]:
-                table.add_row(_escape(short_uri(p["path"], root)), p["check"], _escape(p["detail"] or ""))
+                table.add_row(_escape(short_uri(p["path"], root)), p["check"], _escape(_once(p)))
             self.out.print(table)
             if len(result.problems) > 200:
                 self.out.print(f"… and {len(result.problems) - 200} more (use --json or --report)")
@@ -547,9 +555,7 @@ class ConsoleOutput(Output):
         self.out.print(table)
         for p in report["problems"][:100]:
             path = short_uri(p["path"], root)
-            detail = (p["detail"] or "").removeprefix(
-                p["path"] + ": "
-            )  # metadata errors name the file already
+            detail = _once(p).removeprefix(p["path"] + ": ")  # metadata errors name the file already
             self.out.print(f"[error]{p['check']}[/error] {_escape(path)}: {_escape(detail)}")
         self._repairable(report["repairable"], root)
         self.out.print("[ok]passed[/ok]" if report["ok"] else "[error]FAILED[/error]")
@@ -685,7 +691,8 @@ class ConsoleOutput(Output):
                 else []
             )
             t.add_row(
-                str(r["parallelism"]), human_bytes(r["max_subtask_bytes"]), f"[{style}]{bar}[/{style}]",
+                f"{r['parallelism']}{' (now)' if r.get('current') else ''}", human_bytes(r["max_subtask_bytes"]),
+                f"[{style}]{bar}[/{style}]",
                 human_bytes(r["download_bytes"]), str(r["merging_subtasks"]), f"{r['skew']:.2f}" if r["skew"] else "-",
                 *extra,
             )  # fmt: skip
