@@ -502,8 +502,10 @@ class Storage:
             for info in entries:
                 name = info["name"].rstrip("/")
                 base = name.rpartition("/")[2]
+                if name == current:
+                    continue  # the directory's own marker object ("…/chk-5/"), not a file in it
                 if info.get("type") == "directory":
-                    if not (in_job and base in JOB_AREAS) and name != current:
+                    if not (in_job and base in JOB_AREAS):
                         stack.append(name)
                 elif only is None or base == only:
                     yield FileInfo("s3://" + name, int(info.get("size") or 0), _mtime_of(info))
@@ -716,6 +718,16 @@ def _mtime_of(info: dict[str, Any]) -> float | None:
         return None
 
 
+def _contains_walk_root(link: str, root: str) -> bool:
+    """Whether the directory a symlink points at is the walk's root or one of its ancestors."""
+    try:
+        target = os.path.realpath(link)
+        top = os.path.realpath(root)
+    except OSError:
+        return True
+    return top == target or top.startswith(target.rstrip("/") + "/")
+
+
 # Directory names Flink writes no ``_metadata`` into, when they sit right below a job directory
 # (a 32-hex JobID). The same name anywhere else is an ordinary directory (a platform's
 # ``<fleet>/shared/ckpts`` root): pruning it by name alone hides whole jobs from gc.
@@ -794,7 +806,17 @@ def _walk_local(
             with it:
                 for entry in it:
                     is_symlink = entry.is_symlink()
-                    if entry.is_dir(follow_symlinks=True):
+                    try:
+                        is_dir = entry.is_dir(follow_symlinks=True)
+                    except OSError:  # a symlink loop (ELOOP) or an unreadable target: a link, kept
+                        is_dir = False
+                    if is_dir and is_symlink and _contains_walk_root(entry.path, root):
+                        # a link to the root or above it (`up -> /`): following it would walk the
+                        # machine; it is the root under another name, an alias
+                        if notes is not None:
+                            notes.aliases.append((prefix + entry.name, "file:" + _clean_local(root)))
+                        continue
+                    if is_dir:
                         if prune_here and entry.name in JOB_AREAS:
                             continue
                         try:

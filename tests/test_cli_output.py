@@ -296,3 +296,13 @@ def test_verify_report_must_be_parquet_and_junit_says_no_limit(tmp_path: Path) -
               "elapsed_seconds": 0.0, "checked": {}}  # fmt: skip
     xml = junit_xml(report)
     assert "limit None" not in xml and "no limit" in xml
+
+
+def test_durations_refuse_the_absurd_and_the_ambiguous() -> None:
+    from ckptctl.durations import parse_seconds
+
+    with pytest.raises(Exception, match="too long"):
+        parse_seconds("9" * 400)
+    with pytest.raises(Exception, match="ambiguous"):
+        parse_seconds("1M")
+    assert "too long" in one_line_error(cli("gc", "plan", "/tmp", "--older-than", "9" * 400))

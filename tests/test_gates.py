@@ -98,3 +98,20 @@ def test_check_does_not_count_an_unreadable_checkpoints_files_as_orphans(tmp_pat
     report = run_json("check", str(sc.checkpoints), *sc.rebase, "--max-orphan-bytes", "1GiB", expect=1)
     o = report["orphans"]
     assert o["files"] == 0 and not o["ok"] and "unreadable _metadata" in o["error"]
+
+
+def test_check_stats_a_symlinked_file_instead_of_trusting_the_links_size(tmp_path: Path) -> None:
+    """A listing gives a symlink's own size; check used it for a referenced SST replaced by a link
+    to a copy elsewhere, and called a sound checkpoint corrupt (and a dangling link present)."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0]
+    target = next(p for p in sorted((job / "shared").iterdir()) if "file:" + str(p) in sc.referenced_by_flink())
+    moved = tmp_path / "elsewhere" / target.name
+    moved.parent.mkdir()
+    shutil.copy2(target, moved)
+    target.unlink()
+    target.symlink_to(moved)
+    assert run_json("check", str(sc.checkpoints), *sc.rebase)["ok"]
+    moved.unlink()  # now dangling
+    report = run_json("check", str(sc.checkpoints), *sc.rebase, expect=1)
+    assert any(p["check"] == "exists" and p["path"] == f"file:{target}" for p in report["problems"])

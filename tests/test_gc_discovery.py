@@ -475,3 +475,38 @@ def test_check_sees_a_broken_checkpoint_below_a_hex_named_tenants_shared_dir(tmp
     plan = plan_json(str(fleet), *OLD, "--force", *rebase_args(sc, moves), expect=1)
     assert "unreadable-metadata" in codes(plan)
     assert f"file:{meta.parent}" in plan["discovery"]["found_by_listing_only"]
+
+
+# ---------------------------------------------------------------------------------------------
+# review of the walk: links to the root's ancestors, loops, a collected dead job's directories
+
+
+def test_a_symlink_to_an_ancestor_is_an_alias_not_a_walk_of_the_machine(tmp_path: Path) -> None:
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    (sc.checkpoints / "up").symlink_to("/", target_is_directory=True)
+    (sc.checkpoints / "loop").symlink_to(sc.checkpoints / "loop")  # ELOOP: a link, kept
+    started = time.monotonic()
+    plan = plan_json(str(sc.checkpoints), *OLD, "--force", *sc_rebase(sc), expect=1)
+    assert time.monotonic() - started < 30
+    assert "aliased-path" in codes(plan)
+    assert {d["path"] for d in plan["discovery"]["not_descended"]} == {f"file:{sc.checkpoints}/up"}
+    assert {p["path"]: p["reason"] for p in plan["protected"]}.get(f"file:{sc.checkpoints}/loop") in (
+        "symlink", "not-flink-file",
+    )  # kept either way: a link that loops is never followed
+    ckptctl("ls", str(sc.checkpoints), *sc_rebase(sc))
+    ckptctl("check", str(sc.checkpoints), *sc_rebase(sc))
+
+
+def test_a_collected_dead_job_leaves_no_directories_that_look_like_a_starting_job(tmp_path: Path) -> None:
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    _not_flink, orphans = tenant_and_dead_job(sc)
+    then = time.time() - 10 * 86400
+    for d in [p for p in sc.checkpoints.rglob("*") if p.is_dir()]:
+        os.utime(d, (then, then))  # the dead job died long ago: its directories are old too
+    args = [str(sc.checkpoints), *OLD, "--keep-last", "1", "--force", "--collect-dead-jobs", *sc_rebase(sc)]
+    plan, path = plan_to_file(tmp_path, *args)
+    assert {sc.uri(p) for p in orphans} <= candidates(plan)
+    apply_plan(path)
+    assert not (sc.checkpoints / ("d" * 32) / "shared").exists()  # what this run emptied is gone
+    again = plan_json(*args)  # and the next plan is not blocked by its empty directories
+    assert "job-starting" not in codes(again)

@@ -15,6 +15,7 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -155,9 +156,29 @@ def apply_plan(
         for d in sorted(emptied_dirs, key=len, reverse=True):
             if CHK_RE.match(st.basename(d)):
                 remover.remove_empty_dir(d)
+        # A collected dead job emptied by this run goes entirely: left as empty shared/ and
+        # taskowned/ directories it would look like a job that is starting (fresh directories, no
+        # checkpoint) and block every later --keep-last plan. Only directories this run emptied.
+        dead = {j["job"] for j in fresh.dead_jobs if j.get("collected")}
+        if dead:
+            emptied = {st.parent(d.path) for d in deleted if any(st.is_under(d.path, j) for j in dead)}
+            for d in sorted({a for e in emptied for a in _ancestors_within(e, dead)}, key=len, reverse=True):
+                remover.remove_empty_dir(d)
     finally:
         remover.close()
     return ApplyResult(deleted, skipped, failed, trash_root, manifest)
+
+
+def _ancestors_within(directory: str, jobs: set[str]) -> list[str]:
+    """``directory`` and its parents up to (and including) the dead job directory holding it."""
+    job = next((j for j in jobs if st.is_under(directory, j)), None)
+    out = []
+    while job is not None and st.is_under(directory, job):
+        out.append(directory)
+        if directory == job:
+            break
+        directory = st.parent(directory)
+    return out
 
 
 def _batches(go: list[FileDecision], n_first: int, size: int) -> Iterable[list[FileDecision]]:
@@ -307,11 +328,14 @@ class _Remover:
         if self.storage.stat(target) is not None:
             return f"{target} exists: never overwritten"
         src_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-        with os.fdopen(src_fd, "rb") as src:
-            data = src.read()
-        self.storage.write_bytes(target, data)
+        try:
+            dst_fs, dst_path = self.storage.fs(target)
+            with os.fdopen(src_fd, "rb") as src, dst_fs.open(dst_path, "wb") as out:  # streamed
+                shutil.copyfileobj(src, out, 8 << 20)
+        except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors: the source stays
+            return f"cannot write {target}: {type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e) else ''}"
         copied = self.storage.stat(target)
-        if copied is None or copied.size != len(data):
+        if copied is None or copied.size != info.st_size:
             return f"the copy at {target} is missing or has the wrong size: source kept"
         os.unlink(name, dir_fd=fd)
         return None

@@ -70,24 +70,26 @@ def listed_sizes(
 ) -> dict[str, int]:
     """Sizes of referenced files from listings instead of one request per file.
 
-    ``check`` passes its one listing of the root. On S3 otherwise, the outermost directories
-    holding referenced files are listed once each (a request per 1,000 objects) when there are
-    enough files to be worth it. A file a listing does not show is asked for itself (a HEAD):
-    listings may lag behind the store."""
+    ``check`` passes its one listing of the root. On S3 otherwise, a directory holding
+    :data:`LIST_FROM_FILES` or more referenced files (directly) is listed once, unless a directory
+    above it already was. A file no listing shows, and a symlink (a listing gives the link's own
+    size), is asked for itself: listings may lag behind the store."""
     sizes: dict[str, int] = {}
     if listings:
         for listed in listings.values():
-            sizes.update((f.uri, f.size) for f in listed if f.uri in files)
+            sizes.update((f.uri, f.size) for f in listed if f.uri in files and not f.is_link)
         return sizes
-    remote = [p for p in files if p.startswith("s3://")]
-    if len(remote) < LIST_FROM_FILES:
-        return sizes
-    dirs = sorted({p.rsplit("/", 1)[0] for p in remote})
-    outermost: list[str] = []
-    for d in dirs:  # sorted: a directory comes before the ones below it
-        if not outermost or not (d == outermost[-1] or d.startswith(outermost[-1] + "/")):
-            outermost.append(d)
-    for d in outermost:
+    per_dir: dict[str, int] = {}
+    for p in files:
+        if p.startswith("s3://"):
+            d = p.rsplit("/", 1)[0]
+            per_dir[d] = per_dir.get(d, 0) + 1
+    done: set[str] = set()
+    for d in sorted((d for d, n in per_dir.items() if n >= LIST_FROM_FILES), key=len):
+        parts = d.split("/")
+        if any("/".join(parts[:k]) in done for k in range(3, len(parts))):
+            continue  # a directory above it was listed already (the listing is recursive)
+        done.add(d)
         try:
             sizes.update((f.uri, f.size) for f in storage.list_files(d) if f.uri in files)
         except CkptError:
