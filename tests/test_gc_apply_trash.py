@@ -42,17 +42,18 @@ def test_row4_a_local_to_s3_move_never_follows_a_swapped_in_symlink(s3_server, t
     outside.mkdir()
     for o in orphans:
         (outside / o.name).write_bytes(b"not yours")
-    real_write = Storage.write_bytes
+    real_stat = Storage.stat
     swapped = []
 
-    def swap_then_write(self, uri, data):
-        if not swapped:  # after the plan was re-validated, before the first file goes
+    def swap_then_stat(self, uri):
+        # the first look at the trash: after the plan was re-validated, before the first file goes
+        if uri.startswith("s3://trash-row4/") and not swapped:
             os.rename(shared, tmp_path / "shared-moved-away")
             shared.symlink_to(outside, target_is_directory=True)
             swapped.append(uri)
-        return real_write(self, uri, data)
+        return real_stat(self, uri)
 
-    monkeypatch.setattr(Storage, "write_bytes", swap_then_write)
+    monkeypatch.setattr(Storage, "stat", swap_then_stat)
     result = ckptctl("gc", "apply", str(plan_file), "--yes", "--json", "--trash", "s3://trash-row4/t",
                      "--s3-endpoint", s3_server.endpoint, expect=None)  # fmt: skip
     assert swapped, "the swap must have happened during apply"

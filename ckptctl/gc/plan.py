@@ -414,7 +414,8 @@ class _Planner:
             notes = self.notes[root] = st.WalkNotes(seen=seen)
             files = prelisted.pop(root) if prelisted else list(storage.list_files(root, notes))
             listings.append((root, files))
-            if root in options.roots and not files:  # one rule with ls and check: a wrong path fails
+            walked = self.notes[root]  # directories or aliases (refused below) mean it is not empty
+            if root in options.roots and not files and not walked.aliases and not walked.dirs:  # as ls, check
                 raise CkptError("no such directory (or it is empty): nothing to collect", path=root)
         if worker is not None:
             try:
