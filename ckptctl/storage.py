@@ -780,7 +780,8 @@ def _walk_local(
     except OSError as e:
         raise StorageError(f"cannot list: {e.strerror or e}", path="file:" + root) from None
     if not stat_mod.S_ISDIR(top.st_mode):
-        yield FileInfo("file:" + _clean_local(root), top.st_size, top.st_mtime)
+        if only is None or os.path.basename(root) == only:
+            yield FileInfo("file:" + _clean_local(root), top.st_size, top.st_mtime)
         return
     seen: dict[tuple[int, int], str] = notes.seen if notes is not None else {}
     first_top = seen.get((top.st_dev, top.st_ino))

@@ -40,7 +40,8 @@ def _not_a_checkpoint_hint(storage, path: str, error: Exception) -> str:
     from ckptctl.storage import StorageError, normalize_uri
 
     try:
-        found = [f for f in storage.find_metadata(normalize_uri(path))]
+        uri = normalize_uri(path)
+        found = [] if storage.stat(uri) is not None else list(storage.find_metadata(uri))  # a file: no hint
     except StorageError:
         found = []
     if not found:
