@@ -215,7 +215,7 @@ def test_option_errors() -> None:
     d = after_phase2(entry("2.2.0"))[0]
     assert "needs --deep" in ckptctl("states", str(d), "--ttl", "7d", expect=2).stderr
     err = ckptctl("states", str(d), "--deep", "--engine", "local", "--ttl", "7x", expect=2).stderr
-    assert "not a duration" in err
+    assert "unknown unit" in err and "7x" in err
     err = ckptctl("states", str(d), "--deep", "--engine", "local", "--ttl", "nope=7d", expect=2).stderr
     assert "nope" in err
     err = ckptctl("states", str(d), "--deep", "--engine", "local", "--ttl", "plain-map=7d", expect=2).stderr
