@@ -263,16 +263,25 @@ class _Remover:
                 return None, name, "a directory on its path is a symbolic link or not a directory: not followed"
             return None, name, f"cannot open its directory: {e.strerror or e}"
 
-    def _local_unlink(self, uri: str) -> str | None:
+    def _regular_file(self, uri: str, verb: str) -> tuple[int | None, str, os.stat_result | None, str | None]:
+        """(directory fd, name, its stat, error) of the regular file ``uri``, reached from the root
+        through ``O_NOFOLLOW`` descriptors: what every delete and move starts with. No fd and no
+        error: it is gone already (an interrupted run repeated)."""
         fd, name, error = self._open_parent(uri)
         if fd is None:
-            return error
+            return None, name, None, error
         try:
             info = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
-            return None  # already gone: an interrupted run repeated
+            return None, name, None, None
         if not stat.S_ISREG(info.st_mode):
-            return "not a regular file (a symbolic link?): never deleted"
+            return None, name, None, f"not a regular file (a symbolic link?): never {verb}"
+        return fd, name, info, None
+
+    def _local_unlink(self, uri: str) -> str | None:
+        fd, name, _info, error = self._regular_file(uri, "deleted")
+        if fd is None:
+            return error
         try:
             os.unlink(name, dir_fd=fd)
         except FileNotFoundError:
@@ -282,16 +291,10 @@ class _Remover:
         return None
 
     def _local_move(self, uri: str, target: str) -> str | None:
-        fd, name, error = self._open_parent(uri)
+        fd, name, _info, error = self._regular_file(uri, "moved")
         if fd is None:
             return error
         dst = target[5:]
-        try:
-            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
-        if not stat.S_ISREG(info.st_mode):
-            return "not a regular file (a symbolic link?): never moved"
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         try:
             os.link(name, dst, src_dir_fd=fd, follow_symlinks=False)  # fails if dst exists: no overwrite
@@ -316,15 +319,9 @@ class _Remover:
         """A local file moved to a trash elsewhere (S3): read through the ``O_NOFOLLOW`` directory
         descriptors, write the copy, check it, then unlink by name in the same directory. Never by
         path: a directory swapped for a symlink mid-run would lead outside the root."""
-        fd, name, error = self._open_parent(uri)
+        fd, name, info, error = self._regular_file(uri, "moved")
         if fd is None:
             return error
-        try:
-            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
-        if not stat.S_ISREG(info.st_mode):
-            return "not a regular file (a symbolic link?): never moved"
         if self.storage.stat(target) is not None:
             return f"{target} exists: never overwritten"
         src_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
