@@ -813,18 +813,16 @@ class _Planner:
                 )
         collected = [d for d in dead if d["collected"] and d["candidate_files"]]
         if collected:
-            names = ", ".join(st.basename(d["job"]) for d in collected[:5])
             self.warnings.append(
-                f"{len(collected)} jobs have no retained checkpoint and all their old files are candidates ({names}"
-                f"{' ...' if len(collected) > 5 else ''}): if another job was restored from one of them in CLAIM mode "
+                f"{len(collected)} jobs have no retained checkpoint and all their old files are candidates "
+                f"({_first_names(collected)}): if another job was restored from one of them in CLAIM mode "
                 "and writes its checkpoints elsewhere, scan that root in the same plan, or it loses the files it borrows"
             )
         kept = [d for d in dead if not d["collected"]]
         if kept:
-            names = ", ".join(st.basename(d["job"]) for d in kept[:5])
             self.warnings.append(
-                f"{len(kept)} jobs have no retained checkpoint; their files are kept ({names}"
-                f"{' ...' if len(kept) > 5 else ''}): a job restored from one of them in CLAIM mode elsewhere may "
+                f"{len(kept)} jobs have no retained checkpoint; their files are kept ({_first_names(kept)}): "
+                "a job restored from one of them in CLAIM mode elsewhere may "
                 "still borrow them. Scan that job's root in the same plan, then pass --collect-dead-jobs (or name "
                 "the job directory as ROOT) to collect them"
             )
@@ -846,6 +844,11 @@ _CANDIDATE = frozenset(
         Reason.UNREFERENCED_FORST, Reason.INCOMPLETE_CHECKPOINT, Reason.EXPIRED_CHECKPOINT,
     }
 )  # fmt: skip
+
+
+def _first_names(jobs: list[dict[str, Any]], n: int = 5) -> str:
+    """The first ``n`` job ids of a dead-jobs list, '...' when there are more."""
+    return ", ".join(st.basename(d["job"]) for d in jobs[:n]) + (" ..." if len(jobs) > n else "")
 
 
 def place_of_chk(path: str) -> bool:
