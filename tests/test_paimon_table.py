@@ -20,7 +20,7 @@ from ckptctl.paimon.table import PaimonFormatError, PaimonTable, decode_partitio
 from ckptctl.storage import Storage, StorageOptions
 
 TABLES = Path(__file__).resolve().parent.parent / "fixtures" / "paimon" / "tables"
-NAMES = ["append_table", "pk_table"]
+NAMES = ["append_table", "pk_table", "dynamic_pk_table"]
 FUTURE = time.time() + 365 * 86400.0
 
 
@@ -73,7 +73,11 @@ def test_snapshots_and_tags_match_pypaimon(name: str) -> None:
     assert tags["savepoint-3"].savepoint_id == 3 and tags["t1"].savepoint_id is None
     assert table.hints() == {"EARLIEST": exp["earliest"], "LATEST": exp["latest"]}
     assert table.latest_schema()["partitionKeys"] == ["dt"]
-    assert table.branches() == [] and table.changelogs() == []
+    assert table.branches() == []
+    assert [c.id for c in table.changelogs()] == exp["changelogs"]
+    if exp["changelogs"]:  # long-lived changelogs: the expired snapshots, as they were
+        assert [snapshot_view(c) for c in table.changelogs()] != []
+        assert table.changelog_ids() == [1, 2] and table.snapshot(1) is None
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -122,6 +126,27 @@ def test_orphan_candidates_are_the_real_orphans(name: str) -> None:
     live = table.live_files()
     assert not set(paths) & live.all_paths()
     assert all(o.size > 0 and o.uri.startswith("file:") for o in orphans)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_changelog_and_index_files_match_pypaimon(name: str) -> None:
+    exp = expected(name)
+    table = PaimonTable(str(TABLES / name))
+    everything = {s.id: s for s in [*table.snapshots(), *table.changelogs()]}
+    got = {str(i): sorted(f.path for f in table.changelog_files(s)) for i, s in everything.items()}
+    assert got == exp["changelog_files"]
+    assert {str(s.id): sorted(f.path for f in table.index_files(s)) for s in table.snapshots()} == exp[
+        "index_files"
+    ]
+    live = table.live_files()
+    assert set(live.changelog) == {p for files in exp["changelog_files"].values() for p in files}
+    assert set(live.index) >= {p for files in exp["index_files"].values() for p in files}
+    if name == "dynamic_pk_table":
+        assert live.changelog and live.index
+        # a changelog-N keeps what its expired snapshot reached: its manifest lists are no orphans
+        first = table.changelogs()[0]
+        assert live.meta[f"manifest/{first.base_manifest_list}"] == {"changelog-1"}
+        assert any(s == {"changelog-1"} or s == {"changelog-2"} for s in live.changelog.values())
 
 
 # -- latest_snapshot_of_user: Paimon's walk stops at the first missing snapshot ---------------
@@ -452,3 +477,42 @@ def test_s3_corrupt_manifest_names_the_object(s3_server, s3_tables: str) -> None
     with pytest.raises(PaimonFormatError) as e:
         PaimonTable(f"s3://{dst}", storage).data_files(snapshot)
     assert "\n" not in str(e.value) and str(e.value).startswith(f"s3://{key}: byte ")
+
+
+def no_null_type(t):
+    """ORC has no column of type null (a field that is None in every record): make it a string."""
+    import pyarrow as pa
+
+    if pa.types.is_null(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, no_null_type(f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(no_null_type(t.value_type))
+    return t
+
+
+def test_parquet_and_orc_manifests_read_like_avro(tmp_path: Path) -> None:
+    # pypaimon writes Avro only: the same records rewritten as Parquet / ORC (manifest.format)
+    import fastavro
+    import pyarrow as pa
+    import pyarrow.orc as orc
+    import pyarrow.parquet as pq
+
+    exp = expected("pk_table")
+    for fmt in ("parquet", "orc"):
+        path = copy_table("pk_table", tmp_path / fmt)
+        for manifest in (path / "manifest").iterdir():
+            with manifest.open("rb") as f:
+                records = list(fastavro.reader(f))
+            table = pa.Table.from_pylist(records)
+            table = table.cast(pa.schema([pa.field(f.name, no_null_type(f.type)) for f in table.schema]))
+            if fmt == "parquet":
+                pq.write_table(table, manifest)
+            else:
+                orc.write_table(table, manifest)
+        table = PaimonTable(str(path))
+        assert {str(s.id): [f.path for f in table.data_files(s)] for s in table.snapshots()} == exp[
+            "live_files"
+        ]
+        assert [o.path for o in table.orphan_candidates(older_than=FUTURE)] == exp["orphans"]
