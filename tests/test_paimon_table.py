@@ -420,10 +420,8 @@ def test_partition_decoding() -> None:
     row = bytes.fromhex("0000000100000000000000000a00000010000000323032362d30312d3032000000000000")
     assert decode_partition(row, ["STRING NOT NULL"], True, "x") == ["2026-01-02"]
     # an inline string (<= 7 bytes): length in the top byte, high bit set
-    inline = (4).to_bytes(4, "big") + bytes(8) + b"abc" + bytes(4) + bytes([0x83])
-    assert decode_partition(inline[:4].replace(b"\x04", b"\x01") + inline[4:], ["STRING"], True, "x") == [
-        "abc"
-    ]
+    inline = (1).to_bytes(4, "big") + bytes(8) + b"abc" + bytes(4) + bytes([0x80 | 3])
+    assert decode_partition(inline, ["VARCHAR(5)"], True, "x") == ["abc"]
     two = (2).to_bytes(4, "big") + bytes([0, 0b10, 0, 0, 0, 0, 0, 0]) + (7).to_bytes(8, "little") + bytes(8)
     assert decode_partition(two, ["INT", "STRING"], True, "x") == ["7", None]
     day = (1).to_bytes(4, "big") + bytes(8) + (20454).to_bytes(4, "little") + bytes(4)
@@ -516,3 +514,14 @@ def test_parquet_and_orc_manifests_read_like_avro(tmp_path: Path) -> None:
             "live_files"
         ]
         assert [o.path for o in table.orphan_candidates(older_than=FUTURE)] == exp["orphans"]
+
+
+def test_a_partition_type_ckptctl_does_not_decode(tmp_path: Path) -> None:
+    exp = expected("append_table")
+    path = copy_table("append_table", tmp_path)
+    schema = path / "schema" / "schema-0"
+    schema.write_text(schema.read_text().replace('"STRING NOT NULL"', '"TIMESTAMP(3) NOT NULL"', 1))
+    table = PaimonTable(str(path))
+    files = table.data_files(table.snapshot(7))
+    assert files and all(f.path.startswith("<partition 0x00000001") for f in files)
+    assert [o.path for o in table.orphan_candidates(older_than=FUTURE)] == exp["orphans"]

@@ -72,6 +72,12 @@ class PaimonFormatError(CkptError):
         return f"{where}: byte {self.offset}: {self.message}"
 
 
+class UnsupportedPartitionType(PaimonFormatError):
+    """A partition key of a type whose directory name ckptctl does not compute (timestamps,
+    floats, long decimals, ...). Data files then get a placeholder partition directory; orphan
+    candidates, which Paimon matches by file name, are not affected."""
+
+
 # -- records ----------------------------------------------------------------------------------
 
 
@@ -801,7 +807,10 @@ class _Layout:
         name = _field(meta, "_FILE_NAME", str, uri)
         if "/" in name or name in ("", ".", ".."):
             raise PaimonFormatError(f"data file name {name!r} is not a file name", path=uri)
-        part = self.partition_path(partition, uri) if self.partition_keys else ""
+        try:
+            part = self.partition_path(partition, uri) if self.partition_keys else ""
+        except UnsupportedPartitionType:
+            part = f"<partition 0x{partition.hex()}>"
         bucket_dir = f"{BUCKET_PREFIX}postpone" if bucket == POSTPONE_BUCKET else f"{BUCKET_PREFIX}{bucket}"
         rel_dir = "/".join(p for p in (self.data_dir, part, bucket_dir) if p)
         external = meta.get("_EXTERNAL_PATH")
@@ -874,11 +883,11 @@ def decode_partition(data: bytes, types: list[str], legacy_name: bool, uri: str)
             m = re.search(r"\((\d+)\s*(?:,\s*(\d+))?\)", base)
             precision, scale = (int(m.group(1)), int(m.group(2) or 0)) if m else (10, 0)
             if precision > 18:
-                raise PaimonFormatError(
+                raise UnsupportedPartitionType(
                     f"partition type {type_name} (non-compact decimal) is not decoded", path=uri
                 )
             unscaled = int.from_bytes(slot, "little", signed=True)
             values.append(format(Decimal(unscaled).scaleb(-scale), "f"))
         else:
-            raise PaimonFormatError(f"partition type {type_name} is not decoded by ckptctl", path=uri)
+            raise UnsupportedPartitionType(f"partition type {type_name} is not decoded by ckptctl", path=uri)
     return values
