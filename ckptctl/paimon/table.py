@@ -221,6 +221,7 @@ class PaimonTable:
         self._manifest_cache: dict[str, list[ManifestEntry]] = {}
         self._list_cache: dict[str, list[ManifestFileMeta]] = {}
         self._snapshot_cache: dict[int, Snapshot | None] = {}
+        self._layout_cache: _Layout | None = None
 
     # -- paths
     @property
@@ -649,6 +650,11 @@ class PaimonTable:
 
     # -- layout
     def _layout(self) -> _Layout:
+        if self._layout_cache is None:
+            self._layout_cache = self._make_layout()
+        return self._layout_cache
+
+    def _make_layout(self) -> _Layout:
         schema = self.latest_schema()
         options = dict(schema.get("options") or {})
         fields = {f.get("name"): f.get("type") for f in schema.get("fields") or []}
