@@ -22,6 +22,7 @@ the caller turns into a one-line error naming the file and the absolute offset.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from typing import Any, NamedTuple
 
@@ -197,10 +198,8 @@ def raw_row(data: bytes, arity: int) -> RawRow:
             fields.append(RawField(i, True, slot.hex(), None, None))
             continue
         text = None
-        try:
+        with contextlib.suppress(BinaryRowError):
             text = row.string(i)
-        except BinaryRowError:
-            pass
         if text is not None:
             fields.append(RawField(i, False, slot.hex(), "string", text))
             continue
