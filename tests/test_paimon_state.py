@@ -373,3 +373,26 @@ def test_layouts_follow_paimons_serializers() -> None:
     assert len(message_layout(2).lists) == 7 and len(message_layout(3).lists) == 8
     assert len(message_layout(10).lists) == 10 and message_layout(14).check_from_snapshot
     assert not message_layout(6).total_buckets and message_layout(7).total_buckets
+
+
+def test_other_states_between_are_skipped_by_separate_reads(tmp_path: Path, monkeypatch) -> None:
+    path = HERE / "committer-stream.bin"
+    data = path.read_bytes()
+    (tmp_path / "s").write_bytes(data)
+    want = expected(path)
+    h = stream_handle(path, FileHandle("s", len(data)))
+    h = h._replace(states=tuple(st._replace(name="some_other_state") if st.name == sinkstate.TAG_STATES else st
+                                for st in h.states))  # fmt: skip
+    storage = Storage()
+    calls: list = []
+    orig = storage.read_range
+    storage.read_range = lambda uri, start, n: calls.append((start, n)) or orig(uri, start, n)  # type: ignore[method-assign]
+    monkeypatch.setattr(sinkstate, "READ_GAP", 0)
+    got = read_handle(storage, lambda x: (tmp_path / x.path).as_uri(), h)
+    assert got.tag_ids == [] and got.commit_users == want["commit_users"]
+    assert [c.identifier for c in got.committables] == [c["identifier"] for c in want["committables"]]
+    offsets = {s["name"]: s["offsets"] for s in want["states"]}
+    tags = offsets[sinkstate.TAG_STATES]
+    user = offsets[sinkstate.COMMIT_USER][0]
+    raw = offsets[sinkstate.RAW_STATES][0]
+    assert calls == [(user, min(tags) - user), (raw, len(data) - raw)]

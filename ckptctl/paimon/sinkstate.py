@@ -84,6 +84,7 @@ MANIFEST_VERSIONS = range(2, 6)
 MESSAGE_VERSIONS = range(2, 15)
 FILE_SOURCES = ("APPEND", "COMPACT")
 END_INPUT_IDENTIFIER = (1 << 63) - 1
+READ_GAP = 1 << 16  # bytes of other states read through rather than a second request
 
 
 # ---------------------------------------------------------------------------------------------
@@ -645,13 +646,23 @@ def read_handle(storage, resolve, h, subtask: int | None = None) -> HandleState:
                 f"state element offset {o} outside the stream of {size} bytes", path=name, offset=file_base
             )
     end_of = {o: bounds[i + 1] for i, o in enumerate(bounds[:-1])}
-    lo = min(offsets)
-    hi = max(end_of[o] for o in offsets)
-    data, _ = read_stream(storage, resolve, h.delegate, lo, hi - lo)
+    # one ranged read per run of sink elements (runs closer than READ_GAP bytes are joined)
+    runs: list[list[int]] = []
+    for o in sorted(set(offsets)):
+        if runs and o - runs[-1][1] <= READ_GAP:
+            runs[-1][1] = max(runs[-1][1], end_of[o])
+        else:
+            runs.append([o, end_of[o]])
+    chunks = [(lo, read_stream(storage, resolve, h.delegate, lo, hi - lo)[0]) for lo, hi in runs]
+
+    def element(o: int) -> bytes:
+        lo, data = next((lo, d) for lo, d in reversed(chunks) if lo <= o)
+        return data[o - lo : end_of[o] - lo]
+
     path = out.path
     for st in wanted:
         for o in st.offsets:
-            elem = data[o - lo : end_of[o] - lo]
+            elem = element(o)
             base = file_base + o
             if st.name == RAW_STATES:
                 c = decode_committable_element(elem, path, base)
