@@ -396,3 +396,31 @@ def test_other_states_between_are_skipped_by_separate_reads(tmp_path: Path, monk
     user = offsets[sinkstate.COMMIT_USER][0]
     raw = offsets[sinkstate.RAW_STATES][0]
     assert calls == [(user, min(tags) - user), (raw, len(data) - raw)]
+
+
+def test_a_real_metadata_end_to_end() -> None:
+    """chk-5/_metadata written by Flink 1.20.3's Checkpoints.storeCheckpointMetadata, the three
+    operator state streams inline: Writer (2 subtasks, disagreeing commit users) and Global Committer."""
+    from ckptctl.refs import load_checkpoint
+
+    storage = Storage()
+    got = read_sink_state(storage, load_checkpoint(storage, str(HERE / "checkpoint" / "chk-5")))
+    committer, w0, w1 = (expected(HERE / f"{n}.bin")
+                         for n in ("committer-stream", "writer-stream-0", "writer-stream-1-other-user"))  # fmt: skip
+    assert got.checkpoint_id == 5
+    writer, glob = got.operators
+    assert (writer.subtasks, glob.subtasks) == (2, 1)
+    assert writer.commit_users == {0: w0["commit_users"], 1: w1["commit_users"]}
+    assert [(w.table, w.key, w.bucket, w.value_size, w.partition.values) for w in writer.writer_states] == [
+        (e["table"], e["key"], e["bucket"], e["value_size"], e["partition"]["values"])
+        for e in w0["writer_states"] + w1["writer_states"]
+    ]
+    assert [w.subtask for w in writer.writer_states] == [0] * len(w0["writer_states"]) + [1] * len(w1["writer_states"])
+    assert glob.commit_user == committer["commit_users"][0] and glob.tag_ids == committer["tag_ids"]
+    for c, e in zip(glob.committables, committer["committables"], strict=True):
+        assert_committable(c, e)
+    (problem,) = got.problems
+    assert problem.startswith(f"operator {writer.operator_id}: the tasks disagree on the commit user")
+    doc = got.to_json()
+    assert json.loads(json.dumps(doc)) == doc
+    assert doc["commit_users"] == sorted({*w0["commit_users"], *w1["commit_users"]})
