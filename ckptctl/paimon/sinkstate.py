@@ -702,7 +702,10 @@ def read_sink_state(storage, ck) -> PaimonSinkState:
         users = o.distinct_commit_users
         if len(users) > 1:
             per = "; ".join(f"subtask {k}: {', '.join(map(str, v))}" for k, v in sorted(o.commit_users.items()))
-            o.problems.append(f"the tasks disagree on the commit user ({per})")
+            o.problems.append(
+                f"the tasks disagree on the commit user ({per}); a restore fails Paimon's check"
+                " that every element of the union state is the same"
+            )
         for k, v in sorted(o.commit_users.items()):
             if len(v) != 1:
                 o.problems.append(f"subtask {k} holds {len(v)} commit_user_state elements, expected 1")
