@@ -74,6 +74,11 @@ def test_every_command_accepts_the_same_output_flags() -> None:
         assert flags(command) == reference, " ".join(path)
 
 
+# a real Flink job writing a Paimon table (fixtures/paimon): every checkpoint committed, the newest safe
+PAIMON_RUN = Path(__file__).resolve().parent.parent / "fixtures" / "paimon" / "flink" / "rewind"
+PAIMON_TABLE = "warehouse/default.db/events"
+
+
 def json_runs(s: Scenario, tmp: Path) -> list[tuple[tuple[str, ...], list[str]]]:
     """One --json invocation per command of the tree (path, arguments), in an order where the
     plan files the apply commands read are written first."""
@@ -94,6 +99,9 @@ def json_runs(s: Scenario, tmp: Path) -> list[tuple[tuple[str, ...], list[str]]]
         (("gc", "apply"), [str(tmp / "gc.json"), "--yes", "--trash", str(tmp / "trash")]),
         (("relocate",), [*relocate_args, *s.rebase, "-o", str(tmp / "relocate.json")]),
         (("relocate-apply",), [str(tmp / "relocate.json")]),
+        (("paimon", "status"), [str(PAIMON_RUN / "checkpoints"), "--table", str(PAIMON_RUN / PAIMON_TABLE)]),
+        (("paimon", "orphans"), ["--table", str(PAIMON_RUN / PAIMON_TABLE), "--checkpoints",
+                                 str(PAIMON_RUN / "checkpoints")]),
     ]
 
 

@@ -278,6 +278,7 @@ def _context(s3_endpoint: str | None, rebase: list[Any] | None):
 
 from ckptctl.cli import gc as _gc  # noqa: E402,F401  (registers the commands)
 from ckptctl.cli import inspect as _inspect  # noqa: E402,F401
+from ckptctl.cli import paimon as _paimon  # noqa: E402,F401
 from ckptctl.cli import relocate as _relocate  # noqa: E402,F401
 from ckptctl.cli import rescale as _rescale  # noqa: E402,F401
 from ckptctl.cli import states as _states  # noqa: E402,F401
@@ -293,7 +294,8 @@ GLOBAL_FLAGS = frozenset({"--json", "-q", "--quiet", "-v", "--verbose", "-qq", "
 
 
 def gc_alias(args: list[str]) -> list[str]:
-    """``ckptctl gc ROOT ...`` is ``ckptctl gc plan ROOT ...`` (the dry run is the default), and
+    """``ckptctl gc ROOT ...`` is ``ckptctl gc plan ROOT ...`` (the dry run is the default),
+    ``ckptctl paimon PATH ...`` is ``ckptctl paimon status PATH ...``, and
     ``ckptctl relocate apply PLAN`` is the (hidden) ``relocate-apply PLAN``; the output flags
     may come first (``ckptctl --json gc ROOT``)."""
     i = 0
@@ -302,6 +304,8 @@ def gc_alias(args: list[str]) -> list[str]:
     head, rest = args[:i], args[i:]
     if len(rest) >= 2 and rest[0] == "gc" and rest[1] not in ("plan", "apply", "--help", "-h"):
         return [*head, "gc", "plan", *rest[1:]]
+    if len(rest) >= 2 and rest[0] == "paimon" and rest[1] not in ("status", "orphans", "--help", "-h"):
+        return [*head, "paimon", "status", *rest[1:]]
     if len(rest) >= 2 and rest[0] == "relocate" and rest[1] == "apply":
         return [*head, "relocate-apply", *rest[2:]]
     return args

@@ -151,7 +151,10 @@ def plan_command(
 @command
 def apply_command(
     plan_file: Annotated[
-        str, typer.Argument(help="A plan written by `ckptctl gc plan -o FILE`.", metavar="PLAN.json")
+        str,
+        typer.Argument(
+            help="A plan written by `ckptctl gc plan -o FILE` or `ckptctl paimon orphans -o FILE`.", metavar="PLAN.json"
+        ),
     ],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     trash: Annotated[
@@ -178,12 +181,16 @@ def apply_command(
     """
     from ckptctl.gc import apply_plan, read_plan, revalidate
     from ckptctl.gc.planfile import storage_from_plan
+    from ckptctl.paimon import orphans
     from ckptctl.storage import Storage
 
     out = get_output()
     plan_data = read_plan(plan_file)
     storage = Storage(storage_from_plan(plan_data, s3_endpoint))
-    fresh, go, skipped = revalidate(storage, plan_data, progress=out.term.iterate("reading _metadata"))
+    if orphans.is_orphan_plan(plan_data):  # `ckptctl paimon orphans -o`: a Paimon table's orphans
+        fresh, go, skipped = orphans.revalidate(storage, plan_data)
+    else:
+        fresh, go, skipped = revalidate(storage, plan_data, progress=out.term.iterate("reading _metadata"))
     total = sum(d.size for d in go)
     if not go:
         out.warn("nothing to delete: no candidate of the plan is still an orphan")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -108,6 +108,11 @@ class Output(ABC):
     def states(self, report: dict[str, Any], named: str) -> None:
         """``states``: each operator's states, sizes and (--deep) stale TTL state."""
 
+    @abstractmethod
+    def result(self, result: Any, render: Callable[[Any, Any], None]) -> None:
+        """A typed result: its ``to_json()`` is the JSON contract; ``render(console, result)``
+        (a function of :mod:`ckptctl.cli.render`) draws it for a person."""
+
 
 class JsonOutput(Output):
     """Each result as one JSON document on stdout (indented; the documents tests and scripts read)."""
@@ -161,6 +166,9 @@ class JsonOutput(Output):
     def states(self, report: dict[str, Any], named: str) -> None:
         self._json(report)
 
+    def result(self, result: Any, render: Callable[[Any, Any], None]) -> None:
+        self._json(result.to_json())
+
 
 def _once(problem: dict[str, Any]) -> str:
     """A problem's detail without the repair command, which the FLINK-39964 summary below the
@@ -178,6 +186,9 @@ class ConsoleOutput(Output):
     @property
     def out(self):
         return self.term.out
+
+    def result(self, result: Any, render: Callable[[Any, Any], None]) -> None:
+        render(self.out, result)
 
     def ls(self, root: str, rows: list[dict[str, Any]], named: str | None = None) -> None:
         """One compact table per directory (a job's chk-N, a savepoint directory), rows by leaf name,

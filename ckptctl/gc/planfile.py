@@ -43,11 +43,16 @@ def read_plan(path: str) -> dict[str, Any]:
         raise CkptError(f"cannot read the plan: {e.strerror or e}", path=path) from None
     except ValueError as e:
         raise InvalidPlan(str(e).splitlines()[0], path) from None
-    validate(data, path)
+    from ckptctl.paimon.orphans import is_orphan_plan
+    from ckptctl.paimon.orphans import validate as validate_orphans
+
+    orphans = is_orphan_plan(data)
+    (validate_orphans if orphans else validate)(data, path)
     if data["blocked"]:
         first = data["refusals"][0]["message"] if data["refusals"] else "see its refusals"
+        again = "ckptctl paimon orphans" if orphans else "ckptctl gc plan"
         raise BlockedPlan(
-            f"this plan was blocked and can never be applied ({first}); fix the cause and run `ckptctl gc plan` again",
+            f"this plan was blocked and can never be applied ({first}); fix the cause and run `{again}` again",
             path=path,
         )
     return data

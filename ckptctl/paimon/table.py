@@ -620,6 +620,11 @@ class PaimonTable:
                     out.append(OrphanCandidate(self.relative(f.uri), f.uri, f.size, f.mtime, "unreferenced"))
         return sorted(out, key=lambda c: c.path)
 
+    def listed_files(self) -> list[FileInfo]:
+        """The files in the directories Paimon's orphan clean-up lists (manifest/, index/,
+        statistics/ and the bucket directories), whatever names them."""
+        return list(self._candidate_files())
+
     def _candidate_files(self) -> Iterator[FileInfo]:
         """Files of ``OrphanFilesClean.listPaimonFileDirs``: manifest/, index/, statistics/ and the
         bucket directories (partition directories are those whose name contains ``=``)."""

@@ -1,0 +1,134 @@
+"""``ckptctl paimon``: Flink checkpoints and the Paimon table their sink commits to, side by side.
+
+``paimon status PATH --table URI`` (also ``paimon PATH --table URI``) forecasts what restoring each
+checkpoint does to the table (hazards A, B, C of :mod:`ckptctl.paimon.restore`) and exits 1 when
+the checkpoint a restore takes is unsafe; ``paimon orphans --table URI --checkpoints ROOT`` plans
+Paimon's orphan clean-up without the files a retained checkpoint still holds, as a plan
+``ckptctl gc apply`` executes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ckptctl.cli import (
+    Command,
+    EndpointOpt,
+    Group,
+    RebaseOpt,
+    _context,
+    app,
+    command,
+    get_output,
+    writable_outputs,
+)
+from ckptctl.cli.params import AGE, Instant
+
+paimon_app = typer.Typer(
+    help=(
+        "Flink checkpoints and the Paimon table their sink commits to: what a restore commits again, "
+        "and Paimon orphan clean-up that never deletes what a checkpoint holds. "
+        "`ckptctl paimon PATH --table URI` is `ckptctl paimon status PATH --table URI`."
+    ),
+    no_args_is_help=True,
+    cls=Group,
+)
+app.add_typer(paimon_app, name="paimon")
+
+TableOpt = Annotated[
+    str,
+    typer.Option("--table", metavar="URI", help="The Paimon table directory (local path or s3://bucket/warehouse/db.db/t)."),
+]
+OlderThanOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--older-than", parser=AGE, metavar="AGE",
+        help="The Paimon orphan clean-up cut-off (remove_orphan_files' older_than): 1d (Paimon's default), "
+        "12h, or an ISO time.",
+    ),
+]  # fmt: skip
+
+
+def _cut_off(older_than: float | None) -> tuple[float, float | None]:
+    from ckptctl.paimon.table import DAY_SECONDS
+
+    if older_than is None:
+        return DAY_SECONDS, None
+    if isinstance(older_than, Instant):
+        return 0.0, float(older_than)
+    return float(older_than), None
+
+
+@paimon_app.command("status", cls=Command)
+@command
+def status_command(
+    path: Annotated[
+        str,
+        typer.Argument(
+            metavar="PATH",
+            help="A checkpoint or savepoint (that restore is judged), or a root (each job's newest checkpoint "
+            "is judged; older ones are shown).",
+        ),
+    ],
+    table: TableOpt,
+    operator: Annotated[
+        str | None,
+        typer.Option("--operator", metavar="ID", help="The Global Committer's operator id or uid, when a job "
+                     "writes several Paimon tables."),
+    ] = None,  # fmt: skip
+    older_than: OlderThanOpt = None,
+    s3_endpoint: EndpointOpt = None,
+    rebase: RebaseOpt = None,
+) -> None:
+    """What restoring each checkpoint commits to the Paimon table, and hazards A/B/C (exit 1)."""
+    from ckptctl.cli.render import paimon as render
+    from ckptctl.paimon.restore import run_report
+    from ckptctl.targets import checked_path
+
+    out = get_output()
+    storage, mappings = _context(s3_endpoint, rebase)
+    age, at = _cut_off(older_than)
+    report = run_report(storage, checked_path(storage, path), table, mappings, operator, age, at)
+    out.result(report, render.report)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@paimon_app.command("orphans", cls=Command)
+@command
+def orphans_command(
+    table: TableOpt,
+    checkpoints: Annotated[
+        list[str],
+        typer.Option(
+            "--checkpoints", metavar="ROOT",
+            help="Where the writing job's retained checkpoints and savepoints are (repeatable): every file a "
+            "committable of theirs names is kept.",
+        ),
+    ],
+    older_than: OlderThanOpt = None,
+    output: Annotated[
+        str | None,
+        typer.Option("-o", "--output", metavar="PLAN.json", help="Write the plan for `ckptctl gc apply`."),
+    ] = None,
+    s3_endpoint: EndpointOpt = None,
+    rebase: RebaseOpt = None,
+) -> None:
+    """Paimon's orphan files minus what a Flink checkpoint still holds: a plan for `ckptctl gc apply`."""
+    from ckptctl.cli.render import paimon as render
+    from ckptctl.paimon.orphans import plan_orphans, write_plan
+
+    writable_outputs(output)
+    out = get_output()
+    storage, mappings = _context(s3_endpoint, rebase)
+    age, at = _cut_off(older_than)
+    plan = plan_orphans(
+        storage, table, list(checkpoints), mappings, older_than=age, older_than_at=at, s3_endpoint=s3_endpoint
+    )
+    if output:
+        write_plan(plan, output)
+    out.result(plan, render.orphans)
+    if plan.refusals:
+        raise typer.Exit(1)

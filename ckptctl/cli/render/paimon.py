@@ -1,0 +1,96 @@
+"""``ckptctl paimon``: each checkpoint against the Paimon table, and the orphan plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ckptctl.cli.output import _escape, human_bytes
+from ckptctl.views import short_uri
+
+_CODE_TEXT = {
+    "A": "re-commits after expiration",
+    "B": "files a restore needs",
+    "C": "rewinds committed data",
+}
+
+
+def _ids(ids: list[int]) -> str:
+    if not ids:
+        return "-"
+    shown = ",".join(str(i) for i in ids[:6])
+    return shown + (f",+{len(ids) - 6}" if len(ids) > 6 else "")
+
+
+def report(console: Any, r: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=_escape(f"paimon {r.root} -> {r.table}"), title_justify="left")
+    for name, justify in (("checkpoint", "left"), ("commit user", "left"), ("user's latest", "right"),
+                          ("holds", "left"), ("restore commits", "left"), ("verdict", "left")):  # fmt: skip
+        table.add_column(name, justify=justify, overflow="fold")
+    for f in r.forecasts:
+        latest = "-" if f.latest is None else f"#{f.latest.id} (id {f.latest.commit_identifier})"
+        if f.latest is None and f.commit_user:
+            latest = "[warning]none[/warning]"
+        codes = sorted({h.code for h in f.hazards if h.severe})
+        if f.problems:
+            verdict = "[error]unreadable state[/error]"
+        elif codes:
+            verdict = "[error]hazard " + ",".join(codes) + "[/error]" + (" (gate)" if f.gated else "")
+        elif f.hazards:
+            verdict = "[warning]safe, see notes[/warning]"
+        else:
+            verdict = "[ok]safe[/ok]"
+        user = (f.commit_user or "?")[:8]
+        table.add_row(
+            _escape(short_uri(f.checkpoint, r.root)) + (" [dim](savepoint)[/dim]" if f.kind == "savepoint" else ""),
+            _escape(user), latest, _ids([c.identifier for c in f.committables]),
+            _ids([c.identifier for c in f.committables if c.recommitted]), verdict,
+        )  # fmt: skip
+    console.print(table)
+    for f in r.forecasts:
+        name = short_uri(f.checkpoint, r.root)
+        for p in f.problems:
+            console.print(f"[error]state[/error] {_escape(name)}: {_escape(p)}")
+        for h in f.hazards:
+            style = "error" if h.severe else "warning"
+            console.print(f"[{style}]{h.code}[/{style}] {_escape(name)}: {_escape(h.message)}")
+    for uri, err in r.unreadable.items():
+        console.print(f"[error]unreadable[/error] {_escape(short_uri(uri, r.root))}: {_escape(err)}")
+    if r.without_sink:
+        console.print(f"{len(r.without_sink)} checkpoint(s) hold no Paimon committer state for this table")
+    for t in r.tags:
+        where = "its savepoint is here" if t["checkpoint_present"] else "no savepoint of it here"
+        console.print(f"tag {_escape(t['name'])} -> snapshot {t['snapshot']} ({where})")
+    console.print("[ok]passed[/ok]" if r.ok else "[error]FAILED[/error]")
+
+
+def orphans(console: Any, plan: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=_escape(f"paimon orphans {plan.table}"), title_justify="left")
+    table.add_column("file", overflow="fold")
+    table.add_column("size", justify="right")
+    table.add_column("decision")
+    for c in plan.candidates[:50]:
+        table.add_row(_escape(plan.relative(c.path)), human_bytes(c.size), "[ok]delete[/ok]")
+    for h in plan.held[:50]:
+        table.add_row(_escape(h["path"]), human_bytes(h["size"]),
+                      f"[warning]keep: checkpoint {_ids(h['checkpoints'])} holds it[/warning]")  # fmt: skip
+    console.print(table)
+    hidden = max(0, len(plan.candidates) - 50) + max(0, len(plan.held) - 50)
+    if hidden:
+        console.print(f"... and {hidden} more rows (--json lists every file)")
+    for r in plan.refusals:
+        console.print(f"[error]refused[/error] {_escape(r['message'])}")
+    for w in plan.warnings:
+        console.print(f"[warning]warning[/warning] {_escape(w)}")
+    total = sum(c.size for c in plan.candidates)
+    console.print(
+        f"{len(plan.candidates)} Paimon orphan(s), {human_bytes(total)} to delete; {len(plan.held)} kept because a "
+        "Flink checkpoint still holds them"
+    )
+    if plan.refusals:
+        console.print("[error]blocked: nothing may be deleted[/error]")
+    elif plan.written_to:
+        console.print(f"review, then: ckptctl gc apply {_escape(plan.written_to)}")

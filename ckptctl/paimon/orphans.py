@@ -1,0 +1,220 @@
+"""Paimon orphan clean-up that never deletes what a Flink checkpoint still holds (hazard B).
+
+Paimon's ``remove_orphan_files`` deletes every file of the table directory that no snapshot, tag or
+changelog names and that is older than ``older_than``; it knows nothing of Flink state. The files a
+Flink job wrote before a checkpoint whose commit has not happened yet (a lost notification, a crash
+between checkpoint and commit, a job stopped with a savepoint) are exactly such files, and the
+restore of that checkpoint then fails. Here the candidates are Paimon's own
+(:meth:`ckptctl.paimon.table.PaimonTable.orphan_candidates`) minus every file name a committable of
+a retained checkpoint or savepoint under ``--checkpoints`` names, and the result is a plan that
+``ckptctl gc apply`` re-validates (a fresh plan with the same cut-off instant, each file unchanged)
+before it deletes anything.
+
+Fail closed: the plan is blocked when a checkpoint cannot be read, when no checkpoint under the
+roots holds Paimon committer state, or when the table has a streaming commit user (a Flink job's)
+with no checkpoint under the roots: that job's uncommitted files would not be protected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptctl import storage as st
+from ckptctl.errors import CkptError
+from ckptctl.paimon.restore import committers, held_file_names, sink_states
+from ckptctl.paimon.table import DAY_SECONDS, PaimonTable
+from ckptctl.storage import StorageOptions
+
+PLAN_KIND = "paimon-orphans"
+PLAN_FORMAT = 1
+END_INPUT = (1 << 63) - 1  # the identifier of a batch (bounded) commit
+
+
+@dataclass
+class Candidate:
+    path: str  # URI
+    size: int
+    mtime: float | None
+    reason: str  # Paimon's: unreferenced, not-a-snapshot, not-a-changelog
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "mtime": self.mtime, "reason": self.reason}
+
+
+@dataclass
+class OrphanPlan:
+    table: str
+    checkpoints: list[str]
+    cutoff: float  # files older than this instant are candidates
+    candidates: list[Candidate]
+    held: list[dict[str, Any]]  # Paimon orphans a checkpoint holds: kept
+    refusals: list[dict[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    s3_endpoint: str | None = None
+    written_to: str | None = None
+    scope_uris: tuple[str, ...] = ()  # where deletion may happen: the table and its external data paths
+    # what ``gc apply`` reads of a plan besides its files: no expired checkpoints, no dead jobs
+    expired: tuple = ()
+    dead_jobs: tuple = ()
+
+    @property
+    def options(self) -> OrphanPlan:
+        return self
+
+    def scopes(self) -> tuple[str, ...]:
+        return self.scope_uris
+
+    def relative(self, uri: str) -> str:
+        return uri[len(self.table) + 1 :] if uri.startswith(self.table + "/") else uri
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": PLAN_KIND, "format": PLAN_FORMAT, "table": self.table, "checkpoints": self.checkpoints,
+            "cutoff": self.cutoff, "scopes": list(self.scope_uris), "blocked": bool(self.refusals),
+            "refusals": self.refusals, "warnings": self.warnings, "storage": {"s3_endpoint": self.s3_endpoint},
+            "candidates": [c.as_dict() for c in self.candidates], "held": self.held,
+            "candidate_bytes": sum(c.size for c in self.candidates),
+        }  # fmt: skip
+
+
+def plan_orphans(
+    storage, table_uri: str, checkpoint_roots: list[str], mappings, *,
+    older_than: float = DAY_SECONDS, older_than_at: float | None = None, s3_endpoint: str | None = None,
+) -> OrphanPlan:  # fmt: skip
+    if not checkpoint_roots:
+        raise CkptError("--checkpoints ROOT is required: the Flink checkpoints whose files must be kept")
+    table = PaimonTable(table_uri, storage)
+    now, _src = storage.now(table.uri)
+    if now is None:
+        raise CkptError(f"cannot tell the storage's time at {table.uri}: nothing can be judged old enough")
+    cutoff = older_than_at if older_than_at is not None else now - older_than
+    if cutoff > now:
+        # as Paimon refuses: a file written right now is named by no snapshot yet
+        raise CkptError(f"--older-than must lie in the past of the storage's clock (now {now:.0f}, cut-off {cutoff:.0f})")
+    refusals: list[dict[str, str]] = []
+    warnings: list[str] = []
+    states = []
+    roots = []
+    for root in checkpoint_roots:
+        unreadable: dict[str, str] = {}
+        try:
+            got, root_uri = sink_states(storage, root, mappings, unreadable)
+        except CkptError as e:
+            refusals.append({"code": "unreadable-checkpoints", "message": f"{root}: {e}"})
+            continue
+        roots.append(root_uri)
+        states.extend(s for _ck, s in got)
+        for uri, err in unreadable.items():
+            refusals.append({"code": "unreadable-metadata", "message": f"{uri}: {err} (its files cannot be protected)"})
+    with_sink = [s for s in states if committers(s)]
+    if not with_sink and not refusals:
+        refusals.append({"code": "no-paimon-checkpoint", "message": (
+            f"no checkpoint under {', '.join(checkpoint_roots)} holds Paimon committer state: name the directory "
+            "of the job's retained checkpoints and savepoints"
+        )})  # fmt: skip
+    protected_users = {op.commit_user for s in with_sink for op in committers(s)}
+    for user in sorted({s.commit_user for s in table.snapshots()}):
+        latest = table.latest_snapshot_of_user(user)
+        streaming = latest is not None and latest.commit_identifier != END_INPUT
+        if streaming and user not in protected_users:
+            refusals.append({"code": "unprotected-commit-user", "message": (
+                f"commit user {user} (latest snapshot {latest.id}, identifier {latest.commit_identifier}) commits "
+                "from checkpoints none of which is under --checkpoints: its uncommitted files would not be "
+                "protected; add its checkpoint directory"
+            )})  # fmt: skip
+    held_names = held_file_names(states)
+    candidates: list[Candidate] = []
+    held: list[dict[str, Any]] = []
+    for c in table.orphan_candidates(cutoff):
+        name = c.uri.rpartition("/")[2]
+        if name in held_names:
+            held.append({"path": c.path, "size": c.size, "checkpoints": sorted(held_names[name])})
+        else:
+            candidates.append(Candidate(c.uri, c.size, c.mtime, c.reason))
+    layout = table._layout()
+    scopes = (table.uri, *(st.normalize_uri(p.strip()) for p in layout.external_paths if p.strip()))
+    return OrphanPlan(table.uri, roots, cutoff, candidates, held, refusals, warnings, s3_endpoint, None, scopes)
+
+
+def write_plan(plan: OrphanPlan, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(plan.to_json(), f, indent=2)
+        f.write("\n")
+    plan.written_to = path
+
+
+def is_orphan_plan(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("kind") == PLAN_KIND
+
+
+def validate(data: dict[str, Any], path: str | None) -> None:
+    """Every field ``gc apply`` uses, type-checked: a plan is an instruction to delete files."""
+    from ckptctl.gc.planfile import InvalidPlan
+
+    def check(cond: bool, what: str) -> None:
+        if not cond:
+            raise InvalidPlan(what, path)
+
+    check(data.get("format") == PLAN_FORMAT, f"paimon-orphans format {data.get('format')!r} (expected {PLAN_FORMAT})")
+    check(isinstance(data.get("table"), str) and bool(data["table"]), "'table' is not a string")
+    cks = data.get("checkpoints")
+    check(isinstance(cks, list) and bool(cks) and all(isinstance(c, str) for c in cks), "'checkpoints'")
+    scopes = data.get("scopes")
+    check(isinstance(scopes, list) and bool(scopes) and all(isinstance(c, str) for c in scopes), "'scopes'")
+    check(data["table"] in scopes, "'scopes' does not hold the table")
+    cutoff = data.get("cutoff")
+    check(isinstance(cutoff, int | float) and not isinstance(cutoff, bool) and math.isfinite(cutoff), "'cutoff'")
+    check(isinstance(data.get("blocked"), bool), "'blocked'")
+    refusals = data.get("refusals")
+    check(isinstance(refusals, list) and all(isinstance(r, dict) and isinstance(r.get("message"), str)
+                                             for r in refusals), "'refusals'")  # fmt: skip
+    check(data["blocked"] == bool(refusals), "'blocked' disagrees with 'refusals'")
+    storage = data.get("storage")
+    check(isinstance(storage, dict) and (storage.get("s3_endpoint") is None or isinstance(storage["s3_endpoint"], str)),
+          "'storage'")  # fmt: skip
+    cands = data.get("candidates")
+    check(isinstance(cands, list), "'candidates'")
+    for i, c in enumerate(cands):
+        ok = (isinstance(c, dict) and isinstance(c.get("path"), str) and isinstance(c.get("size"), int)
+              and not isinstance(c["size"], bool) and c["size"] >= 0 and "mtime" in c
+              and (c["mtime"] is None or (isinstance(c["mtime"], int | float) and math.isfinite(c["mtime"]))))  # fmt: skip
+        check(ok, f"candidate #{i} is not {{path, size, mtime, reason}}")
+        check(any(st.is_under(c["path"], s) for s in scopes), f"candidate #{i} lies outside the table")
+
+
+def revalidate(storage, data: dict[str, Any], mappings=None):
+    """A fresh plan with the same table, checkpoints and cut-off instant; only the candidates that
+    are still candidates, with the same size and mtime, go. Returns (fresh plan, go, skipped)."""
+    from ckptctl.gc.planfile import BlockedPlan
+    from ckptctl.rebase import Rebase
+
+    validate(data, None)
+    if data["blocked"]:
+        raise BlockedPlan("this plan was blocked and can never be applied; run `ckptctl paimon orphans` again")
+    fresh = plan_orphans(
+        storage, data["table"], data["checkpoints"], mappings or Rebase(), older_than_at=float(data["cutoff"]),
+        s3_endpoint=data["storage"].get("s3_endpoint"),
+    )  # fmt: skip
+    if fresh.refusals:
+        from ckptctl.gc.apply import GcApplyRefused
+
+        raise GcApplyRefused("the re-validated plan is blocked: " + fresh.refusals[0]["message"])
+    now = {c.path: c for c in fresh.candidates}
+    go: list[Candidate] = []
+    skipped: list[dict[str, Any]] = []
+    for c in data["candidates"]:
+        cur = now.get(c["path"])
+        if cur is None:
+            skipped.append({"path": c["path"], "reason": "no longer a candidate (gone, named again, or held by a checkpoint)"})
+        elif cur.size != c["size"] or cur.mtime != c["mtime"]:
+            skipped.append({"path": c["path"], "reason": "changed since the plan (size or mtime)"})
+        else:
+            go.append(cur)
+    return fresh, go, skipped
+
+
+def storage_options(data: dict[str, Any], s3_endpoint: str | None) -> StorageOptions:
+    return StorageOptions.from_env(s3_endpoint or data["storage"].get("s3_endpoint"))
