@@ -242,3 +242,20 @@ def test_a_tampered_orphan_plan_is_refused(tmp_path: Path) -> None:
     res = run("gc", "apply", str(plan_file), "--yes")
     assert res.exit_code == 2 and "outside the table" in res.output
     assert victim.exists()
+
+
+@pytest.mark.parametrize("scenario", ["committed", "pending", "expired", "rewind"])
+def test_states_shows_the_committables_java_read(scenario: str) -> None:
+    exp = expected(scenario)
+    for ck in exp["checkpoints"]:
+        res = run("--json", "states", str(moved(exp["checkpoint_dir"]) / ck["dir"]))
+        assert res.exit_code == 0, res.output
+        sinks = [op["paimon"] for op in json.loads(res.stdout)["operators"] if op.get("paimon")]
+        assert {s["commit_user"] for s in sinks} == {ck["commit_user"]}
+        got = [(c["identifier"], c["watermark"], c["files"]) for s in sinks for c in s["committables"]]
+        want = [
+            (c["identifier"], c["watermark"],
+             sum(len(m[k]) for m in c["commit_messages"] for k in m if isinstance(m[k], list)))
+            for c in ck["committables"]
+        ]  # fmt: skip
+        assert got == want

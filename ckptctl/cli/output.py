@@ -827,6 +827,18 @@ class ConsoleOutput(Output):
                 parts.append(f"key {short_class(op['key_serializer']['class'])}")
             self.out.print()
             self.out.print(f"[bold]{_escape(title)}[/bold]  " + _escape("  ".join(p for p in parts if p)))
+            if op.get("paimon"):
+                pm = op["paimon"]
+                ids = [c["identifier"] for c in pm["committables"]]
+                files = sum(c["files"] for c in pm["committables"])
+                line = f"Paimon sink: commit user {pm['commit_user'] or ', '.join(map(str, pm['commit_users']))}"
+                if ids:
+                    line += f"; {len(ids)} uncommitted committable(s) {', '.join(map(str, ids))} naming {files} file(s)"
+                if pm["pending_tag_ids"]:
+                    line += f"; savepoint tags pending: {', '.join(map(str, pm['pending_tag_ids']))}"
+                self.out.print(_escape(line))
+                for problem in pm["problems"]:
+                    self.out.print(f"[error]{_escape(problem)}[/error]")
             states = list(op["states"])
 
             def size_of(s):

@@ -96,6 +96,7 @@ def states_command(
         if histogram:
             write_histogram(result, ck.location.uri, histogram)
     report = states_report(ck, cat, result)
+    _add_paimon(out, storage, ck, report)
     out.states(report, path)
     if result is not None and result.problems:
         raise typer.Exit(1)
@@ -129,3 +130,33 @@ def states_report(ck, cat, result) -> dict[str, Any]:
         "stateless_operators": sum(1 for oc in cat if not oc.has_state),
         "deep": deep,
     }
+
+
+def _add_paimon(out, storage, ck, report: dict[str, Any]) -> None:
+    """An operator of Paimon's Flink sink gets ``paimon``: its commit user and the committables its
+    state holds, decoded (what a restore hands to Paimon; ``ckptctl paimon`` judges them)."""
+    from ckptctl.errors import CkptError
+    from ckptctl.paimon.sinkstate import read_sink_state, sink_handles
+
+    if next(sink_handles(ck), None) is None:
+        return
+    try:
+        state = read_sink_state(storage, ck)
+    except CkptError as e:
+        out.warn(f"Paimon sink state not decodable: {e}")
+        return
+    by_id = {op.operator_id: op for op in state.operators}
+    for view in report["operators"]:
+        op = by_id.get(view["operator_id"])
+        if op is None:
+            continue
+        view["paimon"] = {
+            "commit_user": op.commit_user, "commit_users": op.distinct_commit_users,
+            "committables": [
+                {"identifier": c.identifier, "watermark": c.watermark, "messages": len(c.messages),
+                 "files": sum(len(v) for m in c.messages for v in m.lists.values()),
+                 "manifest_version": c.manifest_version, "message_version": c.message_version}
+                for c in op.committables
+            ],
+            "pending_tag_ids": op.tag_ids, "writer_states": len(op.writer_states), "problems": op.problems,
+        }  # fmt: skip
