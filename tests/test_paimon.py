@@ -259,3 +259,55 @@ def test_states_shows_the_committables_java_read(scenario: str) -> None:
             for c in ck["committables"]
         ]  # fmt: skip
         assert got == want
+
+
+def _upload(s3_server, bucket: str, src: Path, prefix: str, skip: str | None = None) -> str:
+    s3_server.create_bucket(bucket)
+    fs = s3_server.filesystem()
+    for p in sorted(src.rglob("*")):
+        rel = p.relative_to(src).as_posix()
+        if p.is_file() and not (skip and (rel == skip or rel.startswith(skip + "/"))):
+            fs.pipe_file(f"{bucket}/{prefix}/{rel}", p.read_bytes())
+    return f"s3://{bucket}/{prefix}"
+
+
+def test_status_and_orphans_over_s3_agree_with_local(s3_server, tmp_path: Path) -> None:
+    """The checkpoints and the table on moto S3 (server mode, loopback): the same forecast as on
+    disk, and an orphan plan gc apply carries out on the bucket."""
+    exp = expected("pending")
+    job = Path(exp["checkpoint_dir"]).relative_to(exp["original_root"]).as_posix()
+    local = REPO / ENTRIES["pending"]["data_dir"]
+    base = _upload(s3_server, "ckptctl-paimon-run", local, "pending")
+    cleaned = _upload(s3_server, "ckptctl-paimon-cleaned", table_of("pending_cleaned"), "events")
+    newest = max((local / job).glob("chk-*"), key=lambda p: int(p.name[4:])).name
+    endpoint = ["--s3-endpoint", s3_server.endpoint]
+
+    def forecast(chk: str, table: str) -> list:
+        res = run("--json", "paimon", chk, "--table", table, *endpoint)
+        assert res.exit_code in (0, 1), res.output
+        return [(c["checkpoint_id"], c["recommitted"], sorted(h["code"] for h in c["hazards"]), c["safe"],
+                 sorted((f["name"], f["state"]) for k in c["committables"] for f in k["files"]))
+                for c in json.loads(res.stdout)["checkpoints"]]  # fmt: skip
+
+    on_s3 = forecast(f"{base}/{job}/{newest}", f"{base}/{TABLE.as_posix()}")
+    on_disk = forecast(str(local / job / newest), str(local / TABLE))
+    assert on_s3 == on_disk and on_s3[0][1] == [5, 6]
+    broken = forecast(f"{base}/{job}/{newest}", cleaned)
+    assert broken[0][2] == ["B"] and broken[0][3] is False
+    # orphans on S3: the newest checkpoint not uploaded, so only its own files are garbage
+    run_base = _upload(s3_server, "ckptctl-paimon-gc", local, "pending", skip=f"{job}/{newest}")
+    time.sleep(1.1)  # object times have whole seconds: the cut-off "now" must be after the uploads
+    plan_file = tmp_path / "plan.json"
+    res = run("paimon", "orphans", "--table", f"{run_base}/{TABLE.as_posix()}", "--checkpoints",
+              f"{run_base}/{job}", "--older-than", "0s", "-o", str(plan_file), *endpoint)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    plan = json.loads(plan_file.read_text())
+    going = {c["path"] for c in plan["candidates"]}
+    assert going and all(p.startswith(f"{run_base}/{TABLE.as_posix()}/") for p in going)
+    assert plan["held"]
+    res = run("gc", "apply", str(plan_file), "--yes", *endpoint)
+    assert res.exit_code == 0, res.output
+    fs = s3_server.filesystem()
+    left = {"s3://" + k for k in fs.find(f"ckptctl-paimon-gc/pending/{TABLE.as_posix()}")}
+    assert going.isdisjoint(left)
+    assert {f"{run_base}/{TABLE.as_posix()}/{h['path']}" for h in plan["held"]} <= left
