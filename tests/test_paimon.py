@@ -311,3 +311,20 @@ def test_status_and_orphans_over_s3_agree_with_local(s3_server, tmp_path: Path) 
     left = {"s3://" + k for k in fs.find(f"ckptctl-paimon-gc/pending/{TABLE.as_posix()}")}
     assert going.isdisjoint(left)
     assert {f"{run_base}/{TABLE.as_posix()}/{h['path']}" for h in plan["held"]} <= left
+
+
+def test_a_user_without_snapshots_whose_files_the_table_never_named_is_not_hazard_a(tmp_path: Path) -> None:
+    """Every snapshot gone (a table recreated from its data files, or expired to nothing): the
+    committables' files are named by no snapshot, so committing them again is the restore's job."""
+    chk_root, table, _old = _copy_pending(tmp_path)
+    for p in (table / "snapshot").iterdir():
+        p.unlink()
+    newest = max(chk_root.glob("chk-*"), key=lambda p: int(p.name[4:]))
+    (f,) = run_report(Storage(), str(newest), str(table), Rebase(), older_than_at=never_old(table)).forecasts
+    assert f.latest is None and [c.identifier for c in f.committables if c.recommitted] == [5, 6]
+    assert not [h for h in f.hazards if h.code == "A"] and f.safe
+    # the same checkpoint against the real table whose user's snapshots expired: hazard A
+    exp = expected("expired")
+    (g,) = run_report(Storage(), str(moved(exp["restores"]["expired-restore-newest"]["restored_from"])),
+                      str(table_of("expired")), Rebase()).forecasts  # fmt: skip
+    assert [h.code for h in g.hazards] == ["A"] and not g.safe

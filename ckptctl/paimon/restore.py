@@ -196,20 +196,16 @@ def _one(checkpoint: str, kind: str, ck_id: int, op: OperatorSinkState, view: Ta
         again = latest is None or c.identifier > latest.commit_identifier
         fc.committables.append(CommittableFate(c.identifier, again, needed_files(c, view)))
     recommit = [c for c in fc.committables if c.recommitted]
-    # A: the commit user has no surviving snapshot
+    # A: the commit user has no surviving snapshot, yet the table holds what its committables
+    # wrote. (Files present but named by no snapshot were never committed: committing them again
+    # is the restore doing its job. Files gone are hazard B.)
     if latest is None and fc.committables:
         in_table = [c.identifier for c in fc.committables if any(f.state == "present" for f in c.files)]
-        expired = bool(view.snapshots) and min(s.id for s in view.snapshots) > 1
         if in_table:
             fc.hazards.append(Hazard("A", (
-                f"no snapshot of commit user {user} survives, yet the table holds files of committables "
-                f"{_ids(in_table)}: a restore commits all {len(recommit)} committables again"
-            )))  # fmt: skip
-        elif expired:
-            fc.hazards.append(Hazard("A", (
-                f"no snapshot of commit user {user} survives (snapshots before {min(s.id for s in view.snapshots)} "
-                f"expired): Paimon cannot tell what was committed and a restore commits all {len(recommit)} "
-                "committables again"
+                f"no snapshot of commit user {user} survives (expired), yet the table holds the files of "
+                f"committables {_ids(in_table)}: Paimon cannot tell they were committed and commits all "
+                f"{len(recommit)} again (a commit conflict fails the restore, or their rows are written twice)"
             )))  # fmt: skip
     # B: files a re-commit needs
     missing = [f for c in recommit for f in c.files if f.checked and f.state == "missing"]
