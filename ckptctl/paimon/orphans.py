@@ -10,8 +10,9 @@ a retained checkpoint or savepoint under ``--checkpoints`` names, and the result
 ``ckptctl gc apply`` re-validates (a fresh plan with the same cut-off instant, each file unchanged)
 before it deletes anything.
 
-Fail closed: the plan is blocked when a checkpoint cannot be read, when no checkpoint under the
-roots holds Paimon committer state, or when the table has a streaming commit user (a Flink job's)
+Fail closed: the plan is blocked when a checkpoint cannot be read, when a root is one checkpoint
+(``chk-N``: the job's other retained checkpoints would not be protected), when no checkpoint under
+the roots holds Paimon committer state, or when the table has a streaming commit user (a Flink job's)
 with no checkpoint under the roots: that job's uncommitted files would not be protected.
 """
 
@@ -107,6 +108,13 @@ def plan_orphans(
             continue
         roots.append(root_uri)
         states.extend(s for _ck, s in got)
+        if len(got) == 1 and got[0][0].location.uri == root_uri and got[0][0].kind != "savepoint":
+            # one retained checkpoint of a job: the others retained next to it (newer ones with
+            # committables not yet committed) would not be protected
+            refusals.append({"code": "single-checkpoint", "message": (
+                f"{root_uri} is one checkpoint, not a directory of checkpoints: the job's other retained "
+                "checkpoints next to it would not be protected; name the job's checkpoint directory"
+            )})  # fmt: skip
         for uri, err in unreadable.items():
             refusals.append({"code": "unreadable-metadata", "message": f"{uri}: {err} (its files cannot be protected)"})
     with_sink = [s for s in states if committers(s)]

@@ -1,0 +1,93 @@
+"""Attacks on ``ckptctl paimon orphans`` + ``ckptctl gc apply``: ways to make the plan delete a file a
+retained Flink checkpoint (or the table) still needs, each on a copy of the real fixtures.
+
+The product rule: GC fails closed. A plan that cannot see every retained checkpoint of the job that
+commits to the table is blocked, never a list of deletions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ckptctl.cli import app, gc_alias
+from ckptctl.paimon.orphans import plan_orphans
+from ckptctl.paimon.restore import run_report
+from ckptctl.rebase import Rebase
+from ckptctl.storage import Storage
+
+REPO = Path(__file__).resolve().parent.parent
+PAIMON = REPO / "fixtures" / "paimon"
+TABLE = Path("warehouse/default.db/events")
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, gc_alias(list(args)))
+
+
+def copy_scenario(tmp_path: Path, scenario: str, age: float = 2 * 86400) -> tuple[Path, Path]:
+    """A scenario's checkpoints and table copied, every file made ``age`` seconds old: (job dir, table)."""
+    dst = tmp_path / scenario
+    shutil.copytree(PAIMON / "flink" / scenario, dst)
+    old = time.time() - age
+    for p in dst.rglob("*"):
+        os.utime(p, (old, old))
+    (job,) = (dst / "checkpoints").iterdir()
+    return job, dst / TABLE
+
+
+def chk(job: Path, n: int) -> Path:
+    return job / f"chk-{n}"
+
+
+def newest(job: Path) -> Path:
+    return max(job.glob("chk-*"), key=lambda p: int(p.name[4:]))
+
+
+def missing_on_restore(ck: Path, table: Path) -> set[str]:
+    report = run_report(Storage(), str(ck), str(table), Rebase())
+    return {x.name for f in report.forecasts for c in f.committables if c.recommitted
+            for x in c.files if x.checked and x.state == "missing"}  # fmt: skip
+
+
+def test_one_checkpoint_as_the_root_does_not_protect_its_siblings(tmp_path: Path) -> None:
+    """--checkpoints job/chk-4 (one retained checkpoint, not the job's directory): chk-5 and chk-6,
+    retained next to it, hold the uncommitted files of committables 5 and 6. A plan that protects
+    only chk-4's files deletes them, and the restore of chk-6 (what Flink takes) then fails."""
+    job, table = copy_scenario(tmp_path, "pending")
+    assert not missing_on_restore(newest(job), table)
+    plan_file = tmp_path / "plan.json"
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(chk(job, 4)), "-o", str(plan_file))
+    assert res.exit_code == 1, res.output
+    plan = json.loads(plan_file.read_text())
+    assert plan["blocked"] and "single-checkpoint" in {r["code"] for r in plan["refusals"]}
+    assert run("gc", "apply", str(plan_file), "--yes").exit_code == 1
+    assert not missing_on_restore(newest(job), table)
+    # the job's directory (or the root above it) is the way: everything held
+    ok = plan_orphans(Storage(), str(table), [str(job)], Rebase())
+    assert not ok.refusals and not ok.candidates and ok.held
+
+
+def test_a_tampered_plan_cannot_narrow_the_checkpoints_to_one(tmp_path: Path) -> None:
+    """The plan names the job's directory; edited to name chk-4 only, `gc apply` re-plans with it."""
+    job, table = copy_scenario(tmp_path, "pending")
+    plan_file = tmp_path / "plan.json"
+    assert run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "-o", str(plan_file)).exit_code == 0
+    plan = json.loads(plan_file.read_text())
+    doomed = []
+    for h in plan["held"]:  # the files chk-5 and chk-6 hold, edited into candidates
+        f = table / h["path"]
+        doomed.append({"path": "file:" + str(f), "size": f.stat().st_size, "mtime": f.stat().st_mtime,
+                       "reason": "unreferenced"})  # fmt: skip
+    assert doomed
+    plan["candidates"] = doomed
+    plan["checkpoints"] = ["file:" + str(chk(job, 4))]
+    plan_file.write_text(json.dumps(plan))
+    res = run("gc", "apply", str(plan_file), "--yes")
+    assert res.exit_code == 1 and "blocked" in res.output, res.output
+    assert not missing_on_restore(newest(job), table)
