@@ -91,3 +91,44 @@ def test_a_tampered_plan_cannot_narrow_the_checkpoints_to_one(tmp_path: Path) ->
     res = run("gc", "apply", str(plan_file), "--yes")
     assert res.exit_code == 1 and "blocked" in res.output, res.output
     assert not missing_on_restore(newest(job), table)
+
+
+def _commit_again(table: Path, identifier: int) -> None:
+    """A later snapshot of the same commit user with ``identifier`` (the table's latest one, its
+    manifests unchanged): what a commit of the job's checkpoint ``identifier`` looks like to
+    ``latestSnapshotOfUser``."""
+    snap_dir = table / "snapshot"
+    latest = int((snap_dir / "LATEST").read_text())
+    snap = json.loads((snap_dir / f"snapshot-{latest}").read_text())
+    snap.update(id=latest + 1, commitIdentifier=identifier, deltaRecordCount=0)
+    (snap_dir / f"snapshot-{latest + 1}").write_text(json.dumps(snap))
+    (snap_dir / "LATEST").write_text(str(latest + 1))
+    old = time.time() - 2 * 86400
+    for p in snap_dir.iterdir():
+        os.utime(p, (old, old))
+
+
+def test_checkpoints_older_than_what_the_user_committed_are_not_the_jobs_current_ones(tmp_path: Path) -> None:
+    """The job moved on: its newer checkpoints (or the savepoint it was stopped with and restarted
+    from) are in another directory, and it committed identifier 5 from there. --checkpoints names
+    the old directory with chk-4 only: chk-6 elsewhere holds committable 6, not committed yet, whose
+    files a plan must not delete. The commit user's latest identifier (5) is above every
+    checkpoint of that user under the roots (4): the roots cannot be the job's current ones."""
+    job, table = copy_scenario(tmp_path, "pending")
+    elsewhere = tmp_path / "savepoints" / job.name
+    elsewhere.mkdir(parents=True)
+    for n in (5, 6):
+        shutil.move(chk(job, n), elsewhere / f"chk-{n}")
+    _commit_again(table, 5)
+    held_elsewhere = missing_on_restore(elsewhere / "chk-6", table)
+    assert not held_elsewhere
+    plan_file = tmp_path / "plan.json"
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "-o", str(plan_file))
+    assert res.exit_code == 1, res.output
+    plan = json.loads(plan_file.read_text())
+    assert "stale-checkpoints" in {r["code"] for r in plan["refusals"]}
+    assert run("gc", "apply", str(plan_file), "--yes").exit_code == 1
+    assert not missing_on_restore(elsewhere / "chk-6", table)
+    # both directories named: nothing the job holds is a candidate
+    both = plan_orphans(Storage(), str(table), [str(job), str(elsewhere)], Rebase())
+    assert not both.refusals and not both.candidates

@@ -13,7 +13,9 @@ before it deletes anything.
 Fail closed: the plan is blocked when a checkpoint cannot be read, when a root is one checkpoint
 (``chk-N``: the job's other retained checkpoints would not be protected), when no checkpoint under
 the roots holds Paimon committer state, or when the table has a streaming commit user (a Flink job's)
-with no checkpoint under the roots: that job's uncommitted files would not be protected.
+with no checkpoint under the roots, or whose latest commit identifier (a checkpoint id) is above
+every checkpoint of it under the roots (the job's newer checkpoints or savepoint are elsewhere):
+that job's uncommitted files would not be protected.
 """
 
 from __future__ import annotations
@@ -123,15 +125,26 @@ def plan_orphans(
             f"no checkpoint under {', '.join(checkpoint_roots)} holds Paimon committer state: name the directory "
             "of the job's retained checkpoints and savepoints"
         )})  # fmt: skip
-    protected_users = {op.commit_user for s in with_sink for op in committers(s)}
+    newest_of: dict[str | None, int] = {}  # commit user -> the newest checkpoint of it under the roots
+    for s in with_sink:
+        for op in committers(s):
+            newest_of[op.commit_user] = max(newest_of.get(op.commit_user, -1), s.checkpoint_id)
     for user in sorted({s.commit_user for s in table.snapshots()}):
         latest = table.latest_snapshot_of_user(user)
         streaming = latest is not None and latest.commit_identifier != END_INPUT
-        if streaming and user not in protected_users:
+        if streaming and user not in newest_of:
             refusals.append({"code": "unprotected-commit-user", "message": (
                 f"commit user {user} (latest snapshot {latest.id}, identifier {latest.commit_identifier}) commits "
                 "from checkpoints none of which is under --checkpoints: its uncommitted files would not be "
                 "protected; add its checkpoint directory"
+            )})  # fmt: skip
+        elif streaming and latest.commit_identifier > newest_of[user]:
+            # the identifier is the checkpoint id: that checkpoint (and any newer one holding files
+            # not committed yet) is somewhere the roots do not reach
+            refusals.append({"code": "stale-checkpoints", "message": (
+                f"commit user {user} committed checkpoint {latest.commit_identifier} (snapshot {latest.id}), but "
+                f"its newest checkpoint under --checkpoints is {newest_of[user]}: the job's newer checkpoints or "
+                "savepoints are elsewhere and their uncommitted files would not be protected; add their directory"
             )})  # fmt: skip
     held_names = held_file_names(states)
     candidates: list[Candidate] = []
