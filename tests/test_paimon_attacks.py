@@ -132,3 +132,51 @@ def test_checkpoints_older_than_what_the_user_committed_are_not_the_jobs_current
     # both directories named: nothing the job holds is a candidate
     both = plan_orphans(Storage(), str(table), [str(job), str(elsewhere)], Rebase())
     assert not both.refusals and not both.candidates
+
+
+def _in_progress(tmp_path: Path) -> tuple[Path, Path, set[str]]:
+    """pending with chk-6 still being taken (no _metadata yet): the files of committable 6 were
+    written five minutes ago and no completed checkpoint names them. They are the running job's
+    uncommitted data: the commit after chk-6 completes names them."""
+    job, table = copy_scenario(tmp_path, "pending")
+    report = run_report(Storage(), str(chk(job, 6)), str(table), Rebase())
+    only6 = {x.name for c in report.forecasts[0].committables if c.identifier == 6 for x in c.files}
+    (chk(job, 6) / "_metadata").unlink()
+    fresh = time.time() - 300
+    for p in table.rglob("*"):
+        if p.name in only6:
+            os.utime(p, (fresh, fresh))
+    assert only6
+    return job, table, only6
+
+
+def test_a_cut_off_within_the_running_checkpoint_is_refused(tmp_path: Path) -> None:
+    """Paimon's only guard for files being written is older_than; a cut-off of minutes lets the
+    plan delete the files of the checkpoint being taken. ckptctl keeps a floor under it."""
+    job, table, only6 = _in_progress(tmp_path)
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "--older-than", "2m",
+              "-o", str(tmp_path / "plan.json"))  # fmt: skip
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "--older-than" in res.output
+    instant = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 120))
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "--older-than", instant)
+    assert res.exit_code == 2, res.output
+    assert all(any(p.name == n for p in table.rglob("*")) for n in only6)
+
+
+def test_a_tampered_cut_off_cannot_reach_the_running_checkpoint(tmp_path: Path) -> None:
+    job, table, only6 = _in_progress(tmp_path)
+    plan_file = tmp_path / "plan.json"
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "-o", str(plan_file))
+    assert res.exit_code == 0, res.output
+    plan = json.loads(plan_file.read_text())
+    assert not {c["path"].rpartition("/")[2] for c in plan["candidates"]} & only6
+    plan["cutoff"] = time.time() - 60
+    for n in only6:  # the files of the running checkpoint, edited in as candidates
+        f = next(p for p in table.rglob(n))
+        plan["candidates"].append({"path": "file:" + str(f), "size": f.stat().st_size, "mtime": f.stat().st_mtime,
+                                   "reason": "unreferenced"})  # fmt: skip
+    plan_file.write_text(json.dumps(plan))
+    res = run("gc", "apply", str(plan_file), "--yes")
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert all(any(p.name == n for p in table.rglob("*")) for n in only6)

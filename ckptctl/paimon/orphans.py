@@ -34,6 +34,10 @@ from ckptctl.storage import StorageOptions
 PLAN_KIND = "paimon-orphans"
 PLAN_FORMAT = 1
 END_INPUT = (1 << 63) - 1  # the identifier of a batch (bounded) commit
+# The youngest cut-off a plan takes. The files a running job writes for the checkpoint being taken
+# (and a compaction's output not committed yet) are named by no completed checkpoint and no
+# snapshot: only the cut-off keeps them, as Paimon's older_than does (its default is one day).
+MIN_OLDER_THAN = 3600.0
 
 
 @dataclass
@@ -97,6 +101,12 @@ def plan_orphans(
     if cutoff > now:
         # as Paimon refuses: a file written right now is named by no snapshot yet
         raise CkptError(f"--older-than must lie in the past of the storage's clock (now {now:.0f}, cut-off {cutoff:.0f})")
+    if cutoff > now - MIN_OLDER_THAN:
+        raise CkptError(
+            f"--older-than must be at least {MIN_OLDER_THAN / 3600:.0f}h before the storage's clock (now {now:.0f}, "
+            f"cut-off {cutoff:.0f}): younger files may belong to the checkpoint a running job is taking, "
+            "which no completed checkpoint names yet"
+        )
     refusals: list[dict[str, str]] = []
     warnings: list[str] = []
     states = []
