@@ -46,7 +46,7 @@ OlderThanOpt = Annotated[
     typer.Option(
         "--older-than", parser=AGE, metavar="AGE",
         help="The Paimon orphan clean-up cut-off (remove_orphan_files' older_than): 1d (Paimon's default), "
-        "12h, or an ISO time.",
+        "12h, or an ISO time; `paimon orphans` takes nothing younger than 1h.",
     ),
 ]  # fmt: skip
 

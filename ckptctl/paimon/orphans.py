@@ -10,9 +10,12 @@ a retained checkpoint or savepoint under ``--checkpoints`` names, and the result
 ``ckptctl gc apply`` re-validates (a fresh plan with the same cut-off instant, each file unchanged)
 before it deletes anything.
 
-Fail closed: the plan is blocked when a checkpoint cannot be read, when no checkpoint under the
-roots holds Paimon committer state, or when the table has a streaming commit user (a Flink job's)
-with no checkpoint under the roots: that job's uncommitted files would not be protected.
+Fail closed: the plan is blocked when a checkpoint cannot be read, when a root is one checkpoint
+(``chk-N``: the job's other retained checkpoints would not be protected), when no checkpoint under
+the roots holds Paimon committer state, or when the table has a streaming commit user (a Flink job's)
+with no checkpoint under the roots, or whose latest commit identifier (a checkpoint id) is above
+every checkpoint of it under the roots (the job's newer checkpoints or savepoint are elsewhere):
+that job's uncommitted files would not be protected.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ from ckptctl.storage import StorageOptions
 PLAN_KIND = "paimon-orphans"
 PLAN_FORMAT = 1
 END_INPUT = (1 << 63) - 1  # the identifier of a batch (bounded) commit
+# The youngest cut-off a plan takes. The files a running job writes for the checkpoint being taken
+# (and a compaction's output not committed yet) are named by no completed checkpoint and no
+# snapshot: only the cut-off keeps them, as Paimon's older_than does (its default is one day).
+MIN_OLDER_THAN = 3600.0
 
 
 @dataclass
@@ -94,6 +101,12 @@ def plan_orphans(
     if cutoff > now:
         # as Paimon refuses: a file written right now is named by no snapshot yet
         raise CkptError(f"--older-than must lie in the past of the storage's clock (now {now:.0f}, cut-off {cutoff:.0f})")
+    if cutoff > now - MIN_OLDER_THAN:
+        raise CkptError(
+            f"--older-than must be at least {MIN_OLDER_THAN / 3600:.0f}h before the storage's clock (now {now:.0f}, "
+            f"cut-off {cutoff:.0f}): younger files may belong to the checkpoint a running job is taking, "
+            "which no completed checkpoint names yet"
+        )
     refusals: list[dict[str, str]] = []
     warnings: list[str] = []
     states = []
@@ -107,6 +120,13 @@ def plan_orphans(
             continue
         roots.append(root_uri)
         states.extend(s for _ck, s in got)
+        if len(got) == 1 and got[0][0].location.uri == root_uri and got[0][0].kind != "savepoint":
+            # one retained checkpoint of a job: the others retained next to it (newer ones with
+            # committables not yet committed) would not be protected
+            refusals.append({"code": "single-checkpoint", "message": (
+                f"{root_uri} is one checkpoint, not a directory of checkpoints: the job's other retained "
+                "checkpoints next to it would not be protected; name the job's checkpoint directory"
+            )})  # fmt: skip
         for uri, err in unreadable.items():
             refusals.append({"code": "unreadable-metadata", "message": f"{uri}: {err} (its files cannot be protected)"})
     with_sink = [s for s in states if committers(s)]
@@ -115,15 +135,26 @@ def plan_orphans(
             f"no checkpoint under {', '.join(checkpoint_roots)} holds Paimon committer state: name the directory "
             "of the job's retained checkpoints and savepoints"
         )})  # fmt: skip
-    protected_users = {op.commit_user for s in with_sink for op in committers(s)}
+    newest_of: dict[str | None, int] = {}  # commit user -> the newest checkpoint of it under the roots
+    for s in with_sink:
+        for op in committers(s):
+            newest_of[op.commit_user] = max(newest_of.get(op.commit_user, -1), s.checkpoint_id)
     for user in sorted({s.commit_user for s in table.snapshots()}):
         latest = table.latest_snapshot_of_user(user)
         streaming = latest is not None and latest.commit_identifier != END_INPUT
-        if streaming and user not in protected_users:
+        if streaming and user not in newest_of:
             refusals.append({"code": "unprotected-commit-user", "message": (
                 f"commit user {user} (latest snapshot {latest.id}, identifier {latest.commit_identifier}) commits "
                 "from checkpoints none of which is under --checkpoints: its uncommitted files would not be "
                 "protected; add its checkpoint directory"
+            )})  # fmt: skip
+        elif streaming and latest.commit_identifier > newest_of[user]:
+            # the identifier is the checkpoint id: that checkpoint (and any newer one holding files
+            # not committed yet) is somewhere the roots do not reach
+            refusals.append({"code": "stale-checkpoints", "message": (
+                f"commit user {user} committed checkpoint {latest.commit_identifier} (snapshot {latest.id}), but "
+                f"its newest checkpoint under --checkpoints is {newest_of[user]}: the job's newer checkpoints or "
+                "savepoints are elsewhere and their uncommitted files would not be protected; add their directory"
             )})  # fmt: skip
     held_names = held_file_names(states)
     candidates: list[Candidate] = []
