@@ -46,7 +46,7 @@ OlderThanOpt = Annotated[
     typer.Option(
         "--older-than", parser=AGE, metavar="AGE",
         help="The Paimon orphan clean-up cut-off (remove_orphan_files' older_than): 1d (Paimon's default), "
-        "12h, or an ISO time; `paimon orphans` takes nothing younger than 1h.",
+        "12h, or an ISO time; `paimon orphans` takes nothing younger than --min-age (1h).",
     ),
 ]  # fmt: skip
 
@@ -109,6 +109,14 @@ def orphans_command(
         ),
     ],
     older_than: OlderThanOpt = None,
+    min_age: Annotated[
+        float,
+        typer.Option(
+            "--min-age", parser=AGE, metavar="AGE",
+            help="Never delete a file younger than this, whatever --older-than says: a running job's checkpoint "
+            "in progress names its files nowhere yet. Lower it only when no job writes the table.",
+        ),
+    ] = 3600.0,  # fmt: skip
     output: Annotated[
         str | None,
         typer.Option("-o", "--output", metavar="PLAN.json", help="Write the plan for `ckptctl gc apply`."),
@@ -125,8 +133,9 @@ def orphans_command(
     storage, mappings = _context(s3_endpoint, rebase)
     age, at = _cut_off(older_than)
     plan = plan_orphans(
-        storage, table, list(checkpoints), mappings, older_than=age, older_than_at=at, s3_endpoint=s3_endpoint
-    )
+        storage, table, list(checkpoints), mappings, older_than=age, older_than_at=at, s3_endpoint=s3_endpoint,
+        min_age=float(min_age),
+    )  # fmt: skip
     if output:
         write_plan(plan, output)
     out.result(plan, render.orphans)

@@ -37,7 +37,7 @@ END_INPUT = (1 << 63) - 1  # the identifier of a batch (bounded) commit
 # The youngest cut-off a plan takes. The files a running job writes for the checkpoint being taken
 # (and a compaction's output not committed yet) are named by no completed checkpoint and no
 # snapshot: only the cut-off keeps them, as Paimon's older_than does (its default is one day).
-MIN_OLDER_THAN = 3600.0
+MIN_AGE = 3600.0
 
 
 @dataclass
@@ -62,6 +62,7 @@ class OrphanPlan:
     warnings: list[str] = field(default_factory=list)
     s3_endpoint: str | None = None
     written_to: str | None = None
+    min_age: float = MIN_AGE
     scope_uris: tuple[str, ...] = ()  # where deletion may happen: the table and its external data paths
     # what ``gc apply`` reads of a plan besides its files: no expired checkpoints, no dead jobs
     expired: tuple = ()
@@ -80,7 +81,7 @@ class OrphanPlan:
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": PLAN_KIND, "format": PLAN_FORMAT, "table": self.table, "checkpoints": self.checkpoints,
-            "cutoff": self.cutoff, "scopes": list(self.scope_uris), "blocked": bool(self.refusals),
+            "cutoff": self.cutoff, "min_age": self.min_age, "scopes": list(self.scope_uris), "blocked": bool(self.refusals),
             "refusals": self.refusals, "warnings": self.warnings, "storage": {"s3_endpoint": self.s3_endpoint},
             "candidates": [c.as_dict() for c in self.candidates], "held": self.held,
             "candidate_bytes": sum(c.size for c in self.candidates),
@@ -90,7 +91,10 @@ class OrphanPlan:
 def plan_orphans(
     storage, table_uri: str, checkpoint_roots: list[str], mappings, *,
     older_than: float = DAY_SECONDS, older_than_at: float | None = None, s3_endpoint: str | None = None,
+    min_age: float = MIN_AGE,
 ) -> OrphanPlan:  # fmt: skip
+    """``min_age``: the youngest a candidate may be, whatever the cut-off says (see :data:`MIN_AGE`);
+    lowered only by a user who knows no job writes the table."""
     if not checkpoint_roots:
         raise CkptError("--checkpoints ROOT is required: the Flink checkpoints whose files must be kept")
     table = PaimonTable(table_uri, storage)
@@ -101,9 +105,9 @@ def plan_orphans(
     if cutoff > now:
         # as Paimon refuses: a file written right now is named by no snapshot yet
         raise CkptError(f"--older-than must lie in the past of the storage's clock (now {now:.0f}, cut-off {cutoff:.0f})")
-    if cutoff > now - MIN_OLDER_THAN:
+    if cutoff > now - min_age:
         raise CkptError(
-            f"--older-than must be at least {MIN_OLDER_THAN / 3600:.0f}h before the storage's clock (now {now:.0f}, "
+            f"--older-than must be at least --min-age ({min_age:g}s) before the storage's clock (now {now:.0f}, "
             f"cut-off {cutoff:.0f}): younger files may belong to the checkpoint a running job is taking, "
             "which no completed checkpoint names yet"
         )
@@ -167,7 +171,9 @@ def plan_orphans(
             candidates.append(Candidate(c.uri, c.size, c.mtime, c.reason))
     layout = table._layout()
     scopes = (table.uri, *(st.normalize_uri(p.strip()) for p in layout.external_paths if p.strip()))
-    return OrphanPlan(table.uri, roots, cutoff, candidates, held, refusals, warnings, s3_endpoint, None, scopes)
+    return OrphanPlan(
+        table.uri, roots, cutoff, candidates, held, refusals, warnings, s3_endpoint, None, min_age, scopes
+    )
 
 
 def write_plan(plan: OrphanPlan, path: str) -> None:
@@ -198,6 +204,8 @@ def validate(data: dict[str, Any], path: str | None) -> None:
     check(data["table"] in scopes, "'scopes' does not hold the table")
     cutoff = data.get("cutoff")
     check(isinstance(cutoff, int | float) and not isinstance(cutoff, bool) and math.isfinite(cutoff), "'cutoff'")
+    ma = data.get("min_age", MIN_AGE)
+    check(isinstance(ma, int | float) and not isinstance(ma, bool) and math.isfinite(ma) and ma >= 0, "'min_age'")
     check(isinstance(data.get("blocked"), bool), "'blocked'")
     refusals = data.get("refusals")
     check(isinstance(refusals, list) and all(isinstance(r, dict) and isinstance(r.get("message"), str)
@@ -227,6 +235,7 @@ def revalidate(storage, data: dict[str, Any], mappings=None):
         raise BlockedPlan("this plan was blocked and can never be applied; run `ckptctl paimon orphans` again")
     fresh = plan_orphans(
         storage, data["table"], data["checkpoints"], mappings or Rebase(), older_than_at=float(data["cutoff"]),
+        min_age=float(data.get("min_age", MIN_AGE)),
         s3_endpoint=data["storage"].get("s3_endpoint"),
     )  # fmt: skip
     if fresh.refusals:
