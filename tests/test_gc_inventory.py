@@ -344,3 +344,77 @@ def test_encoded_prefix_regex_matches_every_encoding() -> None:
         assert rx.match(quote_plus(prefix + "x", safe=safe))
     assert rx.match(prefix.replace("+", "%2b") + "x") and not rx.match("checkpoints/a b+c/u/x")
     assert not rx.match(quote_plus("checkpoints-old/a b+c/ü/x", safe=""))
+
+
+def test_metadata_changing_while_the_plan_is_built_blocks(s3_server) -> None:
+    """The last look: once the plan is built, _metadata is listed again. Here the newest one is
+    rewritten while the plan HEADs a live file the report does not have (after every other check
+    has looked)."""
+    from tests.faulty_proxy import FaultyProxy, Rule
+
+    bucket = "inv-metadata-changes"
+    up = setup(s3_server, bucket)
+    fs = up["fs"]
+    rows = listing(s3_server, bucket)
+    live_key = sorted(u[len(f"s3://{bucket}/") :] for u in up["referenced"])[0]
+    manifest = write_inventory(s3_server, [r for r in rows if r["key"] != live_key], "CSV", source=bucket)
+    newest = max((r for r in rows if r["key"].endswith("/_metadata")), key=lambda r: r["last_modified_date"])
+    body = fs.cat_file(f"{bucket}/{newest['key']}")
+
+    def rewrite_metadata() -> None:
+        time.sleep(1.1)  # a new mtime
+        import boto3
+
+        boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").put_object(Bucket=bucket, Key=newest["key"], Body=body)  # fmt: skip
+
+    name = live_key.rpartition("/")[2]
+    rule = Rule(lambda method, path: method == "HEAD" and path.split("?")[0].endswith("/" + name),
+                before=rewrite_metadata)  # fmt: skip
+    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[rule]) as proxy:
+        args = gc_args(bucket, up["entry"], proxy.endpoint)
+        p = plan(args, "--inventory", manifest, expect=1)
+    assert rule.fired, "the _metadata must have changed while the plan was built"
+    assert [r["code"] for r in p["refusals"]] == ["checkpoints-changed"]
+    assert newest["key"] in p["refusals"][0]["message"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_reading_a_local_copy_of_a_report(tmp_path: Path, fmt: str) -> None:
+    """The core API on a report copied to local disk (``aws s3 sync`` of the destination bucket):
+    only current objects under the scopes come out, decoded, with sizes and epoch mtimes."""
+    from ckptctl.inventory import ReadStats, iter_files, read_manifest
+    from ckptctl.storage import Storage
+
+    t = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    base = {"bucket": "src", "version_id": None, "is_latest": True, "is_delete_marker": False, "e_tag": "e",
+            "storage_class": "STANDARD", "last_modified_date": t}  # fmt: skip
+    rows = [
+        {**base, "key": "ck/job/shared/a", "size": 1},
+        {**base, "key": f"ck/job/shared/{ODD_NAME}", "size": 2},
+        {**base, "key": "ck-other/job/shared/b", "size": 3},  # a sibling prefix, not under ck/
+        {**base, "key": "ck/job/shared/gone", "size": None, "is_delete_marker": True},
+        {**base, "key": "ck/job/shared/gone", "size": 4, "is_latest": False},
+        {**base, "key": "elsewhere/x", "size": 5},
+    ]
+    data, suffix, schema = encode(rows, fmt)
+    dest = tmp_path / "dest-bucket"
+    (dest / "src/cfg/data").mkdir(parents=True)
+    (dest / f"src/cfg/data/part.{suffix}").write_bytes(data)
+    (dest / "src/cfg/2026-01-03T00-00Z").mkdir()
+    manifest = dest / "src/cfg/2026-01-03T00-00Z/manifest.json"
+    manifest.write_text(json.dumps({
+        "sourceBucket": "src", "destinationBucket": "arn:aws:s3:::dest-bucket", "version": "2016-11-30",
+        "creationTimestamp": "1767398400000", "fileFormat": fmt, "fileSchema": schema,
+        "files": [{"key": f"src/cfg/data/part.{suffix}", "size": len(data), "MD5checksum": hashlib.md5(data).hexdigest()}],
+    }))  # fmt: skip
+    storage = Storage()
+    inv = read_manifest(storage, str(manifest))
+    assert inv.created == 1767398400.0 and inv.source_bucket == "src" and inv.destination_bucket == "dest-bucket"
+    stats = ReadStats()
+    got = sorted(iter_files(storage, inv, ["s3://src/ck"], stats))
+    assert [(f.uri, f.size, f.mtime) for f in got] == [
+        ("s3://src/ck/job/shared/a", 1, t.timestamp()),
+        (f"s3://src/ck/job/shared/{ODD_NAME}", 2, t.timestamp()),
+    ]
+    assert stats.rows_read == len(rows) and stats.rows_kept == 2 and stats.files_read == 1

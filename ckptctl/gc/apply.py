@@ -104,7 +104,7 @@ def _unchanged_now(storage: Storage, go: list[FileDecision], skipped: list[dict[
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(32) as pool:
-        now = list(pool.map(lambda d: storage.stat(d.path), go))
+        now = list(pool.map(lambda d: storage.stat(d.path, fresh=True), go))
     out = []
     for d, current in zip(go, now, strict=True):
         if current is None:

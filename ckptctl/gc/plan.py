@@ -754,7 +754,7 @@ class _Planner:
 
         ordered = sorted(paths)
         with ThreadPoolExecutor(32) as pool:
-            found = list(pool.map(self.storage.stat, ordered))
+            found = list(pool.map(lambda p: self.storage.stat(p, fresh=True), ordered))
         return {p: f.size for p, f in zip(ordered, found, strict=True) if f is not None}
 
     def discovery_record(self) -> dict[str, Any]:
