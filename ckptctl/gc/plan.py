@@ -317,6 +317,12 @@ class _Planner:
                 f"{options.inventory_created}: not the same report; run `ckptctl gc plan` again", path=inv.uri,
             )  # fmt: skip
         self.inventory = inv
+        age = time.time() - inv.created
+        if age > 8 * 86400:
+            self.warnings.append(
+                f"the inventory is {age / 86400:.0f} days old: files written since are kept, and live files not in "
+                "it are looked up one by one; a fresher report finds more garbage, faster"
+            )
 
     def inventory_listings(self) -> dict[str, list[FileInfo]]:
         """The inventory's current objects under each listed scope, sorted like a listing."""
