@@ -418,3 +418,31 @@ def test_reading_a_local_copy_of_a_report(tmp_path: Path, fmt: str) -> None:
         (f"s3://src/ck/job/shared/{ODD_NAME}", 2, t.timestamp()),
     ]
     assert stats.rows_read == len(rows) and stats.rows_kept == 2 and stats.files_read == 1
+
+
+def _local_csv_report(tmp_path: Path, schema: str, lines: list[list[str]]) -> str:
+    data = gzip.compress("".join(",".join(f'"{v}"' for v in line) + "\n" for line in lines).encode())
+    (tmp_path / "src/cfg/data").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "src/cfg/data/part.csv.gz").write_bytes(data)
+    (tmp_path / "src/cfg/2026-01-03T00-00Z").mkdir(exist_ok=True)
+    manifest = tmp_path / "src/cfg/2026-01-03T00-00Z/manifest.json"
+    manifest.write_text(json.dumps({
+        "sourceBucket": "src", "destinationBucket": "arn:aws:s3:::dest", "version": "2016-11-30",
+        "creationTimestamp": "1767398400000", "fileFormat": "CSV", "fileSchema": schema,
+        "files": [{"key": "src/cfg/data/part.csv.gz", "size": len(data), "MD5checksum": hashlib.md5(data).hexdigest()}],
+    }))  # fmt: skip
+    return str(manifest)
+
+
+def test_a_current_versions_only_report_and_one_without_sizes(tmp_path: Path) -> None:
+    from ckptctl.inventory import InventoryError, iter_files, read_manifest
+    from ckptctl.storage import Storage
+
+    storage = Storage()
+    current = _local_csv_report(tmp_path / "a", "Bucket, Key, Size, LastModifiedDate",
+                                [["src", "ck%2Fx", "7", "2026-01-02T03:04:05.000Z"]])  # fmt: skip
+    got = list(iter_files(storage, read_manifest(storage, current), ["s3://src/ck"]))
+    assert [(f.uri, f.size) for f in got] == [("s3://src/ck/x", 7)]
+    sizeless = _local_csv_report(tmp_path / "b", "Bucket, Key, LastModifiedDate", [["src", "ck/x", "2026-01-02T03:04:05Z"]])
+    with pytest.raises(InventoryError, match="no Size column"):
+        list(iter_files(storage, read_manifest(storage, sizeless), ["s3://src/ck"]))

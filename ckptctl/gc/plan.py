@@ -500,6 +500,9 @@ class _Planner:
             listings.append((root, files))
             walked = self.notes[root]  # directories or aliases (refused below) mean it is not empty
             if root in options.roots and not files and not walked.aliases and not walked.dirs:  # as ls, check
+                if from_inventory is not None:
+                    raise CkptError(f"the inventory {options.inventory} has no object under this ROOT: nothing to "
+                                    "collect (a report of another prefix?)", path=root)  # fmt: skip
                 raise CkptError("no such directory (or it is empty): nothing to collect", path=root)
         if worker is not None:
             try:
