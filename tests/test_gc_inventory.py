@@ -446,3 +446,23 @@ def test_a_current_versions_only_report_and_one_without_sizes(tmp_path: Path) ->
     sizeless = _local_csv_report(tmp_path / "b", "Bucket, Key, LastModifiedDate", [["src", "ck/x", "2026-01-02T03:04:05Z"]])
     with pytest.raises(InventoryError, match="no Size column"):
         list(iter_files(storage, read_manifest(storage, sizeless), ["s3://src/ck"]))
+
+
+def test_a_throttled_report_read_is_retried(s3_server) -> None:
+    """A SlowDown or 500 on the first GET of the manifest and of a data file does not fail the plan."""
+    from tests.faulty_proxy import INTERNAL, SLOW_DOWN, FaultyProxy, Rule
+
+    bucket = "inv-throttled"
+    up = setup(s3_server, bucket)
+    rows = listing(s3_server, bucket)
+    for fmt, fault in zip(FORMATS, (SLOW_DOWN, INTERNAL, SLOW_DOWN), strict=True):
+        manifest = write_inventory(s3_server, rows, fmt, source=bucket)
+        rules = [
+            Rule(lambda method, path: method == "GET" and "/cfg/data/" in path, fail=1, fault=fault),
+            Rule(lambda method, path: method == "GET" and path.split("?")[0].endswith("/manifest.json"), fail=1,
+                 fault=fault),
+        ]  # fmt: skip
+        with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=rules) as proxy:
+            p = plan(gc_args(bucket, up["entry"], proxy.endpoint), "--inventory", manifest)
+        assert all(r.failed == 1 for r in rules)
+        assert {c["path"] for c in p["candidates"]} == up["orphans"]
