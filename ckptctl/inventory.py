@@ -256,8 +256,6 @@ def _csv_batches(inv: Inventory, reader, prefixes, stats):
 
 
 def _columnar_batches(inv: Inventory, raw, prefixes, stats):
-    import pyarrow as pa
-
     if inv.file_format == "Parquet":
         import pyarrow.parquet as pq
 
@@ -273,8 +271,7 @@ def _columnar_batches(inv: Inventory, raw, prefixes, stats):
         by_norm = {_norm(n): n for n in of.schema.names}
         _require(by_norm, inv)
         cols = [by_norm[k] for k in (KEY, SIZE, MTIME, LATEST, DELETE, BUCKET) if k in by_norm]
-        batches = (b for i in range(of.nstripes) for b in pa.Table.from_batches([of.read_stripe(i, columns=cols)])
-                   .to_batches())  # fmt: skip
+        batches = (of.read_stripe(i, columns=cols) for i in range(of.nstripes))
     for batch in batches:
         yield from _select(inv, batch, by_norm, prefixes, None, stats, encoded=False)
 
