@@ -383,9 +383,13 @@ class Storage:
         except OSError as e:
             raise StorageError(f"cannot read: {e}", path=uri) from None
 
-    def stat(self, uri: str) -> FileInfo | None:
-        """The file's size and mtime, or ``None`` if it does not exist (or is a directory)."""
+    def stat(self, uri: str, fresh: bool = False) -> FileInfo | None:
+        """The file's size and mtime, or ``None`` if it does not exist (or is a directory).
+
+        ``fresh``: ask the store (a HEAD on S3), never a listing of its directory cached earlier."""
         fs, path = self.fs(uri)
+        if fresh and scheme_of(uri) == "s3":
+            fs.invalidate_cache(path)
         try:
             info = _retrying(lambda: fs.info(path))
         except FileNotFoundError:

@@ -113,6 +113,15 @@ def plan_command(
         str | None,
         typer.Option("--output", "-o", metavar="PLAN.json", help="Write the plan (JSON) to this file."),
     ] = None,
+    inventory: Annotated[
+        str | None,
+        typer.Option(
+            "--inventory",
+            metavar="MANIFEST",
+            help="An S3 Inventory manifest.json of the roots' bucket: its files stand in for the listing of "
+            "the roots (_metadata are still listed afresh; files newer than the report are kept). S3 roots only.",
+        ),
+    ] = None,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
 ) -> None:
@@ -136,7 +145,7 @@ def plan_command(
         roots=tuple(roots), savepoint_dirs=tuple(savepoints or ()), changelog_dirs=tuple(changelog_dir or ()),
         keep_last=keep_last, older_than=older_than, margin=margin, max_delete_fraction=max_delete_fraction,
         force=force, allow_external=allow_external, rebase=mappings.mappings, accept_lost=tuple(accept_lost or ()),
-        clock=clock, collect_dead_jobs=collect_dead_jobs, older_than_at=older_than_at,
+        clock=clock, collect_dead_jobs=collect_dead_jobs, older_than_at=older_than_at, inventory=inventory,
     )  # fmt: skip
     plan = build_plan(storage, options, progress=out.term.iterate("reading _metadata"))
     if plan_file:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import shutil
 import stat
@@ -78,6 +79,8 @@ def revalidate(
             skipped.append({"path": c["path"], "reason": "changed since the plan (size or mtime)"})
         else:
             go.append(current)
+    if fresh.options.inventory is not None:
+        go = _unchanged_now(storage, go, skipped)
     going = {d.path for d in go}
     expired_metadata = {st.join(e["path"], METADATA_FILE) for e in fresh.expired}
     stuck = {st.parent(m) for m in expired_metadata if m not in going}
@@ -93,6 +96,26 @@ def revalidate(
         go = kept
     first = [d for d in go if d.path in expired_metadata]
     return fresh, first + [d for d in go if d.path not in expired_metadata], skipped
+
+
+def _unchanged_now(storage: Storage, go: list[FileDecision], skipped: list[dict[str, Any]]) -> list[FileDecision]:
+    """An inventory plan's candidates were judged by the report's sizes and mtimes, which may be a
+    day old: each is looked at as it is now (HEAD) and kept only if it is still there, unchanged."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(32) as pool:
+        now = list(pool.map(lambda d: storage.stat(d.path, fresh=True), go))
+    out = []
+    for d, current in zip(go, now, strict=True):
+        if current is None:
+            skipped.append({"path": d.path, "reason": "gone since the inventory"})
+        elif current.size != d.size or current.mtime is None or d.mtime is None or (
+            math.floor(current.mtime) != math.floor(d.mtime)
+        ):
+            skipped.append({"path": d.path, "reason": "changed since the inventory (size or mtime of the object now)"})
+        else:
+            out.append(d)
+    return out
 
 
 def apply_plan(

@@ -32,6 +32,11 @@ class GcOptions:
     collect_dead_jobs: bool = False
     # --older-than as an instant (ISO time): the cut-off itself, on no machine's clock
     older_than_at: float | None = None
+    # an S3 Inventory manifest (manifest.json) that stands in for the listing of the roots' files;
+    # its creation time and row count are recorded by the plan, so apply reads the same report
+    inventory: str | None = None
+    inventory_created: float | None = None
+    inventory_rows: int | None = None
 
     def normalized(self) -> GcOptions:
         for what, values in (("ROOT", self.roots), ("--savepoints", self.savepoint_dirs),
@@ -41,6 +46,8 @@ class GcOptions:
         for old, new in self.rebase:
             st.check_user_path("--rebase", old)
             st.check_user_path("--rebase", new)
+        if self.inventory is not None:
+            st.check_user_path("--inventory", self.inventory)
 
         def norm(xs):
             return tuple(dict.fromkeys(st.normalize_uri(x) for x in xs))
@@ -52,6 +59,7 @@ class GcOptions:
             changelog_dirs=norm(self.changelog_dirs),
             rebase=Rebase.of(self.rebase).mappings,
             accept_lost=tuple(st.parent(u) if st.basename(u) == "_metadata" else u for u in norm(self.accept_lost)),
+            inventory=None if self.inventory is None else st.normalize_uri(self.inventory),
         )
 
     def validate(self) -> None:
@@ -74,6 +82,18 @@ class GcOptions:
             raise CkptError("--max-delete-fraction must be in (0, 1]")
         if self.clock not in CLOCKS:
             raise CkptError(f"--clock must be one of {', '.join(CLOCKS)}")
+        if self.inventory is not None:
+            local = [s for s in self.scopes() if st.scheme_of(s) != "s3"]
+            if local:
+                raise CkptError(f"--inventory is an S3 Inventory of a bucket: {local[0]} is not on S3 (list it instead)")
+            buckets = sorted({s[5:].split("/")[0] for s in self.scopes()})
+            if len(buckets) > 1:
+                raise CkptError(f"--inventory covers one bucket; the scopes lie in {', '.join(buckets)}")
+            if self.keep_last is not None:
+                # expiring checkpoints needs the job-starting guard, which looks for fresh files of jobs
+                # without a checkpoint: a job restored after the report began is invisible to it
+                raise CkptError("--keep-last cannot be used with --inventory (a job started after the report is "
+                                "invisible to it): plan --keep-last from a listing")
 
     def overlaps(self) -> list[str]:
         """Scopes that nest in a way that would classify one area by the rules of another.

@@ -26,7 +26,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -99,6 +99,7 @@ class GcPlan:
     dead_jobs: list[dict[str, Any]] = field(default_factory=list)
     storage: dict[str, Any] = field(default_factory=dict)
     discovery: dict[str, Any] = field(default_factory=dict)  # what the walks followed, skipped, found twice
+    inventory: dict[str, Any] | None = None  # --inventory: the report read instead of a listing
     _header: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -141,6 +142,7 @@ class GcPlan:
             "protected_by_reason": {str(k): v for k, v in Counter(p.reason for p in self.protected).most_common()},
             "retained": self.retained, "expired": self.expired, "dead_jobs": self.dead_jobs,
             "discovery": self.discovery,
+            **({"inventory": self.inventory} if self.inventory is not None else {}),
             "external": self.external, "missing": self.missing, "partially_live": self.partially_live,
         }  # fmt: skip
 
@@ -257,6 +259,9 @@ class _Planner:
         self.warnings: list[str] = []
         self.notes: dict[str, st.WalkNotes] = {}  # root -> what its walk saw besides files
         self.late: list[str] = []  # checkpoints found only by the full listing (fold_late)
+        self.inventory = None  # --inventory: the parsed manifest (ckptctl.inventory.Inventory)
+        self.inventory_record: dict[str, Any] | None = None
+        self.metadata_seen: set[tuple] = set()  # --inventory: the _metadata files discovery listed
 
     def refuse(self, code: Refusal, message: str) -> None:
         self.refusals.append(refusal(code, message))
@@ -278,6 +283,8 @@ class _Planner:
         for root in options.roots:
             if st.scheme_of(root) == "file" and os.path.exists(root[5:]) and not os.path.isdir(root[5:]):
                 raise CkptError("not a directory: a ROOT is a directory of checkpoints", path=root)
+        if options.inventory is not None:
+            self.open_inventory()
         prelisted = self.prelist()
         discovered = self.discover(prelisted)
         retention = self.retain(discovered, now, cutoff)
@@ -287,7 +294,77 @@ class _Planner:
         self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
         self.check_no_aliases()
         plan = self.classify(now, now_source, cutoff, retention, folded, listings)
+        if self.inventory is not None:
+            self.check_metadata_after_plan()
         return plan
+
+    # -- --inventory: an S3 Inventory report instead of a listing of the roots' files ----------
+    def open_inventory(self) -> None:
+        """Read the manifest; it must be of the roots' bucket and, when re-validating a plan, the
+        very report the plan was made from (same creation time, same number of rows)."""
+        from ckptctl.inventory import InventoryError, read_manifest
+
+        options = self.options
+        inv = read_manifest(self.storage, options.inventory)
+        bucket = options.roots[0][5:].split("/")[0]
+        if inv.source_bucket != bucket:
+            raise InventoryError(
+                f"the inventory is of bucket {inv.source_bucket!r}, the roots are in {bucket!r}", path=inv.uri
+            )
+        if options.inventory_created is not None and options.inventory_created != inv.created:
+            raise InventoryError(
+                f"the inventory was created at {inv.created}, the plan was made from one created at "
+                f"{options.inventory_created}: not the same report; run `ckptctl gc plan` again", path=inv.uri,
+            )  # fmt: skip
+        self.inventory = inv
+        age = time.time() - inv.created
+        if age > 8 * 86400:
+            self.warnings.append(
+                f"the inventory is {age / 86400:.0f} days old: files written since are kept, and live files not in "
+                "it are looked up one by one; a fresher report finds more garbage, faster"
+            )
+
+    def inventory_listings(self) -> dict[str, list[FileInfo]]:
+        """The inventory's current objects under each listed scope, sorted like a listing."""
+        from ckptctl.inventory import InventoryError, ReadStats, iter_files
+
+        inv, options = self.inventory, self.options
+        stats = ReadStats()
+        by_root: dict[str, list[FileInfo]] = {root: [] for root in self.scopes.listed}
+        prefixes = [(r.rstrip("/") + "/", r) for r in self.scopes.listed]
+        for f in iter_files(self.storage, inv, self.scopes.listed, stats):
+            root = next(r for p, r in prefixes if f.uri.startswith(p))
+            by_root[root].append(f)
+        for root, files in by_root.items():
+            files.sort()
+            deduped = [f for i, f in enumerate(files) if i + 1 == len(files) or files[i + 1].uri != f.uri]
+            by_root[root] = deduped  # two rows of one key: the newest (sorted last) speaks
+        if options.inventory_rows is not None and options.inventory_rows != stats.rows_read:
+            raise InventoryError(
+                f"the inventory has {stats.rows_read} rows, the plan was made from one with "
+                f"{options.inventory_rows}: not the same report; run `ckptctl gc plan` again", path=inv.uri,
+            )  # fmt: skip
+        self.options = replace(options, inventory_created=inv.created, inventory_rows=stats.rows_read)
+        self.inventory_record = {
+            **inv.describe(), "rows_read": stats.rows_read, "rows_in_scope": stats.rows_kept,
+            "created_iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(inv.created)),
+        }  # fmt: skip
+        return by_root
+
+    def check_metadata_after_plan(self) -> None:
+        """The ``_metadata`` files listed afresh once the plan is built must be exactly those
+        discovery saw (same size and mtime): the inventory is old, discovery is what is true now."""
+        after = set()
+        for root in self.scopes.listed:
+            after |= {(f.uri, f.size, f.mtime) for f in self.storage.find_metadata(root)}
+        changed = after ^ self.metadata_seen
+        if changed:
+            first = sorted(changed)[0][0]
+            self.refuse(
+                Refusal.CHECKPOINTS_CHANGED,
+                f"_metadata files changed while the plan was built ({len(changed)} changed, first: {first}): "
+                "a job is running here; run the plan again",
+            )
 
     # -- clock ----------------------------------------------------------------------------
     def clock(self) -> tuple[float, str]:
@@ -320,8 +397,8 @@ class _Planner:
     # -- 1. discover ----------------------------------------------------------------------
     def prelist(self) -> dict[str, list[FileInfo]]:
         """On object stores finding the ``_metadata`` files costs a listing; list everything first."""
-        if all(st.scheme_of(r) == "file" for r in self.scopes.listed):
-            return {}
+        if all(st.scheme_of(r) == "file" for r in self.scopes.listed) or self.inventory is not None:
+            return {}  # locally a pruned walk finds _metadata; with --inventory a fresh one too
         return {root: list(self.storage.list_files(root)) for root in self.scopes.listed}
 
     def discover(self, prelisted: dict[str, list[FileInfo]]) -> dict[str, CheckpointLocation]:
@@ -329,6 +406,9 @@ class _Planner:
         discovered: dict[str, CheckpointLocation] = {}
         for root in self.scopes.listed:
             found = prelisted[root] if prelisted else self.storage.find_metadata(root)
+            if self.inventory is not None:
+                found = list(found)
+                self.metadata_seen.update((f.uri, f.size, f.mtime) for f in found)
             for loc in scan_root(self.storage, root, found).locations():
                 if loc.complete:
                     discovered.setdefault(loc.uri, loc)
@@ -410,12 +490,19 @@ class _Planner:
             future = worker.submit(fold_references_packed, storage.options, ordered, retained_set, options.rebase, prefixes)
         listings: list[tuple[str, list[FileInfo]]] = []
         seen: dict = {}  # one (device, inode) map for every scope: an alias across scopes is one too
+        from_inventory = self.inventory_listings() if self.inventory is not None else None
         for root in self.scopes.listed:
             notes = self.notes[root] = st.WalkNotes(seen=seen)
-            files = prelisted.pop(root) if prelisted else list(storage.list_files(root, notes))
+            if from_inventory is not None:
+                files = from_inventory.pop(root)
+            else:
+                files = prelisted.pop(root) if prelisted else list(storage.list_files(root, notes))
             listings.append((root, files))
             walked = self.notes[root]  # directories or aliases (refused below) mean it is not empty
             if root in options.roots and not files and not walked.aliases and not walked.dirs:  # as ls, check
+                if from_inventory is not None:
+                    raise CkptError(f"the inventory {options.inventory} has no object under this ROOT: nothing to "
+                                    "collect (a report of another prefix?)", path=root)  # fmt: skip
                 raise CkptError("no such directory (or it is empty): nothing to collect", path=root)
         if worker is not None:
             try:
@@ -448,7 +535,9 @@ class _Planner:
                 if is_checkpoint_metadata(root, f.uri):
                     after.add(f.uri[: -len("/_metadata")])
         known = set(discovered) - {st.parent(f.uri) for f in hidden}  # the searched part only
-        changed = (in_listing ^ known) | (after ^ in_listing)
+        # with --inventory the report is older than discovery: checkpoints completed or subsumed
+        # since differ from it by design, so discovery and the fresh listing must agree
+        changed = (after ^ known) if self.inventory is not None else (in_listing ^ known) | (after ^ in_listing)
         if changed:
             first = sorted(changed)[0]
             self.refuse(
@@ -547,6 +636,10 @@ class _Planner:
         margin = options.margin
         check_expired = bool(expired_refs)
         young_evidence = {"cutoff": cutoff}
+        # --inventory: a file modified once the report began may be in it as it was, or not at all
+        inventory_created = self.inventory.created if self.inventory is not None else math.inf
+        young_limit = min(cutoff, inventory_created)
+        after_evidence = {"inventory_created": inventory_created}
         for _root, files in listings:
             runs: list[tuple] = []  # (job stats, first file, first candidate) per run of one directory
             run_prefix = None
@@ -591,8 +684,11 @@ class _Planner:
                     keep(new(FileDecision, (uri, size, mtime, Reason.NO_MTIME, None)))
                 elif mtime > tolerance_limit:
                     keep(new(FileDecision, (uri, size, mtime, Reason.FUTURE_MTIME, None)))
-                elif mtime >= cutoff:
-                    keep(new(FileDecision, (uri, size, mtime, Reason.YOUNG, young_evidence)))
+                elif mtime >= young_limit:
+                    if mtime >= cutoff:
+                        keep(new(FileDecision, (uri, size, mtime, Reason.YOUNG, young_evidence)))
+                    else:
+                        keep(new(FileDecision, (uri, size, mtime, Reason.AFTER_INVENTORY, after_evidence)))
                 elif anchor is not None and mtime >= anchor - margin:
                     keep(new(FileDecision, (uri, size, mtime, Reason.IN_FLIGHT, evidence)))
                 else:
@@ -617,6 +713,13 @@ class _Planner:
         if live_files < len(live) + len(spans):
             listed = {f.uri for _root, files in listings for f in files}
             missing_paths = live.union(spans).difference(listed)
+        if missing_paths and self.inventory is not None:
+            # written after the report (a running job's new files): there now, so live, not missing
+            present = self.present_now(missing_paths)
+            missing_paths -= present.keys()
+            live_files += len(present)
+            live_bytes += sum(present.values())
+            self.inventory_record["live_files_not_in_inventory"] = len(present)
         missing, relive = self.missing_files(missing_paths, retention, listings)
         del listings
         if relive:  # savepoint files a FLINK-39964 checkpoint uses: live, not merely protected
@@ -651,7 +754,17 @@ class _Planner:
             candidates, protected, live_files, live_bytes, total_files, total_bytes,
             sorted(external.values(), key=lambda d: d["path"]), missing, partially_live, self.refusals,
             self.warnings, dead_jobs, {"s3_endpoint": self.storage.options.s3_endpoint}, self.discovery_record(),
+            self.inventory_record,
         )  # fmt: skip
+
+    def present_now(self, paths: set[str]) -> dict[str, int]:
+        """Which of ``paths`` exist now (HEAD each, concurrently): path -> size."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        ordered = sorted(paths)
+        with ThreadPoolExecutor(32) as pool:
+            found = list(pool.map(lambda p: self.storage.stat(p, fresh=True), ordered))
+        return {p: f.size for p, f in zip(ordered, found, strict=True) if f is not None}
 
     def discovery_record(self) -> dict[str, Any]:
         """What discovery did besides listing files, for the plan: directory symlinks followed,

@@ -92,6 +92,14 @@ def validate(data: Any, path: str | None = None) -> None:
     rb = o.get("rebase")
     _check(isinstance(rb, list) and all(_is_str_list(m) and len(m) == 2 for m in rb), "'options.rebase'", path)
     _check(o.get("clock", "storage") in CLOCKS, "'options.clock'", path)
+    inv = o.get("inventory")
+    _check(inv is None or (isinstance(inv, str) and bool(inv)), "'options.inventory' is not a string", path)
+    created, rows = o.get("inventory_created"), o.get("inventory_rows")
+    _check(created is None or _is_num(created), "'options.inventory_created' is not a finite number", path)
+    _check(rows is None or (isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0),
+           "'options.inventory_rows' is not a count", path)  # fmt: skip
+    _check((inv is None) == (created is None) == (rows is None),
+           "'options.inventory', 'inventory_created' and 'inventory_rows' go together", path)  # fmt: skip
     for key in ("roots", "savepoint_dirs", "changelog_dirs", "accept_lost"):
         for value in o.get(key, []):
             try:
@@ -130,6 +138,9 @@ def options_from_plan(data: dict[str, Any]) -> GcOptions:
         rebase=tuple((m[0], m[1]) for m in o["rebase"]), accept_lost=tuple(o.get("accept_lost", ())),
         clock=o.get("clock", "storage"), collect_dead_jobs=bool(o.get("collect_dead_jobs", False)),
         older_than_at=None if o.get("older_than_at") is None else float(o["older_than_at"]),
+        inventory=o.get("inventory"),
+        inventory_created=None if o.get("inventory_created") is None else float(o["inventory_created"]),
+        inventory_rows=o.get("inventory_rows"),
     )  # fmt: skip
 
 

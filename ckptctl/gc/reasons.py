@@ -32,6 +32,7 @@ class Reason(StrEnum):
     CHANGELOG_UNSCANNED_JOB = "changelog-unscanned-job"
     ABNORMAL_PATH = "abnormal-path"
     DEAD_JOB = "dead-job"
+    AFTER_INVENTORY = "after-inventory"
 
     @property
     def text(self) -> str:
@@ -60,6 +61,7 @@ _TEXT = {
     Reason.ABNORMAL_PATH: "path not in normal form (//, . or ..): Flink cannot have written it",
     Reason.DEAD_JOB: "file of a job with no retained checkpoint, kept (a CLAIM job elsewhere may borrow it; "
     "--collect-dead-jobs)",
+    Reason.AFTER_INVENTORY: "modified after the S3 Inventory report began (--inventory): the report cannot speak for it",
 }
 
 CANDIDATE_REASONS = frozenset(

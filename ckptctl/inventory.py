@@ -1,0 +1,368 @@
+"""S3 Inventory reports as a file universe: what a listing of a huge bucket would say, read from
+the report AWS already writes (``manifest.json`` plus CSV.gz, ORC or Parquet data files).
+
+An inventory is a snapshot taken at its ``creationTimestamp``: objects written after it are not
+in it, and objects deleted after it still are. gc uses it for the files of ``shared/``,
+``taskowned/`` and ``chk-N/`` only; ``_metadata`` discovery is always a fresh listing, and every
+file the inventory cannot speak for (written after the report began) is kept.
+
+Rows are filtered in Arrow (key prefix, ``IsLatest``, ``IsDeleteMarker``) before anything
+becomes a Python object: only keys under the plan's scopes do. PyArrow is imported lazily.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import unquote_plus
+
+from ckptctl import storage as st
+from ckptctl.errors import CkptError
+from ckptctl.storage import FileInfo, Storage
+
+FORMATS = ("CSV", "ORC", "Parquet")
+MANIFEST_LIMIT = 64 << 20  # a manifest lists data files; one of 64 MiB is not one
+CSV_BLOCK = 8 << 20
+
+
+class InventoryError(CkptError):
+    """The manifest or a data file cannot be used (exit 2, one line naming the file)."""
+
+
+@dataclass(frozen=True)
+class DataFile:
+    uri: str
+    size: int
+    md5: str | None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """A parsed ``manifest.json``."""
+
+    uri: str
+    source_bucket: str
+    destination_bucket: str
+    version: str
+    created: float  # creationTimestamp, epoch seconds
+    file_format: str
+    file_schema: str
+    files: tuple[DataFile, ...]
+
+    def describe(self) -> dict[str, Any]:
+        return {"uri": self.uri, "source_bucket": self.source_bucket, "created": self.created,
+                "format": self.file_format, "data_files": len(self.files)}  # fmt: skip
+
+
+@dataclass
+class ReadStats:
+    rows_read: int = 0  # every row of every data file
+    rows_kept: int = 0  # latest, not a delete marker, under a scope
+    files_read: int = 0
+    by_file: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _bucket_name(value: str) -> str:
+    """``arn:aws:s3:::bucket`` (what manifests carry for the destination) or a bare name."""
+    return value.rsplit(":", 1)[-1] if value.startswith("arn:") else value
+
+
+def read_manifest(storage: Storage, uri: str) -> Inventory:
+    """Read and check ``manifest.json`` (local path or ``s3://``)."""
+    uri = st.normalize_uri(uri)
+    try:
+        raw = storage.read_bytes(uri, limit=MANIFEST_LIMIT)
+    except CkptError as e:
+        raise InventoryError(f"cannot read the inventory manifest: {e.message}", path=uri) from None
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InventoryError(f"not an S3 Inventory manifest (not JSON: {str(e).splitlines()[0]})", path=uri) from None
+
+    def need(cond: bool, what: str) -> None:
+        if not cond:
+            raise InventoryError(f"not an S3 Inventory manifest: {what}", path=uri)
+
+    need(isinstance(data, dict), "the top level is not an object")
+    for key in ("sourceBucket", "destinationBucket", "fileFormat", "fileSchema", "creationTimestamp"):
+        need(isinstance(data.get(key), str) and bool(data[key]), f"'{key}' is missing or not a string")
+    fmt = data["fileFormat"]
+    need(fmt.lower() in {f.lower() for f in FORMATS}, f"fileFormat {fmt!r} is none of {', '.join(FORMATS)}")
+    fmt = next(f for f in FORMATS if f.lower() == fmt.lower())
+    need(data["creationTimestamp"].isdigit(), "'creationTimestamp' is not milliseconds since the epoch")
+    created = int(data["creationTimestamp"]) / 1000.0
+    files = data.get("files")
+    need(isinstance(files, list) and bool(files), "'files' is missing or empty")
+    dest = _bucket_name(data["destinationBucket"])
+    out = []
+    for i, f in enumerate(files):
+        need(isinstance(f, dict) and isinstance(f.get("key"), str) and bool(f["key"]), f"files[{i}] has no key")
+        size = f.get("size")
+        need(isinstance(size, int) and not isinstance(size, bool) and size >= 0, f"files[{i}].size is not a size")
+        md5 = f.get("MD5checksum")
+        need(md5 is None or isinstance(md5, str), f"files[{i}].MD5checksum is not a string")
+        out.append(DataFile(_data_uri(storage, uri, dest, f["key"]), size, md5))
+    return Inventory(uri, data["sourceBucket"], dest, str(data.get("version", "")), created, fmt,
+                     data["fileSchema"], tuple(out))  # fmt: skip
+
+
+def _data_uri(storage: Storage, manifest_uri: str, dest_bucket: str, key: str) -> str:
+    """Where a data file is: in the destination bucket; for a local copy of the report (tests, an
+    ``aws s3 sync`` of the destination bucket), below the nearest ancestor of the manifest that
+    holds the key."""
+    if st.scheme_of(manifest_uri) == "s3":
+        return f"s3://{dest_bucket}/{key}"
+    directory = st.parent(manifest_uri)
+    while True:
+        candidate = st.join(directory, key)
+        if storage.stat(candidate) is not None:
+            return candidate
+        up = st.parent(directory)
+        if up == directory or directory in ("file:/", "file:"):
+            return st.join(st.parent(manifest_uri), key)  # the error will name it
+        directory = up
+
+
+# ---------------------------------------------------------------------------------------------
+# columns
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("_", "").replace(" ", "")
+
+
+KEY, SIZE, MTIME, LATEST, DELETE, BUCKET = "key", "size", "lastmodifieddate", "islatest", "isdeletemarker", "bucket"
+
+
+def csv_columns(file_schema: str) -> list[str]:
+    """``"Bucket, Key, VersionId, IsLatest, ..."``: the CSV's column names (it has no header)."""
+    return [c.strip() for c in file_schema.split(",")]
+
+
+def _encoded_prefix_regex(prefix: str) -> str:
+    """A regex matching every URL encoding of ``prefix`` (each character literal or ``%XX``, a
+    blank also ``+``): a superset test on the encoded key, done in Arrow; the decoded key is then
+    checked exactly."""
+    parts = []
+    for ch in prefix:
+        alts = ["(?i:" + "".join(f"%{b:02X}" for b in ch.encode("utf-8")) + ")"]
+        if ch != "+":  # a literal + is a blank
+            alts.append(re.escape(ch))
+        if ch == " ":
+            alts.append(r"\+")
+        parts.append("(?:" + "|".join(alts) + ")")
+    return "^" + "".join(parts)
+
+
+class _HashingReader:
+    """A raw stream that hashes what is read (the MD5 the manifest promises for CSV files)."""
+
+    def __init__(self, raw) -> None:
+        self.raw, self.md5, self.closed = raw, hashlib.md5(usedforsecurity=False), False
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.md5.update(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+
+    def drain(self) -> None:
+        while self.read(1 << 20):
+            pass
+
+
+def iter_files(storage: Storage, inv: Inventory, scopes: Iterable[str], stats: ReadStats | None = None,
+               ) -> Iterator[FileInfo]:  # fmt: skip
+    """Every current object (latest version, not a delete marker) of the inventory whose URI lies
+    under one of ``scopes`` (``s3://sourceBucket/...``), as a :class:`FileInfo`."""
+    stats = stats if stats is not None else ReadStats()
+    bucket_prefix = f"s3://{inv.source_bucket}/"
+    prefixes = []
+    for scope in scopes:
+        if not scope.startswith(bucket_prefix) and scope != bucket_prefix.rstrip("/"):
+            raise InventoryError(
+                f"the inventory is of bucket {inv.source_bucket}, not of {scope}", path=inv.uri
+            )
+        key = scope[len(bucket_prefix) :].strip("/")
+        prefixes.append(key + "/" if key else "")
+    for df in inv.files:
+        yield from _read_data_file(storage, inv, df, tuple(prefixes), stats)
+
+
+def _read_data_file(storage: Storage, inv: Inventory, df: DataFile, prefixes: tuple[str, ...], stats: ReadStats):
+    found = storage.stat(df.uri)
+    if found is None:
+        raise InventoryError("inventory data file not found (listed in the manifest)", path=df.uri)
+    if found.size != df.size:
+        raise InventoryError(f"inventory data file has {found.size} bytes, the manifest says {df.size}", path=df.uri)
+    fs, path = storage.fs(df.uri)
+    before = stats.rows_read, stats.rows_kept
+    try:
+        with fs.open(path, "rb") as raw:
+            if inv.file_format == "CSV":
+                reader = _HashingReader(raw)
+                yield from _csv_batches(inv, reader, prefixes, stats)
+                reader.drain()
+                if df.md5 and reader.md5.hexdigest() != df.md5.lower():
+                    raise InventoryError("inventory data file does not match its MD5checksum in the manifest",
+                                         path=df.uri)  # fmt: skip
+            else:
+                yield from _columnar_batches(inv, raw, prefixes, stats)
+    except CkptError as e:
+        if e.path is None:
+            e.path = df.uri
+        raise
+    except Exception as e:  # noqa: BLE001 - Arrow, gzip, s3fs: one line naming the file
+        raise InventoryError(
+            f"cannot read the inventory data file ({inv.file_format}): {type(e).__name__}: "
+            f"{(str(e).strip().splitlines() or [''])[0][:200]}", path=df.uri,
+        ) from None  # fmt: skip
+    stats.files_read += 1
+    stats.by_file.append({"uri": df.uri, "rows": stats.rows_read - before[0], "kept": stats.rows_kept - before[1]})
+
+
+def _csv_batches(inv: Inventory, reader, prefixes, stats):
+    import pyarrow as pa
+    from pyarrow import csv
+
+    names = csv_columns(inv.file_schema)
+    by_norm = {_norm(n): n for n in names}
+    _require(by_norm, inv)
+    wanted = [by_norm[k] for k in (KEY, SIZE, MTIME, LATEST, DELETE, BUCKET) if k in by_norm]
+    stream = pa.CompressedInputStream(pa.PythonFile(reader, mode="r"), "gzip")
+    batches = csv.open_csv(
+        stream,
+        read_options=csv.ReadOptions(column_names=names, block_size=CSV_BLOCK),
+        parse_options=csv.ParseOptions(newlines_in_values=False),
+        convert_options=csv.ConvertOptions(include_columns=wanted, column_types={n: pa.string() for n in wanted},
+                                           strings_can_be_null=False, quoted_strings_can_be_null=False),
+    )  # fmt: skip
+    regex = "|".join(f"(?:{_encoded_prefix_regex(p)})" for p in prefixes) if prefixes else None
+    for batch in batches:
+        yield from _select(inv, batch, by_norm, prefixes, regex, stats, encoded=True)
+
+
+def _columnar_batches(inv: Inventory, raw, prefixes, stats):
+    if inv.file_format == "Parquet":
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(raw)
+        by_norm = {_norm(n): n for n in pf.schema_arrow.names}
+        _require(by_norm, inv)
+        cols = [by_norm[k] for k in (KEY, SIZE, MTIME, LATEST, DELETE, BUCKET) if k in by_norm]
+        batches: Iterable[Any] = pf.iter_batches(batch_size=256 * 1024, columns=cols)
+    else:
+        from pyarrow import orc
+
+        of = orc.ORCFile(raw)
+        by_norm = {_norm(n): n for n in of.schema.names}
+        _require(by_norm, inv)
+        cols = [by_norm[k] for k in (KEY, SIZE, MTIME, LATEST, DELETE, BUCKET) if k in by_norm]
+        batches = (of.read_stripe(i, columns=cols) for i in range(of.nstripes))
+    for batch in batches:
+        yield from _select(inv, batch, by_norm, prefixes, None, stats, encoded=False)
+
+
+def _require(by_norm: dict[str, str], inv: Inventory) -> None:
+    missing = [n for n, k in (("Key", KEY), ("Size", SIZE), ("LastModifiedDate", MTIME)) if k not in by_norm]
+    if missing:
+        raise InventoryError(
+            f"the inventory has no {', '.join(missing)} column: configure it with the optional fields Size "
+            "and LastModifiedDate", path=inv.uri,
+        )  # fmt: skip
+
+
+def _truthy(column):
+    """A boolean column (ORC, Parquet) or CSV's ``true``/``false`` strings, as booleans."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_boolean(column.type):
+        return pc.fill_null(column, False)
+    return pc.equal(pc.utf8_lower(pc.utf8_trim_whitespace(column)), "true")
+
+
+def _select(inv: Inventory, batch, by_norm, prefixes, regex, stats: ReadStats, *, encoded: bool):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    stats.rows_read += batch.num_rows
+    key = batch.column(by_norm[KEY])
+    mask = None
+    if prefixes and "" not in prefixes:
+        if encoded:
+            mask = pc.match_substring_regex(key, regex)
+        else:
+            for p in prefixes:
+                m = pc.starts_with(key, p)
+                mask = m if mask is None else pc.or_(mask, m)
+    if LATEST in by_norm:
+        m = _truthy(batch.column(by_norm[LATEST]))
+        mask = m if mask is None else pc.and_(mask, m)
+    if DELETE in by_norm:
+        m = pc.invert(_truthy(batch.column(by_norm[DELETE])))
+        mask = m if mask is None else pc.and_(mask, m)
+    if mask is not None:
+        batch = batch.filter(pc.fill_null(mask, False))
+    if not batch.num_rows:
+        return
+    if BUCKET in by_norm:
+        buckets = batch.column(by_norm[BUCKET])
+        if not pc.all(pc.equal(buckets, inv.source_bucket)).as_py():
+            other = next(b for b in buckets.to_pylist() if b != inv.source_bucket)
+            raise InventoryError(f"a row names bucket {other!r}, the manifest's sourceBucket is {inv.source_bucket!r}")
+    keys = batch.column(by_norm[KEY]).to_pylist()
+    size_col = batch.column(by_norm[SIZE])
+    if not pa.types.is_integer(size_col.type):
+        size_col = pc.cast(size_col, pa.int64())  # a CSV's strings; an empty or bad one raises
+    sizes = size_col.to_pylist()
+    mtimes = _epoch_seconds(batch.column(by_norm[MTIME]))
+    prefix = f"s3://{inv.source_bucket}/"
+    kept = 0
+    for k, size, mtime in zip(keys, sizes, mtimes, strict=True):
+        if k is None or size is None:
+            raise InventoryError("a row of a current object has no key or no size")
+        if encoded:
+            k = unquote_plus(k)
+            if prefixes and "" not in prefixes and not k.startswith(prefixes):
+                continue
+        kept += 1
+        yield FileInfo(prefix + k, size, mtime)
+    stats.rows_kept += kept
+
+
+_UNIT = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
+
+
+def _epoch_seconds(column) -> list[float | None]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_timestamp(column.type):
+        factor = _UNIT[column.type.unit]
+        return [None if v is None else v / factor for v in pc.cast(column, pa.int64()).to_pylist()]
+    if pa.types.is_integer(column.type):  # milliseconds, as Parquet's TIMESTAMP_MILLIS without its annotation
+        return [None if v is None else v / 1e3 for v in column.to_pylist()]
+    out: list[float | None] = []
+    for v in column.to_pylist():
+        if not v:
+            out.append(None)
+            continue
+        try:
+            out.append(datetime.fromisoformat(v.strip().replace("Z", "+00:00")).timestamp())
+        except ValueError:
+            raise InventoryError(f"LastModifiedDate {v!r} is not an ISO 8601 time") from None
+    return out
