@@ -23,7 +23,6 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from tests.fixture_cases import manifest as fixture_manifest
 from tests.gc_support import ckptctl
 from tests.test_gc_s3 import exists, gc_args, upload_scenario
 
@@ -153,10 +152,24 @@ def setup(s3_server, bucket: str) -> dict:
     job = next(iter(up["orphans"])).split("/checkpoints/")[1].split("/")[0]
     odd = f"checkpoints/{job}/shared/{ODD_NAME}"
     up["fs"].pipe_file(f"{bucket}/{odd}", b"odd orphan")
-    time.sleep(1.2)  # S3 mtimes have one-second resolution: the report begins after every upload
+    # no wait: S3 keeps whole seconds of an upload, the report's creation time milliseconds, so a
+    # report made from now on begins after every upload (and upload_scenario waited after _metadata)
     up["odd"] = f"s3://{bucket}/{odd}"
     up["job"] = job
     return up
+
+
+_SHARED: dict = {}
+
+
+def shared(s3_server) -> dict:
+    """One uploaded scenario for the tests that only read it (each upload waits out S3's one-second
+    mtimes three times): made once per session, with its listing and its listing-driven plan."""
+    if not _SHARED:
+        up = setup(s3_server, "inv-shared")
+        _SHARED.update(up, bucket="inv-shared", rows=listing(s3_server, "inv-shared"))
+        _SHARED["by_listing"] = plan(gc_args("inv-shared", up["entry"], s3_server.endpoint))
+    return _SHARED
 
 
 def plan(args: list[str], *extra: str, expect: int = 0) -> dict:
@@ -169,12 +182,11 @@ def decided(p: dict, key: str = "candidates") -> set[tuple]:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_inventory_plan_equals_listing_plan(s3_server, fmt: str) -> None:
-    bucket = f"inv-same-{fmt.lower()}"
-    up = setup(s3_server, bucket)
-    rows = listing(s3_server, bucket)
+    up = shared(s3_server)
+    bucket, rows = up["bucket"], up["rows"]
     manifest = write_inventory(s3_server, rows + versioned_rows(bucket, up["job"], rows), fmt, source=bucket)
     args = gc_args(bucket, up["entry"], s3_server.endpoint)
-    by_listing = plan(args)
+    by_listing = up["by_listing"]
     by_inventory = plan(args, "--inventory", manifest)
     assert not by_inventory["refusals"]
     assert {c["path"] for c in by_inventory["candidates"]} == up["orphans"]
@@ -262,11 +274,8 @@ def test_live_files_missing_from_the_inventory(s3_server) -> None:
     [("CSV", "not gzip"), ("Parquet", "truncated"), ("ORC", "garbage"), ("CSV", "manifest"), ("CSV", "md5")],
 )
 def test_a_corrupt_report_is_one_line_naming_the_file(s3_server, fmt: str, what: str) -> None:
-    bucket = "inv-corrupt"
-    if not s3_server.filesystem().exists(bucket):
-        setup(s3_server, bucket)
-    up_entry = next(e for e in fixture_manifest()["entries"] if e["flink_version"] == "2.2.0" and e["scenario"] == "basic")
-    rows = listing(s3_server, bucket)
+    up = shared(s3_server)
+    bucket, up_entry, rows = up["bucket"], up["entry"], up["rows"]
     if what == "manifest":
         manifest = write_inventory(s3_server, rows, fmt, source=bucket)
         s3_server.filesystem().pipe_file(manifest[5:], b'{"sourceBucket": "inv-corrupt", "files": [')
@@ -289,12 +298,12 @@ def test_a_corrupt_report_is_one_line_naming_the_file(s3_server, fmt: str, what:
 
 
 def test_inventory_refused_for_local_roots_other_buckets_and_keep_last(s3_server, tmp_path: Path) -> None:
-    bucket = "inv-refuse"
-    up = setup(s3_server, bucket)
-    manifest = write_inventory(s3_server, listing(s3_server, bucket), "CSV", source=bucket)
+    up = shared(s3_server)
+    bucket = up["bucket"]
+    manifest = write_inventory(s3_server, up["rows"], "CSV", source=bucket)
     local = ckptctl("gc", "plan", str(tmp_path), "--inventory", manifest, expect=2).stderr.strip()
     assert len(local.splitlines()) == 1 and "not on S3" in local
-    other = write_inventory(s3_server, listing(s3_server, bucket), "CSV", source="some-other-bucket")
+    other = write_inventory(s3_server, up["rows"], "CSV", source="some-other-bucket")
     result = ckptctl("gc", "plan", *gc_args(bucket, up["entry"], s3_server.endpoint), "--inventory", other, expect=2)
     assert "some-other-bucket" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     result = ckptctl("gc", "plan", *gc_args(bucket, up["entry"], s3_server.endpoint), "--inventory", manifest,
@@ -452,9 +461,8 @@ def test_a_throttled_report_read_is_retried(s3_server) -> None:
     """A SlowDown or 500 on the first GET of the manifest and of a data file does not fail the plan."""
     from tests.faulty_proxy import INTERNAL, SLOW_DOWN, FaultyProxy, Rule
 
-    bucket = "inv-throttled"
-    up = setup(s3_server, bucket)
-    rows = listing(s3_server, bucket)
+    up = shared(s3_server)
+    bucket, rows = up["bucket"], up["rows"]
     for fmt, fault in zip(FORMATS, (SLOW_DOWN, INTERNAL, SLOW_DOWN), strict=True):
         manifest = write_inventory(s3_server, rows, fmt, source=bucket)
         rules = [
