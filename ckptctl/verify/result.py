@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckptctl.flink39964 import repairable
 from ckptctl.verify.checks import CHECKS
 from ckptctl.verify.tasks import FileRefs, HandleRef
 
@@ -22,7 +23,7 @@ class VerifyResult:
     engine: str
     master: str | None
     elapsed: float
-    misanchored: list[Any] = field(default_factory=list)  # FLINK-39964 handles (ckptctl.repair)
+    misanchored: list[Any] = field(default_factory=list)  # FLINK-39964 handles (ckptctl.flink39964)
     unreadable: dict[str, str] = field(default_factory=dict)  # checkpoint dir -> why its _metadata is not
     moved: list[dict[str, Any]] = field(default_factory=list)  # written elsewhere: what Flink will read
     what_if: list[str] = field(default_factory=list)  # explicit --rebase: not what Flink reads itself
@@ -69,27 +70,6 @@ class VerifyResult:
             "what_if": self.what_if,
             "elapsed_seconds": round(self.elapsed, 3),
         }
-
-
-def repairable(misanchored: list[Any]) -> list[dict[str, Any]]:
-    """Per checkpoint: how many FLINK-39964 handles, whether all were found, the command that fixes it."""
-    by_ck: dict[str, dict[str, Any]] = {}
-    for m in misanchored:
-        e = by_ck.setdefault(
-            m.checkpoint,
-            {
-                "checkpoint": m.checkpoint,
-                "handles": 0,
-                "found": 0,
-                "savepoint_dirs": set(),
-                "repair": f"ckptctl repair {m.checkpoint} -o DEST",
-            },
-        )
-        e["handles"] += 1
-        if m.found is not None:
-            e["found"] += 1
-            e["savepoint_dirs"].add(m.savepoint_dir)
-    return [{**e, "savepoint_dirs": sorted(e["savepoint_dirs"])} for e in by_ck.values()]
 
 
 def assemble(checkpoints, n_rows, files, handles, records, engine, master, elapsed) -> VerifyResult:
