@@ -107,7 +107,6 @@ class Misanchored:
     looked_for: str  # where Flink resolves it (the checkpoint's own directory)
     found: str | None  # the savepoint file with that name and size
     alternatives: tuple[str, ...] = ()
-    signature: bool = True  # the FLINK-39964 signature (a shared file of a checkpoint)
 
     @property
     def savepoint_dir(self) -> str | None:

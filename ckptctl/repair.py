@@ -41,7 +41,6 @@ class RepairPlan:
     checkpoint: str
     fixes: list[Misanchored]
     unresolved: list[Misanchored]
-    original: CheckpointMetadata
     repaired: CheckpointMetadata
     data: bytes  # the new _metadata
     rebase: Rebase = field(default_factory=Rebase)  # the one mapping every absolute path went through
@@ -143,7 +142,7 @@ def plan_repair(storage: Storage, ck: LoadedCheckpoint, savepoints: SavepointFil
             "internal error: the repaired _metadata does not read back as written", path=ck.location.uri
         )
     return RepairPlan(
-        ck.location.uri, fixes, unresolved, ck.metadata, repaired, data, ck.rebase, moved["handles"],
+        ck.location.uri, fixes, unresolved, repaired, data, ck.rebase, moved["handles"],
         missing_files(storage, named),
     )
 

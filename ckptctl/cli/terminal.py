@@ -32,7 +32,7 @@ STYLES = {
     "accent": "cyan",
 }
 
-QUIET, NORMAL, VERBOSE = -1, 0, 1
+NORMAL = 0  # verbosity: below it -q (errors only), above it -v
 
 
 class Terminal:

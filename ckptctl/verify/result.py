@@ -13,7 +13,6 @@ from ckptctl.verify.tasks import FileRefs, HandleRef
 @dataclass
 class VerifyResult:
     checkpoints: list[str]
-    references: int
     files: dict[str, FileRefs]
     handles: list[HandleRef]
     checks: list[tuple]  # (path, check, ok, detail, checkpoints)
@@ -108,5 +107,5 @@ def assemble(checkpoints, n_rows, files, handles, records, engine, master, elaps
                 problems.append({"path": key, "check": check, "detail": detail, "checkpoints": cks})
     problems.sort(key=lambda p: (p["path"], CHECKS.index(p["check"]), p.get("subtask") or 0))
     return VerifyResult(
-        checkpoints, n_rows, files, handles, checks, histogram, problems, counts, engine, master, elapsed
+        checkpoints, files, handles, checks, histogram, problems, counts, engine, master, elapsed
     )
