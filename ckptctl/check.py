@@ -15,10 +15,11 @@ from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
+from ckptctl.flink39964 import repairable
 from ckptctl.rebase import Rebase, with_inferred
 from ckptctl.scan import RootScan
 from ckptctl.storage import Storage
-from ckptctl.verify import repairable, verify
+from ckptctl.verify import verify
 
 
 def run_check(

@@ -39,13 +39,13 @@ from typing import Any
 from ckptctl import storage as st
 from ckptctl.copying import copy_file, write_atomic
 from ckptctl.errors import CkptError
+from ckptctl.flink39964 import ISSUE, misanchored_uris, savepoint_dir_of
 from ckptctl.layout import JOB_ID_RE, METADATA_FILE, locate_checkpoint, scan_root
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import RelativeFileHandle
 from ckptctl.metadata.transform import map_file_handles
 from ckptctl.rebase import Rebase, written_job_dir
 from ckptctl.refs import LoadedCheckpoint, canonical, file_resolver, load_checkpoint, relative_uri
-from ckptctl.repair import savepoint_dir_of
 from ckptctl.storage import Storage
 
 PLAN_FORMAT = "ckptctl-relocate-plan/1"
@@ -299,10 +299,8 @@ def plan_relocation(
     sizes = _stat_all(storage, list(needed), workers)
     missing = [s for s in needed if sizes.get(s) is None]
     if missing:
-        from ckptctl.repair import ISSUE
-
         hint = ""
-        if any(_is_flink_39964(ck, m) for ck in checkpoints for m in missing):
+        if any(not misanchored_uris(ck).isdisjoint(missing) for ck in checkpoints):
             hint = f" (some are {ISSUE} files: run `ckptctl repair` on that checkpoint first)"
         raise RelocateError(
             f"{len(missing)} files the checkpoints need are missing{hint}; first: {missing[0]}. "
@@ -374,15 +372,6 @@ def _source_area(uri: str) -> str:
         return sp
     job = written_job_dir(uri)
     return job if job is not None else st.parent(uri)
-
-
-def _is_flink_39964(ck: LoadedCheckpoint, missing: str) -> bool:
-    from ckptctl.repair import inherited_relative, relative_handles
-
-    return any(
-        inherited_relative(ck, w, h) and relative_uri(ck.location.uri, h.relative_path) == missing
-        for w, h in relative_handles(ck)
-    )
 
 
 def _stat_all(storage: Storage, uris: list[str], workers: int) -> dict[str, int | None]:

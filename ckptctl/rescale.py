@@ -34,7 +34,6 @@ from ckptctl.metadata.model import (
     keyed_parts,
 )
 
-FAMILIES = ("1.15", "1.16-1.18", "1.19-1.20", "2.x")
 LEGACY_FRACTION_THRESHOLD = 0.75  # Flink <= 1.15: OVERLAP_FRACTION_THRESHOLD
 
 

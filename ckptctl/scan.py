@@ -165,5 +165,5 @@ class RootScan:
         return cls(layout.root, files, layout, loaded, unreadable, view)
 
     def listings(self) -> dict[str, list[FileInfo]]:
-        """The listing by root, as :func:`ckptctl.repair.explain_missing` takes it."""
+        """The listing by root, as :func:`ckptctl.flink39964.explain_missing` takes it."""
         return {self.root: self.files}

@@ -589,10 +589,6 @@ def age_bucket(age_ms: int) -> int:
     return 0 if age_ms < 0 else bisect.bisect_right(AGE_EDGES_MS, age_ms)
 
 
-def age_bucket_label(b: int) -> str:
-    return AGE_LABELS[b]
-
-
 def state_spec(entry: StateEntry, ttl_ms: int | None) -> tuple:
     """What the executor needs to know about one column family: (name, layout, element length, ttl)."""
     layout = TTL_LAYOUTS.get(entry.kind, "value") if entry.ttl else "none"

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.flink39964 import split_inherited
 from ckptctl.layout import CheckpointLocation
 from ckptctl.metadata.model import (
     ByteStreamHandle,
@@ -240,7 +241,7 @@ def summary_view(ck: LoadedCheckpoint) -> dict[str, Any]:
     md = ck.metadata
     rows = reference_rows(ck)
     full, incremental, _inline = state_sizes(md)
-    own, inherited = _split_inherited(ck, rows)
+    own, inherited = split_inherited(ck, rows)
     files = {r.path for r in own}
     props = md.properties
     return {
@@ -276,8 +277,8 @@ def incomplete_view(loc: CheckpointLocation, error: str | None = None) -> dict[s
 
 def diff_view(a: LoadedCheckpoint, b: LoadedCheckpoint) -> dict[str, Any]:
     """Files added, removed and reused from checkpoint A to checkpoint B (by physical file)."""
-    own_a, inherited_a = _split_inherited(a, reference_rows(a))
-    own_b, inherited_b = _split_inherited(b, reference_rows(b))
+    own_a, inherited_a = split_inherited(a, reference_rows(a))
+    own_b, inherited_b = split_inherited(b, reference_rows(b))
     fa = _file_sizes(own_a)
     fb = _file_sizes(own_b)
     added = sorted(set(fb) - set(fa))
@@ -309,21 +310,6 @@ def diff_view(a: LoadedCheckpoint, b: LoadedCheckpoint) -> dict[str, Any]:
         "removed_bytes": sum(fa[p] for p in removed),
         "reused_bytes": sum(fb[p] for p in reused),
     }
-
-
-def _split_inherited(ck: LoadedCheckpoint, rows: list[Ref]) -> tuple[list[Ref], list[Ref]]:
-    """(the checkpoint's own rows, rows of files reused from a CLAIM-restored NATIVE savepoint).
-
-    FLINK-39964: a checkpoint (not a savepoint) naming a *shared* file by a relative handle reuses
-    the savepoint's file; the path Flink resolves (``chk-N/<name>``) is not a file of this
-    checkpoint, and the checkpoint uploaded nothing for it.
-    """
-    if ck.kind != "checkpoint":
-        return rows, []
-    own, inherited = [], []
-    for r in rows:
-        (inherited if r.scope == "shared" and r.handle_type == "RelativeFileStateHandle" else own).append(r)
-    return own, inherited
 
 
 def _inherited_view(rows: list[Ref]) -> dict[str, Any]:

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ckptctl
 
 PACKAGE = Path(ckptctl.__file__).resolve().parent
@@ -66,3 +68,176 @@ def test_help_imports_nothing_heavy() -> None:
     loaded = set(done.stdout.split())
     assert "ckptctl" in loaded
     assert loaded.isdisjoint({"rich", "pyarrow", "s3fs", "fsspec", "pyspark", "rocksdict", "numpy"})
+
+
+# ---------------------------------------------------------------------------------------------
+# the import graph: no cycles between modules
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def module_imports(name: str, lazy: bool = False) -> set[str]:
+    """The ckptctl modules ``name`` imports when it is imported (``lazy``: also inside functions).
+
+    ``from P import X`` is an edge to the module ``P.X`` when X is a module, else to ``P``. Imports
+    under ``if TYPE_CHECKING:`` never run. A package's own ``__init__``, which Python runs before
+    any of its modules, is not an edge: only what a module names."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if _type_checking(child):
+                continue
+            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import) and (lazy or not inside):
+                found.update(a.name for a in child.names if a.name in MODULES)
+            elif isinstance(child, ast.ImportFrom) and (lazy or not inside):
+                base = child.module or ""
+                if child.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - child.level + 1] + ([child.module] if child.module else []))
+                for a in child.names:
+                    if f"{base}.{a.name}" in MODULES:
+                        found.add(f"{base}.{a.name}")
+                    elif base in MODULES:
+                        found.add(base)
+            visit(child, inside)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)), False)
+    found.discard(name)
+    return found
+
+
+def import_graph(lazy: bool = False) -> dict[str, set[str]]:
+    return {m: module_imports(m, lazy) for m in MODULES}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return sorted(found)
+
+
+# Edges that close a cycle, in files this change did not touch: each must still exist (remove it
+# here when its file is fixed), and nothing else may close one.
+PENDING_EDGES = {
+    # cli/gc.py takes the app and the shared options from ckptctl.cli, not ckptctl.cli.base
+    ("ckptctl.cli.gc", "ckptctl.cli"),
+}
+
+# Cycles through imports inside functions (loaded lazily, but still a cycle between the modules):
+# known ones only. storage lists S3 with s3list, which retries with storage's helper; gc's plan
+# files and Paimon's orphan plans read and apply each other.
+KNOWN_LAZY_CYCLES = [
+    ["ckptctl.cli", "ckptctl.cli.gc"],
+    ["ckptctl.gc.apply", "ckptctl.gc.plan", "ckptctl.gc.planfile", "ckptctl.paimon.orphans"],
+    ["ckptctl.s3list", "ckptctl.storage"],
+]
+
+
+def test_the_import_graph_is_read() -> None:
+    graph = import_graph()
+    assert len(graph) > 40
+    assert "ckptctl.flink39964" in graph["ckptctl.repair"]
+    assert "ckptctl.cli.base" in graph["ckptctl.cli.inspect"]
+    assert "ckptctl.verify.run" in graph["ckptctl.verify"]
+    assert "ckptctl.storage" in graph["ckptctl.relocate"]  # from ckptctl import storage as st
+    assert "ckptctl.cli.output" not in graph["ckptctl.cli.session"]  # imported inside a method
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    for a, b in PENDING_EDGES:
+        assert b in graph[a], f"{a} no longer imports {b}: remove it from PENDING_EDGES"
+        graph[a].discard(b)
+    assert cycles(graph) == []
+
+
+def test_lazy_imports_hide_no_new_cycle() -> None:
+    assert cycles(import_graph(lazy=True)) == KNOWN_LAZY_CYCLES
+
+
+def test_command_modules_import_the_base_not_the_cli_package() -> None:
+    """The package imports the command modules (they register their commands); they take the
+    app and what they share from ``ckptctl.cli.base``, which imports none of them."""
+    graph = import_graph(lazy=True)
+    commands = graph["ckptctl.cli"] - {"ckptctl.cli.base"}
+    assert {"ckptctl.cli.inspect", "ckptctl.cli.verify", "ckptctl.cli.gc"} <= commands
+    assert {m for m in commands if "ckptctl.cli" in graph[m]} == {a for a, b in PENDING_EDGES if b == "ckptctl.cli"}
+    assert {m for m in commands if "ckptctl.cli.base" not in graph[m]} == {a for a, b in PENDING_EDGES}
+    assert not graph["ckptctl.cli.base"] & commands
+
+
+def test_the_flink39964_diagnosis_is_core_below_its_users() -> None:
+    """One module diagnoses FLINK-39964; it needs none of repair, verify, check or the CLI."""
+    graph = import_graph(lazy=True)
+    seen: set[str] = set()
+    todo = ["ckptctl.flink39964"]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo.extend(graph[m])
+    users = {"ckptctl.repair", "ckptctl.check", "ckptctl.relocate", "ckptctl.views", "ckptctl.cli"}
+    assert not seen & users
+    assert not any(m.startswith(("ckptctl.verify", "ckptctl.cli.")) for m in seen)
+    for user in ("ckptctl.repair", "ckptctl.check", "ckptctl.relocate", "ckptctl.views", "ckptctl.verify.result"):
+        assert "ckptctl.flink39964" in graph[user], user
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ckptctl/verify/run.py (not edited here) still imports explain_missing from ckptctl.repair; "
+    "it should import it from ckptctl.flink39964",
+)
+def test_verify_does_not_import_repair() -> None:
+    graph = import_graph(lazy=True)
+    verify = [m for m in MODULES if m == "ckptctl.verify" or m.startswith("ckptctl.verify.")]
+    assert {m for m in verify if "ckptctl.repair" in graph[m]} == set()

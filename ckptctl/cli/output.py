@@ -4,7 +4,7 @@
 ``refs``, ``gc_plan``, ``gc_apply``, ``verify``, ``check``, ``rescale_plan``, ``rescale_sweep``,
 ``repair``, ``relocate``, ``states``). :class:`JsonOutput` writes each result as one JSON document
 on stdout; :class:`ConsoleOutput` renders it with Rich. Which one is chosen once per invocation
-(:meth:`ckptctl.cli.terminal.Session.output`, from ``--json``); commands hand plain data (from
+(:meth:`ckptctl.cli.session.Session.output`, from ``--json``); commands hand plain data (from
 :mod:`ckptctl.views` and the core) to it and never branch on the format or print themselves.
 
 Everything else (warnings, errors, progress, prompts, verbosity) belongs to the invocation's

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ckptctl.cli import (
+from ckptctl.cli.base import (
     Command,
     EndpointOpt,
     Group,

@@ -92,7 +92,7 @@ class OptionError(typer.BadParameter):
         return " ".join(self.message.replace(OPTION, name).split())
 
     def show(self, file: Any = None) -> None:
-        from ckptctl.cli.terminal import current_terminal
+        from ckptctl.cli.session import current_terminal
 
         current_terminal().error(self.format_message())
 

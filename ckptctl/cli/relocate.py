@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli import (
+from ckptctl.cli.base import (
     Command,
     EndpointOpt,
     RebaseOpt,
@@ -70,8 +70,9 @@ def repair_command(
     """Make a checkpoint written after a CLAIM restore from a NATIVE savepoint restorable (FLINK-39964)."""
     from ckptctl.cli.inspect import warn_moved
     from ckptctl.errors import CkptError
+    from ckptctl.flink39964 import savepoint_files_for, search_roots_for
     from ckptctl.refs import load_checkpoint
-    from ckptctl.repair import RepairError, apply_repair, plan_repair, savepoint_files_for, search_roots_for
+    from ckptctl.repair import RepairError, apply_repair, plan_repair
     from ckptctl.targets import checked_path
 
     if in_place and dest:

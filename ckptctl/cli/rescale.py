@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli import Command, EndpointOpt, RebaseOpt, _context, app, command, get_output
+from ckptctl.cli.base import Command, EndpointOpt, RebaseOpt, _context, app, command, get_output
 from ckptctl.cli.params import PARALLELISM
 
 

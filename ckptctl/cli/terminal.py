@@ -7,7 +7,7 @@ two Rich consoles (stdout for results, stderr for the rest) and their theme, so 
 once (``[error]``, ``[warning]``, ``[ok]``) and every renderer uses the same colors.
 
 The result itself goes to an :class:`ckptctl.cli.output.Output` (console or JSON), chosen once
-per invocation by the :class:`Session` the app callback installs.
+per invocation by the :class:`~ckptctl.cli.session.Session` the app's group installs.
 
 Rich is imported only when something is shown: ``ckptctl --help`` must stay fast.
 """
@@ -18,10 +18,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:
-    from ckptctl.cli.output import Output
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -35,7 +32,7 @@ STYLES = {
     "accent": "cyan",
 }
 
-QUIET, NORMAL, VERBOSE = -1, 0, 1
+NORMAL = 0  # verbosity: below it -q (errors only), above it -v
 
 
 class Terminal:
@@ -212,55 +209,3 @@ class Bar:
     @property
     def callback(self) -> Callable[[int], None] | None:
         return self.advance if self.terminal.interactive else None
-
-
-class Session:
-    """What the output flags chose for this invocation: JSON or not, verbosity.
-
-    The app's group makes a new one for each invocation (:func:`activate`); the flags before the
-    command name (``ckptctl --json ls``) and after it (``ckptctl ls --json``) fill it while the
-    command line is parsed. The command then asks :meth:`output` once for its result renderer.
-    """
-
-    def __init__(self, json: bool = False, verbosity: int = NORMAL) -> None:
-        self.json = json
-        self.verbosity = verbosity
-        self._terminal: Terminal | None = None
-        self._output: Output | None = None
-
-    @property
-    def terminal(self) -> Terminal:
-        if self._terminal is None:
-            self._terminal = Terminal(self.verbosity)
-        self._terminal.verbosity = self.verbosity
-        return self._terminal
-
-    def output(self, json: bool | None = None) -> Output:
-        """The result renderer: JSON with --json (or when ``json`` says so, e.g. ``refs --format
-        csv``, whose data is not a table), else the console; made once."""
-        if self._output is None:
-            from ckptctl.cli.output import make_output
-
-            self._output = make_output(self.json if json is None else json, self.terminal)
-        return self._output
-
-
-_active: Session | None = None
-
-
-def activate(session: Session) -> None:
-    """Make ``session`` the current one (the app's group does, once per invocation)."""
-    global _active
-    _active = session
-
-
-def current_session() -> Session:
-    """The session of the running invocation (a default one outside the command line)."""
-    global _active
-    if _active is None:
-        _active = Session()
-    return _active
-
-
-def current_terminal() -> Terminal:
-    return current_session().terminal

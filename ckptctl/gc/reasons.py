@@ -64,12 +64,6 @@ _TEXT = {
     Reason.AFTER_INVENTORY: "modified after the S3 Inventory report began (--inventory): the report cannot speak for it",
 }
 
-CANDIDATE_REASONS = frozenset(
-    {
-        Reason.UNREFERENCED_SHARED, Reason.UNREFERENCED_TASKOWNED, Reason.UNREFERENCED_CHANGELOG,
-        Reason.UNREFERENCED_FORST, Reason.INCOMPLETE_CHECKPOINT, Reason.EXPIRED_CHECKPOINT, Reason.EXPIRED_ONLY,
-    }
-)  # fmt: skip
 UNREFERENCED = frozenset(
     {Reason.UNREFERENCED_SHARED, Reason.UNREFERENCED_TASKOWNED, Reason.UNREFERENCED_CHANGELOG, Reason.UNREFERENCED_FORST}
 )

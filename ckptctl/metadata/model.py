@@ -571,7 +571,6 @@ class CheckpointMetadata(NamedTuple):
 # where its bytes are (``source``). Which handle holds which is written once, in
 # :class:`HandleWalk`. A new handle type: the reader, the writer and this section.
 
-FILE_HANDLES = (FileHandle, RelativeFileHandle, SegmentFileHandle)  # the handles naming a physical file
 FileItems = Sequence[tuple[str | None, Any]]  # (local name, file handle) pairs: LocalFiles or pairs
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckptctl.flink39964 import repairable
 from ckptctl.verify.checks import CHECKS
 from ckptctl.verify.tasks import FileRefs, HandleRef
 
@@ -12,7 +13,6 @@ from ckptctl.verify.tasks import FileRefs, HandleRef
 @dataclass
 class VerifyResult:
     checkpoints: list[str]
-    references: int
     files: dict[str, FileRefs]
     handles: list[HandleRef]
     checks: list[tuple]  # (path, check, ok, detail, checkpoints)
@@ -22,7 +22,7 @@ class VerifyResult:
     engine: str
     master: str | None
     elapsed: float
-    misanchored: list[Any] = field(default_factory=list)  # FLINK-39964 handles (ckptctl.repair)
+    misanchored: list[Any] = field(default_factory=list)  # FLINK-39964 handles (ckptctl.flink39964)
     unreadable: dict[str, str] = field(default_factory=dict)  # checkpoint dir -> why its _metadata is not
     moved: list[dict[str, Any]] = field(default_factory=list)  # written elsewhere: what Flink will read
     what_if: list[str] = field(default_factory=list)  # explicit --rebase: not what Flink reads itself
@@ -71,27 +71,6 @@ class VerifyResult:
         }
 
 
-def repairable(misanchored: list[Any]) -> list[dict[str, Any]]:
-    """Per checkpoint: how many FLINK-39964 handles, whether all were found, the command that fixes it."""
-    by_ck: dict[str, dict[str, Any]] = {}
-    for m in misanchored:
-        e = by_ck.setdefault(
-            m.checkpoint,
-            {
-                "checkpoint": m.checkpoint,
-                "handles": 0,
-                "found": 0,
-                "savepoint_dirs": set(),
-                "repair": f"ckptctl repair {m.checkpoint} -o DEST",
-            },
-        )
-        e["handles"] += 1
-        if m.found is not None:
-            e["found"] += 1
-            e["savepoint_dirs"].add(m.savepoint_dir)
-    return [{**e, "savepoint_dirs": sorted(e["savepoint_dirs"])} for e in by_ck.values()]
-
-
 def assemble(checkpoints, n_rows, files, handles, records, engine, master, elapsed) -> VerifyResult:
     checks: list[tuple] = []
     histogram: list[tuple] = []
@@ -128,5 +107,5 @@ def assemble(checkpoints, n_rows, files, handles, records, engine, master, elaps
                 problems.append({"path": key, "check": check, "detail": detail, "checkpoints": cks})
     problems.sort(key=lambda p: (p["path"], CHECKS.index(p["check"]), p.get("subtask") or 0))
     return VerifyResult(
-        checkpoints, n_rows, files, handles, checks, histogram, problems, counts, engine, master, elapsed
+        checkpoints, files, handles, checks, histogram, problems, counts, engine, master, elapsed
     )

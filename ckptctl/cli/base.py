@@ -1,0 +1,274 @@
+"""What every command module shares: the app, its :class:`Group` and :class:`Command` classes,
+the output flags (:data:`OUTPUT_OPTIONS`) and the shared options (``--s3-endpoint``, ``--rebase``,
+``--engine``/``--master``, ``--savepoints``), the error wrapper :func:`command` and the helpers.
+
+Command modules (``ckptctl/cli/<name>.py``) import from here and register their commands on
+:data:`app`; :mod:`ckptctl.cli` imports them all and is the entry point (``main``). Nothing here
+imports a command module, so no command module needs :mod:`ckptctl.cli` itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperArgument, TyperCommand, TyperGroup
+
+from ckptctl import __version__
+from ckptctl.cli.params import MAPPING
+from ckptctl.cli.session import Session, activate, current_session, current_terminal
+
+
+def _set_json(value: bool) -> None:
+    if value:
+        current_session().json = True
+
+
+def _more(value: int) -> None:
+    current_session().verbosity += value or 0
+
+
+def _less(value: int) -> None:
+    current_session().verbosity -= value or 0
+
+
+# The output flags, declared once: every command (and the app, before the command name) takes them.
+# They are not passed to the command function (expose_value=False); they fill the Session.
+JsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="Print machine-readable JSON to stdout.", callback=_set_json, expose_value=False
+    ),
+]
+VerboseOpt = Annotated[
+    int,
+    typer.Option(
+        "--verbose", "-v", count=True, callback=_more, expose_value=False, show_default=False,
+        help="Say more on stderr (what is done; tracebacks of internal errors). Repeatable.",
+    ),
+]  # fmt: skip
+QuietOpt = Annotated[
+    int,
+    typer.Option(
+        "--quiet", "-q", count=True, callback=_less, expose_value=False, show_default=False,
+        help="Only errors on stderr: no warnings, no progress bars.",
+    ),
+]  # fmt: skip
+
+
+def _output_flags(json: JsonOpt = False, verbose: VerboseOpt = 0, quiet: QuietOpt = 0) -> None:
+    """The template the output flags are copied from (see :func:`output_options`)."""
+
+
+OUTPUT_OPTIONS = ("json", "verbose", "quiet")
+
+
+@functools.cache
+def _output_template() -> tuple[Any, ...]:
+    template = typer.Typer(add_completion=False)
+    template.command()(_output_flags)
+    return tuple(typer.main.get_command(template).params)
+
+
+def output_options() -> list[Any]:
+    """Fresh copies of the output flags' parameters, for one command or group."""
+    return [copy.copy(p) for p in _output_template()]
+
+
+class Group(TyperGroup):
+    """A command group that also takes the output flags before the command name
+    (``ckptctl --json ls ROOT`` is ``ckptctl ls ROOT --json``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(output_options())
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        if parent is None:  # a new invocation (the app, or a sub-app run on its own): a new session
+            activate(Session())
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+
+app = typer.Typer(
+    name="ckptctl",
+    cls=Group,
+    help="Inspect and repair Apache Flink checkpoint directories, on local disk or S3.",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+EndpointOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--s3-endpoint", help="S3 endpoint URL (MinIO, Ceph); default: AWS_ENDPOINT_URL[_S3].", metavar="URL"
+    ),
+]
+RebaseOpt = Annotated[
+    list[Any] | None,
+    typer.Option(
+        "--rebase", metavar="OLD=NEW", parser=MAPPING,
+        help="Map absolute paths written in _metadata from OLD to NEW (for moved or copied directories). Repeatable.",
+    ),
+]  # fmt: skip
+MasterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--master", help="Spark master URL (implies Spark; default for Spark: embedded local[*]).", metavar="URL"
+    ),
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        metavar="auto|local|spark",
+        help="auto (default): in-process for small inputs, Spark for large ones or with --master; "
+        "local: always in-process; spark: always Spark.",
+    ),
+]
+
+
+def engine_choice(engine: str, master: str | None = None):
+    """The one :class:`~ckptctl.engine.Engine` of a command, from ``--engine``/``--master``; a bad
+    value is a usage error here, before anything is read."""
+    from ckptctl.engine import Engine
+
+    return Engine.parse(engine, master)
+
+
+def writable_outputs(*paths: str | None) -> None:
+    """Output files (``-o``, ``--junit``, ``--report``, ``--histogram``) are checked before the scan:
+    a missing or read-only directory is one line, exit 2, not an internal error after minutes."""
+    import os
+
+    from ckptctl.errors import CkptError
+
+    for path in paths:
+        if not path or path == "-":
+            continue
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise CkptError(f"cannot write {path}: no such directory {directory}")
+        if not os.access(directory, os.W_OK):
+            raise CkptError(f"cannot write {path}: the directory {directory} is not writable")
+        if os.path.isdir(path):
+            raise CkptError(f"cannot write {path}: it is a directory")
+
+
+def warm_up_spark(out, master: str) -> None:
+    """Start Spark under a status line (the JVM takes seconds: not a bar stuck at 0)."""
+    from ckptctl.verify import spark_session
+
+    with out.term.status(f"starting Spark ({master}) …"):
+        spark_session(master)
+
+
+SavepointsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--savepoints", metavar="DIR",
+        help="Savepoint directory to search for files of a CLAIM-restored NATIVE savepoint (FLINK-39964). Repeatable.",
+    ),
+]  # fmt: skip
+
+
+class Command(TyperCommand):
+    """A data command: the output flags of :func:`output_options`, and positional arguments that
+    read as their metavar in the help (``ckptctl ls [OPTIONS] ROOT`` and ``ROOT  A checkpoint
+    root …``, not ``{root}`` and ``root <str>``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperArgument) and param.metavar:
+                param.__class__ = _PlainArgument
+        self.params.extend(output_options())
+
+
+def get_output(json: bool | None = None):
+    """This invocation's :class:`~ckptctl.cli.output.Output` (chosen once, from the output flags;
+    ``json`` overrides them for commands whose format is chosen otherwise, like ``refs --format``)."""
+    return current_session().output(json)
+
+
+def as_json() -> bool:
+    """Whether --json was given (before or after the command name)."""
+    return current_session().json
+
+
+class _PlainArgument(TyperArgument):
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    def display_type(self, ctx: Any) -> str:
+        return ""  # the metavar already says what to type
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ckptctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """ckptctl: what is live, what is garbage, what a restore will cost."""
+
+
+def command(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn ckptctl's own errors into one line + exit code; unexpected ones too, unless debugging."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from ckptctl.errors import CkptError
+
+        try:
+            return fn(*args, **kwargs)
+        except CkptError as e:
+            _fail(str(e), e.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except BrokenPipeError:
+            sys.stderr.close()
+            raise typer.Exit(0) from None
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as e:  # a bug in ckptctl: still one line, with a way to see more
+            from ckptctl.storage import s3_problem
+
+            problem = s3_problem(e)  # no credentials, endpoint unreachable: the user's to fix
+            if problem:
+                _fail(problem, 2)
+            if os.environ.get("CKPTCTL_DEBUG") or current_terminal().verbose:
+                raise
+            _fail(f"internal error: {type(e).__name__}: {e} (set CKPTCTL_DEBUG=1 for a traceback)", 3)
+
+    return wrapper
+
+
+def _fail(message: str, code: int) -> None:
+    current_terminal().error(" ".join(message.split()))
+    raise typer.Exit(code)
+
+
+def _context(s3_endpoint: str | None, rebase: list[Any] | None):
+    """The storage and the one :class:`~ckptctl.rebase.Rebase` of all ``--rebase`` options
+    (each already parsed by the :data:`~ckptctl.cli.params.MAPPING` type)."""
+    from ckptctl.rebase import Rebase
+    from ckptctl.storage import Storage, StorageOptions
+
+    return Storage(StorageOptions.from_env(s3_endpoint)), Rebase.of(
+        p for r in rebase or () for p in r.mappings
+    )
