@@ -165,19 +165,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-# Edges that close a cycle, in files this change did not touch: each must still exist (remove it
-# here when its file is fixed), and nothing else may close one.
-PENDING_EDGES = {
-    # cli/gc.py takes the app and the shared options from ckptctl.cli, not ckptctl.cli.base
-    ("ckptctl.cli.gc", "ckptctl.cli"),
-}
-
 # Cycles through imports inside functions (loaded lazily, but still a cycle between the modules):
-# known ones only. storage lists S3 with s3list, which retries with storage's helper; gc's plan
-# files and Paimon's orphan plans read and apply each other.
+# known ones only. storage lists S3 with s3list, which retries with storage's helper.
 KNOWN_LAZY_CYCLES = [
-    ["ckptctl.cli", "ckptctl.cli.gc"],
-    ["ckptctl.gc.apply", "ckptctl.gc.plan", "ckptctl.gc.planfile", "ckptctl.paimon.orphans"],
     ["ckptctl.s3list", "ckptctl.storage"],
 ]
 
@@ -193,11 +183,7 @@ def test_the_import_graph_is_read() -> None:
 
 
 def test_no_import_cycles() -> None:
-    graph = import_graph()
-    for a, b in PENDING_EDGES:
-        assert b in graph[a], f"{a} no longer imports {b}: remove it from PENDING_EDGES"
-        graph[a].discard(b)
-    assert cycles(graph) == []
+    assert cycles(import_graph()) == []
 
 
 def test_lazy_imports_hide_no_new_cycle() -> None:
@@ -210,8 +196,8 @@ def test_command_modules_import_the_base_not_the_cli_package() -> None:
     graph = import_graph(lazy=True)
     commands = graph["ckptctl.cli"] - {"ckptctl.cli.base"}
     assert {"ckptctl.cli.inspect", "ckptctl.cli.verify", "ckptctl.cli.gc"} <= commands
-    assert {m for m in commands if "ckptctl.cli" in graph[m]} == {a for a, b in PENDING_EDGES if b == "ckptctl.cli"}
-    assert {m for m in commands if "ckptctl.cli.base" not in graph[m]} == {a for a, b in PENDING_EDGES}
+    assert {m for m in commands if "ckptctl.cli" in graph[m]} == set()
+    assert {m for m in commands if "ckptctl.cli.base" not in graph[m]} == set()
     assert not graph["ckptctl.cli.base"] & commands
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ckptctl.cli import (
+from ckptctl.cli.base import (
     Command,
     EndpointOpt,
     Group,
@@ -194,7 +194,12 @@ def apply_command(
     from ckptctl.storage import Storage
 
     out = get_output()
-    plan_data = read_plan(plan_file)
+    from ckptctl.gc.planfile import load_json
+
+    if orphans.is_orphan_plan(load_json(plan_file)):  # `ckptctl paimon orphans -o`
+        plan_data = read_plan(plan_file, orphans.validate, "ckptctl paimon orphans")
+    else:
+        plan_data = read_plan(plan_file)
     storage = Storage(storage_from_plan(plan_data, s3_endpoint))
     if orphans.is_orphan_plan(plan_data):  # `ckptctl paimon orphans -o`: a Paimon table's orphans
         fresh, go, skipped = orphans.revalidate(storage, plan_data)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ckptctl.errors import CkptError
@@ -34,28 +35,32 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"non-finite number {name}")
 
 
-def read_plan(path: str) -> dict[str, Any]:
-    """Load and validate a plan file; raises :class:`InvalidPlan` (exit 2) or :class:`BlockedPlan`."""
+def read_plan(path: str, validator: Callable[[Any, str | None], None] | None = None,
+              planner: str = "ckptctl gc plan") -> dict[str, Any]:  # fmt: skip
+    """Load and validate a plan file; raises :class:`InvalidPlan` (exit 2) or :class:`BlockedPlan`.
+
+    ``validator``/``planner``: another kind of plan ``gc apply`` executes (its schema check, and the
+    command that writes it) -- the caller tells them apart with :func:`load_json` first."""
+    data = load_json(path)
+    (validator or validate)(data, path)
+    if data["blocked"]:
+        first = data["refusals"][0]["message"] if data["refusals"] else "see its refusals"
+        raise BlockedPlan(
+            f"this plan was blocked and can never be applied ({first}); fix the cause and run `{planner}` again",
+            path=path,
+        )
+    return data
+
+
+def load_json(path: str) -> Any:
+    """The plan file's JSON, unvalidated (non-finite numbers refused)."""
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f, parse_constant=_reject_constant)
+            return json.load(f, parse_constant=_reject_constant)
     except OSError as e:
         raise CkptError(f"cannot read the plan: {e.strerror or e}", path=path) from None
     except ValueError as e:
         raise InvalidPlan(str(e).splitlines()[0], path) from None
-    from ckptctl.paimon.orphans import is_orphan_plan
-    from ckptctl.paimon.orphans import validate as validate_orphans
-
-    orphans = is_orphan_plan(data)
-    (validate_orphans if orphans else validate)(data, path)
-    if data["blocked"]:
-        first = data["refusals"][0]["message"] if data["refusals"] else "see its refusals"
-        again = "ckptctl paimon orphans" if orphans else "ckptctl gc plan"
-        raise BlockedPlan(
-            f"this plan was blocked and can never be applied ({first}); fix the cause and run `{again}` again",
-            path=path,
-        )
-    return data
 
 
 def _check(cond: bool, what: str, path: str | None) -> None:
