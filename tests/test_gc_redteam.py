@@ -258,3 +258,16 @@ def test_f8c_unsupported_scheme_is_one_line_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1 and len(result.stderr) < 300, (
         result.exit_code, result.stderr[:200],
     )  # fmt: skip
+
+
+def test_plan_warnings_name_the_same_file_whatever_the_hash_seed() -> None:
+    """The FLINK-39964 warning names its first file: the same one on every run (it was taken from a
+    set, so it followed Python's hash seed)."""
+    root = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "2.2.0" / "claim_native"
+    outs = []
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        p = subprocess.run([sys.executable, "-m", "ckptctl", "gc", str(root), "--clock", "local"],
+                           capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+        outs.append([line for line in p.stderr.splitlines() if "FLINK-39964" in line])
+    assert outs[0] and outs[0] == outs[1] == outs[2]

@@ -610,7 +610,7 @@ class _Planner:
         options = self.options
         live, spans, expired_refs, external = folded.live, folded.spans, folded.expired_refs, folded.external
         if external and not options.allow_external:
-            first = next(iter(external))
+            first = min(external)  # the same on every run (sets follow the hash seed)
             self.refuse(
                 Refusal.EXTERNAL_REFERENCES,
                 f"{len(external)} references point outside the scanned roots (first: {first}). They may mean a "
@@ -820,7 +820,7 @@ class _Planner:
                     also_live.add(uri)
         if misanchored:
             cks = sorted({c for p in misanchored for c in by_path.pop(p)})
-            first = next(iter(misanchored))
+            first = min(misanchored)  # the same on every run (sets follow the hash seed)
             self.warnings.append(
                 f"{len(cks)} retained checkpoints reference {len(misanchored)} savepoint files by relative names "
                 f"that resolve inside their own directory (FLINK-39964: a CLAIM restore from a native savepoint), "
