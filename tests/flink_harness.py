@@ -11,6 +11,13 @@ Flink needs Java (11/17); without a working ``java -version`` the calling test i
 
 ``restore(version, scenario, path, **opts)`` runs fixtures/restore_job.py in that venv with a hard
 timeout and returns its JSON report (``ok``, ``status``, ``error``, ``new_checkpoint``, ...).
+
+``FlinkSessions`` does the same restores in one long-lived ``restore_job.py --serve`` process per
+Flink version: the gateway JVM and the Table API load once (about 5 s of every one-shot restore
+on a 2-core machine), while every restore is still a job of its own on a new MiniCluster with its
+own configuration, reported on its own. ``restore_many(version, [(scenario, path, opts), ...])`` is
+the short form for a batch. A session that hangs past a restore's timeout is killed (with its
+JVM) and that restore reported as ``HARNESS_TIMEOUT``; the next restore starts a new session.
 """
 
 from __future__ import annotations
@@ -19,10 +26,13 @@ import contextlib
 import fcntl
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -132,26 +142,38 @@ def flink_python(version: str) -> Path:
     return python
 
 
+def _restore_args(version: str, scenario: str, path: str | os.PathLike, opts: dict) -> tuple[list[str], float]:  # fmt: skip
+    """restore_job.py's arguments for one restore, and its timeout (seconds)."""
+    opts = dict(opts)
+    timeout = float(opts.pop("timeout", 90))
+    args = ["--scenario", scenario, "--restore", str(path), "--timeout", str(timeout),
+            "--flink-version", version]  # fmt: skip
+    for conf in opts.pop("conf", []) or []:
+        args += ["--conf", conf]
+    for key, value in opts.items():
+        if value is not None:
+            args += ["--" + key.replace("_", "-"), str(value)]
+    return args, timeout
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)  # the venv's own packages only
+    return env
+
+
 def restore(version: str, scenario: str, path: str | os.PathLike, **opts) -> dict:
-    """Run fixtures/restore_job.py (see there) and return its JSON report.
+    """Run fixtures/restore_job.py (see there) in a process of its own and return its JSON report.
 
     opts: parallelism, checkpoint_dir, timeout (seconds to wait for a new checkpoint, default 90),
     log_out, claim_mode, checkpoint_interval, conf (list of KEY=VALUE), keep_running.
     The process gets ``timeout + 120`` seconds in total and is killed (with its JVM) after that.
     """
     python = flink_python(version)
-    timeout = float(opts.pop("timeout", 90))
-    cmd = [str(python), str(RESTORE_JOB), "--scenario", scenario, "--restore", str(path),
-           "--timeout", str(timeout), "--flink-version", version]  # fmt: skip
-    for conf in opts.pop("conf", []) or []:
-        cmd += ["--conf", conf]
-    for key, value in opts.items():
-        if value is not None:
-            cmd += ["--" + key.replace("_", "-"), str(value)]
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)  # the venv's own packages only
+    args, timeout = _restore_args(version, scenario, path, opts)
+    cmd = [str(python), str(RESTORE_JOB), *args]
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), start_new_session=True
     )  # fmt: skip
     try:
         out, err = proc.communicate(timeout=timeout + 120)
@@ -174,3 +196,125 @@ def restore(version: str, scenario: str, path: str | os.PathLike, **opts) -> dic
                 return report
     return {"ok": False, "status": "NO_REPORT", "restored_from": str(path), "exit_code": proc.returncode,
             "error": "restore_job.py printed no JSON report", "stderr": (err or "")[-4000:]}  # fmt: skip
+
+
+REPORT = "@@ckptctl-restore-report "  # restore_job.py --serve: the prefix of a report line
+
+
+class FlinkSession:
+    """One ``restore_job.py --serve`` process (and its gateway JVM) for one Flink version."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.python = flink_python(version)
+        self._stderr = tempfile.TemporaryFile(mode="w+", prefix="ckptctl-restore-stderr-")  # noqa: SIM115 (closed by close())
+        self.proc = subprocess.Popen(
+            [str(self.python), str(RESTORE_JOB), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._stderr, text=True, env=_env(), start_new_session=True, bufsize=1,
+        )  # fmt: skip
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
+        self.restores = 0
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self._lines.put(line)
+        self._lines.put(None)  # EOF: the process is gone
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def restore(self, scenario: str, path: str | os.PathLike, **opts) -> dict:
+        """As ``restore()``, in this session's JVM; the session is killed if it hangs or dies."""
+        args, timeout = _restore_args(self.version, scenario, path, opts)
+        failed = {"ok": False, "restored_from": str(path), "session_restores": self.restores}
+        try:
+            self.proc.stdin.write(json.dumps(args) + "\n")
+            self.proc.stdin.flush()
+        except OSError as e:
+            self.close(kill=True)
+            return {**failed, "status": "NO_REPORT", "error": f"restore_job.py --serve is gone: {e}",
+                    "stderr": self._stderr_tail()}  # fmt: skip
+        deadline = time.monotonic() + timeout + 120
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.close(kill=True)
+                return {**failed, "status": "HARNESS_TIMEOUT", "stderr": self._stderr_tail(),
+                        "error": f"restore_job.py --serve did not report within {timeout + 120:.0f}s"}  # fmt: skip
+            if line is None:
+                self.close(kill=True)
+                return {**failed, "status": "NO_REPORT", "exit_code": self.proc.returncode,
+                        "error": "restore_job.py --serve exited without a report", "stderr": self._stderr_tail()}  # fmt: skip
+            if line.startswith(REPORT):
+                report = json.loads(line.removeprefix(REPORT))
+                self.restores += 1
+                report["session_restores"] = self.restores  # the how-manieth restore in this JVM
+                return report
+
+    def _stderr_tail(self) -> str:
+        with contextlib.suppress(OSError, ValueError):
+            self._stderr.seek(0)
+            return self._stderr.read()[-4000:]
+        return ""
+
+    def close(self, kill: bool = False) -> None:
+        """End the session: EOF on stdin lets it stop its JVM; whatever is left is killed."""
+        if not kill and self.alive():
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=30)
+        # the JVM is a child in the same process group; make sure nothing outlives the session
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=30)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+        with contextlib.suppress(OSError):
+            self._stderr.close()
+
+
+class FlinkSessions:
+    """A ``FlinkSession`` per Flink version, started on first use; a context manager that closes
+    them all (e.g. in a module-scoped fixture), so no JVM outlives the tests that used it."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, FlinkSession] = {}
+
+    def session(self, version: str) -> FlinkSession:
+        s = self._sessions.get(version)
+        if s is None or not s.alive():
+            if s is not None:
+                s.close(kill=True)
+            s = self._sessions[version] = FlinkSession(version)
+        return s
+
+    def restore(self, version: str, scenario: str, path: str | os.PathLike, **opts) -> dict:
+        """As ``restore()``: one restore, in the version's session."""
+        return self.session(version).restore(scenario, path, **opts)
+
+    def restore_many(self, version: str, requests) -> list[dict]:
+        """``[(scenario, path, opts), ...]`` restored one after another: their reports, in order."""
+        return [self.restore(version, scenario, path, **opts) for scenario, path, opts in requests]
+
+    def close(self) -> None:
+        for s in self._sessions.values():
+            s.close()
+        self._sessions.clear()
+
+    def __enter__(self) -> FlinkSessions:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def restore_many(version: str, requests) -> list[dict]:
+    """``[(scenario, path, opts), ...]`` restored one after another in one process (one JVM): their
+    reports, in order; each restore is a job of its own (see ``FlinkSession``)."""
+    with FlinkSessions() as sessions:
+        return sessions.restore_many(version, requests)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.flink_harness import REPO, file_lock, flink_python, restore
+from tests.flink_harness import REPO, FlinkSessions, file_lock, flink_python
 
 pytestmark = pytest.mark.flink
 
@@ -79,6 +79,14 @@ def install_copy(e: dict) -> Path:
     root.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(REPO / e["data_dir"], root, symlinks=True)
     return root
+
+
+@pytest.fixture(scope="module")
+def flink_sessions():
+    """One restore_job.py --serve process (one gateway JVM) per Flink version for this module's
+    restores (tests/flink_harness.py); each restore is still a job of its own. Closed at the end."""
+    with FlinkSessions() as sessions:
+        yield sessions
 
 
 @pytest.fixture(params=CASES, ids=lambda c: f"{c[0]}-{c[1]}")
@@ -150,7 +158,7 @@ def run_gc(tmp: Path, root: Path) -> tuple[dict, dict]:
     return plan, json.loads(a.stdout)
 
 
-def test_gc_then_flink_restores_every_retained_checkpoint(case, tmp_path):
+def test_gc_then_flink_restores_every_retained_checkpoint(case, tmp_path, flink_sessions):
     version, scenario, e, _ = case
     root = install_copy(e)
     planted = age_tree(root, e, time.time())
@@ -180,17 +188,22 @@ def test_gc_then_flink_restores_every_retained_checkpoint(case, tmp_path):
     # every checkpoint that is left must restore with Flink and complete a new checkpoint
     retained = completed_dirs(root)
     assert len(retained) == sum(1 for c in e["checkpoints"] if c.get("has_metadata"))
+    # (one after another in one JVM, each a job of its own: see tests/flink_harness.py FlinkSession)
+    logs = [tmp_path / f"restore-{ck.parent.name[:8]}-{ck.name}.log" for ck in retained]
+    reports = flink_sessions.restore_many(
+        version,
+        [(scenario, ck, {"timeout": 60, "log_out": log}) for ck, log in zip(retained, logs, strict=True)],
+    )
     failures = []
-    for ck in retained:
-        log = tmp_path / f"restore-{ck.parent.name[:8]}-{ck.name}.log"
-        r = restore(version, scenario, ck, timeout=60, log_out=log)
+    for ck, log, r in zip(retained, logs, reports, strict=True):
         print(f"restore {ck}: ok={r['ok']} status={r['status']} {r.get('seconds')}s")
+        assert r["restored_from"] == f"file://{ck}", r  # the report is this checkpoint's
         if not r["ok"]:
             failures.append((str(ck), r.get("status"), r.get("error"), str(log)))
     assert not failures, failures
 
 
-def test_restore_detects_a_missing_shared_file(case, tmp_path):
+def test_restore_detects_a_missing_shared_file(case, tmp_path, flink_sessions):
     """Negative control: without one live SST of the newest checkpoint, Flink's restore must fail."""
     version, scenario, e, _ = case
     root = install_copy(e)
@@ -207,7 +220,9 @@ def test_restore_detects_a_missing_shared_file(case, tmp_path):
     victim = Path(shared[0]["path"].removeprefix("file:"))
     victim.unlink()
 
-    r = restore(version, scenario, root / newest["dir"], timeout=60, log_out=tmp_path / "broken.log")
+    r = flink_sessions.restore(
+        version, scenario, root / newest["dir"], timeout=60, log_out=tmp_path / "broken.log"
+    )
     print(f"broken restore: ok={r['ok']} status={r['status']} error={str(r.get('error'))[:300]}")
     assert not r["ok"], f"Flink restored {newest['dir']} although {victim} is missing: {r}"
     assert r["status"] in ("FAILING", "FAILED", "GONE", "SUBMIT_FAILED"), r

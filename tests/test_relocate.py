@@ -250,11 +250,23 @@ def newest_checkpoint(root: Path) -> Path:
     return max(chks, key=lambda p: int(p.name[4:]))
 
 
+@pytest.fixture(scope="module")
+def flink_sessions():
+    """One restore_job.py --serve process (one gateway JVM) per Flink version for this module's
+    restores (tests/flink_harness.py); each restore is still a job of its own. Closed at the end."""
+    from tests.flink_harness import FlinkSessions
+
+    with FlinkSessions() as sessions:
+        yield sessions
+
+
 @pytest.mark.flink
 @pytest.mark.parametrize("scenario", ["basic", "filemerging"])
 @pytest.mark.parametrize("version", VERSIONS)
-def test_flink_restores_a_local_relocation_with_the_source_moved_away(version, scenario, tmp_path) -> None:
-    from tests.flink_harness import restore
+def test_flink_restores_a_local_relocation_with_the_source_moved_away(
+    version, scenario, tmp_path, flink_sessions
+) -> None:
+    restore = flink_sessions.restore
 
     sc = Scenario(version, scenario, tmp_path)
     dst = tmp_path / "relocated"
@@ -271,8 +283,10 @@ def test_flink_restores_a_local_relocation_with_the_source_moved_away(version, s
 
 @pytest.mark.flink
 @pytest.mark.parametrize(("version", "scenario"), [("1.20.3", "basic"), ("2.2.0", "filemerging")])
-def test_flink_restores_the_local_copy_of_an_s3_relocation(version, scenario, tmp_path, s3_server) -> None:
-    from tests.flink_harness import restore
+def test_flink_restores_the_local_copy_of_an_s3_relocation(
+    version, scenario, tmp_path, s3_server, flink_sessions
+) -> None:
+    restore = flink_sessions.restore
 
     _sc, back, _remote = s3_relocation(
         version, scenario, tmp_path, s3_server, f"flink-{version.replace('.', '-')}"
@@ -301,10 +315,10 @@ def _restore_target(sc: Scenario, dst: Path) -> Path:
     ("version", "scenario"),
     [("2.2.0", "changelog"), ("1.20.3", "claim"), ("2.2.0", "claim_native"), ("1.20.3", "claim_native")],
 )
-def test_flink_restores_more_kinds_of_relocated_state(version, scenario, tmp_path) -> None:
+def test_flink_restores_more_kinds_of_relocated_state(version, scenario, tmp_path, flink_sessions) -> None:
     """Changelog (DSTL files), a CLAIM-restored job (the first job's shared files), and a
     FLINK-39964 checkpoint repaired in place (its savepoint's files), then relocated."""
-    from tests.flink_harness import restore
+    restore = flink_sessions.restore
 
     sc = Scenario(version, scenario, tmp_path)
     if scenario == "claim_native":
@@ -334,10 +348,10 @@ def test_flink_restores_more_kinds_of_relocated_state(version, scenario, tmp_pat
 @pytest.mark.flink
 @pytest.mark.parametrize("fmt", ["NATIVE", "CANONICAL"])
 @pytest.mark.parametrize("version", VERSIONS)
-def test_flink_restores_a_relocated_savepoint(version: str, fmt: str, tmp_path: Path) -> None:
+def test_flink_restores_a_relocated_savepoint(version: str, fmt: str, tmp_path: Path, flink_sessions) -> None:
     """The savepoints scenario (uid-ed operators) relocated with --all, the source moved away:
     Flink restores its NATIVE (and its CANONICAL) savepoint from the copy."""
-    from tests.flink_harness import restore
+    restore = flink_sessions.restore
 
     sc = Scenario(version, "savepoints", tmp_path)
     (saved,) = [s for s in sc.entry["jobs"][0]["savepoints"] if s["format"] == fmt]

@@ -353,13 +353,22 @@ def test_gc_keeps_the_savepoint_files_of_a_repaired_checkpoint(scenario: Scenari
 # proof with real Flink
 
 
+@pytest.fixture(scope="module")
+def flink_sessions():
+    """One restore_job.py --serve process (one gateway JVM) per Flink version for this module's
+    restores (tests/flink_harness.py); each restore is still a job of its own. Closed at the end."""
+    from tests.flink_harness import FlinkSessions
+
+    with FlinkSessions() as sessions:
+        yield sessions
+
+
 @pytest.mark.flink
 @pytest.mark.parametrize("version", VERSIONS)
 def test_flink_fails_on_the_broken_checkpoint_and_restores_the_repaired_copy(
-    version: str, tmp_path: Path
+    version: str, tmp_path: Path, flink_sessions
 ) -> None:
-    from tests.flink_harness import restore
-
+    restore = flink_sessions.restore
     sc = Scenario(version, SCENARIO, tmp_path)
     chk, refs = the_broken(sc)
     broken = restore(version, SCENARIO, chk, timeout=60, log_out=tmp_path / "broken.log")
