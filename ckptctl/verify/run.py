@@ -8,6 +8,7 @@ from typing import Any
 
 from ckptctl.engine import Engine
 from ckptctl.errors import CkptError
+from ckptctl.pycollector import paused_collector
 from ckptctl.refs import LoadedCheckpoint, Ref, reference_rows
 from ckptctl.repair import explain_missing
 from ckptctl.storage import FileInfo, Storage
@@ -35,6 +36,17 @@ def verify(
     ``listings``: listings of ``roots`` the caller already has (``check``'s one scan), so the
     FLINK-39964 diagnosis of missing files does not list them again."""
     chosen = Engine.parse(engine, master)
+    # a few records per file and no cycles; a collection walks every object of the loaded
+    # checkpoints (millions for a bucket): paused, or collections take longer than the checks
+    with paused_collector():
+        return _verify(
+            storage, checkpoints, deep, chosen, progress, on_total, roots, savepoint_dirs, listings, on_spark
+        )
+
+
+def _verify(
+    storage, checkpoints, deep, chosen, progress, on_total, roots, savepoint_dirs, listings, on_spark
+):
     started = time.monotonic()
     rows: list[Ref] = []
     for ck in checkpoints:
