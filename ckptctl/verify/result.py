@@ -103,6 +103,8 @@ def assemble(checkpoints, n_rows, files, handles, records, engine, master, elaps
         "handles": len(handles),
     }
     counts.update({c: 0 for c in CHECKS})
+    last_key: Any = None
+    cks: list[str] = []
     for rec in records:
         if rec[0] == "h":
             _h, index, cf, kg, n, nbytes = rec
@@ -122,10 +124,11 @@ def assemble(checkpoints, n_rows, files, handles, records, engine, master, elaps
                          "operator_id": op, "subtask": sub}
                     )  # fmt: skip
         else:
-            cks = sorted(files[key].checkpoints)
-            checks.append((key, check, ok, detail, cks))
+            if key != last_key:  # a file's records come together: its checkpoints sorted once
+                last_key, cks = key, sorted(files[key].checkpoints)
+            checks.append((key, check, ok, detail, cks.copy()))  # a list each, as before
             if not ok:
-                problems.append({"path": key, "check": check, "detail": detail, "checkpoints": cks})
+                problems.append({"path": key, "check": check, "detail": detail, "checkpoints": cks.copy()})
     problems.sort(key=lambda p: (p["path"], CHECKS.index(p["check"]), p.get("subtask") or 0))
     return VerifyResult(
         checkpoints, n_rows, files, handles, checks, histogram, problems, counts, engine, master, elapsed

@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ckptctl.metadata.model import incremental_parts
-from ckptctl.refs import LoadedCheckpoint, Ref, file_resolver
+from ckptctl.refs import FILE_COLUMNS, GROUP_COLUMNS, LoadedCheckpoint, Ref, RefGroup, file_resolver
 
 
-@dataclass
+@dataclass(slots=True)
 class FileRefs:
     """What the reference map says about one physical file."""
 
@@ -34,24 +34,52 @@ class FileRefs:
 
     def task(self) -> tuple:
         return (
-            "f", self.path, tuple(sorted(self.whole_sizes)), tuple(sorted(self.changelog_sizes)),
+            "f", self.path, _sorted(self.whole_sizes), _sorted(self.changelog_sizes),
             self.segment_end if self.has_segments else None,
-            self.sst_whole, tuple(sorted(self.sst_segment_ends)), tuple(sorted(self.read_spans)),
+            self.sst_whole, _sorted(self.sst_segment_ends), _sorted(self.read_spans),
         )  # fmt: skip
+
+
+def _sorted(values: set) -> tuple:
+    return tuple(values) if len(values) < 2 else tuple(sorted(values))
 
 
 def file_refs(rows: Iterable[Ref]) -> dict[str, FileRefs]:
     """Reference rows deduplicated by physical path."""
+    return _file_refs(
+        (r.checkpoint, r.scope, r.handle_type, r.local_name, r.path, r.offset, r.size) for r in rows
+    )
+
+
+_CHECKPOINT = GROUP_COLUMNS.index("checkpoint")
+_SCOPE = GROUP_COLUMNS.index("scope")
+_FILE = tuple(FILE_COLUMNS.index(c) for c in ("handle_type", "local_name", "path", "offset", "size"))
+
+
+def group_file_refs(groups: Iterable[RefGroup]) -> tuple[dict[str, FileRefs], int]:
+    """:func:`file_refs` of the rows of ``groups`` (:func:`ckptctl.refs.reference_groups`), read
+    from the groups without making the rows; and how many rows they hold."""
     out: dict[str, FileRefs] = {}
-    for r in rows:
-        path = r.path
+    n = 0
+    t, name, path, offset, size = _FILE
+    for g in groups:
+        n += len(g.files)
+        ck, scope = g.shared[_CHECKPOINT], g.shared[_SCOPE]
+        _file_refs(((ck, scope, f[t], f[name], f[path], f[offset], f[size]) for f in g.files), out)
+    return out, n
+
+
+def _file_refs(items: Iterable[tuple], out: dict[str, FileRefs] | None = None) -> dict[str, FileRefs]:
+    """``items``: (checkpoint, scope, handle_type, local_name, path, offset, size) per reference."""
+    if out is None:
+        out = {}
+    for checkpoint, scope, handle_type, name, path, offset, size in items:
         f = out.get(path)
         if f is None:
             f = out[path] = FileRefs(path)
-        f.checkpoints.add(r.checkpoint)
-        offset, size, name, scope = r.offset, r.size, r.local_name, r.scope
+        f.checkpoints.add(checkpoint)
         is_sst = bool(name) and name.endswith(".sst")
-        if r.handle_type == "SegmentFileStateHandle":
+        if handle_type == "SegmentFileStateHandle":
             f.has_segments = True
             f.segment_end = max(f.segment_end, offset + size)
             if is_sst:
