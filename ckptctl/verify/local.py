@@ -9,11 +9,14 @@ from collections.abc import Callable, Iterable, Iterator
 from ckptctl.storage import StorageOptions
 from ckptctl.verify.checks import run_tasks
 
-# Below this many seconds per task, tasks run in the calling thread. A check of a local file in
-# the page cache takes ~10 µs of which the syscalls are a few: threads only wait for each other's
-# interpreter lock (each syscall hands it over), and 16 of them ran 2-3x slower than one. A task
-# that waits on storage (S3, NFS, a cold disk; RocksDB handles) takes far longer: those overlap.
-SERIAL_TASK_SECONDS = 50e-6
+# Tasks run in the calling thread while they wait on storage less than this many seconds each
+# (wall time minus the thread's CPU time). A check of a local file in the page cache takes ~10 µs,
+# mostly the interpreter's: threads only wait for each other's interpreter lock (each syscall hands
+# it over), and 16 of them ran 2-3x slower than one. Tasks that wait on storage (S3, NFS, a cold
+# disk; RocksDB handles) wait far longer, and those overlap in a pool.
+SERIAL_WAIT_SECONDS = 50e-6
+MIN_WAIT_SECONDS = 0.05  # and this long in all: a few preemptions are no reason for a pool
+PROBE_TASKS = 32  # the first chunk, small: tasks that wait on S3 go to the pool after a few of them
 
 
 def run_local(
@@ -25,8 +28,8 @@ def run_local(
 ) -> list[tuple]:
     """The in-process engine: the same check function over chunks of the tasks.
 
-    Chunks run in this thread while they take under :data:`SERIAL_TASK_SECONDS` per task; from the
-    first slower one, the rest go to a pool of ``workers`` threads (storage is then I/O bound).
+    File checks run in this thread, chunk by chunk, while their tasks wait on storage under :data:`SERIAL_WAIT_SECONDS`
+    each; from the first chunk that waits longer, the rest go to a pool of ``workers`` threads.
     Records come back in task order either way. ``runner`` replaces :func:`run_tasks` (other
     commands' task functions, e.g. ``states --deep``)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -35,17 +38,26 @@ def run_local(
         return []
     fn = runner or run_tasks
     chunk = max(1, min(256, len(tasks) // (workers * 4) or 1))
-    chunks = [tasks[i : i + chunk] for i in range(0, len(tasks), chunk)]
+    first = min(chunk, PROBE_TASKS)
+    chunks = [tasks[:first]] + [tasks[i : i + chunk] for i in range(first, len(tasks), chunk)]
     out: list[tuple] = []
     done = 0
-    while done < len(chunks):
-        started = time.perf_counter()
-        out.extend(fn(options, chunks[done]))
-        seconds = time.perf_counter() - started
+    # file checks only (handle tasks, first in the list, and other commands' runners: a pool)
+    serial = runner is None and tasks[0][0] == "f"
+    waited = 0.0  # seconds this thread was off the CPU while checking, so far
+    checked = 0
+    while serial and done < len(chunks):
+        part = chunks[done]
+        wall, cpu = time.perf_counter(), time.thread_time()
+        out.extend(fn(options, part))
+        waited += (time.perf_counter() - wall) - (time.thread_time() - cpu)
+        checked += len(part)
         if progress:
-            progress(len(chunks[done]))
+            progress(len(part))
         done += 1
-        if seconds > SERIAL_TASK_SECONDS * len(chunks[done - 1]):
+        # on average, not per chunk: on a busy machine the scheduler alone takes this thread off
+        # the CPU for a few milliseconds now and then, which a pool would not make shorter
+        if waited > max(SERIAL_WAIT_SECONDS * checked, MIN_WAIT_SECONDS):
             break
     rest = chunks[done:]
     if not rest:

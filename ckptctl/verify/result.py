@@ -105,6 +105,7 @@ def assemble(checkpoints, n_rows, files, handles, records, engine, master, elaps
     counts.update({c: 0 for c in CHECKS})
     last_key: Any = None
     cks: list[str] = []
+    add = checks.append
     for rec in records:
         if rec[0] == "h":
             _h, index, cf, kg, n, nbytes = rec
@@ -113,7 +114,13 @@ def assemble(checkpoints, n_rows, files, handles, records, engine, master, elaps
             continue
         _c, key, check, ok, detail = rec
         counts[check] += 1
-        if isinstance(key, int):
+        if key.__class__ is str:  # a file (the bulk); else a handle's index
+            if key != last_key:  # a file's records come together: its checkpoints sorted once
+                last_key, cks = key, sorted(files[key].checkpoints)
+            add((key, check, ok, detail, cks.copy()))  # a list each, as before
+            if not ok:
+                problems.append({"path": key, "check": check, "detail": detail, "checkpoints": cks.copy()})
+        else:
             ref = handles[key]
             for ck, op, sub in ref.owners:
                 where = f"operator {op} subtask {sub} key groups [{ref.key_group_start}, {ref.key_group_end}]"
@@ -123,12 +130,6 @@ def assemble(checkpoints, n_rows, files, handles, records, engine, master, elaps
                         {"path": ck, "check": check, "detail": f"{where}: {detail}", "checkpoints": [ck],
                          "operator_id": op, "subtask": sub}
                     )  # fmt: skip
-        else:
-            if key != last_key:  # a file's records come together: its checkpoints sorted once
-                last_key, cks = key, sorted(files[key].checkpoints)
-            checks.append((key, check, ok, detail, cks.copy()))  # a list each, as before
-            if not ok:
-                problems.append({"path": key, "check": check, "detail": detail, "checkpoints": cks.copy()})
     problems.sort(key=lambda p: (p["path"], CHECKS.index(p["check"]), p.get("subtask") or 0))
     return VerifyResult(
         checkpoints, n_rows, files, handles, checks, histogram, problems, counts, engine, master, elapsed
