@@ -99,7 +99,10 @@ def _check_file(storage: Storage, path: str, listed: int | None, fd: int, task: 
         add(("c", path, "size", False, f"size {actual} bytes, segments need {segment_end}"))
     if size_ok:
         add(("c", path, "size", True, None))
-    ends = ([actual] if sst_whole else []) + [e for e in sst_segment_ends if e <= actual]
+    if sst_segment_ends:
+        ends = ([actual] if sst_whole else []) + [e for e in sst_segment_ends if e <= actual]
+    else:
+        ends = (actual,) if sst_whole else ()
     for end in ends:
         if end < 8:
             add(("c", path, "sst_magic", False, f"{end} bytes: too short for an SST footer"))
