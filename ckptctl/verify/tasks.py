@@ -46,14 +46,17 @@ def _sorted(values: set) -> tuple:
 
 def file_refs(rows: Iterable[Ref]) -> dict[str, FileRefs]:
     """Reference rows deduplicated by physical path."""
-    return _file_refs(
-        (r.checkpoint, r.scope, r.handle_type, r.local_name, r.path, r.offset, r.size) for r in rows
-    )
+    out: dict[str, FileRefs] = {}
+    for r in rows:
+        _add_files(out, r.checkpoint, r.scope, (r,), _ROW)
+    return out
 
 
 _CHECKPOINT = GROUP_COLUMNS.index("checkpoint")
 _SCOPE = GROUP_COLUMNS.index("scope")
-_FILE = tuple(FILE_COLUMNS.index(c) for c in ("handle_type", "local_name", "path", "offset", "size"))
+_PER_FILE = ("handle_type", "local_name", "path", "offset", "size")
+_ROW = tuple(Ref._fields.index(c) for c in _PER_FILE)  # where they are in a Ref
+_FILE = tuple(FILE_COLUMNS.index(c) for c in _PER_FILE)  # and in a RefGroup's file tuple
 
 
 def group_file_refs(groups: Iterable[RefGroup]) -> tuple[dict[str, FileRefs], int]:
@@ -61,38 +64,41 @@ def group_file_refs(groups: Iterable[RefGroup]) -> tuple[dict[str, FileRefs], in
     from the groups without making the rows; and how many rows they hold."""
     out: dict[str, FileRefs] = {}
     n = 0
-    t, name, path, offset, size = _FILE
     for g in groups:
         n += len(g.files)
-        ck, scope = g.shared[_CHECKPOINT], g.shared[_SCOPE]
-        _file_refs(((ck, scope, f[t], f[name], f[path], f[offset], f[size]) for f in g.files), out)
+        _add_files(out, g.shared[_CHECKPOINT], g.shared[_SCOPE], g.files, _FILE)
     return out, n
 
 
-def _file_refs(items: Iterable[tuple], out: dict[str, FileRefs] | None = None) -> dict[str, FileRefs]:
-    """``items``: (checkpoint, scope, handle_type, local_name, path, offset, size) per reference."""
-    if out is None:
-        out = {}
-    for checkpoint, scope, handle_type, name, path, offset, size in items:
-        f = out.get(path)
-        if f is None:
-            f = out[path] = FileRefs(path)
-        f.checkpoints.add(checkpoint)
+def _add_files(out: dict[str, FileRefs], checkpoint: str, scope: str, files: Iterable[tuple], at: tuple) -> None:
+    """Add references of one checkpoint and scope; ``at``: where each tuple of ``files`` holds its
+    handle type, local name, path, offset and size."""
+    t, nm, p, off, sz = at
+    changelog = scope == "changelog"
+    spans = scope in ("metadata", "private")
+    get = out.get
+    for f in files:
+        path = f[p]
+        ref = get(path)
+        if ref is None:
+            ref = out[path] = FileRefs(path)
+        ref.checkpoints.add(checkpoint)
+        name = f[nm]
         is_sst = bool(name) and name.endswith(".sst")
-        if handle_type == "SegmentFileStateHandle":
-            f.has_segments = True
-            f.segment_end = max(f.segment_end, offset + size)
+        if f[t] == "SegmentFileStateHandle":
+            ref.has_segments = True
+            end = f[off] + f[sz]
+            ref.segment_end = max(ref.segment_end, end)
             if is_sst:
-                f.sst_segment_ends.add(offset + size)
-        elif scope == "changelog":
-            f.changelog_sizes.add(size)
+                ref.sst_segment_ends.add(end)
+        elif changelog:
+            ref.changelog_sizes.add(f[sz])
         else:
-            f.whole_sizes.add(size)
+            ref.whole_sizes.add(f[sz])
             if is_sst:
-                f.sst_whole = True
-        if scope in ("metadata", "private") and not is_sst:
-            f.read_spans.add((offset, size))
-    return out
+                ref.sst_whole = True
+        if spans and not is_sst:
+            ref.read_spans.add((f[off], f[sz]))
 
 
 @dataclass
