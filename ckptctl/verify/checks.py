@@ -55,8 +55,12 @@ def run_partition(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[t
 
 def check_file(storage: Storage, task: tuple) -> list[tuple]:
     """The records of one file task (a list: built in one go, no generator per file)."""
-    _f, path, _whole, _changelog, _segment_end, sst_whole, sst_segment_ends, read_spans = task[:8]
-    listed = task[8] if len(task) > 8 else None  # the size a listing of its directory gave, if any
+    # listed: the size a listing of its directory gave, if any (a 9th element)
+    if len(task) == 9:
+        _f, path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans, listed = task
+    else:
+        _f, path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans = task[:8]
+        listed = task[8] if len(task) > 8 else None
     fd = -1  # a local regular file: opened once when it is read, its size from fstat
     if path.startswith("file:"):
         read = bool(sst_whole or sst_segment_ends or read_spans)
@@ -65,14 +69,18 @@ def check_file(storage: Storage, task: tuple) -> list[tuple]:
             if listed is None:
                 listed = size
     try:
-        return _check_file(storage, path, listed, fd, task)
+        return _check_file(
+            storage, path, listed, fd, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends,
+            read_spans,
+        )  # fmt: skip
     finally:
         if fd >= 0:
             os.close(fd)
 
 
-def _check_file(storage: Storage, path: str, listed: int | None, fd: int, task: tuple) -> list[tuple]:
-    _f, path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans = task[:8]
+def _check_file(
+    storage, path, listed, fd, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans
+) -> list[tuple]:
     actual = listed
     if actual is None:  # not listed (or listed as absent: a listing may lag, so ask the file itself)
         try:
