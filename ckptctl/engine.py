@@ -4,7 +4,8 @@ One :class:`Engine` is made from ``--engine``/``--master`` when a command starts
 usage error there, never later) and handed to whatever runs tasks (``verify``, ``states --deep``,
 ``relocate``). ``auto``, the default, runs in-process below :data:`AUTO_SPARK_TASKS` tasks and on
 Spark above it, or whenever ``--master`` names one: an embedded JVM takes ~5 s to start, more than
-checking a few thousand files takes, and needs Java; a cluster is worth it for a bucket.
+checking a few thousand files takes, and needs Java; a cluster is worth it for a bucket. Checks of
+local files count for less (:data:`AUTO_LOCAL_FILES`): in-process, 100,000 take about a second.
 The Spark and local runners themselves live in :mod:`ckptctl.verify` (imported lazily here).
 """
 
@@ -18,6 +19,10 @@ from ckptctl.errors import CkptError
 
 ENGINES = ("auto", "local", "spark")
 AUTO_SPARK_TASKS = 20_000  # files + RocksDB handles: above this, auto starts Spark
+# except for checks of local files, which run in-process at ~100,000 a second (an S3 file's take
+# milliseconds): one counts as AUTO_SPARK_TASKS / AUTO_LOCAL_FILES tasks, so auto starts a JVM
+# for local files alone only from this many on
+AUTO_LOCAL_FILES = 500_000
 DEFAULT_MASTER = "local[*]"
 
 Runner = Callable[[Any, Iterable[tuple]], Iterator[tuple]]
@@ -41,11 +46,13 @@ class Engine:
             raise CkptError(f"--master {master} needs --engine spark (or auto); --engine local runs in-process")
         return cls(kind, master or None)
 
-    def resolve(self, tasks: int) -> Engine:
-        """The engine that runs ``tasks`` tasks: ``local``, or ``spark`` with its master."""
+    def resolve(self, tasks: int, local_files: int = 0) -> Engine:
+        """The engine that runs ``tasks`` tasks (``local_files`` of them checks of local files):
+        ``local``, or ``spark`` with its master."""
         if self.kind == "local":
             return self
-        if self.kind == "spark" or self.master or tasks >= AUTO_SPARK_TASKS:
+        cost = tasks - local_files + local_files * AUTO_SPARK_TASKS / AUTO_LOCAL_FILES
+        if self.kind == "spark" or self.master or cost >= AUTO_SPARK_TASKS:
             return Engine("spark", self.master or DEFAULT_MASTER)
         return Engine("local", None)
 

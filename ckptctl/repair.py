@@ -5,9 +5,6 @@ really is), is :mod:`ckptctl.flink39964`; verify and check use that diagnosis to
 :func:`plan_repair` rewrites exactly those handles into absolute ``FileHandle``\\ s to the
 savepoint's file, nothing else, and :func:`apply_repair` writes the repaired copy (its own files,
 then the new ``_metadata`` last) or repairs in place keeping a backup.
-
-``explain_missing`` is still importable from here for :mod:`ckptctl.verify.run`, which should
-import it from :mod:`ckptctl.flink39964` (verify does not need the repair).
 """
 
 from __future__ import annotations
@@ -20,9 +17,6 @@ from ckptctl import storage as st
 from ckptctl.copying import TMP_MARK, copy_file, write_atomic
 from ckptctl.errors import CkptError
 from ckptctl.flink39964 import BACKUP_NAME, ISSUE, Misanchored, SavepointFiles, diagnose
-from ckptctl.flink39964 import (
-    explain_missing as explain_missing,  # ckptctl.verify.run's import, until it moves
-)
 from ckptctl.layout import METADATA_FILE
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import CheckpointMetadata, FileHandle, RelativeFileHandle, SegmentFileHandle

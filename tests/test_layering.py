@@ -14,8 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import ckptctl
 
 PACKAGE = Path(ckptctl.__file__).resolve().parent
@@ -218,11 +216,6 @@ def test_the_flink39964_diagnosis_is_core_below_its_users() -> None:
         assert "ckptctl.flink39964" in graph[user], user
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ckptctl/verify/run.py (not edited here) still imports explain_missing from ckptctl.repair; "
-    "it should import it from ckptctl.flink39964",
-)
 def test_verify_does_not_import_repair() -> None:
     graph = import_graph(lazy=True)
     verify = [m for m in MODULES if m == "ckptctl.verify" or m.startswith("ckptctl.verify.")]

@@ -15,7 +15,6 @@ class VerifyResult:
     checkpoints: list[str]
     files: dict[str, FileRefs]
     handles: list[HandleRef]
-    checks: list[tuple]  # (path, check, ok, detail, checkpoints)
     histogram: list[tuple]  # (checkpoint, operator_id, subtask, column_family, key_group, entries, bytes)
     problems: list[dict[str, Any]]
     counts: dict[str, int]
@@ -26,6 +25,17 @@ class VerifyResult:
     unreadable: dict[str, str] = field(default_factory=dict)  # checkpoint dir -> why its _metadata is not
     moved: list[dict[str, Any]] = field(default_factory=list)  # written elsewhere: what Flink will read
     what_if: list[str] = field(default_factory=list)  # explicit --rebase: not what Flink reads itself
+    records: list[tuple] = field(default_factory=list, repr=False)  # the engine's, in task order
+    _checks: list[tuple] | None = field(default=None, repr=False)
+
+    @property
+    def checks(self) -> list[tuple]:
+        """Every check, ``(path, check, ok, detail, checkpoints)`` (a handle's once per owner), in
+        the engine's order. Made when first asked for (``--report``): a row per check of every file
+        costs as much as a tenth of the checks themselves, and most runs never read them."""
+        if self._checks is None:
+            self._checks = check_rows(self.records, self.files, self.handles)
+        return self._checks
 
     @property
     def ok(self) -> bool:
@@ -71,8 +81,29 @@ class VerifyResult:
         }
 
 
-def assemble(checkpoints, n_rows, files, handles, records, engine, master, elapsed) -> VerifyResult:
+def check_rows(records: list[tuple], files: dict[str, FileRefs], handles: list[HandleRef]) -> list[tuple]:
+    """:attr:`VerifyResult.checks` from the engine's records."""
     checks: list[tuple] = []
+    add = checks.append
+    last_key: Any = None
+    cks: list[str] = []
+    for rec in records:
+        if rec[0] == "h":
+            continue
+        _c, key, check, ok, detail = rec
+        if key.__class__ is str:  # a file (the bulk); else a handle's index
+            if key != last_key:  # a file's records come together: its checkpoints sorted once
+                last_key, cks = key, sorted(files[key].checkpoints)
+            add((key, check, ok, detail, cks.copy()))  # a list each
+        else:
+            ref = handles[key]
+            for ck, op, sub in ref.owners:
+                where = f"operator {op} subtask {sub} key groups [{ref.key_group_start}, {ref.key_group_end}]"
+                add((ck, check, ok, f"{where}: {detail}" if detail else where, [ck]))
+    return checks
+
+
+def assemble(checkpoints, n_rows, files, handles, records, engine, master, elapsed) -> VerifyResult:
     histogram: list[tuple] = []
     problems: list[dict[str, Any]] = []
     counts = {
@@ -90,22 +121,19 @@ def assemble(checkpoints, n_rows, files, handles, records, engine, master, elaps
             continue
         _c, key, check, ok, detail = rec
         counts[check] += 1
-        if isinstance(key, int):
+        if ok:
+            continue
+        if key.__class__ is str:
+            problems.append({"path": key, "check": check, "detail": detail, "checkpoints": sorted(files[key].checkpoints)})
+        else:
             ref = handles[key]
             for ck, op, sub in ref.owners:
                 where = f"operator {op} subtask {sub} key groups [{ref.key_group_start}, {ref.key_group_end}]"
-                checks.append((ck, check, ok, f"{where}: {detail}" if detail else where, [ck]))
-                if not ok:
-                    problems.append(
-                        {"path": ck, "check": check, "detail": f"{where}: {detail}", "checkpoints": [ck],
-                         "operator_id": op, "subtask": sub}
-                    )  # fmt: skip
-        else:
-            cks = sorted(files[key].checkpoints)
-            checks.append((key, check, ok, detail, cks))
-            if not ok:
-                problems.append({"path": key, "check": check, "detail": detail, "checkpoints": cks})
+                problems.append(
+                    {"path": ck, "check": check, "detail": f"{where}: {detail}", "checkpoints": [ck],
+                     "operator_id": op, "subtask": sub}
+                )  # fmt: skip
     problems.sort(key=lambda p: (p["path"], CHECKS.index(p["check"]), p.get("subtask") or 0))
     return VerifyResult(
-        checkpoints, files, handles, checks, histogram, problems, counts, engine, master, elapsed
+        checkpoints, files, handles, histogram, problems, counts, engine, master, elapsed, records=records
     )

@@ -10,9 +10,12 @@ this interpreter (same ckptctl, same rocksdict).
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -28,6 +31,8 @@ class VerifyError(CkptError):
 
 _SPARK_LOCK = threading.Lock()
 _SPARK: Any = None
+_LOCAL_DIR: str | None = None  # the session's spark.local.dir: blockmgr-*, spark-*/userFiles-*, pyspark-*
+_JVM_DIR: str | None = None  # the JVM's java.io.tmpdir (spark-submit's spark-*, native libraries)
 
 
 def spark_session(master: str) -> Any:
@@ -38,14 +43,13 @@ def spark_session(master: str) -> Any:
     JVM's own output (Spark and Hadoop warnings, stack traces) goes to :func:`spark_log_path`, not
     to the user's terminal; errors name that file.
     """
-    global _SPARK
+    global _SPARK, _LOCAL_DIR
     with _SPARK_LOCK:
         if _SPARK is not None:
             sc = _SPARK.sparkContext
             if sc._jsc is not None and sc.master == master:
                 return _SPARK
-            _SPARK.stop()
-            _SPARK = None
+            _stop_locked()
         # executors must run the driver's Python (same ckptctl, same rocksdict)
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -62,8 +66,13 @@ def spark_session(master: str) -> Any:
         unreachable = unreachable_master(master)
         if unreachable:
             raise VerifyError(unreachable)
+        # Spark's scratch space in directories of this run, removed when it stops (and at exit): the
+        # JVM's own clean-up runs in its shutdown hooks after this process has gone, and a JVM that
+        # is killed (a CI job's process group, a container) leaves them in the shared temp dir
+        _LOCAL_DIR = tempfile.mkdtemp(prefix="ckptctl-spark-local-")
         builder = (
             SparkSession.builder.master(master)
+            .config("spark.local.dir", _LOCAL_DIR)
             .appName("ckptctl verify")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
@@ -79,11 +88,14 @@ def spark_session(master: str) -> Any:
             if SparkContext._gateway is None:
                 _launch_gateway(log)
             _SPARK = builder.getOrCreate()
-        except Exception as e:  # noqa: BLE001 - py4j / JVM start-up failures
+            _SPARK.sparkContext.setLogLevel("ERROR")
+        except BaseException as e:
+            _stop_locked()
+            if not isinstance(e, Exception):
+                raise  # KeyboardInterrupt while the JVM starts: cleaned up, and interrupted
             raise VerifyError(
                 f"cannot start Spark with master {master}: {_short(e)} (Spark log: {log})"
             ) from None
-        _SPARK.sparkContext.setLogLevel("ERROR")
         return _SPARK
 
 
@@ -103,12 +115,26 @@ def spark_log_path() -> str:
 
 
 def _launch_gateway(log: str) -> None:
-    """Start the JVM with its stdout and stderr in ``log`` (truncated: one run per file)."""
+    """Start the JVM with its stdout and stderr in ``log`` (truncated: one run per file) and its
+    ``java.io.tmpdir`` in a directory of this process, removed at exit (:func:`stop_spark`)."""
+    global _JVM_DIR
     from pyspark import SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    with open(log, "wb") as f:
-        gateway = launch_gateway(popen_kwargs={"stdout": f, "stderr": f})
+    if _JVM_DIR is None:
+        _JVM_DIR = tempfile.mkdtemp(prefix="ckptctl-spark-jvm-")
+    # spark-class adds SPARK_SUBMIT_OPTS to the JVM's options (the user's own come last and win);
+    # launch_gateway passes the JVM a copy of os.environ, so it is set there while it starts
+    before = os.environ.get("SPARK_SUBMIT_OPTS")
+    os.environ["SPARK_SUBMIT_OPTS"] = f"-Djava.io.tmpdir={_JVM_DIR} {before or ''}".strip()
+    try:
+        with open(log, "wb") as f:
+            gateway = launch_gateway(popen_kwargs={"stdout": f, "stderr": f})
+    finally:
+        if before is None:
+            del os.environ["SPARK_SUBMIT_OPTS"]
+        else:
+            os.environ["SPARK_SUBMIT_OPTS"] = before
     SparkContext._ensure_initialized(gateway=gateway)
 
 
@@ -220,11 +246,33 @@ def _yarn_resource_managers(conf_dir: str) -> list[str]:
 
 
 def stop_spark() -> None:
-    global _SPARK
+    """Stop the session (if any) and remove its scratch directory."""
     with _SPARK_LOCK:
+        _stop_locked()
+
+
+def _stop_locked() -> None:
+    global _SPARK, _LOCAL_DIR
+    try:
         if _SPARK is not None:
             _SPARK.stop()
-            _SPARK = None
+    except Exception:  # noqa: BLE001, S110 - a JVM that is gone already: nothing left to stop
+        pass
+    finally:
+        _SPARK = None
+        if _LOCAL_DIR is not None:
+            shutil.rmtree(_LOCAL_DIR, ignore_errors=True)
+            _LOCAL_DIR = None
+
+
+@atexit.register
+def _at_exit() -> None:
+    """The session stopped and every directory of this process's Spark removed before it exits."""
+    global _JVM_DIR
+    stop_spark()
+    if _JVM_DIR is not None:
+        shutil.rmtree(_JVM_DIR, ignore_errors=True)
+        _JVM_DIR = None
 
 
 def _loopback_master(master: str) -> bool:

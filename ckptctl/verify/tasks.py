@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ckptctl.metadata.model import incremental_parts
-from ckptctl.refs import LoadedCheckpoint, Ref, file_resolver
+from ckptctl.refs import FILE_COLUMNS, GROUP_COLUMNS, LoadedCheckpoint, Ref, RefGroup, file_resolver
 
 
-@dataclass
+@dataclass(slots=True)
 class FileRefs:
     """What the reference map says about one physical file."""
 
@@ -34,37 +34,71 @@ class FileRefs:
 
     def task(self) -> tuple:
         return (
-            "f", self.path, tuple(sorted(self.whole_sizes)), tuple(sorted(self.changelog_sizes)),
+            "f", self.path, _sorted(self.whole_sizes), _sorted(self.changelog_sizes),
             self.segment_end if self.has_segments else None,
-            self.sst_whole, tuple(sorted(self.sst_segment_ends)), tuple(sorted(self.read_spans)),
+            self.sst_whole, _sorted(self.sst_segment_ends), _sorted(self.read_spans),
         )  # fmt: skip
+
+
+def _sorted(values: set) -> tuple:
+    return tuple(values) if len(values) < 2 else tuple(sorted(values))
 
 
 def file_refs(rows: Iterable[Ref]) -> dict[str, FileRefs]:
     """Reference rows deduplicated by physical path."""
     out: dict[str, FileRefs] = {}
     for r in rows:
-        path = r.path
-        f = out.get(path)
-        if f is None:
-            f = out[path] = FileRefs(path)
-        f.checkpoints.add(r.checkpoint)
-        offset, size, name, scope = r.offset, r.size, r.local_name, r.scope
-        is_sst = bool(name) and name.endswith(".sst")
-        if r.handle_type == "SegmentFileStateHandle":
-            f.has_segments = True
-            f.segment_end = max(f.segment_end, offset + size)
-            if is_sst:
-                f.sst_segment_ends.add(offset + size)
-        elif scope == "changelog":
-            f.changelog_sizes.add(size)
-        else:
-            f.whole_sizes.add(size)
-            if is_sst:
-                f.sst_whole = True
-        if scope in ("metadata", "private") and not is_sst:
-            f.read_spans.add((offset, size))
+        _add_files(out, r.checkpoint, r.scope, (r,), _ROW)
     return out
+
+
+_CHECKPOINT = GROUP_COLUMNS.index("checkpoint")
+_SCOPE = GROUP_COLUMNS.index("scope")
+_PER_FILE = ("handle_type", "local_name", "path", "offset", "size")
+_ROW = tuple(Ref._fields.index(c) for c in _PER_FILE)  # where they are in a Ref
+_FILE = tuple(FILE_COLUMNS.index(c) for c in _PER_FILE)  # and in a RefGroup's file tuple
+
+
+def group_file_refs(groups: Iterable[RefGroup]) -> tuple[dict[str, FileRefs], int]:
+    """:func:`file_refs` of the rows of ``groups`` (:func:`ckptctl.refs.reference_groups`), read
+    from the groups without making the rows; and how many rows they hold."""
+    out: dict[str, FileRefs] = {}
+    n = 0
+    for g in groups:
+        n += len(g.files)
+        _add_files(out, g.shared[_CHECKPOINT], g.shared[_SCOPE], g.files, _FILE)
+    return out, n
+
+
+def _add_files(out: dict[str, FileRefs], checkpoint: str, scope: str, files: Iterable[tuple], at: tuple) -> None:
+    """Add references of one checkpoint and scope; ``at``: where each tuple of ``files`` holds its
+    handle type, local name, path, offset and size."""
+    t, nm, p, off, sz = at
+    changelog = scope == "changelog"
+    spans = scope in ("metadata", "private")
+    get = out.get
+    for f in files:
+        path = f[p]
+        ref = get(path)
+        if ref is None:
+            ref = out[path] = FileRefs(path)
+        ref.checkpoints.add(checkpoint)
+        name = f[nm]
+        is_sst = bool(name) and name.endswith(".sst")
+        if f[t] == "SegmentFileStateHandle":
+            ref.has_segments = True
+            end = f[off] + f[sz]
+            ref.segment_end = max(ref.segment_end, end)
+            if is_sst:
+                ref.sst_segment_ends.add(end)
+        elif changelog:
+            ref.changelog_sizes.add(f[sz])
+        else:
+            ref.whole_sizes.add(f[sz])
+            if is_sst:
+                ref.sst_whole = True
+        if spans and not is_sst:
+            ref.read_spans.add((f[off], f[sz]))
 
 
 @dataclass
