@@ -100,8 +100,8 @@ class ScanStorage(Storage):
     def read_range(self, uri: str, start: int, length: int) -> bytes:
         return self.inner.read_range(uri, start, length)
 
-    def stat(self, uri: str) -> FileInfo | None:
-        return self.inner.stat(uri)
+    def stat(self, uri: str, fresh: bool = False) -> FileInfo | None:
+        return self.inner.stat(uri, fresh)
 
     def is_dir(self, uri: str) -> bool:
         return self.inner.is_dir(uri)

@@ -15,7 +15,9 @@ import pytest
 
 from ckptctl.engine import AUTO_LOCAL_FILES, AUTO_SPARK_TASKS, Engine
 from ckptctl.storage import Storage
-from ckptctl.verify import SST_MAGIC, check_file, checks, local, run_local
+from ckptctl.verify import SST_MAGIC, checks, local
+from ckptctl.verify.checks import check_file
+from ckptctl.verify.local import run_local
 
 FOOTER = SST_MAGIC.to_bytes(8, "little")
 
