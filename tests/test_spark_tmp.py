@@ -104,3 +104,23 @@ def test_a_session_that_fails_to_start_removes_its_scratch_dir(
         spark_session("local[1]")
     jvm = spark._JVM_DIR
     assert [p for p in leftovers(tmp) if not (jvm and str(tmp / p).startswith(jvm))] == []
+
+
+def test_a_process_with_several_sessions_leaves_nothing(tmp_path: Path) -> None:
+    """Spark keeps the first session's local root for the JVM's lifetime and re-creates it when a
+    later session of the same JVM writes there: the directory removed at the first stop came back
+    (empty) after a second session. At exit every one is removed once the JVM has gone."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "CKPTCTL_SPARK_LOG": str(tmp_path / "spark.log"),
+           "PYTHONPATH": str(REPO)}  # fmt: skip
+    script = (
+        "from ckptctl.verify import spark_session, stop_spark\n"
+        "for master in ('local[1]', 'local[2]'):\n"
+        "    s = spark_session(master)\n"
+        "    assert s.sparkContext.parallelize(range(100), 4).map(lambda x: x * 2).sum() == 9900\n"
+        "    stop_spark()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert os.listdir(tmp) == [], leftovers(tmp)

@@ -33,6 +33,10 @@ _SPARK_LOCK = threading.Lock()
 _SPARK: Any = None
 _LOCAL_DIR: str | None = None  # the session's spark.local.dir: blockmgr-*, spark-*/userFiles-*, pyspark-*
 _JVM_DIR: str | None = None  # the JVM's java.io.tmpdir (spark-submit's spark-*, native libraries)
+# Every spark.local.dir this process made: Spark caches the first session's local root for the
+# JVM's lifetime and re-creates it when a later session of the same JVM puts files there, so a
+# directory removed at stop can come back; they all go once the JVM has exited.
+_ALL_LOCAL_DIRS: list[str] = []
 
 
 def spark_session(master: str) -> Any:
@@ -70,6 +74,7 @@ def spark_session(master: str) -> Any:
         # JVM's own clean-up runs in its shutdown hooks after this process has gone, and a JVM that
         # is killed (a CI job's process group, a container) leaves them in the shared temp dir
         _LOCAL_DIR = tempfile.mkdtemp(prefix="ckptctl-spark-local-")
+        _ALL_LOCAL_DIRS.append(_LOCAL_DIR)
         builder = (
             SparkSession.builder.master(master)
             .config("spark.local.dir", _LOCAL_DIR)
@@ -270,9 +275,34 @@ def _at_exit() -> None:
     """The session stopped and every directory of this process's Spark removed before it exits."""
     global _JVM_DIR
     stop_spark()
+    if len(_ALL_LOCAL_DIRS) > 1:  # one session (a CLI run) never has its root re-created
+        _end_gateway()
+        for d in _ALL_LOCAL_DIRS:
+            shutil.rmtree(d, ignore_errors=True)
+        _ALL_LOCAL_DIRS.clear()
     if _JVM_DIR is not None:
         shutil.rmtree(_JVM_DIR, ignore_errors=True)
         _JVM_DIR = None
+
+
+def _end_gateway() -> None:
+    """Let this process's JVM exit (its shutdown hooks run) before its directories are removed."""
+    try:
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway
+        if gateway is None:
+            return
+        proc = getattr(gateway, "proc", None)
+        gateway.shutdown()
+        if proc is not None:
+            if getattr(proc, "stdin", None) is not None:
+                proc.stdin.close()  # PySpark's gateway JVM exits when its stdin closes
+            proc.wait(timeout=15)
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    except Exception:  # noqa: BLE001, S110 - at exit: a JVM that will not stop is left to the OS
+        pass
 
 
 def _loopback_master(master: str) -> bool:
