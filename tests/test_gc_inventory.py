@@ -152,8 +152,9 @@ def setup(s3_server, bucket: str) -> dict:
     job = next(iter(up["orphans"])).split("/checkpoints/")[1].split("/")[0]
     odd = f"checkpoints/{job}/shared/{ODD_NAME}"
     up["fs"].pipe_file(f"{bucket}/{odd}", b"odd orphan")
-    # no wait: S3 keeps whole seconds of an upload, the report's creation time milliseconds, so a
-    # report made from now on begins after every upload (and upload_scenario waited after _metadata)
+    # S3 keeps whole seconds: wait until the planted file is past the --older-than cut-off (else it is
+    # 'young' in one plan and 'in-flight' in the next), and the report begins after every upload
+    time.sleep(1.2)
     up["odd"] = f"s3://{bucket}/{odd}"
     up["job"] = job
     return up
@@ -164,11 +165,10 @@ _SHARED: dict = {}
 
 def shared(s3_server) -> dict:
     """One uploaded scenario for the tests that only read it (each upload waits out S3's one-second
-    mtimes three times): made once per session, with its listing and its listing-driven plan."""
+    mtimes twice): made once per session, with its listing."""
     if not _SHARED:
         up = setup(s3_server, "inv-shared")
         _SHARED.update(up, bucket="inv-shared", rows=listing(s3_server, "inv-shared"))
-        _SHARED["by_listing"] = plan(gc_args("inv-shared", up["entry"], s3_server.endpoint))
     return _SHARED
 
 
@@ -186,7 +186,7 @@ def test_inventory_plan_equals_listing_plan(s3_server, fmt: str) -> None:
     bucket, rows = up["bucket"], up["rows"]
     manifest = write_inventory(s3_server, rows + versioned_rows(bucket, up["job"], rows), fmt, source=bucket)
     args = gc_args(bucket, up["entry"], s3_server.endpoint)
-    by_listing = up["by_listing"]
+    by_listing = plan(args)  # now, not cached: a file's age guard (young / in-flight) moves with the clock
     by_inventory = plan(args, "--inventory", manifest)
     assert not by_inventory["refusals"]
     assert {c["path"] for c in by_inventory["candidates"]} == up["orphans"]
