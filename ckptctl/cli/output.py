@@ -1,7 +1,7 @@
 """The result of a command, for people or for scripts: one :class:`Output` per invocation.
 
 :class:`Output` is the interface: one method per command result (``ls``, ``show``, ``diff``,
-``refs``, ``gc_plan``, ``gc_apply``, ``verify``, ``check``, ``rescale_plan``, ``rescale_sweep``,
+``refs``, ``gc_plan``, ``gc_apply``, ``verify``, ``rescale_plan``, ``rescale_sweep``,
 ``repair``, ``relocate``, ``states``). :class:`JsonOutput` writes each result as one JSON document
 on stdout; :class:`ConsoleOutput` renders it with Rich. Which one is chosen once per invocation
 (:meth:`ckptctl.cli.session.Session.output`, from ``--json``); commands hand plain data (from
@@ -85,10 +85,6 @@ class Output(ABC):
         """``verify``: a :class:`ckptctl.verify.VerifyResult`; paths shown relative to ``root``."""
 
     @abstractmethod
-    def check(self, report: dict[str, Any], named: str) -> None:
-        """``check``: the CI gate's report."""
-
-    @abstractmethod
     def rescale_plan(self, plan: dict[str, Any]) -> None:
         """``plan-rescale -p N``: one restore plan."""
 
@@ -148,9 +144,6 @@ class JsonOutput(Output):
     def verify(self, result: Any, root: str, named: str) -> None:
         self._json(result.to_json())
 
-    def check(self, report: dict[str, Any], named: str) -> None:
-        self._json(report)
-
     def rescale_plan(self, plan: dict[str, Any]) -> None:
         self._json(plan)
 
@@ -168,6 +161,27 @@ class JsonOutput(Output):
 
     def result(self, result: Any, render: Callable[[Any, Any], None]) -> None:
         self._json(result.to_json())
+
+
+def print_repairable(console, repairable: list[dict[str, Any]], root: str) -> None:
+    """What FLINK-39964 did to which checkpoint, and the command that repairs it."""
+    from ckptctl.views import short_uri
+
+    for r in repairable:
+        where = _escape(short_uri(r["checkpoint"], root))
+        if r["found"] == r["handles"]:
+            dirs = ", ".join(_escape(short_uri(d, root)) for d in r["savepoint_dirs"])
+            console.print(
+                f"[warning]FLINK-39964[/warning] {where}: {r['handles']} files reused from a CLAIM-restored "
+                f"NATIVE savepoint are recorded by relative name only, so Flink looks for them in this "
+                f"checkpoint's directory and cannot restore it; they are in {dirs}. "
+                f"Repair: [bold]ckptctl repair {_escape(r['checkpoint'])} -o DEST[/bold]"
+            )
+        else:
+            console.print(
+                f"[warning]FLINK-39964[/warning] {where}: {r['handles'] - r['found']} of {r['handles']} files reused "
+                "from a CLAIM-restored NATIVE savepoint were found in no savepoint directory; pass it with --savepoints"
+            )
 
 
 def _once(problem: dict[str, Any]) -> str:
@@ -526,70 +540,13 @@ class ConsoleOutput(Output):
             if len(result.problems) > 200:
                 self.out.print(f"… and {len(result.problems) - 200} more (use --json or --report)")
         if not result.ok:
-            self._repairable(result.to_json()["repairable"], root)
+            print_repairable(self.out, result.to_json()["repairable"], root)
             broken = sum(1 for v in verdicts if not v["ok"])
             self.out.print(
                 f"[error]NOT SOUND[/error]: {broken} of {len(verdicts)} checkpoints would fail to restore"
             )
         else:
             self.out.print("[ok]sound[/ok]: every file is present, complete and well-formed")
-
-    def check(self, report: dict[str, Any], named: str) -> None:
-        from rich.table import Table
-
-        from ckptctl.views import short_uri
-
-        root = report["root"]
-        table = Table(title=_escape(f"check {named}"), title_justify="left")
-        table.add_column("checkpoint", overflow="fold")
-        table.add_column("files", justify="right", no_wrap=True)
-        table.add_column("result")
-        for ck in report["checkpoints"]:
-            n = len(ck["problems"])
-            status = "[ok]ok[/ok]" if ck["ok"] else f"[error]{n} problem{'s' if n != 1 else ''}[/error]"
-            if ck["error"]:
-                status = "[error]unreadable _metadata[/error]"  # the problem lines below say why, once
-            table.add_row(_escape(short_uri(ck["path"], root)), str(ck["files"]), status)
-        o = report["orphans"]
-        amount = human_bytes(o["bytes"]) + (
-            "" if o["limit"] is None else f" of {human_bytes(o['limit'])} allowed"
-        )
-        if o["error"]:
-            status = (
-                f"[error]{_escape(o['error'])}[/error]" if not o["ok"] else "[warning]not measured[/warning]"
-            )
-        elif not o["ok"]:
-            status = f"[error]{amount}: over the limit[/error]"
-        else:
-            status = f"[ok]ok[/ok] ({amount})"
-        table.add_row("orphans", f"{o['files']:,}", status)
-        self.out.print(table)
-        for p in report["problems"][:100]:
-            path = short_uri(p["path"], root)
-            detail = _once(p).removeprefix(p["path"] + ": ")  # metadata errors name the file already
-            self.out.print(f"[error]{p['check']}[/error] {_escape(path)}: {_escape(detail)}")
-        self._repairable(report["repairable"], root)
-        self.out.print("[ok]passed[/ok]" if report["ok"] else "[error]FAILED[/error]")
-
-    def _repairable(self, repairable: list[dict[str, Any]], root: str) -> None:
-        """What FLINK-39964 did to which checkpoint, and the command that repairs it."""
-        from ckptctl.views import short_uri
-
-        for r in repairable:
-            where = _escape(short_uri(r["checkpoint"], root))
-            if r["found"] == r["handles"]:
-                dirs = ", ".join(_escape(short_uri(d, root)) for d in r["savepoint_dirs"])
-                self.out.print(
-                    f"[warning]FLINK-39964[/warning] {where}: {r['handles']} files reused from a CLAIM-restored "
-                    f"NATIVE savepoint are recorded by relative name only, so Flink looks for them in this "
-                    f"checkpoint's directory and cannot restore it; they are in {dirs}. "
-                    f"Repair: [bold]ckptctl repair {_escape(r['checkpoint'])} -o DEST[/bold]"
-                )
-            else:
-                self.out.print(
-                    f"[warning]FLINK-39964[/warning] {where}: {r['handles'] - r['found']} of {r['handles']} files reused "
-                    "from a CLAIM-restored NATIVE savepoint were found in no savepoint directory; pass it with --savepoints"
-                )
 
     # -- plan-rescale ------------------------------------------------------------------------
     def rescale_plan(self, plan: dict[str, Any]) -> None:
