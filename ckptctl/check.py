@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from ckptctl import storage as st
@@ -22,13 +23,38 @@ from ckptctl.storage import Storage
 from ckptctl.verify import verify
 
 
+@dataclass
+class CheckReport:
+    """``check``: the CI gate's report over a root; :meth:`to_json` is the ``--json`` document."""
+
+    root: str
+    ok: bool
+    checked: dict[str, int]
+    checkpoints: list[dict[str, Any]]
+    orphans: dict[str, Any]
+    problems: list[dict[str, Any]]
+    repairable: list[dict[str, Any]]
+    moved: Any
+    what_if: list[str]
+    warnings: list[str]
+    elapsed_seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "root": self.root, "ok": self.ok, "checked": self.checked, "checkpoints": self.checkpoints,
+            "orphans": self.orphans, "problem_count": len(self.problems), "problems": self.problems,
+            "repairable": self.repairable, "moved": self.moved, "what_if": self.what_if,
+            "warnings": self.warnings, "elapsed_seconds": self.elapsed_seconds,
+        }  # fmt: skip
+
+
 def run_check(
     storage: Storage,
     root: str,
     rebase: Rebase,
     max_orphan_bytes: int | None,
     savepoint_dirs: Iterable[str] = (),
-) -> dict[str, Any]:
+) -> CheckReport:
     """Every ``_metadata`` parses, every reference resolves (local engine, shallow), orphans within a limit."""
     started = time.monotonic()
     scan = RootScan.of(storage, root, rebase, apply_inferred=False)  # judge what Flink will open
@@ -77,20 +103,19 @@ def run_check(
     checked = dict(result.counts)
     checked["checkpoints"] = len(entries)
     checked["metadata"] = len(entries)
-    return {
-        "root": scan.root,
-        "ok": not problems,
-        "checked": checked,
-        "checkpoints": entries,
-        "orphans": orphans,
-        "problem_count": len(problems),
-        "problems": problems,
-        "repairable": repairable(result.misanchored),
-        "moved": result.moved,
-        "what_if": result.what_if,
-        "warnings": warnings + moved_notes(result.moved, problems) + what_if_notes(result.what_if),
-        "elapsed_seconds": round(time.monotonic() - started, 3),
-    }
+    return CheckReport(
+        root=scan.root,
+        ok=not problems,
+        checked=checked,
+        checkpoints=entries,
+        orphans=orphans,
+        problems=problems,
+        repairable=repairable(result.misanchored),
+        moved=result.moved,
+        what_if=result.what_if,
+        warnings=warnings + moved_notes(result.moved, problems) + what_if_notes(result.what_if),
+        elapsed_seconds=round(time.monotonic() - started, 3),
+    )
 
 
 def what_if_notes(what_if: list[str]) -> list[str]:

@@ -1102,3 +1102,24 @@ def write_histogram(result: DeepResult, checkpoint: str, path: str) -> None:
     data = {"checkpoint": pa.array([checkpoint] * len(rows), pa.string())}
     data.update({n: pa.array(c, t) for (n, t), c in zip(names_types, cols, strict=True)})
     write_parquet(pa.table(data), path)
+
+
+@dataclass
+class StatesReport:
+    """``states``: each operator's states and sizes (the catalog) and, after ``--deep``, the scan;
+    :meth:`to_json` is the ``--json`` document."""
+
+    path: str
+    checkpoint_id: int
+    kind: str
+    savepoint_format: str | None
+    operators: list[dict[str, Any]]  # each operator's catalog view (with ``usage``, ``paimon`` when known)
+    stateless_operators: int
+    deep: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path, "checkpoint_id": self.checkpoint_id, "kind": self.kind,
+            "savepoint_format": self.savepoint_format, "operators": self.operators,
+            "stateless_operators": self.stateless_operators, "deep": self.deep,
+        }  # fmt: skip

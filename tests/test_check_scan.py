@@ -48,7 +48,7 @@ class CountingStorage(Storage):
 def _check(storage: Storage, root: str, rebase: Rebase, limit: int | None = None) -> dict:
     from ckptctl.check import run_check
 
-    return run_check(storage, root, rebase, limit)
+    return run_check(storage, root, rebase, limit).to_json()
 
 
 def _metadata_reads(storage: CountingStorage) -> dict[str, int]:

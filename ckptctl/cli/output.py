@@ -1,8 +1,8 @@
 """The result of a command, for people or for scripts: one :class:`Output` per invocation.
 
 :class:`Output` is the interface: one method per command result (``ls``, ``show``, ``diff``,
-``refs``, ``gc_plan``, ``gc_apply``, ``verify``, ``check``, ``rescale_plan``, ``rescale_sweep``,
-``repair``, ``relocate``, ``states``). :class:`JsonOutput` writes each result as one JSON document
+``refs``, ``gc_plan``, ``gc_apply``, ``verify``, ``rescale_plan``, ``rescale_sweep``,
+``repair``, ``relocate``). :class:`JsonOutput` writes each result as one JSON document
 on stdout; :class:`ConsoleOutput` renders it with Rich. Which one is chosen once per invocation
 (:meth:`ckptctl.cli.session.Session.output`, from ``--json``); commands hand plain data (from
 :mod:`ckptctl.views` and the core) to it and never branch on the format or print themselves.
@@ -85,10 +85,6 @@ class Output(ABC):
         """``verify``: a :class:`ckptctl.verify.VerifyResult`; paths shown relative to ``root``."""
 
     @abstractmethod
-    def check(self, report: dict[str, Any], named: str) -> None:
-        """``check``: the CI gate's report."""
-
-    @abstractmethod
     def rescale_plan(self, plan: dict[str, Any]) -> None:
         """``plan-rescale -p N``: one restore plan."""
 
@@ -103,10 +99,6 @@ class Output(ABC):
     @abstractmethod
     def relocate(self, view: dict[str, Any]) -> None:
         """``relocate``: the plan (and, with --apply, the copy and its shallow verify)."""
-
-    @abstractmethod
-    def states(self, report: dict[str, Any], named: str) -> None:
-        """``states``: each operator's states, sizes and (--deep) stale TTL state."""
 
     @abstractmethod
     def result(self, result: Any, render: Callable[[Any, Any], None]) -> None:
@@ -148,9 +140,6 @@ class JsonOutput(Output):
     def verify(self, result: Any, root: str, named: str) -> None:
         self._json(result.to_json())
 
-    def check(self, report: dict[str, Any], named: str) -> None:
-        self._json(report)
-
     def rescale_plan(self, plan: dict[str, Any]) -> None:
         self._json(plan)
 
@@ -163,11 +152,29 @@ class JsonOutput(Output):
     def relocate(self, view: dict[str, Any]) -> None:
         self._json(view)
 
-    def states(self, report: dict[str, Any], named: str) -> None:
-        self._json(report)
-
     def result(self, result: Any, render: Callable[[Any, Any], None]) -> None:
         self._json(result.to_json())
+
+
+def print_repairable(console, repairable: list[dict[str, Any]], root: str) -> None:
+    """What FLINK-39964 did to which checkpoint, and the command that repairs it."""
+    from ckptctl.views import short_uri
+
+    for r in repairable:
+        where = _escape(short_uri(r["checkpoint"], root))
+        if r["found"] == r["handles"]:
+            dirs = ", ".join(_escape(short_uri(d, root)) for d in r["savepoint_dirs"])
+            console.print(
+                f"[warning]FLINK-39964[/warning] {where}: {r['handles']} files reused from a CLAIM-restored "
+                f"NATIVE savepoint are recorded by relative name only, so Flink looks for them in this "
+                f"checkpoint's directory and cannot restore it; they are in {dirs}. "
+                f"Repair: [bold]ckptctl repair {_escape(r['checkpoint'])} -o DEST[/bold]"
+            )
+        else:
+            console.print(
+                f"[warning]FLINK-39964[/warning] {where}: {r['handles'] - r['found']} of {r['handles']} files reused "
+                "from a CLAIM-restored NATIVE savepoint were found in no savepoint directory; pass it with --savepoints"
+            )
 
 
 def _once(problem: dict[str, Any]) -> str:
@@ -526,70 +533,13 @@ class ConsoleOutput(Output):
             if len(result.problems) > 200:
                 self.out.print(f"… and {len(result.problems) - 200} more (use --json or --report)")
         if not result.ok:
-            self._repairable(result.to_json()["repairable"], root)
+            print_repairable(self.out, result.to_json()["repairable"], root)
             broken = sum(1 for v in verdicts if not v["ok"])
             self.out.print(
                 f"[error]NOT SOUND[/error]: {broken} of {len(verdicts)} checkpoints would fail to restore"
             )
         else:
             self.out.print("[ok]sound[/ok]: every file is present, complete and well-formed")
-
-    def check(self, report: dict[str, Any], named: str) -> None:
-        from rich.table import Table
-
-        from ckptctl.views import short_uri
-
-        root = report["root"]
-        table = Table(title=_escape(f"check {named}"), title_justify="left")
-        table.add_column("checkpoint", overflow="fold")
-        table.add_column("files", justify="right", no_wrap=True)
-        table.add_column("result")
-        for ck in report["checkpoints"]:
-            n = len(ck["problems"])
-            status = "[ok]ok[/ok]" if ck["ok"] else f"[error]{n} problem{'s' if n != 1 else ''}[/error]"
-            if ck["error"]:
-                status = "[error]unreadable _metadata[/error]"  # the problem lines below say why, once
-            table.add_row(_escape(short_uri(ck["path"], root)), str(ck["files"]), status)
-        o = report["orphans"]
-        amount = human_bytes(o["bytes"]) + (
-            "" if o["limit"] is None else f" of {human_bytes(o['limit'])} allowed"
-        )
-        if o["error"]:
-            status = (
-                f"[error]{_escape(o['error'])}[/error]" if not o["ok"] else "[warning]not measured[/warning]"
-            )
-        elif not o["ok"]:
-            status = f"[error]{amount}: over the limit[/error]"
-        else:
-            status = f"[ok]ok[/ok] ({amount})"
-        table.add_row("orphans", f"{o['files']:,}", status)
-        self.out.print(table)
-        for p in report["problems"][:100]:
-            path = short_uri(p["path"], root)
-            detail = _once(p).removeprefix(p["path"] + ": ")  # metadata errors name the file already
-            self.out.print(f"[error]{p['check']}[/error] {_escape(path)}: {_escape(detail)}")
-        self._repairable(report["repairable"], root)
-        self.out.print("[ok]passed[/ok]" if report["ok"] else "[error]FAILED[/error]")
-
-    def _repairable(self, repairable: list[dict[str, Any]], root: str) -> None:
-        """What FLINK-39964 did to which checkpoint, and the command that repairs it."""
-        from ckptctl.views import short_uri
-
-        for r in repairable:
-            where = _escape(short_uri(r["checkpoint"], root))
-            if r["found"] == r["handles"]:
-                dirs = ", ".join(_escape(short_uri(d, root)) for d in r["savepoint_dirs"])
-                self.out.print(
-                    f"[warning]FLINK-39964[/warning] {where}: {r['handles']} files reused from a CLAIM-restored "
-                    f"NATIVE savepoint are recorded by relative name only, so Flink looks for them in this "
-                    f"checkpoint's directory and cannot restore it; they are in {dirs}. "
-                    f"Repair: [bold]ckptctl repair {_escape(r['checkpoint'])} -o DEST[/bold]"
-                )
-            else:
-                self.out.print(
-                    f"[warning]FLINK-39964[/warning] {where}: {r['handles'] - r['found']} of {r['handles']} files reused "
-                    "from a CLAIM-restored NATIVE savepoint were found in no savepoint directory; pass it with --savepoints"
-                )
 
     # -- plan-rescale ------------------------------------------------------------------------
     def rescale_plan(self, plan: dict[str, Any]) -> None:
@@ -795,114 +745,6 @@ class ConsoleOutput(Output):
                     self.out.print(f"[error]{p['check']}[/error] {p['path']}: {p['detail']}")
 
     # -- states ------------------------------------------------------------------------------
-    def states(self, report: dict[str, Any], named: str) -> None:
-        from rich import box
-
-        deep = report["deep"]
-        kind = (report["savepoint_format"] or "").lower() + " " if report["savepoint_format"] else ""
-        self.out.print(
-            _escape(f"states of {kind}{report['kind']} {report['checkpoint_id']} ({named})"), style="bold"
-        )
-        if deep:
-            self.out.print(
-                _escape(f"ages measured from {_ms_time(deep['now_ms'])} ({deep['now_source']}); "
-                        f"{deep['handles']} RocksDB instances on {deep['engine']} in {deep['elapsed_seconds']:.1f}s")
-            )  # fmt: skip
-        if not report["operators"]:
-            self.out.print("no operator holds state")
-        for op in report["operators"]:
-            title = op["name"] or op["uid"] or op["operator_id"]
-            parts = [
-                f"{op['operator_id'][:8]}…" if op["name"] or op["uid"] else None,
-                f"p={op['parallelism']}",
-            ]
-            if op["keyed_handles"]:
-                parts.append(f"keyed {human_bytes(op['keyed_bytes'])} in {op['keyed_handles']} handles "
-                             f"({op['keyed_backend']})")  # fmt: skip
-            if op["operator_handles"]:
-                parts.append(f"operator state {human_bytes(op['operator_bytes'])}")
-            if op["key_serializer"]:
-                from ckptctl.states import short_class
-
-                parts.append(f"key {short_class(op['key_serializer']['class'])}")
-            self.out.print()
-            self.out.print(f"[bold]{_escape(title)}[/bold]  " + _escape("  ".join(p for p in parts if p)))
-            if op.get("paimon"):
-                pm = op["paimon"]
-                ids = [c["identifier"] for c in pm["committables"]]
-                files = sum(c["files"] for c in pm["committables"])
-                line = f"Paimon sink: commit user {pm['commit_user'] or ', '.join(map(str, pm['commit_users']))}"
-                if ids:
-                    line += f"; {len(ids)} uncommitted committable(s) {', '.join(map(str, ids))} naming {files} file(s)"
-                if pm["pending_tag_ids"]:
-                    line += f"; savepoint tags pending: {', '.join(map(str, pm['pending_tag_ids']))}"
-                self.out.print(_escape(line))
-                for problem in pm["problems"]:
-                    self.out.print(f"[error]{_escape(problem)}[/error]")
-            states = list(op["states"])
-
-            def size_of(s):
-                u = s.get("usage")
-                return (u or {}).get("bytes") if u else s["bytes"]
-
-            states.sort(key=lambda s: (-(size_of(s) or 0), s["name"]))
-            cols: dict[str, list[str]] = {
-                h: [] for h in ("state", "kind", "entries", "size", "stale", "serializer")
-            }
-            for s in states:
-                u = s.get("usage")
-                name = s["name"]
-                if s["timers"] and name.startswith("_timer_state/"):
-                    name = name[len("_timer_state/") :]  # the kind says "timers"
-                cols["state"].append(_escape(name))
-                cols["kind"].append(
-                    s["kind"].lower().replace("split_distribute", "split")
-                    + (" [accent]ttl[/accent]" if s["ttl"] else "")
-                )
-                if u is not None:
-                    cols["entries"].append(f"{u['entries']:,}")
-                elif s["elements"] is not None:
-                    cols["entries"].append(f"{s['elements']:,} el.")
-                else:
-                    cols["entries"].append("-")
-                cols["size"].append(human_bytes(size_of(s)))
-                cols["stale"].append(_stale(s, u))
-                # compact: "List<Ttl, Long, Long>" for ListSerializer<TtlSerializer, LongSerializer, LongSerializer>
-                ser = (s["serializer_summary"].get("VALUE_SERIALIZER") or "").replace("Serializer", "")
-                cols["serializer"].append(_escape(ser))
-            if not deep:
-                del cols["stale"]
-                for h in ("entries", "size"):
-                    if all(c == "-" for c in cols[h]):
-                        del cols[h]
-            for h in ("stale", "serializer"):
-                if h in cols and not any(cols[h]):
-                    del cols[h]
-            columns = [
-                Col(
-                    h,
-                    cells,
-                    justify="right" if h in ("entries", "size") else "left",
-                    fold=h in ("state", "serializer"),
-                )
-                for h, cells in cols.items()
-            ]
-            table = fitted_table(
-                self.out, columns, drop=("serializer", "entries"), box=box.SIMPLE_HEAD, pad_edge=False,
-                collapse_padding=True,
-            )  # fmt: skip
-            self.out.print(table)
-            for s in states:  # the age histogram of each TTL state, oldest bucket last
-                hist = (s.get("usage") or {}).get("age_histogram") or []
-                if hist:
-                    total = sum(b["elements"] for b in hist) or 1
-                    cells = ", ".join(f"{b['bucket']} {b['elements'] * 100 / total:.0f}%" for b in hist)
-                    self.out.print(_escape(f"  {s['name']} last access: {cells}"), overflow="fold")
-        if deep:
-            for line in deep["not_scanned"]:
-                self.warn(_escape(line))
-            for p in deep["problems"]:
-                self.error(p)
 
 
 class Col:
@@ -1012,40 +854,6 @@ def _escape(text: str) -> str:
     from rich.markup import escape
 
     return escape(str(text))
-
-
-def _age(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    s = ms / 1000
-    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= n:
-            return f"{s / n:.3g}{unit}"
-    return f"{s:.3g}s"
-
-
-def _bar(frac: float, width: int = 5) -> str:
-    full = round(frac * width)
-    return "█" * full + "░" * (width - full)
-
-
-def _stale(s: dict[str, Any], u: dict[str, Any] | None) -> str:
-    if u is None or not s["ttl"]:
-        return ""
-    decoded = u["ttl_elements_decoded"]
-    if not decoded:
-        return "[warning]not decodable[/warning]" if u["ttl_entries_not_decodable"] else "-"
-    if u["expired_elements"] is None:
-        return f"oldest {_age(u['oldest_age_ms'])}"
-    frac = u["expired_elements"] / decoded
-    text = f"{_bar(frac)} {frac * 100:.0f}% >{_age(u['ttl_ms'])} {human_bytes(u['expired_bytes'])}"
-    if u["ttl_entries_not_decodable"]:
-        text += f" (+{u['ttl_entries_not_decodable']} not decodable)"
-    return text
-
-
-def _ms_time(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
 def make_output(as_json: bool, terminal: Terminal | None = None) -> Output:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,6 +20,9 @@ from ckptctl.cli.base import (
     warm_up_spark,
     writable_outputs,
 )
+
+if TYPE_CHECKING:
+    from ckptctl.states import StatesReport
 
 
 @app.command("states", cls=Command)
@@ -69,7 +72,10 @@ def states_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Which states each operator keeps (name, kind, TTL, serializers, size); --deep: entries and stale TTL state."""
+    from functools import partial
+
     from ckptctl.cli.inspect import warn_moved
+    from ckptctl.cli.render import states as render
     from ckptctl.errors import CkptError
     from ckptctl.refs import load_checkpoint
     from ckptctl.states import catalog, deep_scan, parse_now, parse_ttls, write_histogram
@@ -97,12 +103,14 @@ def states_command(
             write_histogram(result, ck.location.uri, histogram)
     report = states_report(ck, cat, result)
     _add_paimon(out, storage, ck, report)
-    out.states(report, path)
+    out.result(report, partial(render.report, named=path, term=out.term))
     if result is not None and result.problems:
         raise typer.Exit(1)
 
 
-def states_report(ck, cat, result) -> dict[str, Any]:
+def states_report(ck, cat, result) -> StatesReport:
+    from ckptctl.states import StatesReport
+
     md = ck.metadata
     ops = []
     for oc in cat:
@@ -121,18 +129,18 @@ def states_report(ck, cat, result) -> dict[str, Any]:
             "handles": result.handles, "problems": result.problems, "not_scanned": result.not_scanned,
             "elapsed_seconds": round(result.elapsed, 3),
         }  # fmt: skip
-    return {
-        "path": ck.location.uri,
-        "checkpoint_id": md.checkpoint_id,
-        "kind": ck.kind,
-        "savepoint_format": md.properties.savepoint_format if md.properties else None,
-        "operators": ops,
-        "stateless_operators": sum(1 for oc in cat if not oc.has_state),
-        "deep": deep,
-    }
+    return StatesReport(
+        path=ck.location.uri,
+        checkpoint_id=md.checkpoint_id,
+        kind=ck.kind,
+        savepoint_format=md.properties.savepoint_format if md.properties else None,
+        operators=ops,
+        stateless_operators=sum(1 for oc in cat if not oc.has_state),
+        deep=deep,
+    )
 
 
-def _add_paimon(out, storage, ck, report: dict[str, Any]) -> None:
+def _add_paimon(out, storage, ck, report: StatesReport) -> None:
     """An operator of Paimon's Flink sink gets ``paimon``: its commit user and the committables its
     state holds, decoded (what a restore hands to Paimon; ``ckptctl paimon`` judges them)."""
     from ckptctl.errors import CkptError
@@ -146,7 +154,7 @@ def _add_paimon(out, storage, ck, report: dict[str, Any]) -> None:
         out.warn(f"Paimon sink state not decodable: {e}")
         return
     by_id = {op.operator_id: op for op in state.operators}
-    for view in report["operators"]:
+    for view in report.operators:
         op = by_id.get(view["operator_id"])
         if op is None:
             continue

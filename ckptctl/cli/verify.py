@@ -120,20 +120,23 @@ def check_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """CI gate: every _metadata parses, every reference resolves, orphan bytes stay below a limit."""
+    from functools import partial
+
     from ckptctl.check import run_check
+    from ckptctl.cli.render import check as render
     from ckptctl.targets import checked_path
 
     writable_outputs(junit)
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     report = run_check(storage, checked_path(storage, root), mappings, max_orphan_bytes, savepoints or ())
-    for w in report["warnings"]:
+    for w in report.warnings:
         out.warn(w)
     if junit:
         from ckptctl.check import junit_xml
 
         with open(junit, "w", encoding="utf-8") as f:
-            f.write(junit_xml(report))
-    out.check(report, root)
-    if not report["ok"]:
+            f.write(junit_xml(report.to_json()))
+    out.result(report, partial(render.report, named=root))
+    if not report.ok:
         raise typer.Exit(1)

@@ -1,0 +1,47 @@
+"""``ckptctl check``: the CI gate's report over a root."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ckptctl.cli.output import _escape, _once, human_bytes, print_repairable
+
+if TYPE_CHECKING:
+    from ckptctl.check import CheckReport
+
+
+def report(console: Any, r: CheckReport, named: str) -> None:
+    """``check``: one row per checkpoint and one for the orphans, the problems, the verdict."""
+    from rich.table import Table
+
+    from ckptctl.views import short_uri
+
+    root = r.root
+    table = Table(title=_escape(f"check {named}"), title_justify="left")
+    table.add_column("checkpoint", overflow="fold")
+    table.add_column("files", justify="right", no_wrap=True)
+    table.add_column("result")
+    for ck in r.checkpoints:
+        n = len(ck["problems"])
+        status = "[ok]ok[/ok]" if ck["ok"] else f"[error]{n} problem{'s' if n != 1 else ''}[/error]"
+        if ck["error"]:
+            status = "[error]unreadable _metadata[/error]"  # the problem lines below say why, once
+        table.add_row(_escape(short_uri(ck["path"], root)), str(ck["files"]), status)
+    o = r.orphans
+    amount = human_bytes(o["bytes"]) + (
+        "" if o["limit"] is None else f" of {human_bytes(o['limit'])} allowed"
+    )
+    if o["error"]:
+        status = f"[error]{_escape(o['error'])}[/error]" if not o["ok"] else "[warning]not measured[/warning]"
+    elif not o["ok"]:
+        status = f"[error]{amount}: over the limit[/error]"
+    else:
+        status = f"[ok]ok[/ok] ({amount})"
+    table.add_row("orphans", f"{o['files']:,}", status)
+    console.print(table)
+    for p in r.problems[:100]:
+        path = short_uri(p["path"], root)
+        detail = _once(p).removeprefix(p["path"] + ": ")  # metadata errors name the file already
+        console.print(f"[error]{p['check']}[/error] {_escape(path)}: {_escape(detail)}")
+    print_repairable(console, r.repairable, root)
+    console.print("[ok]passed[/ok]" if r.ok else "[error]FAILED[/error]")
