@@ -46,6 +46,7 @@ from typing import Any
 
 from ckptctl.errors import CkptError, MetadataFormatError, StorageError
 from ckptctl.metadata import mutf8
+from ckptctl.metadata.bytereader import ByteReader
 from ckptctl.metadata.model import (
     DISTRIBUTION_MODES,
     ChangelogBackendHandle,
@@ -165,40 +166,14 @@ def short_class(name: str) -> str:
     return simple
 
 
-class _Reader:
-    def __init__(self, data: bytes, path: str, base: int = 0) -> None:
-        self.data, self.path, self.base, self.pos = data, path, base, 0
-
-    def fail(self, message: str, at: int | None = None) -> MetadataFormatError:
-        return MetadataFormatError(
-            message, path=self.path, offset=self.base + (self.pos if at is None else at)
-        )
-
-    def need(self, n: int, what: str) -> None:
-        if self.pos + n > len(self.data):
-            raise self.fail(
-                f"truncated state meta data: {what} needs {n} bytes, {len(self.data) - self.pos} left"
-            )
+class _Reader(ByteReader):
+    SUBJECT = "state meta data"
 
     def int(self, what: str) -> int:
-        self.need(4, what)
-        v = struct.unpack_from(">i", self.data, self.pos)[0]
-        self.pos += 4
-        return v
+        return self.i32(what)
 
     def short(self, what: str) -> int:
-        self.need(2, what)
-        v = struct.unpack_from(">h", self.data, self.pos)[0]
-        self.pos += 2
-        return v
-
-    def bool(self, what: str) -> bool:
-        self.need(1, what)
-        v = self.data[self.pos]
-        if v > 1:
-            raise self.fail(f"{what}: expected a boolean, found byte 0x{v:02x}")
-        self.pos += 1
-        return bool(v)
+        return self._unpack(">h", 2, what)
 
     def utf(self, what: str) -> str:
         self.need(2, what)

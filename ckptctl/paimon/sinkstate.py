@@ -71,6 +71,7 @@ from typing import Any, NamedTuple
 
 from ckptctl.errors import CkptError, MetadataFormatError
 from ckptctl.metadata import mutf8
+from ckptctl.metadata.bytereader import ByteReader
 from ckptctl.metadata.model import FileMergingOperatorHandle, OperatorStreamHandle
 from ckptctl.paimon.binaryrow import BinaryRowError, RawRow, Row, raw_row
 
@@ -91,42 +92,13 @@ READ_GAP = 1 << 16  # bytes of other states read through rather than a second re
 # the byte reader
 
 
-class _In:
+class _In(ByteReader):
     """Big-endian reads over ``data``; errors name ``path`` and the absolute offset ``base + pos``."""
 
-    def __init__(self, data: bytes, path: str, base: int = 0) -> None:
-        self.data, self.path, self.base, self.pos = data, path, base, 0
-
-    @property
-    def left(self) -> int:
-        return len(self.data) - self.pos
-
-    def fail(self, message: str, at: int | None = None) -> MetadataFormatError:
-        return MetadataFormatError(message, path=self.path, offset=self.base + (self.pos if at is None else at))
-
-    def need(self, n: int, what: str) -> None:
-        if n > self.left:
-            raise self.fail(f"truncated Paimon sink state: {what} needs {n} bytes, {self.left} left")
-
-    def _unpack(self, fmt: str, n: int, what: str) -> Any:
-        self.need(n, what)
-        v = struct.unpack_from(fmt, self.data, self.pos)[0]
-        self.pos += n
-        return v
-
-    def i32(self, what: str) -> int:
-        return self._unpack(">i", 4, what)
+    SUBJECT = "Paimon sink state"
 
     def i64(self, what: str) -> int:
         return self._unpack(">q", 8, what)
-
-    def bool(self, what: str) -> bool:
-        self.need(1, what)
-        v = self.data[self.pos]
-        if v > 1:
-            raise self.fail(f"{what}: expected a boolean, found byte 0x{v:02x}")
-        self.pos += 1
-        return bool(v)
 
     def count(self, what: str, min_size: int) -> int:
         """A non-negative int32 count of items of at least ``min_size`` bytes each that must fit."""
