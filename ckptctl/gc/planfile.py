@@ -111,6 +111,12 @@ def validate(data: Any, path: str | None = None) -> None:
                 check_user_path(f"options.{key}", value)
             except CkptError as e:
                 raise InvalidPlan(e.message, path) from None
+    validate_outcome(data, path)
+
+
+def validate_outcome(data: dict[str, Any], path: str | None) -> None:
+    """What every kind of plan ``gc apply`` executes holds (gc's, ``paimon orphans``'): whether it
+    is blocked and why, the storage it was made against, and its candidates, each checked."""
     _check(isinstance(data.get("blocked"), bool), "'blocked' is missing or not true/false", path)
     refusals = data.get("refusals")
     _check(

@@ -189,7 +189,7 @@ def is_orphan_plan(data: Any) -> bool:
 
 def validate(data: dict[str, Any], path: str | None) -> None:
     """Every field ``gc apply`` uses, type-checked: a plan is an instruction to delete files."""
-    from ckptctl.gc.planfile import InvalidPlan
+    from ckptctl.gc.planfile import InvalidPlan, validate_outcome
 
     def check(cond: bool, what: str) -> None:
         if not cond:
@@ -206,21 +206,8 @@ def validate(data: dict[str, Any], path: str | None) -> None:
     check(isinstance(cutoff, int | float) and not isinstance(cutoff, bool) and math.isfinite(cutoff), "'cutoff'")
     ma = data.get("min_age", MIN_AGE)
     check(isinstance(ma, int | float) and not isinstance(ma, bool) and math.isfinite(ma) and ma >= 0, "'min_age'")
-    check(isinstance(data.get("blocked"), bool), "'blocked'")
-    refusals = data.get("refusals")
-    check(isinstance(refusals, list) and all(isinstance(r, dict) and isinstance(r.get("message"), str)
-                                             for r in refusals), "'refusals'")  # fmt: skip
-    check(data["blocked"] == bool(refusals), "'blocked' disagrees with 'refusals'")
-    storage = data.get("storage")
-    check(isinstance(storage, dict) and (storage.get("s3_endpoint") is None or isinstance(storage["s3_endpoint"], str)),
-          "'storage'")  # fmt: skip
-    cands = data.get("candidates")
-    check(isinstance(cands, list), "'candidates'")
-    for i, c in enumerate(cands):
-        ok = (isinstance(c, dict) and isinstance(c.get("path"), str) and isinstance(c.get("size"), int)
-              and not isinstance(c["size"], bool) and c["size"] >= 0 and "mtime" in c
-              and (c["mtime"] is None or (isinstance(c["mtime"], int | float) and math.isfinite(c["mtime"]))))  # fmt: skip
-        check(ok, f"candidate #{i} is not {{path, size, mtime, reason}}")
+    validate_outcome(data, path)
+    for i, c in enumerate(data["candidates"]):
         check(any(st.is_under(c["path"], s) for s in scopes), f"candidate #{i} lies outside the table")
 
 

@@ -157,16 +157,21 @@ def committers(state: PaimonSinkState) -> list[OperatorSinkState]:
     return [op for op in state.operators if RAW_STATES in op.states]
 
 
-def needed_files(c: Committable, view: TableView) -> list[NeededFile]:
-    out: list[NeededFile] = []
+def named_files(c: Committable):
+    """(list name, file name) of every file a committable names, extra files (file indexes) too."""
     for m in c.messages:
         for list_name, files in m.lists.items():
-            checked = list_name in RECOMMIT_DATA_LISTS or list_name.endswith("index_files")
             for f in files:
-                out.append(view.file(f.file_name, list_name, checked))
+                yield list_name, f.file_name
                 for extra in getattr(f, "extra_files", ()):
-                    out.append(view.file(extra.rpartition("/")[2], list_name, checked))
-    return out
+                    yield list_name, extra.rpartition("/")[2]
+
+
+def needed_files(c: Committable, view: TableView) -> list[NeededFile]:
+    return [
+        view.file(name, list_name, list_name in RECOMMIT_DATA_LISTS or list_name.endswith("index_files"))
+        for list_name, name in named_files(c)
+    ]
 
 
 def forecast(
@@ -262,13 +267,10 @@ def held_file_names(states: list[PaimonSinkState]) -> dict[str, list[int]]:
     for s in states:
         for op in committers(s):
             for c in op.committables:
-                for m in c.messages:
-                    for files in m.lists.values():
-                        for f in files:
-                            for name in (f.file_name, *(x.rpartition("/")[2] for x in getattr(f, "extra_files", ()))):
-                                ids = held.setdefault(name, [])
-                                if s.checkpoint_id not in ids:
-                                    ids.append(s.checkpoint_id)
+                for _list, name in named_files(c):
+                    ids = held.setdefault(name, [])
+                    if s.checkpoint_id not in ids:
+                        ids.append(s.checkpoint_id)
     return held
 
 
