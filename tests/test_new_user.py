@@ -585,3 +585,14 @@ def test_plan_rescale_at_80_columns() -> None:
     assert [r[0] for r in rows] == [f"{e['parallelism']}{' (now)' if e['current'] else ''}" for e in expected]
     assert all("█" in r[2] for r in rows)
     narrow("plan-rescale", checkpoint, "-p", "3")
+
+
+def test_paimon_status_of_one_checkpoint_at_80_columns_names_it_by_its_directory() -> None:
+    """The checkpoint named is the report's root: its row says chk-N, not its URI folded over ten lines."""
+    flink = REPO / "fixtures" / "paimon" / "flink" / "rewind"
+    (chk,) = flink.glob("checkpoints/*/chk-4")
+    result = cli("paimon", "status", str(chk), "--table", str(flink / "warehouse" / "default.db" / "events"), env=NARROW)
+    assert result.exit_code == 1, result.output  # hazard C: it is older than what was committed
+    rows = table_rows(result.stdout)
+    assert [r[0] for r in rows] == ["chk-4"], result.stdout
+    assert all(len(line.rstrip()) <= 80 for line in result.stdout.splitlines())

@@ -21,6 +21,12 @@ def _ids(ids: list[int]) -> str:
     return shown + (f",+{len(ids) - 6}" if len(ids) > 6 else "")
 
 
+def _name(checkpoint: str, root: str) -> str:
+    """Below the root it is relative; the one checkpoint named (the root itself) is its directory's
+    name, the full URI being in the title already."""
+    return checkpoint.rstrip("/").rpartition("/")[2] if checkpoint == root else short_uri(checkpoint, root)
+
+
 def report(console: Any, r: Any) -> None:
     from rich.table import Table
 
@@ -43,13 +49,13 @@ def report(console: Any, r: Any) -> None:
             verdict = "[ok]safe[/ok]"
         user = (f.commit_user or "?")[:8]
         table.add_row(
-            _escape(short_uri(f.checkpoint, r.root)) + (" [dim](savepoint)[/dim]" if f.kind == "savepoint" else ""),
+            _escape(_name(f.checkpoint, r.root)) + (" [dim](savepoint)[/dim]" if f.kind == "savepoint" else ""),
             _escape(user), latest, _ids([c.identifier for c in f.committables]),
             _ids([c.identifier for c in f.committables if c.recommitted]), verdict,
         )  # fmt: skip
     console.print(table)
     for f in r.forecasts:
-        name = short_uri(f.checkpoint, r.root)
+        name = _name(f.checkpoint, r.root)
         for p in f.problems:
             console.print(f"[error]state[/error] {_escape(name)}: {_escape(p)}")
         for h in f.hazards:
