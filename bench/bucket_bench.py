@@ -1,0 +1,338 @@
+"""Bucket-scale GC benchmark: `gc plan` from an S3 Inventory of many rows, on Spark and in-process,
+against the floor any such plan has to pay, measured in the same run.
+
+    .venv/bin/python bench/bucket_bench.py [--rows 10000000] [--jobs 20] [--checkpoints 2] [--refs 100000]
+                                           [--skip-local] [--skip-spark] [--workdir DIR]
+
+The bucket (moto on loopback) holds only what discovery reads: each job's ``_metadata`` files,
+written with ckptctl's writer (bench/synth.py shape: shared SSTs drawn from a pool, three private
+files and a meta file per handle). The S3 Inventory report (Parquet, one data file per million
+rows) lists every file those checkpoints reference plus orphans in ``shared/`` up to ``--rows``,
+all a week old. gc plan never reads the data files themselves, so they need not exist.
+
+Measured, each in a fresh process (wall time incl. the JVM start where there is one; peak RSS of
+the Python driver and, separately, of its JVM):
+
+- floor: a plain Spark job over the same two tables -- read the report's data files, keep the
+  latest non-delete-marker rows under the root, left-anti-join them with the referenced keys,
+  write the result as Parquet. Any Spark planner does at least this.
+- ``gc plan --engine spark --inventory ...`` (when the CLI has the option)
+- ``gc plan --engine local --inventory ...`` (the in-process planner; skip it above ~3M rows
+  on a small machine: it holds the universe in memory)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+BUCKET, DEST, ROOT = "bench", "bench-inventory", "ckpt"
+WEEK = 7 * 86400
+ROWS_PER_FILE = 1_000_000
+
+# Runs one command in a child process and reports its peak RSS: the Python driver's from
+# RUSAGE_SELF, its JVM's (a descendant: Spark's gateway) from /proc VmHWM before Spark stops.
+CLI_DRIVER = r"""
+import json, resource, sys, time
+
+def jvm_peak_mib():
+    # peak RSS (VmHWM) of the descendant JVMs, read before they are stopped
+    import os
+    kids, peak = {}, 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            kids.setdefault(int(stat[1]), []).append(int(pid))
+        except OSError:
+            pass
+    todo = [os.getpid()]
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            todo.append(child)
+            try:
+                if open(f"/proc/{child}/comm").read().strip() != "java":
+                    continue
+                for line in open(f"/proc/{child}/status"):
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+            except OSError:
+                pass
+    return peak / 1024
+start = time.perf_counter()
+from ckptctl.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    rc = e.code or 0
+else:
+    rc = 0
+jvm = jvm_peak_mib()
+from ckptctl.verify.spark import stop_spark
+stop_spark()
+print(json.dumps({"wall": time.perf_counter() - start, "rc": rc,
+                  "driver_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "jvm_rss_mib": jvm}), file=sys.stderr)
+"""
+
+FLOOR_DRIVER = r"""
+import json, resource, sys, time
+
+def jvm_peak_mib():
+    # peak RSS (VmHWM) of the descendant JVMs, read before they are stopped
+    import os
+    kids, peak = {}, 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            kids.setdefault(int(stat[1]), []).append(int(pid))
+        except OSError:
+            pass
+    todo = [os.getpid()]
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            todo.append(child)
+            try:
+                if open(f"/proc/{child}/comm").read().strip() != "java":
+                    continue
+                for line in open(f"/proc/{child}/status"):
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+            except OSError:
+                pass
+    return peak / 1024
+start = time.perf_counter()
+inventory, live, out, prefix = sys.argv[1:5]
+from ckptctl.verify.spark import spark_session, stop_spark
+from pyspark.sql import functions as F
+spark = spark_session("local[*]")
+universe = (spark.read.parquet(inventory)
+            .where(F.col("is_latest") & ~F.col("is_delete_marker") & F.col("key").startswith(prefix))
+            .select("key", "size", "last_modified_date"))
+referenced = spark.read.parquet(live)
+orphans = universe.join(referenced, "key", "left_anti")
+orphans.write.mode("overwrite").parquet(out)
+n = spark.read.parquet(out).count()
+jvm = jvm_peak_mib()
+stop_spark()
+print(json.dumps({"wall": time.perf_counter() - start, "rc": 0, "orphans": n,
+                  "driver_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "jvm_rss_mib": jvm}), file=sys.stderr)
+"""
+
+
+def run(script: str, args: list[str], env: dict[str, str]) -> dict:
+    proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env)
+    last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "{}"
+    try:
+        result = json.loads(last)
+    except ValueError:
+        result = {"rc": proc.returncode, "error": proc.stderr[-800:]}
+    result["stdout"] = proc.stdout
+    return result
+
+
+def checkpoints(args) -> tuple[dict[str, bytes], list[str]]:
+    """(_metadata key -> bytes, every key the checkpoints reference)."""
+    from bench.synth import synthetic_checkpoint
+    from ckptctl.metadata import write_metadata
+
+    metadata: dict[str, bytes] = {}
+    live: set[str] = set()
+    subtasks, operators = 64, 8
+    per_subtask = max(1, args.refs // (operators * subtasks) - 4)
+    for j in range(args.jobs):
+        job = uuid.uuid5(uuid.NAMESPACE_OID, f"job{j}").hex
+        job_dir = f"s3://{BUCKET}/{ROOT}/{job}"
+        pool = [f"{job_dir}/shared/{uuid.uuid5(uuid.NAMESPACE_OID, f'{j}-{i}')}" for i in range(args.refs)]
+        step = len(pool) // 10
+        for k in range(args.checkpoints):
+            cid = 100 + k
+            md = synthetic_checkpoint(
+                job_dir, checkpoint_id=cid, operators=operators, subtasks=subtasks, files_per_subtask=per_subtask,
+                shared_pool=pool[k * step :] + pool[: k * step], seed=j,
+            )  # fmt: skip
+            metadata[f"{ROOT}/{job}/chk-{cid}/_metadata"] = write_metadata(md)
+            for op in md.operators:
+                for s in op.subtasks:
+                    h = s.managed_keyed
+                    live.update(f.handle.path for f in (*h.shared, *h.private))
+                    live.add(f"{job_dir}/chk-{cid}/{h.meta.relative_path}")
+    keys = sorted(p[len(f"s3://{BUCKET}/") :] for p in live)
+    return metadata, keys
+
+
+def write_report(args, workdir: Path, live: list[str], metadata_keys: list[str]) -> tuple[list[Path], Path]:
+    """Parquet data files of ``--rows`` rows (the live keys, the _metadata, then orphans) and a
+    Parquet table of the live keys; written locally, uploaded by the caller."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    job_ids = pa.array(sorted({k.split("/")[1] for k in metadata_keys}), pa.string())
+    inv_dir, live_path = workdir / "inventory", workdir / "live.parquet"
+    inv_dir.mkdir(parents=True, exist_ok=True)
+    for old in inv_dir.glob("*.parquet"):
+        old.unlink()
+    pq.write_table(pa.table({"key": pa.array(live, pa.string())}), live_path)
+    fixed = live + metadata_keys
+    orphans = max(0, args.rows - len(fixed))
+    old_ms = int((time.time() - WEEK) * 1000)
+    files: list[Path] = []
+    written = 0
+    part = 0
+    while written < len(fixed) + orphans:
+        n = min(ROWS_PER_FILE, len(fixed) + orphans - written)
+        keys = []
+        if written < len(fixed):
+            keys = fixed[written : written + n]
+        rest = n - len(keys)
+        if rest:
+            # orphans spread over the jobs' shared/ directories, names made in Arrow (no Python loop)
+            first = written + len(keys) - len(fixed)
+            idx = pa.array(range(first, first + rest), pa.int64())
+            job = pc.take(job_ids, pc.divide(idx, -(-orphans // len(job_ids))))
+            names = pc.binary_join_element_wise(
+                pa.scalar(f"{ROOT}/"), job, pa.scalar("/shared/orphan-"), pc.cast(idx, pa.string()), ""
+            )
+            keys = pa.concat_arrays([pa.array(keys, pa.string()), names]) if keys else names
+        keys = pa.array(keys, pa.string()) if isinstance(keys, list) else keys
+        table = pa.table({
+            "bucket": pa.array([BUCKET] * n, pa.string()).dictionary_encode(),
+            "key": keys,
+            "is_latest": pa.array([True] * n, pa.bool_()),
+            "is_delete_marker": pa.array([False] * n, pa.bool_()),
+            "size": pa.array([4096] * n, pa.int64()),
+            "last_modified_date": pa.array([old_ms] * n, pa.timestamp("ms", tz="UTC")),
+        })  # fmt: skip
+        path = inv_dir / f"part-{part:04d}.parquet"
+        pq.write_table(table.cast(table.schema.set(0, pa.field("bucket", pa.string()))), path)
+        files.append(path)
+        written += n
+        part += 1
+    return files, live_path
+
+
+def upload(endpoint: str, metadata: dict[str, bytes], data_files: list[Path]) -> str:
+    """The _metadata into the bucket, the report into the inventory bucket; the manifest's URI."""
+    import hashlib
+
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    for b in (BUCKET, DEST):
+        client.create_bucket(Bucket=b)
+    for key, body in metadata.items():
+        client.put_object(Bucket=BUCKET, Key=key, Body=body)
+    time.sleep(1.5)  # S3 mtimes are whole seconds: the report begins after the last upload
+    files = []
+    for p in data_files:
+        key = f"{BUCKET}/cfg/data/{p.name}"
+        client.upload_file(str(p), DEST, key)
+        files.append({"key": key, "size": p.stat().st_size, "MD5checksum": hashlib.md5(p.read_bytes()).hexdigest()})
+    manifest = {
+        "sourceBucket": BUCKET, "destinationBucket": f"arn:aws:s3:::{DEST}", "version": "2016-11-30",
+        "creationTimestamp": str(int(time.time() * 1000)), "fileFormat": "Parquet",
+        "fileSchema": "message s3.inventory { required binary bucket (STRING); required binary key (STRING); "
+        "optional boolean is_latest; optional boolean is_delete_marker; optional int64 size; "
+        "optional int64 last_modified_date (TIMESTAMP(MILLIS,true)); }",
+        "files": files,
+    }  # fmt: skip
+    key = f"{BUCKET}/cfg/{time.strftime('%Y-%m-%dT%H-%MZ')}/manifest.json"
+    client.put_object(Bucket=DEST, Key=key, Body=json.dumps(manifest).encode())
+    return f"s3://{DEST}/{key}"
+
+
+def plan_header(path: Path) -> dict | None:
+    """The plan file's header (everything before its per-file lists), without loading the lists."""
+    if not path.exists():
+        return None
+    with open(path, "rb") as f:
+        head = f.read(64 << 20).decode("utf-8", "replace")
+    cut = head.find(',\n "candidates": [')
+    try:
+        return json.loads(head[:cut] + "\n}" if cut >= 0 else head)
+    except ValueError:
+        return None
+
+
+def has_spark_gc() -> bool:
+    out = subprocess.run([sys.executable, "-m", "ckptctl", "gc", "plan", "--help"], capture_output=True, text=True)
+    return "--engine" in out.stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--jobs", type=int, default=20)
+    ap.add_argument("--checkpoints", type=int, default=2)
+    ap.add_argument("--refs", type=int, default=100_000, help="shared files referenced per job and checkpoint")
+    ap.add_argument("--skip-local", action="store_true")
+    ap.add_argument("--skip-spark", action="store_true")
+    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ckptctl-bucket-bench"))
+    args = ap.parse_args()
+    from tests.conftest import free_port
+
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    moto = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true", "PYTHONHASHSEED": "0"}  # fmt: skip
+    os.environ.update(env)
+    try:
+        time.sleep(2)
+        t = time.time()
+        metadata, live = checkpoints(args)
+        data_files, live_path = write_report(args, workdir, live, sorted(metadata))
+        manifest = upload(endpoint, metadata, data_files)
+        print(f"bucket: {args.jobs} jobs x {args.checkpoints} checkpoints, {len(live):,} referenced files; "
+              f"inventory {args.rows:,} rows in {len(data_files)} Parquet files ({time.time() - t:.0f} s to build)")  # fmt: skip
+        results: dict[str, dict] = {}
+        floor = run(FLOOR_DRIVER, [str(workdir / "inventory"), str(live_path), str(workdir / "floor-out"),
+                                   f"{ROOT}/"], env)  # fmt: skip
+        results["floor (plain Spark anti-join)"] = floor
+        plan = ["-q", "gc", "plan", f"s3://{BUCKET}/{ROOT}", "--s3-endpoint", endpoint, "--inventory", manifest,
+                "--force", "--margin", "0s"]  # fmt: skip
+        engines = has_spark_gc()
+        runs = []
+        if not args.skip_spark and engines:
+            runs.append(("gc plan --engine spark", ["--engine", "spark"], workdir / "plan-spark.json"))
+        if not args.skip_local:
+            runs.append(("gc plan (in-process)", ["--engine", "local"] if engines else [], workdir / "plan-local.json"))
+        for name, extra, out in runs:
+            out.unlink(missing_ok=True)
+            results[name] = run(CLI_DRIVER, [*plan, *extra, "-o", str(out)], env)
+            results[name]["header"] = plan_header(out)
+        base = floor.get("wall")
+        for name, r in results.items():
+            if r.get("rc") not in (0, 1) or "wall" not in r:
+                print(f"  {name:32} failed: {r.get('error', '')[-400:]}")
+                continue
+            summary = ""
+            if r.get("header"):
+                h = r["header"]
+                summary = (f"  candidates {h['candidate_files']:,}  live {h['live_files']:,}  "
+                           f"refusals {[x['code'] for x in h['refusals']]}")  # fmt: skip
+            elif "orphans" in r:
+                summary = f"  orphans {r['orphans']:,}"
+            ratio = f"{r['wall'] / base:5.2f}x" if base else "   - "
+            print(f"  {name:32} {r['wall']:7.1f} s  {ratio} floor   driver {r['driver_rss_mib']:6.0f} MiB   "
+                  f"JVM {r['jvm_rss_mib']:6.0f} MiB{summary}")  # fmt: skip
+    finally:
+        moto.terminate()
+
+
+if __name__ == "__main__":
+    main()
