@@ -265,6 +265,40 @@ def plan_header(path: Path) -> dict | None:
         return None
 
 
+def requests_per_object(args, endpoint: str, env: dict[str, str], workdir: Path) -> None:
+    """``ls`` and ``verify`` on a bucket of real objects (bench/gc_tree.py shape), through a counting
+    proxy: the requests each makes, against the targets (ls: checkpoints + jobs; verify: one per
+    1,000 referenced files plus one per _metadata)."""
+    from bench.gc_bench import upload_tree
+    from bench.gc_tree import JOB, build
+    from tests.faulty_proxy import FaultyProxy
+
+    local_root = workdir / "listing-src"
+    built = build(local_root, args.listing_files, args.checkpoints, args.listing_refs, subtasks=32)
+    t = time.time()
+    objects = upload_tree(endpoint, local_root, "listing")
+    print(f"listing bucket: {objects:,} objects ({built['checkpoints']} checkpoints, 1 job) uploaded in "
+          f"{time.time() - t:.0f} s")  # fmt: skip
+    newest = max(int(p.name[4:]) for p in (local_root / JOB).glob("chk-*"))
+    rows = json.loads(subprocess.run(
+        [sys.executable, "-m", "ckptctl", "--json", "refs", f"s3://listing/{JOB}/chk-{newest}", "--s3-endpoint",
+         endpoint], capture_output=True, text=True, env=env).stdout or "[]")  # fmt: skip
+    referenced = len({r["path"] for r in rows if r.get("path")})
+    for name, cmd, target in (
+        ("ls", ["ls", "s3://listing"], built["checkpoints"] + 1),
+        ("verify --engine local", ["verify", f"s3://listing/{JOB}/chk-{newest}", "--engine", "local"],
+         -(-(referenced or 0) // 1000) + 1 if referenced else None),
+    ):  # fmt: skip
+        with FaultyProxy(endpoint, fault_rate=0.0) as proxy:
+            start = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "ckptctl", "-q", *cmd, "--s3-endpoint", proxy.endpoint],
+                                  capture_output=True, text=True, env=env)  # fmt: skip
+            wall = time.perf_counter() - start
+        verdict = "" if target is None else f" (target <= {target}: {'met' if proxy.requests <= target else 'MISSED'})"
+        print(f"  {name:24} {proxy.requests:6,} requests{verdict}  {wall:.1f} s  exit {proc.returncode}"
+              + (f"  referenced files {referenced:,}" if name.startswith("verify") and referenced else ""))
+
+
 def has_spark_gc() -> bool:
     out = subprocess.run([sys.executable, "-m", "ckptctl", "gc", "plan", "--help"], capture_output=True, text=True)
     return "--engine" in out.stdout
@@ -276,6 +310,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=20)
     ap.add_argument("--checkpoints", type=int, default=2)
     ap.add_argument("--refs", type=int, default=100_000, help="shared files referenced per job and checkpoint")
+    ap.add_argument("--listing-files", type=int, default=20_000, help="objects of the ls/verify bucket (0: skip)")
+    ap.add_argument("--listing-refs", type=int, default=8_000)
     ap.add_argument("--skip-local", action="store_true")
     ap.add_argument("--skip-spark", action="store_true")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ckptctl-bucket-bench"))
@@ -330,6 +366,8 @@ def main() -> None:
             ratio = f"{r['wall'] / base:5.2f}x" if base else "   - "
             print(f"  {name:32} {r['wall']:7.1f} s  {ratio} floor   driver {r['driver_rss_mib']:6.0f} MiB   "
                   f"JVM {r['jvm_rss_mib']:6.0f} MiB{summary}")  # fmt: skip
+        if args.listing_files:
+            requests_per_object(args, endpoint, env, workdir)
     finally:
         moto.terminate()
 

@@ -125,8 +125,37 @@ def _in_bucket(md, old: str, new: str):
     return md._replace(operators=tuple(ops))
 
 
-def s3(args) -> None:
+def upload_tree(endpoint: str, local_root: Path, bucket: str) -> int:
+    """A bench/gc_tree.py root as a bucket (its paths in _metadata rewritten to name the bucket,
+    the _metadata uploaded last, past a whole second: S3 mtimes are seconds); the object count."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import boto3
+
+    from ckptctl.metadata import read_metadata, write_metadata
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    client.create_bucket(Bucket=bucket)
+    prefix_local = f"file:{local_root}"
+
+    def put(p: Path) -> None:
+        body = p.read_bytes()
+        if p.name == "_metadata":
+            body = write_metadata(_in_bucket(read_metadata(body), prefix_local, f"s3://{bucket}"))
+        client.put_object(Bucket=bucket, Key=p.relative_to(local_root).as_posix(), Body=body)
+
+    files = [p for p in local_root.rglob("*") if p.is_file()]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(put, [p for p in files if p.name != "_metadata"]))
+    time.sleep(1.5)
+    for p in files:
+        if p.name == "_metadata":
+            put(p)
+    time.sleep(1.5)
+    return len(files)
+
+
+def s3(args) -> None:
 
     from bench.gc_tree import build
     from tests.conftest import free_port
@@ -140,33 +169,11 @@ def s3(args) -> None:
     )
     try:
         time.sleep(2)
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-        client.create_bucket(Bucket="bench")
         local_root = Path(args.workdir) / "s3-src"
         build(local_root, args.s3_files, args.checkpoints, args.s3_refs, subtasks=32)
-        # paths inside _metadata must name the bucket: rewrite them with the writer
-        from ckptctl.metadata import read_metadata, write_metadata
-
-        prefix_local = f"file:{local_root}"
-        from concurrent.futures import ThreadPoolExecutor
-
-        def put(p: Path) -> None:
-            key = p.relative_to(local_root).as_posix()
-            body = p.read_bytes()
-            if p.name == "_metadata":
-                body = write_metadata(_in_bucket(read_metadata(body), prefix_local, "s3://bench"))
-            client.put_object(Bucket="bench", Key=key, Body=body)
-
-        files = [p for p in local_root.rglob("*") if p.is_file()]
         t = time.time()
-        with ThreadPoolExecutor(16) as pool:
-            list(pool.map(put, [p for p in files if p.name != "_metadata"]))
-        time.sleep(1.5)
-        for p in files:
-            if p.name == "_metadata":
-                put(p)
-        time.sleep(1.5)
-        print(f"s3 (moto on loopback): {len(files):,} objects uploaded in {time.time() - t:.0f}s")
+        files = upload_tree(endpoint, local_root, "bench")
+        print(f"s3 (moto on loopback): {files:,} objects uploaded in {time.time() - t:.0f}s")
         listing = run_driver("list", "s3://bench", endpoint)
         plan = run_driver("plan", "s3://bench", endpoint, older_than=0)
         print(f"  ckptctl listing (floor)    {listing['wall']:7.2f} s   {listing['files']:,} objects")

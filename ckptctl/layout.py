@@ -219,11 +219,12 @@ def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = No
     return RootLayout(root, jobs, savepoints, others)
 
 
-def locate_checkpoint(storage: Storage, location: str) -> CheckpointLocation:
-    """A checkpoint named by its directory or by its ``_metadata`` file."""
+def locate_checkpoint(storage: Storage, location: str, metadata: FileInfo | None = None) -> CheckpointLocation:
+    """A checkpoint named by its directory or by its ``_metadata`` file (``metadata``: its stat,
+    when the caller has just made it)."""
     uri = st.normalize_uri(location)
     dir_uri = st.parent(uri) if st.basename(uri) == METADATA_FILE else uri
-    info = storage.stat(st.join(dir_uri, METADATA_FILE))
+    info = metadata or storage.stat(st.join(dir_uri, METADATA_FILE))
     if info is None:
         try:
             is_dir = storage.is_dir(dir_uri)

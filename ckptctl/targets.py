@@ -51,14 +51,22 @@ def checkpoints_at(
     there (directory -> one-line error) and the rest are returned; otherwise the first aborts.
     ``apply_inferred=False``: paths as Flink will open them (only the explicit ``--rebase``).
     """
-    from ckptctl.errors import CkptError
+    from ckptctl.errors import CkptError, StorageError
     from ckptctl.layout import METADATA_FILE, locate_checkpoint, scan_root
     from ckptctl.refs import load_checkpoint
     from ckptctl.storage import basename, join, normalize_uri
 
-    uri = normalize_uri(checked_path(storage, path))
-    if basename(uri) == METADATA_FILE or storage.stat(join(uri, METADATA_FILE)) is not None:
-        loc = locate_checkpoint(storage, uri)
+    uri = normalize_uri(path)
+    # the _metadata first: when it is there PATH is a checkpoint, and its stat is the location's
+    # (one request on S3, where a directory test costs a HEAD and a LIST)
+    try:
+        found = storage.stat(uri if basename(uri) == METADATA_FILE else join(uri, METADATA_FILE))
+    except StorageError:  # PATH is a plain file (not a directory), unreadable...: checked_path says
+        found = None
+    if found is None:
+        uri = normalize_uri(checked_path(storage, path))
+    if found is not None or basename(uri) == METADATA_FILE:
+        loc = locate_checkpoint(storage, uri, found)
         return [load_checkpoint(storage, loc, mappings, apply_inferred=apply_inferred)], loc.uri
     layout = scan_root(storage, uri)
     loaded = []
