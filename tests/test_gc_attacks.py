@@ -22,8 +22,8 @@ import pytest
 
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import RelativeFileHandle
-from tests.fixture_cases import REPO, manifest
-from tests.gc_support import DAY, T0, Scenario, ckptctl, plan_json
+from tests.support.fixture_cases import REPO, manifest
+from tests.support.gc_support import DAY, T0, Scenario, ckptctl, plan_json
 
 OLD = ["--older-than", "1d", "--margin", "10m"]
 

@@ -2,7 +2,7 @@
 
 Hostile ``_metadata`` is a real fixture file decoded with ckptctl's reader, with path fields of real
 handles changed in the typed model and re-encoded with ckptctl's writer. Faults and races come
-from deterministic proxy rules (tests/faulty_proxy.py), never from patching Python calls.
+from deterministic proxy rules (tests/support/faulty_proxy.py), never from patching Python calls.
 """
 
 from __future__ import annotations
@@ -18,9 +18,15 @@ import pytest
 
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import FileHandle, SegmentFileHandle
-from tests.faulty_proxy import FaultyProxy, Rule, is_clock_request, lists_inside, response_has_key_inside
-from tests.fixture_cases import REPO, manifest
-from tests.gc_support import ckptctl
+from tests.support.faulty_proxy import (
+    FaultyProxy,
+    Rule,
+    is_clock_request,
+    lists_inside,
+    response_has_key_inside,
+)
+from tests.support.fixture_cases import REPO, manifest
+from tests.support.gc_support import ckptctl
 from tests.test_gc_attacks import candidates, codes, protected, rewrite
 
 VERSION, SCENARIO = "2.2.0", "basic"

@@ -1,6 +1,6 @@
 """Red-team findings against the redesigned gc: each test failed on the first version of it.
 
-Every scenario is a private copy of a real Flink fixture (tests/gc_support.py); hostile
+Every scenario is a private copy of a real Flink fixture (tests/support/gc_support.py); hostile
 ``_metadata`` is a real file decoded, edited in the typed model and re-encoded with ckptctl's
 writer (tests/test_gc_attacks.py ``edit_metadata``/``rewrite``).
 """
@@ -19,7 +19,7 @@ import pytest
 
 from ckptctl.metadata import read_metadata
 from ckptctl.metadata.model import FileHandle
-from tests.gc_support import T0, Scenario, ckptctl, plan_json
+from tests.support.gc_support import T0, Scenario, ckptctl, plan_json
 from tests.test_gc_attacks import J1, OLD, apply, candidates, edit_metadata, edit_plan, plan_to_file, rewrite
 
 

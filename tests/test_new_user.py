@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ckptctl.cli import app
-from tests.fixture_cases import FIXTURES, REPO, data_rebase, written_root
+from tests.support.fixture_cases import FIXTURES, REPO, data_rebase, written_root
 
 runner = CliRunner()
 DATA = FIXTURES / "data"
@@ -326,7 +326,7 @@ def test_missing_s3_credentials_say_how_to_provide_them(
 ):
     import time
 
-    from tests.fixture_cases import cases
+    from tests.support.fixture_cases import cases
 
     case = next(c for c in cases() if c.scenario == "basic" and c.flink_version == "2.2.0")
     uri = f"{s3_fixtures}/{case.checkpoint_dir.relative_to(DATA).as_posix()}"
@@ -467,7 +467,7 @@ def test_verify_on_a_moved_root_warns_once_per_mapping(tmp_path: Path, monkeypat
 
 
 def test_diff_warns_about_order_and_jobs_and_lists_files() -> None:
-    from tests.fixture_cases import cases
+    from tests.support.fixture_cases import cases
 
     basic = sorted(
         (c for c in cases() if c.flink_version == "2.2.0" and c.scenario == "basic"),
@@ -559,7 +559,7 @@ def test_refs_at_80_columns_keeps_numbers_whole(monkeypatch) -> None:
 
 
 def test_show_and_check_at_80_columns(monkeypatch) -> None:
-    from tests.fixture_cases import cases
+    from tests.support.fixture_cases import cases
 
     monkeypatch.chdir(REPO)
     case = next(c for c in cases() if c.flink_version == "2.2.0" and c.scenario == "basic")
