@@ -13,8 +13,8 @@ import os
 import shutil
 from pathlib import Path
 
-from tests.gc.test_s3 import exists, gc_args, upload_scenario
 from tests.support.gc_support import Scenario, ckptctl
+from tests.support.s3_copied import exists, gc_args, upload_scenario
 
 OLD = ["--older-than", "1d", "--margin", "10m"]
 

@@ -23,8 +23,8 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from tests.gc.test_s3 import exists, gc_args, upload_scenario
 from tests.support.gc_support import ckptctl
+from tests.support.s3_copied import exists, gc_args, upload_scenario
 
 FORMATS = ("CSV", "Parquet", "ORC")
 CSV_SCHEMA = "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag, StorageClass"

@@ -1,4 +1,5 @@
-"""Red team, round 2: attacks on gc aimed at the model-owned handle walk (HandleWalk, refs).
+"""The live set: every file a retained checkpoint references stays, whatever handle holds it and
+however its path is spelled (attacks on the model-owned handle walk: HandleWalk, refs).
 
 Every hostile ``_metadata`` is a real fixture decoded with ckptctl's reader, changed in the typed
 model and re-encoded with its writer (never hand-made bytes). Each test asserts outcomes: the
@@ -29,8 +30,9 @@ from ckptctl.metadata.transform import map_file_handles
 from ckptctl.rebase import Rebase
 from ckptctl.refs import _resolver, canonical
 from tests.support.fixture_cases import REPO
+from tests.support.gc_plans import OLD, apply, plan_to_file
 from tests.support.gc_support import T0, Scenario, ckptctl
-from tests.test_gc_attacks import OLD, apply, edit_metadata, plan_to_file
+from tests.support.hostile_metadata import edit_metadata
 
 # (version, scenario): one fixture per handle family the walk recurses through
 FAMILIES = [

@@ -524,3 +524,16 @@ def test_changelog_dir_holding_checkpoint_files_is_refused(tmp_path: Path, where
     assert not referenced & {c["path"] for c in plan["candidates"]}
     ckptctl("gc", "apply", str(plan_file), "--yes", expect=1)
     assert all(Path(u[5:]).exists() for u in referenced)
+
+
+def test_plan_warnings_name_the_same_file_whatever_the_hash_seed() -> None:
+    """The FLINK-39964 warning names its first file: the same one on every run (it was taken from a
+    set, so it followed Python's hash seed)."""
+    root = Path(__file__).resolve().parents[2] / "fixtures" / "data" / "2.2.0" / "claim_native"
+    outs = []
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        p = subprocess.run([sys.executable, "-m", "ckptctl", "gc", str(root), "--clock", "local"],
+                           capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+        outs.append([line for line in p.stderr.splitlines() if "FLINK-39964" in line])
+    assert outs[0] and outs[0] == outs[1] == outs[2]

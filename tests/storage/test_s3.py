@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ckptctl.cli import app
-from tests.metadata.test_flink_view import assert_matches
 from tests.support.fixture_cases import FIXTURES, Case, cases
+from tests.support.flink_view import assert_matches
 
 CASES = cases()
 runner = CliRunner()

@@ -82,3 +82,8 @@ def data_rebase(data: Path) -> list[str]:
     were written elsewhere and moved, and the gates judge the paths Flink would open, so checking
     them where they are now is a what-if that names the mapping."""
     return ["--rebase", f"{written_root()}={data}"]
+
+
+def rescale_checkpoint() -> str:
+    truth = json.loads(sorted((REPO / "fixtures" / "rescale").glob("*.json"))[0].read_text())
+    return str(REPO / truth["checkpoint"])

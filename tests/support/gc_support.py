@@ -101,4 +101,33 @@ def plan_json(*args: str, expect: int = 0) -> dict:
     return json.loads(ckptctl("gc", "plan", "--json", *args, expect=expect).stdout)
 
 
-__all__ = ["Scenario", "ckptctl", "plan_json", "T0", "DAY", "FIXTURES"]
+J1, J2 = "528f933aefa1a487b873051dd9e69125", "73df6542b9b39ec7f7446cce40df696a"  # the 1.20.3 claim fixture's two jobs
+
+
+def add_job(sc: Scenario, version: str, scenario: str) -> tuple[Path, list[str]]:
+    """Copy the (single) job of another fixture into ``sc``'s checkpoint root; its --rebase."""
+    entry = next(
+        e for e in manifest()["entries"] if e["flink_version"] == version and e["scenario"] == scenario
+    )
+    (job_id,) = entry["job_ids"]
+    dst = sc.checkpoints / job_id
+    shutil.copytree(REPO / entry["data_dir"] / "checkpoints" / job_id, dst)
+    for p in dst.rglob("*"):
+        if p.is_file():
+            t = T0 + 3600 if p.name == "_metadata" else T0
+            os.utime(p, (t, t))
+    return dst, ["--rebase", f"{entry['original_root']}/checkpoints/{job_id}={dst}"]
+
+
+def shared_ssts(sc: Scenario) -> list[Path]:
+    """The SSTs (local name ``*.sst``) real Flink's reading of the scenario references, in the copy."""
+    e = sc.entry
+    out = set()
+    for exp in (REPO / e["expected_dir"]).rglob("*.json"):
+        for r in json.loads(exp.read_text())["references"]:
+            if (r.get("local_name") or "").endswith(".sst"):
+                out.add(sc.root / r["path"].removeprefix("file:")[len(e["original_root"]) + 1 :])
+    return sorted(out)
+
+
+__all__ = ["Scenario", "ckptctl", "plan_json", "add_job", "T0", "DAY", "FIXTURES", "J1", "J2", "shared_ssts"]

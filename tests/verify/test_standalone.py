@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
-from tests.support.gc_support import Scenario, ckptctl
-from tests.verify.test_verify import shared_ssts
+from tests.support.gc_support import Scenario, ckptctl, shared_ssts
 
 
 def _spark_home() -> Path:

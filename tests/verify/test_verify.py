@@ -17,7 +17,7 @@ import pytest
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import IncrementalHandle, KeyGroupRange
 from tests.support.fixture_cases import FIXTURES, REPO, data_rebase, manifest
-from tests.support.gc_support import Scenario, ckptctl
+from tests.support.gc_support import Scenario, ckptctl, shared_ssts
 
 MASTER = "local[2]"
 BROKEN_BY_FLINK = ("claim_native",)  # scenarios whose checkpoints Flink wrote unrestorable (FLINK-39964)
@@ -172,17 +172,6 @@ def test_claim_restored_job_breaks_when_the_original_job_directory_is_removed(
 @pytest.fixture
 def basic(tmp_path: Path) -> Scenario:
     return Scenario("1.20.3", "basic", tmp_path)
-
-
-def shared_ssts(sc: Scenario) -> list[Path]:
-    """The SSTs (local name ``*.sst``) real Flink's reading of the scenario references, in the copy."""
-    e = sc.entry
-    out = set()
-    for exp in (REPO / e["expected_dir"]).rglob("*.json"):
-        for r in json.loads(exp.read_text())["references"]:
-            if (r.get("local_name") or "").endswith(".sst"):
-                out.add(sc.root / r["path"].removeprefix("file:")[len(e["original_root"]) + 1 :])
-    return sorted(out)
 
 
 def test_deleted_shared_file_is_found(basic: Scenario) -> None:
