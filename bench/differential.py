@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/differential.py [--cases 10000] [--seed 1] [--show 20]
 
-Mutates the committed fixture ``_metadata`` files (tests/differential.py: byte flips, int
+Mutates the committed fixture ``_metadata`` files (tests/support/differential.py: byte flips, int
 overwrites, truncations, splices, string edits aimed at the trailer, paths, parallelism, key-group
 ranges, sizes, offsets, subtask indexes), asks Flink's ``Checkpoints.loadCheckpointMetadata`` of the
 release that wrote each fixture (fixtures/dumper/MetadataVerdict.java, one JVM per release) and
@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ckptctl.metadata import reader  # noqa: E402
-from tests import differential as d  # noqa: E402
+from tests.support import differential as d  # noqa: E402
 
 
 def main() -> int:

@@ -7,7 +7,7 @@ IncrementalRemoteKeyedStateHandle with shared SSTs, private MANIFEST/OPTIONS and
 file) whose files really exist with their recorded sizes, SSTs ending in RocksDB's magic number,
 then times ``ckptctl.verify.verify`` with each engine (Spark start-up measured separately: a CI
 job pays it once). Optionally the same over a moto S3 server at a smaller scale, and the time of a
-real Flink restore of a fixture checkpoint (tests/flink_harness.py, needs FLINK_VENV_120).
+real Flink restore of a fixture checkpoint (tests/support/flink_harness.py, needs FLINK_VENV_120).
 Prints the numbers; not a test.
 """
 
@@ -169,8 +169,8 @@ def bench_s3(refs: int) -> None:
 
 def bench_flink_restore() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.fixture_cases import REPO, manifest
-    from tests.flink_harness import restore
+    from tests.support.fixture_cases import REPO, manifest
+    from tests.support.flink_harness import restore
 
     if not os.environ.get("FLINK_VENV_120"):
         os.environ["FLINK_VENV_120"] = "/work/flinkenv/v120"

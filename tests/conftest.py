@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.fixture_cases import FIXTURES
+from tests.support.fixture_cases import FIXTURES
 
 # Ports nobody listens on: port 9 (discard) on loopback; a stray S3 request fails there, at once.
 NOWHERE = "http://127.0.0.1:9"

@@ -1,0 +1,33 @@
+"""A path of the wrong kind (a plain file, an empty directory) is a one-line error naming it, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli_runner import cli, one_line_error
+from tests.support.fixture_cases import REPO
+
+# ---- gates and wrong kinds of path ----------------------------------------------------------
+
+
+def test_check_fails_on_a_path_without_checkpoints(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    line = one_line_error(cli("check", str(tmp_path / "empty")))
+    assert "no checkpoints under" in line and "empty" in line
+    line = one_line_error(cli("check", str(REPO / "README.md")))
+    assert "not a checkpoint directory" in line and "README.md" in line
+
+
+@pytest.mark.parametrize("command", ["ls", "show", "refs", "verify", "plan-rescale", "diff"])
+def test_a_plain_file_is_not_a_checkpoint_directory(command: str) -> None:
+    args = {"plan-rescale": ["-p", "2"], "diff": [str(REPO / "README.md")], "verify": ["--engine", "local"]}
+    result = cli(command, str(REPO / "README.md"), *args.get(command, []))
+    line = one_line_error(result)
+    assert "not a checkpoint directory" in line and "README.md" in line and "Errno" not in line
+
+
+def test_refs_on_an_empty_directory_is_an_error(tmp_path: Path) -> None:
+    line = one_line_error(cli("refs", str(tmp_path)))
+    assert "not a checkpoint directory" in line and "no completed checkpoints" in line

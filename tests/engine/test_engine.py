@@ -1,0 +1,50 @@
+"""One engine per command, from --engine/--master (issue 22 row 8, issue 21's engine).
+
+``auto`` (the default of verify and states) runs small inputs in-process (no JVM: no 5 s start-up,
+no Java needed) and large ones, or any run with ``--master``, on Spark. A bad ``--engine`` is a
+usage error (exit 2) before anything is read, for every command that takes one.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ckptctl.engine import AUTO_SPARK_TASKS, Engine
+from ckptctl.errors import CkptError
+from tests.support.fixture_cases import FIXTURES, data_rebase
+from tests.support.gc_support import ckptctl
+
+BASIC = FIXTURES / "data" / "2.2.0" / "basic"
+
+
+def test_auto_resolves_by_size_and_master() -> None:
+    assert Engine.parse("auto").resolve(10) == Engine("local")
+    assert Engine.parse("auto").resolve(AUTO_SPARK_TASKS) == Engine("spark", "local[*]")
+    assert Engine.parse("auto", "spark://h:7077").resolve(1) == Engine("spark", "spark://h:7077")
+    assert Engine.parse("SPARK").resolve(1) == Engine("spark", "local[*]")
+    assert Engine.parse("local").resolve(10**9) == Engine("local")
+    with pytest.raises(CkptError, match="unknown --engine"):
+        Engine.parse("mapreduce")
+    with pytest.raises(CkptError, match="--master"):
+        Engine.parse("local", "spark://h:7077")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["verify", str(BASIC)],
+        ["states", str(next(BASIC.rglob("chk-*")))],
+        ["relocate", str(BASIC / "checkpoints"), "/tmp/ckptctl-never-written", "--all"],
+    ],
+    ids=["verify", "states", "relocate"],
+)
+def test_a_bad_engine_is_a_usage_error_everywhere(args: list[str]) -> None:
+    result = ckptctl(*args, "--engine", "bogus", expect=2)
+    assert "unknown --engine 'bogus'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_verify_defaults_to_in_process_for_a_small_root() -> None:
+    report = json.loads(ckptctl("verify", str(BASIC), "--json", *data_rebase(FIXTURES / "data")).stdout)
+    assert report["ok"] and report["engine"] == "local" and report["master"] is None

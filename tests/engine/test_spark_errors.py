@@ -1,0 +1,108 @@
+"""The Spark engine fails fast and quietly: an unreachable or unknown master and a broken Java are one
+line naming the fix; a working start shows a status and keeps the JVM's logging off the terminal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli_runner import DATA, run_ckptctl
+from tests.support.fixture_cases import data_rebase
+
+# ---- verify on the embedded Spark: fast, quiet failures -------------------------------------
+
+BASIC_CHECKPOINT = DATA / "2.2.0" / "basic"
+
+
+def test_spark_master_with_nothing_listening_fails_fast_in_one_line(tmp_path: Path) -> None:
+    from tests.conftest import free_port
+
+    master = f"spark://127.0.0.1:{free_port()}"
+    proc, elapsed = run_ckptctl(
+        "verify",
+        str(BASIC_CHECKPOINT),
+        "--master",
+        master,
+        env={"CKPTCTL_SPARK_LOG": str(tmp_path / "s.log")},
+    )
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cannot reach the Spark master" in errors[0] and master in errors[0]
+    assert len(errors[0]) < 300 and "Traceback" not in proc.stderr and "at org." not in proc.stderr
+    assert [line for line in proc.stderr.splitlines() if not line.startswith(("error:", "warning:"))] == []
+    assert elapsed < 20, f"{elapsed:.1f}s"
+
+
+@pytest.mark.parametrize("kind", ["yarn-without-conf", "yarn-rm-down", "k8s-down", "unknown"])
+def test_every_master_kind_fails_fast_in_one_line(kind: str, tmp_path: Path) -> None:
+    """Issue 22 row 3: --master yarn with no YARN hung for 20 minutes (Hadoop retrying 0.0.0.0:8032)."""
+    from tests.conftest import free_port
+
+    port = free_port()
+    env = {"CKPTCTL_SPARK_LOG": str(tmp_path / "s.log"), "HADOOP_CONF_DIR": "", "YARN_CONF_DIR": ""}
+    master, says = {
+        "yarn-without-conf": ("yarn", "HADOOP_CONF_DIR"),
+        "yarn-rm-down": ("yarn", "cannot reach the Spark master yarn"),
+        "k8s-down": (f"k8s://https://127.0.0.1:{port}", "cannot reach the Spark master"),
+        "unknown": ("bogus://x", "unknown Spark master"),
+    }[kind]
+    if kind == "yarn-rm-down":
+        conf = tmp_path / "hadoop"
+        conf.mkdir()
+        (conf / "yarn-site.xml").write_text(
+            "<configuration><property><name>yarn.resourcemanager.address</name>"
+            f"<value>127.0.0.1:{port}</value></property></configuration>"
+        )
+        env["HADOOP_CONF_DIR"] = str(conf)
+    proc, elapsed = run_ckptctl("verify", str(BASIC_CHECKPOINT), "--master", master, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and says in errors[0] and "--engine local" in errors[0] or kind == "unknown", proc.stderr
+    assert len(errors) == 1 and says in errors[0], proc.stderr
+    assert elapsed < 20, f"{elapsed:.1f}s"
+
+
+def test_broken_java_home_names_java_17_and_the_local_engine(tmp_path: Path) -> None:
+    fake = tmp_path / "jdk11" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "java").write_text("#!/bin/sh\necho 'openjdk version \"11.0.22\" 2024-01-16' >&2\n")
+    (fake / "java").chmod(0o755)
+    for home, why in ((tmp_path / "nowhere", "has no bin/java"), (fake.parent, "is Java 11")):
+        proc, _ = run_ckptctl(
+            "verify",
+            str(BASIC_CHECKPOINT),
+            "--engine",
+            "spark",
+            env={"JAVA_HOME": str(home), "CKPTCTL_SPARK_LOG": str(tmp_path / "s.log")},
+        )
+        assert proc.returncode == 2, proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if not line.startswith("warning:")]
+        assert len(errors) == 1, proc.stderr
+        assert (
+            "the Spark engine needs Java 17+" in errors[0]
+            and why in errors[0]
+            and "--engine local" in errors[0]
+        )
+        assert "JAVA_GATEWAY_EXITED" not in proc.stderr
+        # the default engine (auto) checks a small input in-process: no JVM, so no Java needed
+        auto, _ = run_ckptctl(
+            "verify", str(BASIC_CHECKPOINT), "--json", *data_rebase(DATA),
+            env={"JAVA_HOME": str(home), "CKPTCTL_SPARK_LOG": str(tmp_path / "s.log")},
+        )  # fmt: skip
+        assert auto.returncode == 0, auto.stderr
+        assert json.loads(auto.stdout)["engine"] == "local"
+
+
+def test_spark_start_shows_a_status_and_keeps_jvm_logging_off_the_terminal(tmp_path: Path) -> None:
+    log = tmp_path / "spark.log"
+    proc, _ = run_ckptctl(
+        "verify", str(BASIC_CHECKPOINT), "--master", "local[1]", *data_rebase(DATA),
+        env={"FORCE_COLOR": "1", "COLUMNS": "100", "CKPTCTL_SPARK_LOG": str(log)}, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "starting Spark (local[1])" in proc.stderr
+    for jvm in ("WARN", "WARNING: Using incubator", "NativeCodeLoader", "log4j", "setLogLevel"):
+        assert jvm not in proc.stderr, jvm
+    assert log.exists() and "log4j" in log.read_text()  # where the JVM's own output went

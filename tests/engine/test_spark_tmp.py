@@ -1,0 +1,126 @@
+"""A Spark run leaves nothing in the temp dir: its scratch directories are its own and removed.
+
+Spark (embedded ``local[*]``) writes ``blockmgr-*``, ``spark-*`` and native libraries into
+``spark.local.dir`` and ``java.io.tmpdir`` (which ignores TMPDIR) and removes them in JVM shutdown
+hooks that run after the Python process is gone, or never if the JVM is killed. ckptctl gives
+each session a ``spark.local.dir`` under :func:`tempfile.mkdtemp` (TMPDIR) and the JVM a
+``java.io.tmpdir`` there too, and removes both when the session stops and at exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.fixture_cases import FIXTURES, REPO, data_rebase
+
+LEFTOVERS = ("spark-", "blockmgr-", "pyspark-", "liblz4-java", "ckptctl-spark-local-", "ckptctl-spark-jvm-")
+
+
+def small_checkpoint() -> str:
+    (chk,) = sorted((FIXTURES / "data" / "2.2.0" / "basic").rglob("chk-9"))
+    return str(chk)
+
+
+def leftovers(tmp: Path) -> list[str]:
+    return sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.name.startswith(LEFTOVERS))
+
+
+def test_a_spark_verify_process_leaves_nothing_in_the_temp_dir(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmp),
+        "CKPTCTL_SPARK_LOG": str(tmp_path / "spark.log"),  # kept on purpose: not in TMPDIR here
+        "PYTHONPATH": str(REPO),
+    }
+    args = ["verify", "--json", "--engine", "spark", small_checkpoint(), *data_rebase(FIXTURES / "data")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptctl", *args], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["ok"] and report["engine"] == "spark" and report["master"] == "local[*]"
+    assert report["checked"]["files"] > 0
+    # checked the moment the process has exited: the JVM's own shutdown hooks may still be running
+    assert os.listdir(tmp) == [], leftovers(tmp)
+
+
+def test_a_spark_session_scratch_dir_is_under_tmpdir_and_removed_at_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ckptctl.refs import load_checkpoint
+    from ckptctl.storage import Storage
+    from ckptctl.verify import spark, spark_session, stop_spark, verify
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    storage = Storage()
+    ck = load_checkpoint(storage, "file:" + small_checkpoint())
+    stop_spark()  # a session of an earlier test was made under another temp dir
+    try:
+        result = verify(storage, [ck], engine="spark", master="local[*]")
+        assert result.engine == "spark" and result.counts["files"] > 0
+        local_dir = spark_session("local[*]").sparkContext.getConf().get("spark.local.dir")
+        assert local_dir and Path(local_dir).parent == tmp
+        assert any(p.name.startswith("blockmgr-") for p in Path(local_dir).iterdir())  # Spark writes there
+    finally:
+        stop_spark()
+    assert not Path(local_dir).exists()
+    # the JVM's java.io.tmpdir lives as long as the JVM (this test process): removed at its exit,
+    # which the first test checks
+    jvm = spark._JVM_DIR
+    assert [p for p in leftovers(tmp) if not (jvm and str(tmp / p).startswith(jvm))] == []
+
+
+def test_a_session_that_fails_to_start_removes_its_scratch_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyspark.sql import SparkSession
+
+    from ckptctl.verify import VerifyError, spark, spark_session, stop_spark
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    stop_spark()
+
+    def refuse(self):
+        assert any(p.name.startswith("ckptctl-spark-local-") for p in tmp.iterdir())
+        raise RuntimeError("no executors today")
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", refuse)
+    with pytest.raises(VerifyError, match="no executors today"):
+        spark_session("local[1]")
+    jvm = spark._JVM_DIR
+    assert [p for p in leftovers(tmp) if not (jvm and str(tmp / p).startswith(jvm))] == []
+
+
+def test_a_process_with_several_sessions_leaves_nothing(tmp_path: Path) -> None:
+    """Spark keeps the first session's local root for the JVM's lifetime and re-creates it when a
+    later session of the same JVM writes there: the directory removed at the first stop came back
+    (empty) after a second session. At exit every one is removed once the JVM has gone."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "CKPTCTL_SPARK_LOG": str(tmp_path / "spark.log"),
+           "PYTHONPATH": str(REPO)}  # fmt: skip
+    script = (
+        "from ckptctl.verify import spark_session, stop_spark\n"
+        "for master in ('local[1]', 'local[2]'):\n"
+        "    s = spark_session(master)\n"
+        "    assert s.sparkContext.parallelize(range(100), 4).map(lambda x: x * 2).sum() == 9900\n"
+        "    stop_spark()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert os.listdir(tmp) == [], leftovers(tmp)

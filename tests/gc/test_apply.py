@@ -1,0 +1,116 @@
+"""``gc apply --trash`` across storages, and plan files validated whole (issue 19 rows 4, 12, 14).
+
+A move is a copy, a check that the copy is there, then a delete of the source, and the source is
+reached the way a delete reaches it: from the root through ``O_NOFOLLOW`` directory descriptors.
+A destination that cannot be written (no such bucket, a missing local directory) is a failure
+naming it, never "moved". S3 is a moto server on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from tests.support.gc_support import Scenario, ckptctl
+from tests.support.s3_copied import exists, gc_args, upload_scenario
+
+OLD = ["--older-than", "1d", "--margin", "10m"]
+
+
+def local_plan(sc: Scenario, tmp_path: Path, n: int = 3) -> tuple[Path, list[Path]]:
+    job = sc.jobs()[0].name
+    orphans = [sc.plant(f"checkpoints/{job}/shared/orphan-{i}", size=100 + i) for i in range(n)]
+    plan_file = tmp_path / "plan.json"
+    ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, *OLD, "--force", "-o", str(plan_file))
+    return plan_file, orphans
+
+
+# ---------------------------------------------------------------------------------------------
+# row 4: a local root, --trash on S3, shared/ swapped for a symlink while apply runs
+
+
+def test_row4_a_local_to_s3_move_never_follows_a_swapped_in_symlink(s3_server, tmp_path: Path, monkeypatch) -> None:
+    from ckptctl.storage import Storage
+
+    s3_server.create_bucket("trash-row4")
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    plan_file, orphans = local_plan(sc, tmp_path)
+    shared = orphans[0].parent
+    outside = tmp_path / "outside"  # what the link points at: same names, not ours
+    outside.mkdir()
+    for o in orphans:
+        (outside / o.name).write_bytes(b"not yours")
+    real_stat = Storage.stat
+    swapped = []
+
+    def swap_then_stat(self, uri):
+        # the first look at the trash: after the plan was re-validated, before the first file goes
+        if uri.startswith("s3://trash-row4/") and not swapped:
+            os.rename(shared, tmp_path / "shared-moved-away")
+            shared.symlink_to(outside, target_is_directory=True)
+            swapped.append(uri)
+        return real_stat(self, uri)
+
+    monkeypatch.setattr(Storage, "stat", swap_then_stat)
+    result = ckptctl("gc", "apply", str(plan_file), "--yes", "--json", "--trash", "s3://trash-row4/t",
+                     "--s3-endpoint", s3_server.endpoint, expect=None)  # fmt: skip
+    assert swapped, "the swap must have happened during apply"
+    assert all((outside / o.name).read_bytes() == b"not yours" for o in orphans)
+    # what went to the trash is the orphans' own bytes (read through the directory it opened)
+    fs = s3_server.filesystem()
+    trashed = {p.rpartition("/")[2]: fs.cat_file(p) for p in fs.find("trash-row4/t")}
+    moved = json.loads(result.stdout)["deleted"] if result.exit_code == 0 else []
+    assert all(trashed.get(Path(d["path"]).name) != b"not yours" for d in moved)
+    assert not any((tmp_path / "shared-moved-away" / o.name).exists() for o in orphans if o.name in trashed)
+
+
+# ---------------------------------------------------------------------------------------------
+# row 12: an S3 root moved to a local trash, or to a bucket that does not exist
+
+
+def test_row12_s3_to_a_local_trash_really_moves(s3_server, tmp_path: Path) -> None:
+    up = upload_scenario(s3_server, "trash-row12-local")
+    args = gc_args("trash-row12-local", up["entry"], s3_server.endpoint)
+    plan_file = tmp_path / "plan.json"
+    ckptctl("gc", "plan", *args, "-o", str(plan_file))
+    trash = tmp_path / "not" / "yet" / "there"
+    result = json.loads(ckptctl("gc", "apply", str(plan_file), "--yes", "--json", "--trash", str(trash),
+                                "--s3-endpoint", s3_server.endpoint).stdout)  # fmt: skip
+    assert {d["path"] for d in result["deleted"]} == up["orphans"] and not result["failed"]
+    in_trash = {p.name for p in trash.rglob("*") if p.is_file()}
+    assert in_trash == {u.rpartition("/")[2] for u in up["orphans"]}
+    assert not any(exists(up["fs"], u) for u in up["orphans"])
+
+
+def test_row12_a_mistyped_trash_bucket_moves_nothing_and_says_so(s3_server, tmp_path: Path) -> None:
+    up = upload_scenario(s3_server, "trash-row12-bucket")
+    args = gc_args("trash-row12-bucket", up["entry"], s3_server.endpoint)
+    plan_file = tmp_path / "plan.json"
+    ckptctl("gc", "plan", *args, "-o", str(plan_file))
+    result = ckptctl("gc", "apply", str(plan_file), "--yes", "--json", "--trash", "s3://no-such-trash-bucket/t",
+                     "--s3-endpoint", s3_server.endpoint, expect=None)  # fmt: skip
+    assert result.exit_code != 0
+    report = json.loads(result.stdout)
+    assert not report["deleted"] and {f["path"] for f in report["failed"]} == up["orphans"]
+    assert "no-such-trash-bucket" in json.dumps(report["failed"])
+    assert all(exists(up["fs"], u) for u in up["orphans"])
+
+
+# ---------------------------------------------------------------------------------------------
+# row 14: a plan whose candidates lack a field
+
+
+def test_row14_a_candidate_without_mtime_is_an_invalid_plan(tmp_path: Path) -> None:
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    plan_file, orphans = local_plan(sc, tmp_path)
+    data = json.loads(plan_file.read_text())
+    assert data["candidates"]
+    del data["candidates"][0]["mtime"]
+    plan_file.write_text(json.dumps(data))
+    result = ckptctl("gc", "apply", str(plan_file), "--yes", expect=2)
+    err = result.stderr.strip()
+    assert "not a valid plan" in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert all(o.exists() for o in orphans)
+    shutil.rmtree(tmp_path / "unused", ignore_errors=True)

@@ -1,0 +1,476 @@
+"""gc plan --inventory: an S3 Inventory report (CSV.gz, Parquet, ORC) stands in for the listing of
+the roots' files, on a real S3 endpoint (moto server on loopback).
+
+The reports are generated here from a real listing of the moto bucket, in the format AWS documents
+(manifest.json with sourceBucket, destinationBucket ARN, creationTimestamp in ms, fileFormat,
+fileSchema, files[{key, size, MD5checksum}]; header-less gzipped CSV with URL-encoded keys; ORC and
+Parquet with snake_case columns), plus rows a versioned bucket has: a delete marker and versions
+that are not the latest.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote_plus
+
+import pytest
+
+from tests.support.gc_support import ckptctl
+from tests.support.s3_copied import exists, gc_args, upload_scenario
+
+FORMATS = ("CSV", "Parquet", "ORC")
+CSV_SCHEMA = "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag, StorageClass"
+PARQUET_SCHEMA = (
+    "message s3.inventory { required binary bucket (UTF8); required binary key (UTF8); optional binary version_id "
+    "(UTF8); optional boolean is_latest; optional boolean is_delete_marker; optional int64 size; optional int64 "
+    "last_modified_date (TIMESTAMP_MILLIS); optional binary e_tag (UTF8); optional binary storage_class (UTF8);}"
+)
+ORC_SCHEMA = (
+    "struct<bucket:string,key:string,version_id:string,is_latest:boolean,is_delete_marker:boolean,size:bigint,"
+    "last_modified_date:timestamp,e_tag:string,storage_class:string>"
+)
+DEST = "inventory-reports"
+ODD_NAME = "odd name+plus ü%41.sst"  # a blank, a plus, non-ASCII and a literal %41: URL-encoding matters
+
+
+def listing(s3_server, bucket: str) -> list[dict]:
+    """Every object of the bucket, from a real ListObjectsV2."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    rows = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for o in page.get("Contents", []):
+            rows.append({"bucket": bucket, "key": o["Key"], "version_id": None, "is_latest": True,
+                         "is_delete_marker": False, "size": o["Size"], "last_modified_date": o["LastModified"],
+                         "e_tag": o["ETag"].strip('"'), "storage_class": "STANDARD"})  # fmt: skip
+    return rows
+
+
+def versioned_rows(bucket: str, job: str, rows: list[dict]) -> list[dict]:
+    """What a versioned bucket's inventory also has: a key whose latest version is a delete marker
+    (with an older version), and an older version of an existing orphan (another size)."""
+    old = datetime(2020, 1, 1, tzinfo=UTC)
+    gone = f"checkpoints/{job}/shared/deleted-since"
+    base = {"bucket": bucket, "e_tag": "x", "storage_class": "STANDARD"}
+    planted = next(r for r in rows if r["key"].endswith("/shared/planted-0"))
+    return [
+        {**base, "key": gone, "version_id": "v2", "is_latest": True, "is_delete_marker": True, "size": None,
+         "last_modified_date": old},
+        {**base, "key": gone, "version_id": "v1", "is_latest": False, "is_delete_marker": False, "size": 100,
+         "last_modified_date": old},
+        {**base, "key": planted["key"], "version_id": "v0", "is_latest": False, "is_delete_marker": False,
+         "size": 999_999, "last_modified_date": old},
+    ]  # fmt: skip
+
+
+def _csv_gz(rows: list[dict]) -> bytes:
+    text = io.StringIO()
+    writer = csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    for r in rows:
+        writer.writerow([
+            r["bucket"], quote_plus(r["key"], safe=""), r["version_id"] or "", str(r["is_latest"]).lower(),
+            str(r["is_delete_marker"]).lower(), "" if r["size"] is None else str(r["size"]),
+            r["last_modified_date"].astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+            + f"{r['last_modified_date'].microsecond // 1000:03d}Z",
+            r["e_tag"], r["storage_class"],
+        ])  # fmt: skip
+    return gzip.compress(text.getvalue().encode("utf-8"))
+
+
+def _table(rows: list[dict]):
+    import pyarrow as pa
+
+    return pa.table({
+        "bucket": pa.array([r["bucket"] for r in rows], pa.string()),
+        "key": pa.array([r["key"] for r in rows], pa.string()),
+        "version_id": pa.array([r["version_id"] for r in rows], pa.string()),
+        "is_latest": pa.array([r["is_latest"] for r in rows], pa.bool_()),
+        "is_delete_marker": pa.array([r["is_delete_marker"] for r in rows], pa.bool_()),
+        "size": pa.array([r["size"] for r in rows], pa.int64()),
+        "last_modified_date": pa.array([r["last_modified_date"] for r in rows], pa.timestamp("ms", tz="UTC")),
+        "e_tag": pa.array([r["e_tag"] for r in rows], pa.string()),
+        "storage_class": pa.array([r["storage_class"] for r in rows], pa.string()),
+    })  # fmt: skip
+
+
+def encode(rows: list[dict], fmt: str) -> tuple[bytes, str, str]:
+    """(data file bytes, file suffix, fileSchema)."""
+    if fmt == "CSV":
+        return _csv_gz(rows), "csv.gz", CSV_SCHEMA
+    out = io.BytesIO()
+    if fmt == "Parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(_table(rows), out)
+        return out.getvalue(), "parquet", PARQUET_SCHEMA
+    from pyarrow import orc
+
+    orc.write_table(_table(rows), out)
+    return out.getvalue(), "orc", ORC_SCHEMA
+
+
+def write_inventory(s3_server, rows: list[dict], fmt: str, *, source: str, created: float | None = None,
+                    parts: int = 2, corrupt: bytes | None = None) -> str:  # fmt: skip
+    """Write data files and manifest.json into the destination bucket as S3 Inventory lays them out;
+    the manifest's URI. ``corrupt`` replaces the bytes of the last data file (its manifest entry
+    still describes them)."""
+    fs = s3_server.filesystem()
+    if not fs.exists(DEST):
+        s3_server.create_bucket(DEST)
+    created_ms = int((created if created is not None else time.time()) * 1000)
+    stamp = time.strftime("%Y-%m-%dT%H-%MZ", time.gmtime(created_ms / 1000)) + f"-{uuid.uuid4().hex[:6]}"
+    files = []
+    chunk = -(-len(rows) // parts)
+    for i in range(parts):
+        data, suffix, schema = encode(rows[i * chunk : (i + 1) * chunk], fmt)
+        key = f"{source}/cfg/data/{uuid.uuid4()}.{suffix}"
+        files.append({"key": key, "size": len(data), "MD5checksum": hashlib.md5(data).hexdigest()})
+        fs.pipe_file(f"{DEST}/{key}", corrupt if (corrupt is not None and i == parts - 1) else data)
+    manifest = {
+        "sourceBucket": source, "destinationBucket": f"arn:aws:s3:::{DEST}", "version": "2016-11-30",
+        "creationTimestamp": str(created_ms), "fileFormat": fmt, "fileSchema": schema, "files": files,
+    }  # fmt: skip
+    key = f"{source}/cfg/{stamp}/manifest.json"
+    fs.pipe_file(f"{DEST}/{key}", json.dumps(manifest).encode())
+    return f"s3://{DEST}/{key}"
+
+
+def setup(s3_server, bucket: str) -> dict:
+    """The fixture scenario with planted orphans, uploaded, and a file with an awkward name (newer
+    than the _metadata: kept as in flight, in both plans alike)."""
+    up = upload_scenario(s3_server, bucket)
+    job = next(iter(up["orphans"])).split("/checkpoints/")[1].split("/")[0]
+    odd = f"checkpoints/{job}/shared/{ODD_NAME}"
+    up["fs"].pipe_file(f"{bucket}/{odd}", b"odd orphan")
+    # S3 keeps whole seconds: wait until the planted file is past the --older-than cut-off (else it is
+    # 'young' in one plan and 'in-flight' in the next), and the report begins after every upload
+    time.sleep(1.2)
+    up["odd"] = f"s3://{bucket}/{odd}"
+    up["job"] = job
+    return up
+
+
+_SHARED: dict = {}
+
+
+def shared(s3_server) -> dict:
+    """One uploaded scenario for the tests that only read it (each upload waits out S3's one-second
+    mtimes twice): made once per session, with its listing."""
+    if not _SHARED:
+        up = setup(s3_server, "inv-shared")
+        _SHARED.update(up, bucket="inv-shared", rows=listing(s3_server, "inv-shared"))
+    return _SHARED
+
+
+def plan(args: list[str], *extra: str, expect: int = 0) -> dict:
+    return json.loads(ckptctl("gc", "plan", *args, "--json", *extra, expect=expect).stdout)
+
+
+def decided(p: dict, key: str = "candidates") -> set[tuple]:
+    return {(c["path"], c["size"], c["mtime"], c["reason"]) for c in p[key]}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_inventory_plan_equals_listing_plan(s3_server, fmt: str) -> None:
+    up = shared(s3_server)
+    bucket, rows = up["bucket"], up["rows"]
+    manifest = write_inventory(s3_server, rows + versioned_rows(bucket, up["job"], rows), fmt, source=bucket)
+    args = gc_args(bucket, up["entry"], s3_server.endpoint)
+    by_listing = plan(args)  # now, not cached: a file's age guard (young / in-flight) moves with the clock
+    by_inventory = plan(args, "--inventory", manifest)
+    assert not by_inventory["refusals"]
+    assert {c["path"] for c in by_inventory["candidates"]} == up["orphans"]
+    assert decided(by_inventory) == decided(by_listing)
+    assert decided(by_inventory, "protected") == decided(by_listing, "protected")
+    assert up["odd"] in {d["path"] for d in by_inventory["protected"]}  # its key decoded right
+    assert by_inventory["live_files"] == by_listing["live_files"]
+    record = by_inventory["inventory"]
+    assert record["uri"] == manifest and record["format"] == fmt and record["data_files"] == 2
+    assert record["rows_read"] == len(rows) + 3 and record["rows_in_scope"] == len(rows)
+    options = by_inventory["options"]
+    assert options["inventory"] == manifest and options["inventory_rows"] == len(rows) + 3
+    assert options["inventory_created"] == record["created"]
+
+
+def test_files_written_after_the_inventory_are_never_candidates(s3_server) -> None:
+    bucket = "inv-late"
+    up = setup(s3_server, bucket)
+    fs, job = up["fs"], up["job"]
+    during = f"checkpoints/{job}/shared/written-while-the-report-ran"
+    fs.pipe_file(f"{bucket}/{during}", b"orphan?")
+    rows = listing(s3_server, bucket)
+    mtime = next(r for r in rows if r["key"] == during)["last_modified_date"].timestamp()
+    manifest = write_inventory(s3_server, rows, "Parquet", source=bucket, created=mtime)  # began as it landed
+    time.sleep(1.2)
+    after = f"checkpoints/{job}/shared/written-after-the-report"
+    fs.pipe_file(f"{bucket}/{after}", b"orphan?")
+    time.sleep(1.2)
+    p = plan(gc_args(bucket, up["entry"], s3_server.endpoint), "--inventory", manifest)
+    paths = {c["path"] for c in p["candidates"]}
+    assert f"s3://{bucket}/{during}" not in paths and f"s3://{bucket}/{after}" not in paths
+    kept = {d["path"]: d["reason"] for d in p["protected"]}
+    assert kept[f"s3://{bucket}/{during}"] == "after-inventory"
+    assert f"s3://{bucket}/{after}" not in kept  # invisible to the report: never judged at all
+    assert paths == up["orphans"]  # everything older is judged as before
+
+
+def test_a_checkpoint_completed_after_the_inventory_protects_its_directory(s3_server) -> None:
+    """chk-77 is an incomplete checkpoint in the report; its _metadata lands afterwards. Discovery
+    lists afresh: chk-77 is a retained checkpoint, nothing in it is a candidate (or the plan is
+    blocked because its references are not all there)."""
+    bucket = "inv-new-metadata"
+    up = setup(s3_server, bucket)
+    fs, job = up["fs"], up["job"]
+    manifest = write_inventory(s3_server, listing(s3_server, bucket), "CSV", source=bucket)
+    existing = next(k for k in fs.find(bucket) if k.endswith("/_metadata") and f"{job}/chk-" in k)
+    fs.pipe_file(f"{bucket}/checkpoints/{job}/chk-77/_metadata", fs.cat_file(existing))
+    time.sleep(1.2)
+    result = ckptctl("gc", "plan", *gc_args(bucket, up["entry"], s3_server.endpoint), "--json",
+                     "--inventory", manifest, expect=None)  # fmt: skip
+    p = json.loads(result.stdout)
+    aborted = f"s3://{bucket}/checkpoints/{job}/chk-77/aborted"
+    assert aborted not in {c["path"] for c in p["candidates"]}
+    assert f"s3://{bucket}/checkpoints/{job}/chk-77" in {r["path"] for r in p["retained"]}
+    assert p["refusals"] or {d["path"]: d["reason"] for d in p["protected"]}[aborted] == "retained-checkpoint-dir"
+    assert result.exit_code == (1 if p["refusals"] else 0)
+
+
+def test_live_files_missing_from_the_inventory(s3_server) -> None:
+    """Live files written after the report are not in it: they are there now (HEAD), so live and
+    never candidates. A live file that is really gone still blocks the plan."""
+    bucket = "inv-missing-live"
+    up = setup(s3_server, bucket)
+    fs = up["fs"]
+    rows = listing(s3_server, bucket)
+    live_keys = sorted(u[len(f"s3://{bucket}/") :] for u in up["referenced"])
+    dropped = set(live_keys[:3])
+    manifest = write_inventory(s3_server, [r for r in rows if r["key"] not in dropped], "ORC", source=bucket)
+    args = gc_args(bucket, up["entry"], s3_server.endpoint)
+    p = plan(args, "--inventory", manifest)
+    assert not p["refusals"] and not p["missing"]
+    assert {c["path"] for c in p["candidates"]} == up["orphans"]
+    assert p["inventory"]["live_files_not_in_inventory"] == 3
+    assert p["live_files"] == plan(args)["live_files"]
+    # now one of them is really gone: missing-live-files, exit 1
+    gone = sorted(dropped)[0]
+    fs.rm_file(f"{bucket}/{gone}")
+    p = plan(args, "--inventory", manifest, expect=1)
+    assert [r["code"] for r in p["refusals"]] == ["missing-live-files"]
+    assert [m["path"] for m in p["missing"]] == [f"s3://{bucket}/{gone}"]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "what"),
+    [("CSV", "not gzip"), ("Parquet", "truncated"), ("ORC", "garbage"), ("CSV", "manifest"), ("CSV", "md5")],
+)
+def test_a_corrupt_report_is_one_line_naming_the_file(s3_server, fmt: str, what: str) -> None:
+    up = shared(s3_server)
+    bucket, up_entry, rows = up["bucket"], up["entry"], up["rows"]
+    if what == "manifest":
+        manifest = write_inventory(s3_server, rows, fmt, source=bucket)
+        s3_server.filesystem().pipe_file(manifest[5:], b'{"sourceBucket": "inv-corrupt", "files": [')
+        named = manifest
+    else:
+        good, _, _ = encode(rows[len(rows) // 2 :], fmt)
+        bad = {"not gzip": b"Bucket,Key\n" * 10, "truncated": good[: len(good) // 2],
+               "garbage": b"\x00ORC" + bytes(range(256)) * 4, "md5": _csv_gz(rows[len(rows) // 2 :][:-1])}[what]  # fmt: skip
+        manifest = write_inventory(s3_server, rows, fmt, source=bucket, corrupt=bad)
+        if what in ("truncated", "garbage", "not gzip", "md5"):  # sizes as the manifest says, or it says so
+            data = json.loads(s3_server.filesystem().cat_file(manifest[5:]))
+            data["files"][-1]["size"] = len(bad)
+            s3_server.filesystem().pipe_file(manifest[5:], json.dumps(data).encode())
+        named = f"s3://{DEST}/{data['files'][-1]['key']}"
+    result = ckptctl("gc", "plan", *gc_args(bucket, up_entry, s3_server.endpoint), "--inventory", manifest,
+                     expect=2)  # fmt: skip
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1 and named in message, message
+    assert "internal error" not in message
+
+
+def test_inventory_refused_for_local_roots_other_buckets_and_keep_last(s3_server, tmp_path: Path) -> None:
+    up = shared(s3_server)
+    bucket = up["bucket"]
+    manifest = write_inventory(s3_server, up["rows"], "CSV", source=bucket)
+    local = ckptctl("gc", "plan", str(tmp_path), "--inventory", manifest, expect=2).stderr.strip()
+    assert len(local.splitlines()) == 1 and "not on S3" in local
+    other = write_inventory(s3_server, up["rows"], "CSV", source="some-other-bucket")
+    result = ckptctl("gc", "plan", *gc_args(bucket, up["entry"], s3_server.endpoint), "--inventory", other, expect=2)
+    assert "some-other-bucket" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    result = ckptctl("gc", "plan", *gc_args(bucket, up["entry"], s3_server.endpoint), "--inventory", manifest,
+                     "--keep-last", "1", expect=2)  # fmt: skip
+    assert "--keep-last" in result.stderr
+
+
+def test_apply_of_an_inventory_plan_deletes_only_unchanged_candidates(s3_server, tmp_path: Path) -> None:
+    bucket = "inv-apply"
+    up = setup(s3_server, bucket)
+    fs, job = up["fs"], up["job"]
+    manifest = write_inventory(s3_server, listing(s3_server, bucket), "Parquet", source=bucket)
+    args = gc_args(bucket, up["entry"], s3_server.endpoint)
+    plan_file = tmp_path / "plan.json"
+    p = json.loads(ckptctl("gc", "plan", *args, "--json", "--inventory", manifest, "-o", str(plan_file)).stdout)
+    assert {c["path"] for c in p["candidates"]} == up["orphans"]
+    # after the plan (the report is a day old anyway): one candidate rewritten, one deleted
+    rewritten = f"s3://{bucket}/checkpoints/{job}/shared/planted-1"
+    deleted = f"s3://{bucket}/checkpoints/{job}/shared/planted-2"
+    time.sleep(1.2)
+    fs.pipe_file(rewritten[5:], b"new bytes, a new object")
+    fs.rm_file(deleted[5:])
+    result = json.loads(ckptctl("gc", "apply", str(plan_file), "--yes", "--json").stdout)
+    assert {d["path"] for d in result["deleted"]} == up["orphans"] - {rewritten, deleted}
+    skipped = {s["path"]: s["reason"] for s in result["skipped"]}
+    assert set(skipped) == {rewritten, deleted}
+    assert "changed since the inventory" in skipped[rewritten] and "gone" in skipped[deleted]
+    assert exists(fs, rewritten)
+    for uri in up["referenced"]:
+        assert exists(fs, uri), f"live object deleted: {uri}"
+    # a plan names its report: another report in its place is refused
+    data = json.loads(plan_file.read_text())
+    data["options"]["inventory_created"] += 1000
+    plan_file.write_text(json.dumps(data))
+    result = ckptctl("gc", "apply", str(plan_file), "--yes", "--json", expect=2)
+    assert "not the same report" in result.stderr
+
+
+def test_encoded_prefix_regex_matches_every_encoding() -> None:
+    import re
+
+    from ckptctl.inventory import _encoded_prefix_regex
+
+    prefix = "checkpoints/a b+c/ü/"
+    rx = re.compile(_encoded_prefix_regex(prefix))
+    for safe in ("", "/"):
+        assert rx.match(quote_plus(prefix + "x", safe=safe))
+    assert rx.match(prefix.replace("+", "%2b") + "x") and not rx.match("checkpoints/a b+c/u/x")
+    assert not rx.match(quote_plus("checkpoints-old/a b+c/ü/x", safe=""))
+
+
+def test_metadata_changing_while_the_plan_is_built_blocks(s3_server) -> None:
+    """The last look: once the plan is built, _metadata is listed again. Here the newest one is
+    rewritten while the plan HEADs a live file the report does not have (after every other check
+    has looked)."""
+    from tests.support.faulty_proxy import FaultyProxy, Rule
+
+    bucket = "inv-metadata-changes"
+    up = setup(s3_server, bucket)
+    fs = up["fs"]
+    rows = listing(s3_server, bucket)
+    live_key = sorted(u[len(f"s3://{bucket}/") :] for u in up["referenced"])[0]
+    manifest = write_inventory(s3_server, [r for r in rows if r["key"] != live_key], "CSV", source=bucket)
+    newest = max((r for r in rows if r["key"].endswith("/_metadata")), key=lambda r: r["last_modified_date"])
+    body = fs.cat_file(f"{bucket}/{newest['key']}")
+
+    def rewrite_metadata() -> None:
+        time.sleep(1.1)  # a new mtime
+        import boto3
+
+        boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").put_object(Bucket=bucket, Key=newest["key"], Body=body)  # fmt: skip
+
+    name = live_key.rpartition("/")[2]
+    rule = Rule(lambda method, path: method == "HEAD" and path.split("?")[0].endswith("/" + name),
+                before=rewrite_metadata)  # fmt: skip
+    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[rule]) as proxy:
+        args = gc_args(bucket, up["entry"], proxy.endpoint)
+        p = plan(args, "--inventory", manifest, expect=1)
+    assert rule.fired, "the _metadata must have changed while the plan was built"
+    assert [r["code"] for r in p["refusals"]] == ["checkpoints-changed"]
+    assert newest["key"] in p["refusals"][0]["message"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_reading_a_local_copy_of_a_report(tmp_path: Path, fmt: str) -> None:
+    """The core API on a report copied to local disk (``aws s3 sync`` of the destination bucket):
+    only current objects under the scopes come out, decoded, with sizes and epoch mtimes."""
+    from ckptctl.inventory import ReadStats, iter_files, read_manifest
+    from ckptctl.storage import Storage
+
+    t = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    base = {"bucket": "src", "version_id": None, "is_latest": True, "is_delete_marker": False, "e_tag": "e",
+            "storage_class": "STANDARD", "last_modified_date": t}  # fmt: skip
+    rows = [
+        {**base, "key": "ck/job/shared/a", "size": 1},
+        {**base, "key": f"ck/job/shared/{ODD_NAME}", "size": 2},
+        {**base, "key": "ck-other/job/shared/b", "size": 3},  # a sibling prefix, not under ck/
+        {**base, "key": "ck/job/shared/gone", "size": None, "is_delete_marker": True},
+        {**base, "key": "ck/job/shared/gone", "size": 4, "is_latest": False},
+        {**base, "key": "elsewhere/x", "size": 5},
+    ]
+    data, suffix, schema = encode(rows, fmt)
+    dest = tmp_path / "dest-bucket"
+    (dest / "src/cfg/data").mkdir(parents=True)
+    (dest / f"src/cfg/data/part.{suffix}").write_bytes(data)
+    (dest / "src/cfg/2026-01-03T00-00Z").mkdir()
+    manifest = dest / "src/cfg/2026-01-03T00-00Z/manifest.json"
+    manifest.write_text(json.dumps({
+        "sourceBucket": "src", "destinationBucket": "arn:aws:s3:::dest-bucket", "version": "2016-11-30",
+        "creationTimestamp": "1767398400000", "fileFormat": fmt, "fileSchema": schema,
+        "files": [{"key": f"src/cfg/data/part.{suffix}", "size": len(data), "MD5checksum": hashlib.md5(data).hexdigest()}],
+    }))  # fmt: skip
+    storage = Storage()
+    inv = read_manifest(storage, str(manifest))
+    assert inv.created == 1767398400.0 and inv.source_bucket == "src" and inv.destination_bucket == "dest-bucket"
+    stats = ReadStats()
+    got = sorted(iter_files(storage, inv, ["s3://src/ck"], stats))
+    assert [(f.uri, f.size, f.mtime) for f in got] == [
+        ("s3://src/ck/job/shared/a", 1, t.timestamp()),
+        (f"s3://src/ck/job/shared/{ODD_NAME}", 2, t.timestamp()),
+    ]
+    assert stats.rows_read == len(rows) and stats.rows_kept == 2 and stats.files_read == 1
+
+
+def _local_csv_report(tmp_path: Path, schema: str, lines: list[list[str]]) -> str:
+    data = gzip.compress("".join(",".join(f'"{v}"' for v in line) + "\n" for line in lines).encode())
+    (tmp_path / "src/cfg/data").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "src/cfg/data/part.csv.gz").write_bytes(data)
+    (tmp_path / "src/cfg/2026-01-03T00-00Z").mkdir(exist_ok=True)
+    manifest = tmp_path / "src/cfg/2026-01-03T00-00Z/manifest.json"
+    manifest.write_text(json.dumps({
+        "sourceBucket": "src", "destinationBucket": "arn:aws:s3:::dest", "version": "2016-11-30",
+        "creationTimestamp": "1767398400000", "fileFormat": "CSV", "fileSchema": schema,
+        "files": [{"key": "src/cfg/data/part.csv.gz", "size": len(data), "MD5checksum": hashlib.md5(data).hexdigest()}],
+    }))  # fmt: skip
+    return str(manifest)
+
+
+def test_a_current_versions_only_report_and_one_without_sizes(tmp_path: Path) -> None:
+    from ckptctl.inventory import InventoryError, iter_files, read_manifest
+    from ckptctl.storage import Storage
+
+    storage = Storage()
+    current = _local_csv_report(tmp_path / "a", "Bucket, Key, Size, LastModifiedDate",
+                                [["src", "ck%2Fx", "7", "2026-01-02T03:04:05.000Z"]])  # fmt: skip
+    got = list(iter_files(storage, read_manifest(storage, current), ["s3://src/ck"]))
+    assert [(f.uri, f.size) for f in got] == [("s3://src/ck/x", 7)]
+    sizeless = _local_csv_report(tmp_path / "b", "Bucket, Key, LastModifiedDate", [["src", "ck/x", "2026-01-02T03:04:05Z"]])
+    with pytest.raises(InventoryError, match="no Size column"):
+        list(iter_files(storage, read_manifest(storage, sizeless), ["s3://src/ck"]))
+
+
+def test_a_throttled_report_read_is_retried(s3_server) -> None:
+    """A SlowDown or 500 on the first GET of the manifest and of a data file does not fail the plan."""
+    from tests.support.faulty_proxy import INTERNAL, SLOW_DOWN, FaultyProxy, Rule
+
+    up = shared(s3_server)
+    bucket, rows = up["bucket"], up["rows"]
+    for fmt, fault in zip(FORMATS, (SLOW_DOWN, INTERNAL, SLOW_DOWN), strict=True):
+        manifest = write_inventory(s3_server, rows, fmt, source=bucket)
+        rules = [
+            Rule(lambda method, path: method == "GET" and "/cfg/data/" in path, fail=1, fault=fault),
+            Rule(lambda method, path: method == "GET" and path.split("?")[0].endswith("/manifest.json"), fail=1,
+                 fault=fault),
+        ]  # fmt: skip
+        with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=rules) as proxy:
+            p = plan(gc_args(bucket, up["entry"], proxy.endpoint), "--inventory", manifest)
+        assert all(r.failed == 1 for r in rules)
+        assert {c["path"] for c in p["candidates"]} == up["orphans"]

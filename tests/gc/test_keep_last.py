@@ -1,0 +1,89 @@
+"""Invariant 5 and ``--keep-last``: a checkpoint goes as a unit, and expiry refuses when the order of
+checkpoints or a starting job makes it unsure."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from tests.support.fixture_cases import REPO
+from tests.support.gc_plans import OLD, apply, candidates, plan_to_file
+from tests.support.gc_support import J1, T0, Scenario, ckptctl, plan_json
+
+# ---------------------------------------------------------------------------------------------
+# row 11: --keep-last deletes a checkpoint as a unit
+
+
+def test_row11_expired_checkpoint_with_protected_metadata_keeps_all_its_files(tmp_path: Path) -> None:
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0]
+    chks = sorted(job.glob("chk-*/_metadata"), key=lambda m: int(m.parent.name[4:]))
+    assert len(chks) >= 3
+    young_meta = chks[-2]  # expired by --keep-last 1, but its _metadata is too young to delete
+    young = time.time() - 60
+    os.utime(young_meta, (young, young))
+    gone_meta = chks[0]  # expired, and its _metadata predates the newest one by more than --margin
+    os.utime(gone_meta, (T0 + 600, T0 + 600))
+    exp = json.loads(
+        (REPO / sc.entry["expected_dir"] / young_meta.parent.relative_to(sc.root))
+        .with_suffix(".json")
+        .read_text()
+    )
+    its_files = {
+        "file:" + str(sc.root) + r["path"].removeprefix("file:")[len(sc.original) :]
+        for r in exp["references"]
+    }
+    assert its_files
+    args = [str(sc.checkpoints), *sc.rebase, *OLD, "--keep-last", "1", "--force"]
+    plan = plan_json(*args)
+    assert not its_files & candidates(plan), "an expired checkpoint whose _metadata stays keeps its files"
+    assert sc.uri(young_meta) not in candidates(plan)
+    # the other expired checkpoint goes as a unit, _metadata included
+    assert sc.uri(gone_meta) in candidates(plan)
+    apply(plan_to_file(tmp_path, *args))
+    for uri in its_files:
+        assert Path(uri[5:]).exists(), uri
+    assert not gone_meta.exists()
+    ckptctl("check", str(sc.checkpoints), *sc.rebase)  # every remaining _metadata resolves
+
+
+# --- F3: --keep-last ranks by N, not by completion --------------------------------------------
+
+
+def test_f3_keep_last_refuses_when_checkpoint_numbers_and_times_disagree(tmp_path: Path) -> None:
+    """A fixed job id (application mode, operator-managed jobs) restored from an older savepoint
+    continues at a lower N next to a stale higher chk-N of the previous run. --keep-last 1 keeps
+    the stale chk-9 and would delete chk-8, the checkpoint that completed last (the one Flink's HA
+    store points to): the plan must be blocked."""
+    sc = Scenario("1.20.3", "basic", tmp_path)
+    (job,) = sc.jobs()
+    os.utime(job / "chk-9" / "_metadata", (T0 + 600, T0 + 600))  # chk-7, chk-8 completed after it
+    args = (str(sc.checkpoints), *sc.rebase, *OLD, "--force", "--keep-last", "1")
+    plan = plan_json(*args, expect=1)
+    assert "keep-last-order" in {r["code"] for r in plan["refusals"]}
+    apply(plan_to_file(tmp_path, *args, expect=1), expect=1)
+    assert (job / "chk-8" / "_metadata").exists(), "the most recently completed checkpoint was deleted"
+
+
+# --- F4: a job starting from an expired checkpoint ---------------------------------------------
+
+
+def test_f4_keep_last_refuses_while_a_job_is_starting(tmp_path: Path) -> None:
+    """A job started a minute ago from J1/chk-7 (CLAIM, rolling back past chk-8) has no completed
+    checkpoint yet: only its young files show it runs. --keep-last 1 deletes chk-7 (and the
+    files only it references), which that job restores from on failover and whose shared files
+    its first incremental checkpoint will reference: the plan must be blocked."""
+    sc = Scenario("1.20.3", "claim", tmp_path)
+    starting = "0123456789abcdef0123456789abcdef"
+    recent = time.time() - 60
+    sc.plant(f"checkpoints/{starting}/chk-1/in-flight-state", mtime=recent)
+    sc.plant(f"checkpoints/{starting}/shared/new-sst", mtime=recent)
+    args = (str(sc.checkpoints), *sc.rebase, *OLD, "--force", "--keep-last", "1")
+    plan = plan_json(*args, expect=1)
+    assert "job-starting" in {r["code"] for r in plan["refusals"]}
+    apply(plan_to_file(tmp_path, *args, expect=1), expect=1)
+    assert (sc.checkpoints / J1 / "chk-7" / "_metadata").exists(), (
+        "the checkpoint a starting job restores from was deleted"
+    )

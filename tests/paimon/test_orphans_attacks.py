@@ -1,0 +1,182 @@
+"""Attacks on ``ckptctl paimon orphans`` + ``ckptctl gc apply``: ways to make the plan delete a file a
+retained Flink checkpoint (or the table) still needs, each on a copy of the real fixtures.
+
+The product rule: GC fails closed. A plan that cannot see every retained checkpoint of the job that
+commits to the table is blocked, never a list of deletions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ckptctl.cli import app, gc_alias
+from ckptctl.paimon.orphans import plan_orphans
+from ckptctl.paimon.restore import run_report
+from ckptctl.rebase import Rebase
+from ckptctl.storage import Storage
+
+REPO = Path(__file__).resolve().parents[2]
+PAIMON = REPO / "fixtures" / "paimon"
+TABLE = Path("warehouse/default.db/events")
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, gc_alias(list(args)))
+
+
+def copy_scenario(tmp_path: Path, scenario: str, age: float = 2 * 86400) -> tuple[Path, Path]:
+    """A scenario's checkpoints and table copied, every file made ``age`` seconds old: (job dir, table)."""
+    dst = tmp_path / scenario
+    shutil.copytree(PAIMON / "flink" / scenario, dst)
+    old = time.time() - age
+    for p in dst.rglob("*"):
+        os.utime(p, (old, old))
+    (job,) = (dst / "checkpoints").iterdir()
+    return job, dst / TABLE
+
+
+def chk(job: Path, n: int) -> Path:
+    return job / f"chk-{n}"
+
+
+def newest(job: Path) -> Path:
+    return max(job.glob("chk-*"), key=lambda p: int(p.name[4:]))
+
+
+def missing_on_restore(ck: Path, table: Path) -> set[str]:
+    report = run_report(Storage(), str(ck), str(table), Rebase())
+    return {x.name for f in report.forecasts for c in f.committables if c.recommitted
+            for x in c.files if x.checked and x.state == "missing"}  # fmt: skip
+
+
+def test_one_checkpoint_as_the_root_does_not_protect_its_siblings(tmp_path: Path) -> None:
+    """--checkpoints job/chk-4 (one retained checkpoint, not the job's directory): chk-5 and chk-6,
+    retained next to it, hold the uncommitted files of committables 5 and 6. A plan that protects
+    only chk-4's files deletes them, and the restore of chk-6 (what Flink takes) then fails."""
+    job, table = copy_scenario(tmp_path, "pending")
+    assert not missing_on_restore(newest(job), table)
+    plan_file = tmp_path / "plan.json"
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(chk(job, 4)), "-o", str(plan_file))
+    assert res.exit_code == 1, res.output
+    plan = json.loads(plan_file.read_text())
+    assert plan["blocked"] and "single-checkpoint" in {r["code"] for r in plan["refusals"]}
+    assert run("gc", "apply", str(plan_file), "--yes").exit_code == 1
+    assert not missing_on_restore(newest(job), table)
+    # the job's directory (or the root above it) is the way: everything held
+    ok = plan_orphans(Storage(), str(table), [str(job)], Rebase())
+    assert not ok.refusals and not ok.candidates and ok.held
+
+
+def test_a_tampered_plan_cannot_narrow_the_checkpoints_to_one(tmp_path: Path) -> None:
+    """The plan names the job's directory; edited to name chk-4 only, `gc apply` re-plans with it."""
+    job, table = copy_scenario(tmp_path, "pending")
+    plan_file = tmp_path / "plan.json"
+    assert run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "-o", str(plan_file)).exit_code == 0
+    plan = json.loads(plan_file.read_text())
+    doomed = []
+    for h in plan["held"]:  # the files chk-5 and chk-6 hold, edited into candidates
+        f = table / h["path"]
+        doomed.append({"path": "file:" + str(f), "size": f.stat().st_size, "mtime": f.stat().st_mtime,
+                       "reason": "unreferenced"})  # fmt: skip
+    assert doomed
+    plan["candidates"] = doomed
+    plan["checkpoints"] = ["file:" + str(chk(job, 4))]
+    plan_file.write_text(json.dumps(plan))
+    res = run("gc", "apply", str(plan_file), "--yes")
+    assert res.exit_code == 1 and "blocked" in res.output, res.output
+    assert not missing_on_restore(newest(job), table)
+
+
+def _commit_again(table: Path, identifier: int) -> None:
+    """A later snapshot of the same commit user with ``identifier`` (the table's latest one, its
+    manifests unchanged): what a commit of the job's checkpoint ``identifier`` looks like to
+    ``latestSnapshotOfUser``."""
+    snap_dir = table / "snapshot"
+    latest = int((snap_dir / "LATEST").read_text())
+    snap = json.loads((snap_dir / f"snapshot-{latest}").read_text())
+    snap.update(id=latest + 1, commitIdentifier=identifier, deltaRecordCount=0)
+    (snap_dir / f"snapshot-{latest + 1}").write_text(json.dumps(snap))
+    (snap_dir / "LATEST").write_text(str(latest + 1))
+    old = time.time() - 2 * 86400
+    for p in snap_dir.iterdir():
+        os.utime(p, (old, old))
+
+
+def test_checkpoints_older_than_what_the_user_committed_are_not_the_jobs_current_ones(tmp_path: Path) -> None:
+    """The job moved on: its newer checkpoints (or the savepoint it was stopped with and restarted
+    from) are in another directory, and it committed identifier 5 from there. --checkpoints names
+    the old directory with chk-4 only: chk-6 elsewhere holds committable 6, not committed yet, whose
+    files a plan must not delete. The commit user's latest identifier (5) is above every
+    checkpoint of that user under the roots (4): the roots cannot be the job's current ones."""
+    job, table = copy_scenario(tmp_path, "pending")
+    elsewhere = tmp_path / "savepoints" / job.name
+    elsewhere.mkdir(parents=True)
+    for n in (5, 6):
+        shutil.move(chk(job, n), elsewhere / f"chk-{n}")
+    _commit_again(table, 5)
+    held_elsewhere = missing_on_restore(elsewhere / "chk-6", table)
+    assert not held_elsewhere
+    plan_file = tmp_path / "plan.json"
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "-o", str(plan_file))
+    assert res.exit_code == 1, res.output
+    plan = json.loads(plan_file.read_text())
+    assert "stale-checkpoints" in {r["code"] for r in plan["refusals"]}
+    assert run("gc", "apply", str(plan_file), "--yes").exit_code == 1
+    assert not missing_on_restore(elsewhere / "chk-6", table)
+    # both directories named: nothing the job holds is a candidate
+    both = plan_orphans(Storage(), str(table), [str(job), str(elsewhere)], Rebase())
+    assert not both.refusals and not both.candidates
+
+
+def _in_progress(tmp_path: Path) -> tuple[Path, Path, set[str]]:
+    """pending with chk-6 still being taken (no _metadata yet): the files of committable 6 were
+    written five minutes ago and no completed checkpoint names them. They are the running job's
+    uncommitted data: the commit after chk-6 completes names them."""
+    job, table = copy_scenario(tmp_path, "pending")
+    report = run_report(Storage(), str(chk(job, 6)), str(table), Rebase())
+    only6 = {x.name for c in report.forecasts[0].committables if c.identifier == 6 for x in c.files}
+    (chk(job, 6) / "_metadata").unlink()
+    fresh = time.time() - 300
+    for p in table.rglob("*"):
+        if p.name in only6:
+            os.utime(p, (fresh, fresh))
+    assert only6
+    return job, table, only6
+
+
+def test_a_cut_off_within_the_running_checkpoint_is_refused(tmp_path: Path) -> None:
+    """Paimon's only guard for files being written is older_than; a cut-off of minutes lets the
+    plan delete the files of the checkpoint being taken. ckptctl keeps a floor under it."""
+    job, table, only6 = _in_progress(tmp_path)
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "--older-than", "2m",
+              "-o", str(tmp_path / "plan.json"))  # fmt: skip
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "--older-than" in res.output
+    instant = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 120))
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "--older-than", instant)
+    assert res.exit_code == 2, res.output
+    assert all(any(p.name == n for p in table.rglob("*")) for n in only6)
+
+
+def test_a_tampered_cut_off_cannot_reach_the_running_checkpoint(tmp_path: Path) -> None:
+    job, table, only6 = _in_progress(tmp_path)
+    plan_file = tmp_path / "plan.json"
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "-o", str(plan_file))
+    assert res.exit_code == 0, res.output
+    plan = json.loads(plan_file.read_text())
+    assert not {c["path"].rpartition("/")[2] for c in plan["candidates"]} & only6
+    plan["cutoff"] = time.time() - 60
+    for n in only6:  # the files of the running checkpoint, edited in as candidates
+        f = next(p for p in table.rglob(n))
+        plan["candidates"].append({"path": "file:" + str(f), "size": f.stat().st_size, "mtime": f.stat().st_mtime,
+                                   "reason": "unreferenced"})  # fmt: skip
+    plan_file.write_text(json.dumps(plan))
+    res = run("gc", "apply", str(plan_file), "--yes")
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert all(any(p.name == n for p in table.rglob("*")) for n in only6)
