@@ -271,7 +271,7 @@ def requests_per_object(args, endpoint: str, env: dict[str, str], workdir: Path)
     1,000 referenced files plus one per _metadata)."""
     from bench.gc_bench import upload_tree
     from bench.gc_tree import JOB, build
-    from tests.faulty_proxy import FaultyProxy
+    from tests.support.faulty_proxy import FaultyProxy
 
     local_root = workdir / "listing-src"
     built = build(local_root, args.listing_files, args.checkpoints, args.listing_refs, subtasks=32)
