@@ -284,3 +284,21 @@ def test_local_plan_applied_on_executors_leaves_every_retained_checkpoint_restor
     for retained in plan.retained:
         verified = ckptctl("verify", retained["path"], *sc.rebase, "--engine", "local", "--json")
         assert json.loads(verified.stdout)["ok"] is True
+
+
+def test_cli_gc_apply_engine_spark_deletes_on_executors_and_removes_emptied_checkpoints(spark, tmp_path: Path) -> None:
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0]
+    orphans = [sc.plant(f"checkpoints/{job.name}/shared/orphan-{i}") for i in range(3)]
+    plan_file = tmp_path / "plan.json"
+    ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--margin", "10m", "--force",
+            "--keep-last", "1", "-o", str(plan_file))  # fmt: skip
+    plan = json.loads(plan_file.read_text())
+    out = json.loads(ckptctl("gc", "apply", str(plan_file), "--yes", "--json", "--engine", "spark").stdout)
+    assert out["engine"] == "spark" and out["deleted_files"] == len(plan["candidates"]) and not out["failed"]
+    assert out["manifest"] == "file:" + str(plan_file) + ".manifest.d"
+    assert {r["path"] for r in manifest_records(Path(str(plan_file) + ".manifest.d"))} == {
+        c["path"] for c in plan["candidates"]
+    }
+    assert not any(o.exists() for o in orphans)
+    assert sorted(p.name for p in job.iterdir() if p.name.startswith("chk-")) == ["chk-9"], "emptied chk-N go"

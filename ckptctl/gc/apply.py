@@ -152,7 +152,6 @@ def apply_plan(
     expired_metadata = {st.join(e["path"], METADATA_FILE) for e in fresh.expired}
     n_first = sum(1 for d in go if d.path in expired_metadata)
     batches = _batches(go, n_first, batch_size)
-    emptied_dirs: set[str] = set()
     try:
         for number, batch in enumerate(batches):
             remover.close()  # each batch walks from the root again: a swapped-in link is seen
@@ -170,8 +169,6 @@ def apply_plan(
                     failed.append({"path": d.path, "error": bad[d.path]})
                 else:
                     deleted.append(d)
-                    if d.reason in (Reason.EXPIRED_CHECKPOINT, Reason.INCOMPLETE_CHECKPOINT):
-                        emptied_dirs.add(st.parent(d.path))
             if manifest:
                 _append_manifest(manifest, [{"batch": number, "done": True, "failed": len(bad)}])
             if on_batch:
@@ -181,20 +178,26 @@ def apply_plan(
                 for d in go[len(batch) :]:
                     skipped.append({"path": d.path, "reason": "not attempted: an expired _metadata could not be deleted first"})
                 break
-        for d in sorted(emptied_dirs, key=len, reverse=True):
-            if CHK_RE.match(st.basename(d)):
-                remover.remove_empty_dir(d)
-        # A collected dead job emptied by this run goes entirely: left as empty shared/ and
-        # taskowned/ directories it would look like a job that is starting (fresh directories, no
-        # checkpoint) and block every later --keep-last plan. Only directories this run emptied.
-        dead = {j["job"] for j in fresh.dead_jobs if j.get("collected")}
-        if dead:
-            emptied = {st.parent(d.path) for d in deleted if any(st.is_under(d.path, j) for j in dead)}
-            for d in sorted({a for e in emptied for a in _ancestors_within(e, dead)}, key=len, reverse=True):
-                remover.remove_empty_dir(d)
+        remove_emptied_dirs(remover, fresh, {st.parent(d.path) for d in deleted})
     finally:
         remover.close()
     return ApplyResult(deleted, skipped, failed, trash_root, manifest)
+
+
+def remove_emptied_dirs(remover: Remover, fresh: GcPlan, parents: set[str]) -> None:
+    """Remove the local directories this run emptied (``parents``: the directories of the files it
+    deleted) that must not stay: a ``chk-N`` directory, and a collected dead job entirely -- left as
+    empty ``shared/`` and ``taskowned/`` directories it would look like a job that is starting
+    (fresh directories, no checkpoint) and block every later ``--keep-last`` plan. A directory
+    that is not empty stays."""
+    for d in sorted(parents, key=len, reverse=True):
+        if CHK_RE.match(st.basename(d)):
+            remover.remove_empty_dir(d)
+    dead = {j["job"] for j in fresh.dead_jobs if j.get("collected")}
+    if dead:
+        emptied = {p for p in parents if any(st.is_under(p, j) for j in dead)}
+        for d in sorted({a for e in emptied for a in _ancestors_within(e, dead)}, key=len, reverse=True):
+            remover.remove_empty_dir(d)
 
 
 def outside_scopes(what: str, location: str, scopes: Iterable[str]) -> str:

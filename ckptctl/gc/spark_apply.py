@@ -36,7 +36,15 @@ from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
-from ckptctl.gc.apply import GcApplyRefused, Remover, outside_scopes, trash_target, why_changed
+from ckptctl.gc.apply import (
+    GcApplyRefused,
+    Remover,
+    outside_scopes,
+    remove_emptied_dirs,
+    trash_target,
+    why_changed,
+)
+from ckptctl.gc.plan import FileDecision, GcPlan
 from ckptctl.layout import METADATA_FILE
 from ckptctl.storage import Storage, StorageOptions
 
@@ -65,6 +73,8 @@ class Totals:
     failures: list[dict[str, Any]] = field(default_factory=list)
     skips: list[dict[str, Any]] = field(default_factory=list)
     batches: int = 0
+    emptied: set[str] = field(default_factory=set)  # local directories files were deleted from
+
 
     def count(self, outcome: str, size: int, n: int = 1) -> None:
         self.files[outcome] = self.files.get(outcome, 0) + n
@@ -81,6 +91,7 @@ class Totals:
         self.failures = (self.failures + other.failures)[:SAMPLE]
         self.skips = (self.skips + other.skips)[:SAMPLE]
         self.batches += other.batches
+        self.emptied |= other.emptied
         return self
 
 
@@ -171,6 +182,38 @@ def delete_on_executors(
     finally:
         judged_rdd.unpersist()
     return ExecutorApplyResult(totals, earlier, 0, trash_root, manifest_dir)
+
+
+def apply_plan_on_executors(
+    storage: Storage,
+    fresh: GcPlan,
+    go: list[FileDecision],
+    skipped: list[dict[str, Any]],
+    *,
+    master: str,
+    manifest_dir: str,
+    trash: str | None = None,
+    batch: int = 1000,
+) -> ExecutorApplyResult:
+    """``gc apply --engine spark``: what :func:`~ckptctl.gc.apply.revalidate` kept, deleted on the
+    executors of ``master``; its skips counted with the executors', and the local directories the
+    run emptied removed as :func:`~ckptctl.gc.apply.apply_plan` removes them."""
+    from ckptctl.verify.spark import spark_session
+
+    rows = [(d.path, d.size, d.mtime, str(d.reason)) for d in go]
+    roots = fresh.options.scopes()
+    result = delete_on_executors(
+        spark_session(master), storage.options, rows, roots, manifest_dir, trash=trash, batch=batch
+    )
+    for s in skipped:
+        result.totals.count(SKIPPED, 0)
+        result.totals.note(SKIPPED, s["path"], s["reason"])
+    remover = Remover(storage, roots)
+    try:
+        remove_emptied_dirs(remover, fresh, result.totals.emptied)
+    finally:
+        remover.close()
+    return result
 
 
 def _is_metadata(row: Row) -> bool:
@@ -320,6 +363,8 @@ def _apply_batch(
         if verdict == MOVED:
             record["trash_path"] = targets[uri]
         records.append(record)
+        if verdict in (DELETED, MOVED) and st.scheme_of(uri) == "file":
+            totals.emptied.add(st.parent(uri))
         totals.count(verdict, size)
         totals.note(verdict, uri, why)
     _write_manifest(storage, st.join(manifest_dir, MANIFEST_PREFIX + name + MANIFEST_SUFFIX), records)
