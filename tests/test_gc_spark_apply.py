@@ -263,8 +263,9 @@ def test_local_changed_files_and_a_swapped_in_symlink_are_never_deleted(spark, t
 
 
 def test_local_plan_applied_on_executors_leaves_every_retained_checkpoint_restorable(spark, tmp_path: Path) -> None:
-    """End to end on a real Flink root: --keep-last 1 expires two checkpoints; their _metadata go
-    first, in a batch of their own on the driver; then `ckptctl verify` passes on what is retained."""
+    """End to end on a real Flink root: --keep-last 1 expires two checkpoints; the plan's candidates
+    are read back from Parquet as a DataFrame; the expired _metadata go first, in a batch of their
+    own on the driver; then `ckptctl verify` passes on every retained checkpoint."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     job = sc.jobs()[0]
     for i in range(5):
@@ -274,8 +275,19 @@ def test_local_plan_applied_on_executors_leaves_every_retained_checkpoint_restor
     expired_metadata = {e["path"] + "/_metadata" for e in plan.expired}
     assert expired_metadata <= {c.path for c in plan.candidates}
 
+    # the candidates as the Spark planner hands them over: Parquet, partitioned by job
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({
+        "path": [r[0] for r in rows(plan)], "size": [r[1] for r in rows(plan)], "mtime": [r[2] for r in rows(plan)],
+        "reason": [r[3] for r in rows(plan)], "job": [job.name] * len(plan.candidates),
+    })  # fmt: skip
+    pq.write_to_dataset(table, str(tmp_path / "candidates"), partition_cols=["job"])
+    frame = spark.read.parquet(str(tmp_path / "candidates"))
+
     result = delete_on_executors(
-        spark, StorageOptions(), rows(plan), plan.options.scopes(), str(tmp_path / "m"), batch=3
+        spark, StorageOptions(), frame, plan.options.scopes(), str(tmp_path / "m"), batch=3
     ).to_json()
     assert result["deleted_files"] == len(plan.candidates) and not result["failed"] and not result["skipped"]
     assert not any(Path(c.path[5:]).exists() for c in plan.candidates)
@@ -302,3 +314,20 @@ def test_cli_gc_apply_engine_spark_deletes_on_executors_and_removes_emptied_chec
     }
     assert not any(o.exists() for o in orphans)
     assert sorted(p.name for p in job.iterdir() if p.name.startswith("chk-")) == ["chk-9"], "emptied chk-N go"
+
+
+def test_a_manifest_dir_in_a_root_or_holding_other_files_is_refused_before_anything_goes(spark, tmp_path: Path) -> None:
+    from ckptctl.gc.apply import GcApplyRefused
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    orphan = sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan")
+    plan = build_plan(Storage(), sc.gc_options())
+    inside = sc.checkpoints / "manifests"
+    with pytest.raises(GcApplyRefused, match="overlapping scopes"):
+        delete_on_executors(spark, StorageOptions(), rows(plan), plan.options.scopes(), str(inside))
+    foreign = tmp_path / "m"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(GcApplyRefused, match="not a gc batch manifest"):
+        delete_on_executors(spark, StorageOptions(), rows(plan), plan.options.scopes(), str(foreign))
+    assert orphan.exists() and not inside.exists()

@@ -111,7 +111,7 @@ class ExecutorApplyResult:
         f, b = self.totals.files, self.totals.bytes
         done = DELETED if self.trashed_to is None else MOVED
         return {
-            "engine": "spark", "deleted": [], "deleted_files": f.get(done, 0), "deleted_bytes": b.get(done, 0),
+            "engine": "spark", "deleted_files": f.get(done, 0), "deleted_bytes": b.get(done, 0),
             "gone_files": f.get(GONE, 0), "skipped_files": f.get(SKIPPED, 0), "skipped": self.totals.skips,
             "failed_files": f.get(FAILED, 0), "failed": self.totals.failures, "not_attempted_files": self.not_attempted,
             "settled_by_earlier_runs": self.earlier, "batches": self.totals.batches,
@@ -133,8 +133,28 @@ def delete_on_executors(
     if not 1 <= batch <= 1000:
         raise GcApplyRefused(f"a batch holds 1 to 1000 files (S3's DeleteObjects limit), not {batch}")
     roots = tuple(roots)
-    manifest_dir = outside_scopes("--manifest-dir", manifest_dir, roots)
+    manifest_dir = outside_scopes("--manifest", manifest_dir, roots)
     trash_root = outside_scopes("--trash", trash, roots) if trash else None
+    try:
+        return _delete_in_stages(spark, options, candidates, roots, manifest_dir, trash_root, batch)
+    except CkptError:
+        raise
+    except Exception as e:  # noqa: BLE001 - Py4JJavaError with an executor's traceback
+        raise SparkApplyFailed(
+            f"the Spark job failed ({type(e).__name__}: {st._first_line(e)}); the batches that finished are in "
+            f"{manifest_dir}: run the same apply again to finish"
+        ) from None
+
+
+def _delete_in_stages(
+    spark: Any,
+    options: StorageOptions,
+    candidates: Any,
+    roots: tuple[str, ...],
+    manifest_dir: str,
+    trash_root: str | None,
+    batch: int,
+) -> ExecutorApplyResult:
     storage = Storage.shared(options)
     sc = spark.sparkContext
     parts = max(sc.defaultParallelism * 4, 1)
@@ -174,11 +194,6 @@ def delete_on_executors(
     try:
         by_batch = judged_rdd.zipWithIndex().map(lambda ji: (ji[1] // batch, ji[0])).groupByKey(parts)
         totals = totals.merge(by_batch.mapPartitions(apply_batches).fold(Totals(), Totals.merge))
-    except Exception as e:  # noqa: BLE001 - Py4JJavaError with an executor's traceback
-        raise SparkApplyFailed(
-            f"the Spark job failed ({type(e).__name__}: {st._first_line(e)}); the batches that finished are in "
-            f"{manifest_dir}: run the same apply again to finish"
-        ) from None
     finally:
         judged_rdd.unpersist()
     return ExecutorApplyResult(totals, earlier, 0, trash_root, manifest_dir)
@@ -401,7 +416,7 @@ def _manifests_in(storage: Storage, manifest_dir: str) -> list[str]:
             names.append(f.uri)
         elif not name.endswith(MANIFEST_SUFFIX + ".tmp"):  # a manifest a crash left half-written
             raise GcApplyRefused(
-                f"--manifest-dir {manifest_dir} holds {name}, not a gc batch manifest: refusing to use it"
+                f"--manifest {manifest_dir} holds {name}, not a gc batch manifest: refusing to use it"
             )
     return names
 
