@@ -331,3 +331,27 @@ def test_a_manifest_dir_in_a_root_or_holding_other_files_is_refused_before_anyth
     with pytest.raises(GcApplyRefused, match="not a gc batch manifest"):
         delete_on_executors(spark, StorageOptions(), rows(plan), plan.options.scopes(), str(foreign))
     assert orphan.exists() and not inside.exists()
+
+
+def test_local_trash_on_executors_keeps_the_whole_path_and_never_overwrites(spark, tmp_path: Path) -> None:
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0]
+    orphans = [sc.plant(f"checkpoints/{job.name}/shared/orphan-{i}") for i in range(3)]
+    plan = build_plan(Storage(), sc.gc_options())
+    trash = tmp_path / "trash"
+    occupied = trash / "file" / str(orphans[0]).lstrip("/")  # a file of an earlier run, same name
+    occupied.parent.mkdir(parents=True)
+    occupied.write_bytes(b"earlier")
+    contents = {o: o.read_bytes() for o in orphans}
+
+    result = delete_on_executors(
+        spark, StorageOptions(), rows(plan), plan.options.scopes(), str(tmp_path / "m"), trash=str(trash)
+    ).to_json()
+    assert result["deleted_files"] == len(plan.candidates) and result["trash"] == "file:" + str(trash)
+    assert occupied.read_bytes() == b"earlier"
+    assert Path(str(occupied) + ".~1~").read_bytes() == contents[orphans[0]]
+    for o in orphans[1:]:
+        assert (trash / "file" / str(o).lstrip("/")).read_bytes() == contents[o]
+    assert not any(o.exists() for o in orphans)
+    moved = {r["path"]: r["trash_path"] for r in manifest_records(tmp_path / "m")}
+    assert moved[sc.uri(orphans[0])] == "file:" + str(occupied) + ".~1~"
