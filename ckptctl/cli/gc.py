@@ -10,10 +10,12 @@ from ckptctl.cli.base import (
     Command,
     EndpointOpt,
     Group,
+    MasterOpt,
     RebaseOpt,
     _context,
     app,
     command,
+    engine_choice,
     get_output,
     writable_outputs,
 )
@@ -173,7 +175,10 @@ def apply_command(
     manifest: Annotated[
         str | None,
         typer.Option(
-            "--manifest", metavar="FILE", help="Manifest of removed files (default: PLAN.manifest.jsonl)."
+            "--manifest",
+            metavar="FILE",
+            help="Manifest of removed files (default: PLAN.manifest.jsonl; on Spark a directory of one "
+            "manifest per batch, default PLAN.manifest.d).",
         ),
     ] = None,
     batch_size: Annotated[
@@ -183,16 +188,29 @@ def apply_command(
         ),
     ] = 1000,
     s3_endpoint: EndpointOpt = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            metavar="auto|local|spark",
+            help="Where the deletions run: spark = on Spark executors (one listing per directory, a manifest "
+            "per batch); local = here; auto (default) = Spark if the plan was made with --engine spark or "
+            "--master is given.",
+        ),
+    ] = "auto",
+    master: MasterOpt = None,
 ) -> None:
     """Re-validate the plan against the storage as it is now, then delete what is still an orphan.
 
-    The plan's own storage endpoint is used unless --s3-endpoint names another.
+    The plan's own storage endpoint is used unless --s3-endpoint names another. The deletions run on
+    Spark executors with --engine spark or --master, or when the plan was made with --engine spark.
     """
     from ckptctl.gc import apply_plan, read_plan, revalidate
     from ckptctl.gc.planfile import storage_from_plan
     from ckptctl.paimon import orphans
     from ckptctl.storage import Storage
 
+    chosen = engine_choice(engine, master)
     out = get_output()
     from ckptctl.gc.planfile import load_json
 
@@ -216,6 +234,18 @@ def apply_command(
         ):
             out.warn("aborted; nothing deleted")
             raise typer.Exit(1)
+    if _on_executors(chosen, plan_data) and go:
+        from ckptctl.engine import DEFAULT_MASTER
+        from ckptctl.gc.spark_apply import apply_plan_on_executors
+
+        executors = apply_plan_on_executors(
+            storage, fresh, go, skipped, master=chosen.master or DEFAULT_MASTER,
+            manifest_dir=manifest or plan_file + ".manifest.d", trash=trash, batch=batch_size,
+        ).to_json()  # fmt: skip
+        out.gc_apply(executors)
+        if executors["failed_files"]:
+            raise typer.Exit(1)
+        return
     with out.term.counter(len(go), "moving" if trash else "deleting") as advance:
         result = apply_plan(
             storage, fresh, go, skipped,
@@ -225,3 +255,12 @@ def apply_command(
     out.gc_apply(result.to_json())
     if result.failed:
         raise typer.Exit(1)
+
+
+def _on_executors(chosen, plan_data: dict) -> bool:
+    """``gc apply`` deletes on Spark executors when asked (``--engine spark``, ``--master``) or when
+    the plan was made with ``--engine spark`` (and ``--engine local`` does not say otherwise)."""
+    if chosen.kind == "local":
+        return False
+    made_with = (plan_data.get("options") or {}).get("engine")
+    return chosen.kind == "spark" or chosen.master is not None or made_with == "spark"

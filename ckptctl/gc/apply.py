@@ -107,15 +107,27 @@ def _unchanged_now(storage: Storage, go: list[FileDecision], skipped: list[dict[
         now = list(pool.map(lambda d: storage.stat(d.path, fresh=True), go))
     out = []
     for d, current in zip(go, now, strict=True):
-        if current is None:
-            skipped.append({"path": d.path, "reason": "gone since the inventory"})
-        elif current.size != d.size or current.mtime is None or d.mtime is None or (
-            math.floor(current.mtime) != math.floor(d.mtime)
-        ):
-            skipped.append({"path": d.path, "reason": "changed since the inventory (size or mtime of the object now)"})
-        else:
+        why = why_changed(d.size, d.mtime, current, "the inventory")
+        if why is None:
             out.append(d)
+        else:
+            skipped.append({"path": d.path, "reason": why})
     return out
+
+
+def why_changed(size: int, mtime: float | None, current: st.FileInfo | None, since: str) -> str | None:
+    """Why a file judged with ``size`` and ``mtime`` must not be deleted as it is now (``current``,
+    ``None``: gone), or ``None``. S3 keeps mtimes to the second (an inventory to the millisecond):
+    they are compared to the second there, exactly for local files (a file rewritten within the
+    same second with the same size is another file)."""
+    if current is None:
+        return f"gone since {since}"
+    if current.size != size or current.mtime is None or mtime is None:
+        return f"changed since {since} (size or mtime of the object now)"
+    same = (
+        math.floor(current.mtime) == math.floor(mtime) if st.scheme_of(current.uri) == "s3" else current.mtime == mtime
+    )
+    return None if same else f"changed since {since} (size or mtime of the object now)"
 
 
 def apply_plan(
@@ -133,25 +145,17 @@ def apply_plan(
     failed: list[dict[str, Any]] = []
     deleted: list[FileDecision] = []
     roots = fresh.options.scopes()
-    trash_root = st.normalize_uri(trash) if trash else None
-    if trash_root is not None:
-        for scope in roots:
-            if st.is_under(trash_root, scope) or st.is_under(scope, trash_root):
-                raise GcApplyRefused(
-                    f"overlapping scopes: --trash {trash_root} and {scope} nest (the trash would be collected, "
-                    "or would collect)"
-                )
+    trash_root = outside_scopes("--trash", trash, roots) if trash else None
     if manifest:
         check_manifest(manifest)
-    remover = _Remover(storage, roots)
+    remover = Remover(storage, roots)
     expired_metadata = {st.join(e["path"], METADATA_FILE) for e in fresh.expired}
     n_first = sum(1 for d in go if d.path in expired_metadata)
     batches = _batches(go, n_first, batch_size)
-    emptied_dirs: set[str] = set()
     try:
         for number, batch in enumerate(batches):
             remover.close()  # each batch walks from the root again: a swapped-in link is seen
-            targets = {d.path: _trash_target(storage, trash_root, d.path) for d in batch} if trash_root else {}
+            targets = {d.path: trash_target(storage, trash_root, d.path) for d in batch} if trash_root else {}
             if manifest:
                 _append_manifest(manifest, [
                     {"batch": number, "path": d.path, "size": d.size, "mtime": d.mtime, "reason": str(d.reason),
@@ -165,8 +169,6 @@ def apply_plan(
                     failed.append({"path": d.path, "error": bad[d.path]})
                 else:
                     deleted.append(d)
-                    if d.reason in (Reason.EXPIRED_CHECKPOINT, Reason.INCOMPLETE_CHECKPOINT):
-                        emptied_dirs.add(st.parent(d.path))
             if manifest:
                 _append_manifest(manifest, [{"batch": number, "done": True, "failed": len(bad)}])
             if on_batch:
@@ -176,20 +178,39 @@ def apply_plan(
                 for d in go[len(batch) :]:
                     skipped.append({"path": d.path, "reason": "not attempted: an expired _metadata could not be deleted first"})
                 break
-        for d in sorted(emptied_dirs, key=len, reverse=True):
-            if CHK_RE.match(st.basename(d)):
-                remover.remove_empty_dir(d)
-        # A collected dead job emptied by this run goes entirely: left as empty shared/ and
-        # taskowned/ directories it would look like a job that is starting (fresh directories, no
-        # checkpoint) and block every later --keep-last plan. Only directories this run emptied.
-        dead = {j["job"] for j in fresh.dead_jobs if j.get("collected")}
-        if dead:
-            emptied = {st.parent(d.path) for d in deleted if any(st.is_under(d.path, j) for j in dead)}
-            for d in sorted({a for e in emptied for a in _ancestors_within(e, dead)}, key=len, reverse=True):
-                remover.remove_empty_dir(d)
+        remove_emptied_dirs(remover, fresh, {st.parent(d.path) for d in deleted})
     finally:
         remover.close()
     return ApplyResult(deleted, skipped, failed, trash_root, manifest)
+
+
+def remove_emptied_dirs(remover: Remover, fresh: GcPlan, parents: set[str]) -> None:
+    """Remove the local directories this run emptied (``parents``: the directories of the files it
+    deleted) that must not stay: a ``chk-N`` directory, and a collected dead job entirely -- left as
+    empty ``shared/`` and ``taskowned/`` directories it would look like a job that is starting
+    (fresh directories, no checkpoint) and block every later ``--keep-last`` plan. A directory
+    that is not empty stays."""
+    for d in sorted(parents, key=len, reverse=True):
+        if CHK_RE.match(st.basename(d)):
+            remover.remove_empty_dir(d)
+    dead = {j["job"] for j in fresh.dead_jobs if j.get("collected")}
+    if dead:
+        emptied = {p for p in parents if any(st.is_under(p, j) for j in dead)}
+        for d in sorted({a for e in emptied for a in _ancestors_within(e, dead)}, key=len, reverse=True):
+            remover.remove_empty_dir(d)
+
+
+def outside_scopes(what: str, location: str, scopes: Iterable[str]) -> str:
+    """``location`` normalised, refused if it nests with a scope: a trash (or a manifest directory)
+    inside a root would be collected by the next plan, one around a root would collect it."""
+    normal = st.normalize_uri(location)
+    for scope in scopes:
+        if st.is_under(normal, scope) or st.is_under(scope, normal):
+            raise GcApplyRefused(
+                f"overlapping scopes: {what} {normal} and {scope} nest (the {what.lstrip('-')} would be collected, "
+                "or would collect)"
+            )
+    return normal
 
 
 def _ancestors_within(directory: str, jobs: set[str]) -> list[str]:
@@ -212,7 +233,7 @@ def _batches(go: list[FileDecision], n_first: int, size: int) -> Iterable[list[F
         yield go[start : start + size]
 
 
-def _trash_target(storage: Storage, trash_root: str, path: str) -> str:
+def trash_target(storage: Storage, trash_root: str, path: str) -> str:
     """``TRASH/<scheme>/<the whole original path>``: files of two roots never meet, and an
     existing file is never overwritten (a ``.~N~`` suffix is added)."""
     scheme = st.scheme_of(path)
@@ -226,7 +247,7 @@ def _trash_target(storage: Storage, trash_root: str, path: str) -> str:
     return candidate
 
 
-class _Remover:
+class Remover:
     """Deletes and moves files without ever leaving the scanned roots."""
 
     def __init__(self, storage: Storage, roots: Iterable[str]) -> None:
@@ -246,7 +267,7 @@ class _Remover:
                 return root
         return None
 
-    def _check(self, uri: str) -> str | None:
+    def refusal(self, uri: str) -> str | None:
         """Why ``uri`` must not be touched, or ``None``."""
         if not st.is_normal(uri) or st.escapes(uri):
             return "path not in normal form: refusing to delete"
@@ -285,6 +306,28 @@ class _Remover:
             if e.errno in (errno.ELOOP, errno.ENOTDIR):
                 return None, name, "a directory on its path is a symbolic link or not a directory: not followed"
             return None, name, f"cannot open its directory: {e.strerror or e}"
+
+    def list_dir(self, dir_uri: str) -> tuple[dict[str, st.FileInfo] | None, str | None]:
+        """The entries directly in the local directory ``dir_uri`` as they are now, by name: one
+        listing through the ``O_NOFOLLOW`` descriptors a delete walks (a directory swapped for a
+        link is not listed through it). Anything but a regular file has ``is_link`` set: never
+        deleted. ``({}, None)``: the directory is gone; ``(None, error)``: it cannot be read."""
+        fd, _, error = self._open_parent(st.join(dir_uri, "x"))
+        if fd is None:
+            return (None, error) if error else ({}, None)
+        found: dict[str, st.FileInfo] = {}
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    uri = st.join(dir_uri, entry.name)
+                    found[entry.name] = st.FileInfo(uri, info.st_size, info.st_mtime, not stat.S_ISREG(info.st_mode))
+        except OSError as e:
+            return None, f"cannot list its directory: {e.strerror or e}"
+        return found, None
 
     def _regular_file(self, uri: str, verb: str) -> tuple[int | None, str, os.stat_result | None, str | None]:
         """(directory fd, name, its stat, error) of the regular file ``uri``, reached from the root
@@ -365,7 +408,7 @@ class _Remover:
         errors: list[tuple[str, str]] = []
         remote: list[str] = []
         for uri in uris:
-            why = self._check(uri)
+            why = self.refusal(uri)
             if why is not None:
                 errors.append((uri, why))
             elif st.scheme_of(uri) == "file":
@@ -381,7 +424,7 @@ class _Remover:
     def move(self, targets: dict[str, str]) -> list[tuple[str, str]]:
         errors: list[tuple[str, str]] = []
         for uri, target in targets.items():
-            why = self._check(uri)
+            why = self.refusal(uri)
             if why is None:
                 try:
                     if st.scheme_of(uri) == "file" and st.scheme_of(target) == "file":
@@ -398,7 +441,7 @@ class _Remover:
 
     def remove_empty_dir(self, dir_uri: str) -> None:
         """Remove an emptied checkpoint directory (local only; object stores have none)."""
-        if st.scheme_of(dir_uri) != "file" or self._check(dir_uri) is not None:
+        if st.scheme_of(dir_uri) != "file" or self.refusal(dir_uri) is not None:
             return
         fd, name, _ = self._open_parent(dir_uri)
         if fd is None:
