@@ -19,9 +19,9 @@ import pytest
 from ckptctl.gc import GcOptions, build_plan
 from ckptctl.gc.spark_apply import SparkApplyFailed, delete_on_executors
 from ckptctl.storage import Storage, StorageOptions
-from tests.faulty_proxy import FaultyProxy, Rule, query
-from tests.gc_support import Scenario, ckptctl
-from tests.test_gc_s3 import upload_scenario
+from tests.support.faulty_proxy import FaultyProxy, Rule, query
+from tests.support.gc_support import Scenario, ckptctl
+from tests.support.s3_copied import upload_scenario
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def bulk_bucket(s3_server, bucket: str, per_dir: dict[str, int]) -> dict:
     """The fixture scenario plus planted orphans (``per_dir``: directory below the job -> count),
     its ``_metadata`` put again afterwards so that they stay the newest objects of the job."""
     up = upload_scenario(s3_server, bucket)
-    fs, data = up["fs"], Path(__file__).resolve().parent.parent / up["entry"]["data_dir"]
+    fs, data = up["fs"], Path(__file__).resolve().parents[2] / up["entry"]["data_dir"]
     job = next((data / "checkpoints").iterdir()).name
     fs.pipe({
         f"{bucket}/checkpoints/{job}/{d}/bulk-{i:04d}": b"x" * (i % 7 + 1) for d, n in per_dir.items() for i in range(n)
