@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 import typer
@@ -130,6 +131,7 @@ def plan_command(
     `ckptctl gc ROOT ...` is the same as `ckptctl gc plan ROOT ...`.
     """
     from ckptctl.cli.params import Instant
+    from ckptctl.cli.render import gc as render
     from ckptctl.errors import CkptError
     from ckptctl.gc import GcOptions, build_plan
 
@@ -151,7 +153,7 @@ def plan_command(
     if plan_file:
         with open(plan_file, "wb") as f:
             plan.write_json(f)
-    out.gc_plan(plan, plan_file)
+    out.result(plan, partial(render.plan, written_to=plan_file, term=out.term))
     if plan.refusals:
         raise typer.Exit(1)
 
@@ -188,6 +190,7 @@ def apply_command(
 
     The plan's own storage endpoint is used unless --s3-endpoint names another.
     """
+    from ckptctl.cli.render import gc as render
     from ckptctl.gc import apply_plan, read_plan, revalidate
     from ckptctl.gc.planfile import storage_from_plan
     from ckptctl.paimon import orphans
@@ -222,6 +225,6 @@ def apply_command(
             manifest=(manifest or plan_file + ".manifest.jsonl") if go else None, trash=trash,
             batch_size=batch_size, on_batch=advance,
         )  # fmt: skip
-    out.gc_apply(result.to_json())
+    out.result(result, partial(render.applied, term=out.term))
     if result.failed:
         raise typer.Exit(1)
