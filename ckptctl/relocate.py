@@ -405,6 +405,23 @@ class RelocateResult:
         }  # fmt: skip
 
 
+@dataclass
+class RelocateReport:
+    """``relocate``: the plan (without its file list) and, once applied, the copy and the shallow
+    verify of the relocated checkpoints (``verify``: None with --no-verify)."""
+
+    plan: RelocatePlan
+    applied: bool
+    result: RelocateResult | None = None
+    verify: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {**self.plan.to_json(with_files=False), "applied": self.applied}
+        if self.applied:
+            out.update(result=self.result.to_json() if self.result else None, verify=self.verify)
+        return out
+
+
 def replan(storage: Storage, plan_data: dict[str, Any], workers: int = 8) -> RelocatePlan:
     """``relocate apply PLAN``: never trust an old plan; plan again with its options and refuse
     when anything (a file, a size, a new ``_metadata``) differs from what was reviewed."""

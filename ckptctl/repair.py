@@ -167,6 +167,22 @@ class RepairResult:
         }  # fmt: skip
 
 
+@dataclass
+class RepairReport:
+    """``repair``: the plan, the savepoint directories searched, and (unless a dry run) the result."""
+
+    plan: RepairPlan
+    searched: list[str]
+    dry_run: bool
+    result: RepairResult | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {**self.plan.to_json(), "searched": self.searched, "dry_run": self.dry_run}
+        if self.result is not None:
+            out["result"] = self.result.to_json()
+        return out
+
+
 def apply_repair(
     storage: Storage, ck: LoadedCheckpoint, plan: RepairPlan, dest: str | None, in_place: bool = False
 ) -> RepairResult:

@@ -426,6 +426,46 @@ def sweep(
     return out
 
 
+@dataclass
+class RescalePlan:
+    """``plan-rescale -p N``: one simulated restore (:func:`plan_rescale`, measured bytes added by
+    :func:`apply_histogram`), naming the checkpoint it was planned for."""
+
+    plan: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.plan
+
+
+@dataclass
+class RescaleSweep:
+    """``plan-rescale -p LOW..HIGH``: the cost of each parallelism and the recommendation (:func:`sweep`)."""
+
+    sweep: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.sweep
+
+
+def plan_or_sweep(
+    md: CheckpointMetadata,
+    parallelisms: list[int],
+    checkpoint: str,
+    histogram: list[tuple] | None = None,
+    **kwargs: Any,
+) -> RescalePlan | RescaleSweep:
+    """``plan-rescale``: the plan of one parallelism, or the sweep over several."""
+    if len(parallelisms) == 1:
+        plan = plan_rescale(md, parallelisms[0], **kwargs)
+        plan["checkpoint"] = checkpoint
+        if histogram is not None:
+            apply_histogram(plan, histogram, checkpoint)
+        return RescalePlan(plan)
+    result = sweep(md, parallelisms, histogram=histogram, checkpoint=checkpoint, **kwargs)
+    result["checkpoint"] = checkpoint
+    return RescaleSweep(result)
+
+
 def apply_histogram(plan: dict[str, Any], rows: list[tuple], checkpoint: str | None = None) -> dict[str, Any]:
     """Replace the uniform-key-group assumption with measured bytes (``verify --deep --histogram``).
 

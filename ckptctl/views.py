@@ -7,8 +7,9 @@ can compare ckptctl's output with Flink's own reader field by field. No Typer or
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
 
 from ckptctl import storage as st
 from ckptctl.flink39964 import split_inherited
@@ -232,6 +233,28 @@ def checkpoint_view(ck: LoadedCheckpoint) -> dict[str, Any]:
     }
 
 
+@dataclass
+class CheckpointView:
+    """``show``: one checkpoint's :func:`checkpoint_view` (``--json`` adds each operator's states)."""
+
+    view: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.view
+
+
+@dataclass
+class Listing:
+    """``ls``: one :func:`summary_view` (or :func:`incomplete_view`) per checkpoint, savepoint or
+    incomplete directory found under ``root``."""
+
+    root: str
+    rows: list[dict[str, Any]]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return self.rows
+
+
 def _listed(h: Any, resolve: Resolver, version: int) -> list[dict[str, Any]]:
     return [] if h is None else [handle_view(h, resolve, version)]
 
@@ -275,41 +298,61 @@ def incomplete_view(loc: CheckpointLocation, error: str | None = None) -> dict[s
     }  # fmt: skip
 
 
-def diff_view(a: LoadedCheckpoint, b: LoadedCheckpoint) -> dict[str, Any]:
+@dataclass
+class CheckpointDiff:
+    """``diff``: files (``{"path", "size"}``) added, removed and reused from checkpoint A to B;
+    ``a`` and ``b`` say which checkpoints, what each uploaded and what it inherited (FLINK-39964)."""
+
+    a: dict[str, Any]
+    b: dict[str, Any]
+    added: list[dict[str, Any]]
+    removed: list[dict[str, Any]]
+    reused: list[dict[str, Any]]
+
+    def files(self, kind: str) -> list[dict[str, Any]]:
+        """The ``added``, ``removed`` or ``reused`` files."""
+        return {"added": self.added, "removed": self.removed, "reused": self.reused}[kind]
+
+    def bytes(self, kind: str) -> int:
+        return sum(f["size"] for f in self.files(kind))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "a": self.a, "b": self.b, "added": self.added, "removed": self.removed, "reused": self.reused,
+            "added_bytes": self.bytes("added"), "removed_bytes": self.bytes("removed"),
+            "reused_bytes": self.bytes("reused"),
+        }  # fmt: skip
+
+
+def diff_view(a: LoadedCheckpoint, b: LoadedCheckpoint) -> CheckpointDiff:
     """Files added, removed and reused from checkpoint A to checkpoint B (by physical file)."""
     own_a, inherited_a = split_inherited(a, reference_rows(a))
     own_b, inherited_b = split_inherited(b, reference_rows(b))
     fa = _file_sizes(own_a)
     fb = _file_sizes(own_b)
-    added = sorted(set(fb) - set(fa))
-    removed = sorted(set(fa) - set(fb))
-    reused = sorted(set(fa) & set(fb))
     _fa, inc_a, _ = state_sizes(a.metadata)
     _fb, inc_b, _ = state_sizes(b.metadata)
 
     def files(paths: Iterable[str], sizes: dict[str, int]) -> list[dict[str, Any]]:
-        return [{"path": p, "size": sizes[p]} for p in paths]
+        return [{"path": p, "size": sizes[p]} for p in sorted(paths)]
 
-    return {
-        "a": {
+    return CheckpointDiff(
+        a={
             "path": a.location.uri,
             "checkpoint_id": a.metadata.checkpoint_id,
             "uploaded_bytes": inc_a,
             "inherited": _inherited_view(inherited_a),
         },
-        "b": {
+        b={
             "path": b.location.uri,
             "checkpoint_id": b.metadata.checkpoint_id,
             "uploaded_bytes": inc_b,
             "inherited": _inherited_view(inherited_b),
         },
-        "added": files(added, fb),
-        "removed": files(removed, fa),
-        "reused": files(reused, fb),
-        "added_bytes": sum(fb[p] for p in added),
-        "removed_bytes": sum(fa[p] for p in removed),
-        "reused_bytes": sum(fb[p] for p in reused),
-    }
+        added=files(set(fb) - set(fa), fb),
+        removed=files(set(fa) - set(fb), fa),
+        reused=files(set(fa) & set(fb), fb),
+    )
 
 
 def _inherited_view(rows: list[Ref]) -> dict[str, Any]:
@@ -327,6 +370,27 @@ def _file_sizes(rows: list[Ref]) -> dict[str, int]:
         path = r.path
         out[path] = max(out.get(path, 0), r.offset + r.size)
     return out
+
+
+@dataclass
+class ReferenceMap:
+    """``refs``: one row per (checkpoint, operator, subtask, handle, file) in ``columns`` order
+    (:func:`ckptctl.refs.reference_rows`); shown paths are relative to ``root``."""
+
+    columns: Sequence[str]
+    rows: list[tuple]
+    root: str | None
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+    def write_json(self, out: IO[bytes]) -> None:
+        """The same document as :meth:`to_json`, encoded row by row (a root can hold 10^5 rows)."""
+        import codecs
+
+        from ckptctl.export import write_json
+
+        write_json(self.columns, self.rows, codecs.getwriter("utf-8")(out))
 
 
 def short_uri(uri: str, root: str | None) -> str:

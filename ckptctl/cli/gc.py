@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 import typer
@@ -132,6 +133,7 @@ def plan_command(
     `ckptctl gc ROOT ...` is the same as `ckptctl gc plan ROOT ...`.
     """
     from ckptctl.cli.params import Instant
+    from ckptctl.cli.render import gc as render
     from ckptctl.errors import CkptError
     from ckptctl.gc import GcOptions, build_plan
 
@@ -153,7 +155,7 @@ def plan_command(
     if plan_file:
         with open(plan_file, "wb") as f:
             plan.write_json(f)
-    out.gc_plan(plan, plan_file)
+    out.result(plan, partial(render.plan, written_to=plan_file, term=out.term))
     if plan.refusals:
         raise typer.Exit(1)
 
@@ -205,6 +207,7 @@ def apply_command(
     The plan's own storage endpoint is used unless --s3-endpoint names another. The deletions run on
     Spark executors with --engine spark or --master, or when the plan was made with --engine spark.
     """
+    from ckptctl.cli.render import gc as render
     from ckptctl.gc import apply_plan, read_plan, revalidate
     from ckptctl.gc.planfile import storage_from_plan
     from ckptctl.paimon import orphans
@@ -252,7 +255,7 @@ def apply_command(
             manifest=(manifest or plan_file + ".manifest.jsonl") if go else None, trash=trash,
             batch_size=batch_size, on_batch=advance,
         )  # fmt: skip
-    out.gc_apply(result.to_json())
+    out.result(result, partial(render.applied, term=out.term))
     if result.failed:
         raise typer.Exit(1)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 from typing import Annotated
 
 import typer
@@ -64,11 +65,12 @@ def ls_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """List jobs, checkpoints and savepoints with format version, sizes and file counts."""
+    from ckptctl.cli.render import ls as render
     from ckptctl.errors import CkptError
     from ckptctl.layout import scan_root
     from ckptctl.refs import load_checkpoint
     from ckptctl.storage import normalize_uri
-    from ckptctl.views import incomplete_view, summary_view
+    from ckptctl.views import Listing, incomplete_view, summary_view
 
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
@@ -97,7 +99,7 @@ def ls_command(
     warn_moved(out, *loaded)
     if not rows:
         out.warn(f"no checkpoints or savepoints found under {layout.root}")
-    out.ls(layout.root, rows, root)
+    out.result(Listing(layout.root, rows), partial(render.report, named=root))
     if failed:
         for r in rows:
             if r["error"]:
@@ -118,9 +120,10 @@ def show_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Show one checkpoint: operators → subtasks → state handles, key groups, sizes and files."""
+    from ckptctl.cli.render import show as render
     from ckptctl.errors import LayoutError
     from ckptctl.refs import load_checkpoint
-    from ckptctl.views import checkpoint_view
+    from ckptctl.views import CheckpointView, checkpoint_view
 
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
@@ -132,7 +135,7 @@ def show_command(
     view = checkpoint_view(ck)
     if as_json():
         add_states(out, storage, ck, view)
-    out.show(view, path)
+    out.result(CheckpointView(view), partial(render.report, named=path))
 
 
 def add_states(out, storage, ck, view) -> None:
@@ -224,7 +227,11 @@ def _emit_refs(out, fmt: str, output_file: str | None, checkpoints, root: str, p
     for ck in checkpoints:
         rows.extend(reference_rows(ck))
     if fmt in ("table", "json") and not output_file:
-        out.refs(COLUMNS, rows, display_base(root, checkpoints), path)
+        from ckptctl.cli.render import refs as render
+        from ckptctl.views import ReferenceMap
+
+        refs = ReferenceMap(COLUMNS, rows, display_base(root, checkpoints))
+        out.result(refs, partial(render.report, named=path))
         return
     if fmt == "parquet":
         from ckptctl.refs import rows_to_arrow
@@ -295,6 +302,7 @@ def diff_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Files added, removed and reused between two checkpoints, and the bytes each uploaded."""
+    from ckptctl.cli.render import diff as render
     from ckptctl.refs import load_checkpoint
     from ckptctl.views import diff_view
 
@@ -305,7 +313,7 @@ def diff_command(
     warn_moved(out, ck_a, ck_b)
     for warning in diff_warnings(ck_a, ck_b):
         out.warn(warning)
-    out.diff(diff_view(ck_a, ck_b))
+    out.result(diff_view(ck_a, ck_b), render.report)
 
 
 def diff_warnings(a, b) -> list[str]:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -69,10 +69,11 @@ def repair_command(
 ) -> None:
     """Make a checkpoint written after a CLAIM restore from a NATIVE savepoint restorable (FLINK-39964)."""
     from ckptctl.cli.inspect import warn_moved
+    from ckptctl.cli.render import repair as render
     from ckptctl.errors import CkptError
     from ckptctl.flink39964 import savepoint_files_for, search_roots_for
     from ckptctl.refs import load_checkpoint
-    from ckptctl.repair import RepairError, apply_repair, plan_repair
+    from ckptctl.repair import RepairError, RepairReport, apply_repair, plan_repair
     from ckptctl.targets import checked_path
 
     if in_place and dest:
@@ -85,23 +86,20 @@ def repair_command(
     warn_moved(out, ck)
     index = savepoint_files_for(storage, search_roots_for(ck), savepoints or ())
     plan = plan_repair(storage, ck, index)
-    view: dict[str, Any] = plan.to_json()
-    view["searched"] = index.searched
-    view["dry_run"] = dry_run
+    report = RepairReport(plan, index.searched, dry_run)
     if plan.fixes and not plan.unresolved and plan.missing:
-        out.repair(view)  # what it would rewrite, then why it will not
+        out.result(report, render.report)  # what it would rewrite, then why it will not
         raise RepairError(plan.missing_message(), path=ck.location.uri)
     if dry_run or not plan.fixes or plan.unresolved:
-        out.repair(view)
+        out.result(report, render.report)
         if not plan.fixes and not plan.unresolved:
             out.warn("nothing to repair: every relative file of this checkpoint is where Flink will look")
             return
         if plan.unresolved:
             raise typer.Exit(1)
         return
-    result = apply_repair(storage, ck, plan, dest, in_place)
-    view["result"] = result.to_json()
-    out.repair(view)
+    report.result = apply_repair(storage, ck, plan, dest, in_place)
+    out.result(report, render.report)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,8 +159,9 @@ def relocate_command(
     import json
 
     from ckptctl.cli.inspect import warn_moved
+    from ckptctl.cli.render import relocate as render
     from ckptctl.copying import check_writable
-    from ckptctl.relocate import load_sources, plan_relocation
+    from ckptctl.relocate import RelocateReport, load_sources, plan_relocation
     from ckptctl.storage import normalize_uri
 
     chosen = engine_choice(engine if master is None or engine != "local" else "auto", master)
@@ -177,33 +176,29 @@ def relocate_command(
         "src": normalize_uri(src), "dst": plan.destination.written_root, "all": all_checkpoints,
         "rebase": mappings.specs(),
     }  # fmt: skip
-    view: dict[str, Any] = plan.to_json(with_files=False)
     if plan_out:
         with open(plan_out, "w", encoding="utf-8") as f:
             json.dump(plan.to_json(), f, indent=1)
     if not apply:
-        view["applied"] = False
-        out.relocate(view)
+        out.result(RelocateReport(plan, applied=False), render.report)
         if plan.conflicts:
             raise typer.Exit(1)
         return
-    _apply_and_report(out, storage, plan, view, workers, bwlimit, no_verify, chosen)
+    _apply_and_report(out, storage, plan, workers, bwlimit, no_verify, chosen)
 
 
-def _apply_and_report(out, storage, plan, view, workers, limit, no_verify, engine=None) -> None:
+def _apply_and_report(out, storage, plan, workers, limit, no_verify, engine=None) -> None:
+    from ckptctl.cli.render import relocate as render
     from ckptctl.engine import Engine
-    from ckptctl.relocate import apply_relocation, shallow_verify
+    from ckptctl.relocate import RelocateReport, apply_relocation, shallow_verify
 
     chosen = Engine.parse(engine or "local").resolve(len(plan.copies))
     if chosen.kind == "spark":
         warm_up_spark(out, chosen.master)
     with out.term.counter(len(plan.copies), "copying") as advance:
         result = apply_relocation(storage, plan, workers=workers, bwlimit=limit, progress=advance, engine=chosen)
-    view["applied"] = True
-    view["result"] = result.to_json()
     report = None if no_verify else shallow_verify(storage, plan)
-    view["verify"] = report
-    out.relocate(view)
+    out.result(RelocateReport(plan, applied=True, result=result, verify=report), render.report)
     if report is not None and not report["ok"]:
         raise typer.Exit(1)
 
@@ -235,5 +230,4 @@ def relocate_apply_command(
     except (OSError, ValueError) as e:
         raise CkptError(f"cannot read the plan: {e}", path=plan_file) from None
     plan = replan(storage, data, workers)
-    view = plan.to_json(with_files=False)
-    _apply_and_report(out, storage, plan, view, workers, bwlimit, no_verify)
+    _apply_and_report(out, storage, plan, workers, bwlimit, no_verify)

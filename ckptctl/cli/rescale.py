@@ -66,9 +66,10 @@ def plan_rescale_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Each new subtask's key groups, the old handles it receives, the base RocksDB handle, and bytes."""
+    from ckptctl.cli.render import rescale as render
     from ckptctl.histogram import read_histogram
     from ckptctl.refs import load_checkpoint
-    from ckptctl.rescale import apply_histogram, family_of, plan_rescale, sweep
+    from ckptctl.rescale import RescalePlan, family_of, plan_or_sweep
     from ckptctl.targets import checked_path
 
     if flink_version is not None:
@@ -77,17 +78,8 @@ def plan_rescale_command(
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     ck = load_checkpoint(storage, checked_path(storage, checkpoint), mappings)
-    kwargs: dict[str, Any] = dict(
-        operator=operator, flink_version=flink_version, overlap_threshold=overlap_threshold,
-        ingest_db=ingest_db, max_parallelism=max_parallelism,
+    result = plan_or_sweep(
+        ck.metadata, parallelism, ck.location.uri, histogram, operator=operator, flink_version=flink_version,
+        overlap_threshold=overlap_threshold, ingest_db=ingest_db, max_parallelism=max_parallelism,
     )  # fmt: skip
-    if len(parallelism) == 1:
-        plan = plan_rescale(ck.metadata, parallelism[0], **kwargs)
-        plan["checkpoint"] = ck.location.uri
-        if histogram is not None:
-            apply_histogram(plan, histogram, ck.location.uri)
-        out.rescale_plan(plan)
-        return
-    result = sweep(ck.metadata, parallelism, histogram=histogram, checkpoint=ck.location.uri, **kwargs)
-    result["checkpoint"] = ck.location.uri
-    out.rescale_sweep(result)
+    out.result(result, render.plan if isinstance(result, RescalePlan) else render.sweep)

@@ -56,7 +56,10 @@ def verify_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Will it restore? Every needed file exists with its recorded size and is sound (--deep: RocksDB key groups)."""
+    from functools import partial
+
     from ckptctl.cli.inspect import display_base
+    from ckptctl.cli.render import verify as render
     from ckptctl.errors import CkptError
     from ckptctl.targets import checkpoints_at
     from ckptctl.verify import verify, write_histogram, write_report
@@ -87,7 +90,8 @@ def verify_command(
         write_report(result, report)
     if histogram:
         write_histogram(result, histogram)
-    out.verify(result, display_base(root, checkpoints), path)
+    base = display_base(root, checkpoints)
+    out.result(result, partial(render.report, root=base, named=path, term=out.term))
     if not result.ok:
         raise typer.Exit(1)
 

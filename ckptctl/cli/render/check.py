@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import _escape, _once, human_bytes, print_repairable
+from ckptctl.cli.output import _escape, human_bytes
+from ckptctl.cli.render.repairable import detail_once, print_repairable
 
 if TYPE_CHECKING:
     from ckptctl.check import CheckReport
@@ -41,7 +42,7 @@ def report(console: Any, r: CheckReport, named: str) -> None:
     console.print(table)
     for p in r.problems[:100]:
         path = short_uri(p["path"], root)
-        detail = _once(p).removeprefix(p["path"] + ": ")  # metadata errors name the file already
+        detail = detail_once(p).removeprefix(p["path"] + ": ")  # metadata errors name the file already
         console.print(f"[error]{p['check']}[/error] {_escape(path)}: {_escape(detail)}")
     print_repairable(console, r.repairable, root)
     console.print("[ok]passed[/ok]" if r.ok else "[error]FAILED[/error]")

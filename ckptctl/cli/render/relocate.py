@@ -1,0 +1,50 @@
+"""``ckptctl relocate``: the plan and, with ``--apply``, the copy and its shallow verify."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ckptctl.cli.output import _escape, human_bytes
+
+if TYPE_CHECKING:
+    from ckptctl.relocate import RelocateReport
+
+
+def report(console: Any, relocation: RelocateReport) -> None:
+    """What is copied where, the rewritten prefixes, conflicts; after ``--apply`` the copy and
+    its verify."""
+    view = relocation.to_json()
+    console.print(
+        f"relocate {_escape(view['source'])} → {_escape(view['written_destination'])}: "
+        f"{len(view['checkpoints'])} checkpoint(s), {view['files']} files, {human_bytes(view['bytes'])} "
+        f"({view['shared_files']} files shared by several checkpoints, copied once)"
+    )
+    for c in view["checkpoints"]:
+        console.print(
+            f"  {c['kind']} {c['checkpoint_id']}: {_escape(c['source'])} → {_escape(c['destination'])} "
+            f"({c['rewritten_handles']} paths rewritten, {c['relative_handles']} relative handles move as they are)"
+        )
+    if view["rewritten_prefixes"]:
+        console.print("rewritten path prefixes:")
+        for p in view["rewritten_prefixes"]:
+            console.print(f"  {_escape(p['from'])} → {_escape(p['to'])}  ({p['handles']})")
+    for c in view["conflicts"]:
+        console.print(f"[error]conflict[/error]: {_escape(c)} already holds a different checkpoint")
+    for c in view["already_relocated"]:
+        console.print(f"already relocated: {_escape(c)} (identical)")
+    if not view["applied"]:
+        console.print("dry run: nothing written; add --apply to copy")
+        return
+    r = view["result"]
+    console.print(
+        f"copied {r['copied_files']} files ({r['copied_bytes']:,} bytes), {r['already_there']} already there, "
+        f"{len(r['metadata_written'])} _metadata written last, in {r['seconds']:.1f}s"
+    )
+    report = view.get("verify")
+    if report is not None:
+        if report["ok"]:
+            c = report["checked"]
+            console.print(f"[ok]verified[/ok]: {c['files']} files of the copies exist with their sizes")
+        else:
+            for p in report["problems"][:20]:
+                console.print(f"[error]{p['check']}[/error] {p['path']}: {p['detail']}")

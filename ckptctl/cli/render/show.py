@@ -1,0 +1,86 @@
+"""``ckptctl show``: one checkpoint as a tree, operators → subtasks → handles."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ckptctl.cli.output import _escape, human_bytes
+
+if TYPE_CHECKING:
+    from ckptctl.views import CheckpointView
+
+
+def report(console: Any, r: CheckpointView, named: str | None = None) -> None:
+    """``show``: the checkpoint as a tree; file paths relative to the directory holding the
+    checkpoint (``chk-7/…``, ``shared/…``, ``savepoint-…/…``), the checkpoint as the user named it."""
+    from rich.tree import Tree
+
+    from ckptctl import storage as st
+
+    view = r.view
+    base = st.parent(view["path"])
+    title = (
+        f"[bold]{view['kind']} {view['checkpoint_id']}[/bold]  {_escape(named or view['path'])}\n"
+        f"format V{view['format_version']}"
+        + (f", {view['checkpoint_type']}" if view.get("checkpoint_type") else "")
+        + (f" ({view['savepoint_format']})" if view.get("savepoint_format") else "")
+        + f", state {human_bytes(view['state_size'])}, incremental {human_bytes(view['incremental_size'])}"
+        + f", inline {human_bytes(view['inline_size'])}"
+    )
+    tree = Tree(title)
+    for op in view["operators"]:
+        label = f"[accent]{op['operator_id']}[/accent]"
+        if op.get("name"):
+            label += f" {_escape(op['name'])}"
+        if op.get("uid"):
+            label += f" (uid {_escape(op['uid'])})"
+        label += f"  parallelism {op['parallelism']}/{op['max_parallelism']}"
+        if op["fully_finished"]:
+            label += " [muted]fully finished[/muted]"
+        node = tree.add(label)
+        if op.get("coordinator_state"):
+            node.add(f"coordinator: {_handle_line(op['coordinator_state'], base)}")
+        for s in op["subtasks"]:
+            if s["finished"]:
+                node.add(f"subtask {s['index']} [muted]finished[/muted]")
+                continue
+            handles = [
+                (slot, h)
+                for slot in ("managed_keyed", "raw_keyed", "managed_operator", "raw_operator",
+                             "input_channels", "output_channels")
+                for h in s[slot]
+            ]  # fmt: skip
+            sub = node.add(f"subtask {s['index']}" + ("" if handles else " [muted](no state)[/muted]"))
+            for slot, h in handles:
+                _add_handle(sub.add(f"{slot}: {_handle_line(h, base)}"), h, base)
+    console.print(tree)
+
+
+def _handle_line(h: dict[str, Any], base: str | None = None) -> str:
+    from ckptctl.views import short_uri
+
+    parts = [f"[bold]{h['type']}[/bold]", human_bytes(h.get("state_size"))]
+    if "key_group_range" in h:
+        parts.append(f"key groups {h['key_group_range'][0]}..{h['key_group_range'][1]}")
+    if "path" in h:
+        parts.append(_escape(short_uri(h["path"], base)))
+    if h.get("start_pos"):
+        parts.append(f"@{h['start_pos']}")
+    return "  ".join(parts)
+
+
+def _add_handle(node, h: dict[str, Any], base: str | None = None) -> None:
+    for key in ("meta", "delegate"):
+        if h.get(key):
+            child = node.add(f"{key}: {_handle_line(h[key], base)}")
+            _add_handle(child, h[key], base)
+    for key in ("shared", "private"):
+        for f in h.get(key, ()):
+            if f["handle"]:
+                node.add(f"{key} {f['local_path']}: {_handle_line(f['handle'], base)}")
+    for key in ("materialized", "non_materialized"):
+        for part in h.get(key, ()):
+            _add_handle(node.add(f"{key}: {_handle_line(part, base)}"), part, base)
+    for piece in h.get("handles_and_offsets", ()):
+        if piece["handle"]:
+            node.add(f"changelog @{piece['offset']}: {_handle_line(piece['handle'], base)}")

@@ -1,0 +1,81 @@
+"""``ckptctl verify``: will it restore? The checks, the verdict per checkpoint, the problems."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ckptctl.cli.output import _escape
+from ckptctl.cli.render.repairable import detail_once, print_repairable
+
+if TYPE_CHECKING:
+    from ckptctl.cli.terminal import Terminal
+    from ckptctl.verify import VerifyResult
+
+
+def report(console: Any, result: VerifyResult, root: str, named: str, term: Terminal) -> None:
+    """``verify``: paths shown relative to ``root``, the target as the user ``named`` it; what
+    was checked where (moved checkpoints, --rebase what-ifs) goes to the terminal (stderr)."""
+    from rich.table import Table
+
+    from ckptctl.verify import CHECKS
+    from ckptctl.views import short_uri
+
+    c = result.counts
+    where = result.engine + (f" on {result.master}" if result.master else "")
+    grid = Table(title=_escape(f"verify {named}"), title_justify="left", show_header=True)
+    grid.add_column("check")
+    grid.add_column("checked", justify="right")
+    grid.add_column("problems", justify="right")
+    by_check: dict[str, int] = {}
+    for p in result.problems:
+        by_check[p["check"]] = by_check.get(p["check"], 0) + 1
+    for check in CHECKS:
+        if c[check]:
+            n = by_check.get(check, 0)
+            grid.add_row(check, f"{c[check]:,}", f"[error]{n:,}[/error]" if n else "0")
+    console.print(grid)
+    console.print(
+        f"{c['checkpoints']} checkpoints, {c['references']:,} references, {c['files']:,} files"
+        + (f", {c['handles']:,} RocksDB handles" if c["handles"] else "")
+        + f" — {where}, {result.elapsed:.1f}s"
+    )
+    verdicts = result.per_checkpoint()
+    if len(verdicts) > 1 or not result.ok:
+        per = Table(title="per checkpoint (broken first)", title_justify="left")
+        per.add_column("checkpoint", overflow="fold")
+        per.add_column("files", justify="right", no_wrap=True)
+        per.add_column("result", overflow="fold")
+        for v in verdicts:
+            why = (v["why"] or "").split("; fix: ckptctl repair ")[0]  # the summary below gives it once
+            status = "[ok]sound[/ok]" if v["ok"] else f"[error]broken[/error]: {_escape(why)}"
+            per.add_row(_escape(short_uri(v["checkpoint"], root)), f"{v['files']:,}", status)
+        console.print(per)
+    for m in result.moved:
+        term.warn(
+            f"{len(m['checkpoints'])} checkpoints were written at another location: Flink reads the paths as "
+            f"written, so they are checked there (to check this copy instead, as a what-if: --rebase "
+            f"{' --rebase '.join(m['rebase'])})"
+        )
+    if result.what_if:
+        term.warn(
+            f"what-if: paths mapped with --rebase {', '.join(result.what_if)}; Flink itself reads the paths as "
+            "written in _metadata"
+        )
+    if result.problems:
+        table = Table(title=f"{len(result.problems)} problems", title_justify="left")
+        table.add_column("path", overflow="fold", ratio=3)
+        table.add_column("check", no_wrap=True)
+        table.add_column("detail", overflow="fold", ratio=2)
+        for p in result.problems[:200]:
+            table.add_row(_escape(short_uri(p["path"], root)), p["check"], _escape(detail_once(p)))
+        console.print(table)
+        if len(result.problems) > 200:
+            console.print(f"… and {len(result.problems) - 200} more (use --json or --report)")
+    if not result.ok:
+        print_repairable(console, result.to_json()["repairable"], root)
+        broken = sum(1 for v in verdicts if not v["ok"])
+        console.print(
+            f"[error]NOT SOUND[/error]: {broken} of {len(verdicts)} checkpoints would fail to restore"
+        )
+    else:
+        console.print("[ok]sound[/ok]: every file is present, complete and well-formed")
