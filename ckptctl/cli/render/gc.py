@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from ckptctl.cli.terminal import Terminal
     from ckptctl.gc.apply import ApplyResult
     from ckptctl.gc.plan import GcPlan
+    from ckptctl.gc.spark_apply import ExecutorApplyResult
 
 SHOWN_CANDIDATES = 10  # the largest orphans a console plan shows (all of them: --json or -o)
 
@@ -112,3 +113,25 @@ def applied(console: Any, result: ApplyResult, term: Terminal) -> None:
         term.error(f"{f['path']}: {f['error']}")
     if result.manifest:
         console.print(f"manifest: {result.manifest}")
+
+
+def applied_on_executors(console: Any, result: ExecutorApplyResult, term: Terminal) -> None:
+    """``gc apply`` on Spark executors: counts (the per-file lists stay in the batch manifests),
+    the first failures and skips, and what earlier runs had already settled."""
+    data = result.to_json()
+    verb = "moved to " + data["trash"] if data["trash"] else "deleted"
+    console.print(f"{verb}: {data['deleted_files']:,} files, {human_bytes(data['deleted_bytes'])} "
+                  f"in {data['batches']:,} batches on Spark executors")  # fmt: skip
+    if data["gone_files"]:
+        console.print(f"already gone: {data['gone_files']:,}")
+    if data["skipped_files"]:
+        console.print(f"skipped (no longer orphans or changed): {data['skipped_files']:,}")
+    if data["not_attempted_files"]:
+        console.print(f"not attempted (an expired _metadata could not go first): {data['not_attempted_files']:,}")
+    earlier = sum(data["settled_by_earlier_runs"].values())
+    if earlier:
+        console.print(f"settled by earlier runs (their manifests): {earlier:,}")
+    for f in data["failed"][:20]:
+        term.error(f"{f['path']}: {f['error']}")
+    console.print(f"manifests: {data['manifest']}")
+

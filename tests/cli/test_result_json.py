@@ -15,7 +15,7 @@ from ckptctl.gc import build_plan
 from ckptctl.refs import COLUMNS, load_checkpoint, reference_rows
 from ckptctl.storage import Storage
 from ckptctl.views import ReferenceMap
-from tests.gc_support import DAY, T0, Scenario
+from tests.support.gc_support import DAY, T0, Scenario
 
 runner = CliRunner()
 
