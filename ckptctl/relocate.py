@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.copying import copy_file, write_atomic
 from ckptctl.errors import CkptError
 from ckptctl.flink39964 import ISSUE, misanchored_uris, savepoint_dir_of
 from ckptctl.layout import JOB_ID_RE, METADATA_FILE, locate_checkpoint, scan_root
@@ -47,6 +46,7 @@ from ckptctl.metadata.transform import map_file_handles
 from ckptctl.rebase import Rebase, written_job_dir
 from ckptctl.refs import LoadedCheckpoint, canonical, file_resolver, load_checkpoint, relative_uri
 from ckptctl.storage import Storage
+from ckptctl.storage.copying import copy_file, write_atomic
 
 PLAN_FORMAT = "ckptctl-relocate-plan/1"
 DSTL_RE = re.compile(r"^(?P<base>.*)/(?P<tail>[0-9a-f]{32}/dstl/.*)$")

@@ -161,9 +161,9 @@ def relocate_command(
     import json
 
     from ckptctl.cli.inspect import warn_moved
-    from ckptctl.copying import check_writable
     from ckptctl.relocate import load_sources, plan_relocation
     from ckptctl.storage import normalize_uri
+    from ckptctl.storage.copying import check_writable
 
     chosen = engine_choice(engine if master is None or engine != "local" else "auto", master)
     out = get_output()
