@@ -42,6 +42,7 @@ import struct
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ckptctl.errors import CkptError, MetadataFormatError, StorageError
@@ -775,17 +776,14 @@ def scan_full_snapshot(storage, task: tuple) -> Iterator[tuple]:
 
 
 def run_state_tasks(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
+    """The task function of both engines (module level: Spark pickles it, with ``options`` bound,
+    by reference)."""
     storage = Storage.shared(options)
     for task in tasks:
         if task[0] == "k":
             yield from scan_full_snapshot(storage, task)
         else:
             yield from scan_states(storage, task)
-
-
-def run_state_partition(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
-    """Spark ``mapPartitions`` entry point (module level: pickled by reference)."""
-    return run_state_tasks(options, tasks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -932,7 +930,7 @@ def _full_snapshot_refs(ck: LoadedCheckpoint, start: int, not_scanned: list[str]
 def deep_scan(
     storage, ck: LoadedCheckpoint, cat: list[OperatorCatalog], *, now_ms: int | None = None,
     ttl_default: int | None = None, ttl_named: dict[str, int] | None = None, engine: Any = "auto",
-    master: str | None = None, progress=None, on_spark=None,
+    master: str | None = None, progress=None,
 ) -> DeepResult:  # fmt: skip
     """Entries, bytes and TTL ages of every state of every keyed RocksDB handle and canonical savepoint stream."""
     from ckptctl.engine import Engine
@@ -982,9 +980,7 @@ def deep_scan(
             if e.scope == "keyed"
         )
         tasks.append(("k", h.index, h.files, h.key_group_offsets, h.prefix_bytes, specs, now_ms))
-    ran, records = chosen.run(
-        storage.options, tasks, progress, runner=run_state_tasks, partition=run_state_partition, on_spark=on_spark
-    )
+    ran, records = chosen.run(tasks, partial(run_state_tasks, storage.options), progress)
     engine = ran.kind
     usage: dict[tuple[str, str], StateUsage] = {}
     histogram: list[tuple] = []

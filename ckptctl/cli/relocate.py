@@ -17,7 +17,6 @@ from ckptctl.cli.base import (
     command,
     engine_choice,
     get_output,
-    warm_up_spark,
 )
 from ckptctl.cli.params import BYTES
 
@@ -195,8 +194,7 @@ def _apply_and_report(out, storage, plan, view, workers, limit, no_verify, engin
     from ckptctl.relocate import apply_relocation, shallow_verify
 
     chosen = Engine.parse(engine or "local").resolve(len(plan.copies))
-    if chosen.kind == "spark":
-        warm_up_spark(out, chosen.master)
+    chosen.start()  # before the counter: the JVM's start-up gets its own status line
     with out.term.counter(len(plan.copies), "copying") as advance:
         result = apply_relocation(storage, plan, workers=workers, bwlimit=limit, progress=advance, engine=chosen)
     view["applied"] = True
