@@ -31,7 +31,7 @@ Operator (non-keyed) state comes from the ``OperatorStateHandle``: its state nam
 states the last-access timestamp of every entry: Flink's ``TtlSerializer`` writes it first, 8 bytes
 big-endian millis (value/reducing/aggregating: at byte 0 of the value; map: after the null flag;
 list: each element, when the element's length is fixed, separated by one delimiter byte). Column
-families with unmerged list-state merge operands are read by :mod:`ckptctl.sstread`. Canonical
+families with unmerged list-state merge operands are read by :mod:`ckptctl.rocksdb.sst`. Canonical
 savepoint streams (the unified key/value format of ``FullSnapshotAsyncWriter``) are read directly.
 """
 
@@ -58,7 +58,7 @@ from ckptctl.metadata.model import (
     keyed_parts,
 )
 from ckptctl.refs import LoadedCheckpoint, file_resolver
-from ckptctl.sstread import MergeOperandsError, iterate_cf
+from ckptctl.rocksdb.sst import MergeOperandsError, iterate_cf
 from ckptctl.storage import Storage, StorageOptions
 
 BACKEND_STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
@@ -594,7 +594,7 @@ def scan_states(storage, task: tuple) -> Iterator[tuple]:
     import shutil
     import tempfile
 
-    from ckptctl.verify import rebuild_handle_dir
+    from ckptctl.rocksdb.handledir import open_read_only, rebuild_handle_dir
 
     _s, index, files, kg_start, kg_end, prefix_bytes, specs, now_ms = task
     workdir = tempfile.mkdtemp(prefix="ckptctl-states-")
@@ -605,13 +605,7 @@ def scan_states(storage, task: tuple) -> Iterator[tuple]:
             yield ("c", index, False, f"cannot rebuild the RocksDB directory: {e}")
             return
         try:
-            from rocksdict import AccessType, Options, Rdict
-
-            cfs = Rdict.list_cf(workdir)
-            db = Rdict(
-                workdir, options=Options(raw_mode=True), column_families={cf: Options(raw_mode=True) for cf in cfs},
-                access_type=AccessType.read_only(),
-            )  # fmt: skip
+            db, cfs = open_read_only(workdir)
         except Exception as e:  # noqa: BLE001
             yield ("c", index, False, f"RocksDB cannot open the rebuilt directory: {e}")
             return
@@ -636,7 +630,7 @@ def _scan_cf(db, cf, spec, index, prefix_bytes, now_ms, workdir) -> Iterator[tup
     try:
         yield from _count_cf(iterate_cf(db, cf), cf, spec, index, prefix_bytes, now_ms, "rocksdb")
     except MergeOperandsError:
-        from ckptctl.sstread import read_column_family
+        from ckptctl.rocksdb.sst import read_column_family
 
         yield from _count_cf(read_column_family(workdir, cf), cf, spec, index, prefix_bytes, now_ms, "sst")
 

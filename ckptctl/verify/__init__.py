@@ -11,14 +11,15 @@ The package, in the order the work flows:
 * :mod:`~ckptctl.verify.report`: the Parquet outputs.
 
 This package exports what its users call (:func:`verify` and its result, the Parquet writers,
-and the handle helpers :mod:`ckptctl.states` shares); the rest is imported from
+and the handle helpers :mod:`ckptctl.states` shares; the RocksDB directory of a handle is
+:mod:`ckptctl.rocksdb`'s); the rest is imported from
 its module. The CI gate ``check`` lives in :mod:`ckptctl.check`, the FLINK-39964 diagnosis in
 :mod:`ckptctl.flink39964`. Nothing here imports pyspark, pyarrow or rocksdict at import time.
 """
 
 from __future__ import annotations
 
-from ckptctl.verify.checks import CHECKS, SST_MAGIC, rebuild_handle_dir
+from ckptctl.verify.checks import CHECKS, SST_MAGIC
 from ckptctl.verify.report import write_histogram, write_report
 from ckptctl.verify.result import VerifyResult
 from ckptctl.verify.run import verify
@@ -26,5 +27,5 @@ from ckptctl.verify.tasks import HandleRef, handle_refs, key_group_prefix_bytes
 
 __all__ = [
     "CHECKS", "SST_MAGIC", "HandleRef", "VerifyResult",
-    "handle_refs", "key_group_prefix_bytes", "rebuild_handle_dir", "verify", "write_histogram", "write_report",
+    "handle_refs", "key_group_prefix_bytes", "verify", "write_histogram", "write_report",
 ]  # fmt: skip

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from ckptctl.errors import StorageError
+from ckptctl.rocksdb.handledir import open_read_only, rebuild_handle_dir
 from ckptctl.storage import Storage, StorageOptions
 from ckptctl.verify.tasks import FileTask, HandleTask
 
@@ -228,31 +229,10 @@ def check_handle(storage: Storage, task: HandleTask) -> Iterator[Check | KeyGrou
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def rebuild_handle_dir(storage: Storage, files: tuple, workdir: str) -> None:
-    """Write a handle's RocksDB files (see :attr:`HandleRef.files`) into ``workdir`` under their local names."""
-    for local_name, src in files:
-        with open(os.path.join(workdir, local_name), "wb") as out:
-            if src[0] == "inline":
-                out.write(src[1])
-            elif src[0] == "file":
-                out.write(storage.read_bytes(src[1]))
-            else:
-                data = storage.read_range(src[1], src[2], src[3])
-                if len(data) != src[3]:
-                    raise StorageError(f"segment short: {len(data)} of {src[3]} bytes", path=src[1])
-                out.write(data)
-
-
 def _scan_rocksdb(path: str, kg_start: int, kg_end: int, prefix_bytes: int):
-    from rocksdict import AccessType, Options, Rdict
+    from ckptctl.rocksdb.sst import MergeOperandsError, iterate_cf, read_column_family
 
-    from ckptctl.sstread import MergeOperandsError, iterate_cf, read_column_family
-
-    cfs = Rdict.list_cf(path)
-    db = Rdict(
-        path, options=Options(raw_mode=True), column_families={cf: Options(raw_mode=True) for cf in cfs},
-        access_type=AccessType.read_only(),
-    )  # fmt: skip
+    db, cfs = open_read_only(path)
     counts: dict[tuple[str, int], list[int]] = {}
     outside: dict[str, list[int]] = {}
     try:
