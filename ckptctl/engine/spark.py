@@ -2,10 +2,10 @@
 and the tasks spread over executors (``mapPartitions`` of the caller's task function).
 
 Executors get the storage settings as the picklable :class:`ckptctl.storage.StorageOptions` bound
-into the task function (a ``functools.partial``), never as environment variables. The one environment change is
-``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` before the first session: PySpark reads the Python
-its executors run from the driver's ``os.environ`` (``SparkContext.pythonExec``), and it must be
-this interpreter (same ckptctl, same rocksdict).
+into the task function (a ``functools.partial``), never as environment variables. The one
+environment change is ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` before the first session:
+PySpark reads the Python its executors run from the driver's ``os.environ``
+(``SparkContext.pythonExec``), and it must be this interpreter (same ckptctl, same rocksdict).
 """
 
 from __future__ import annotations
