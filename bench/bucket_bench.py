@@ -77,7 +77,7 @@ except SystemExit as e:
 else:
     rc = 0
 jvm = jvm_peak_mib()
-from ckptctl.verify.spark import stop_spark
+from ckptctl.engine.spark import stop_spark
 stop_spark()
 print(json.dumps({"wall": time.perf_counter() - start, "rc": rc,
                   "driver_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -112,7 +112,7 @@ def jvm_peak_mib():
     return peak / 1024
 start = time.perf_counter()
 inventory, live, out, prefix = sys.argv[1:5]
-from ckptctl.verify.spark import spark_session, stop_spark
+from ckptctl.engine.spark import spark_session, stop_spark
 from pyspark.sql import functions as F
 spark = spark_session("local[*]")
 universe = (spark.read.parquet(inventory)

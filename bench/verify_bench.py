@@ -98,8 +98,8 @@ def report(label: str, elapsed: float, counts: dict) -> None:
 
 
 def bench_local(refs: int) -> None:
+    from ckptctl.engine.spark import spark_session
     from ckptctl.storage import Storage
-    from ckptctl.verify import spark_session
 
     tmp = tempfile.mkdtemp(prefix="ckptctl-verify-bench-")
     try:

@@ -11,7 +11,7 @@ in the same run and on the same (cached) files:
 * **baseline**: a plain Python loop over the referenced files: ``os.stat`` each, and for each
   SST open it and read its 8-byte footer (what verify must at least do);
 * **verify**: :func:`ckptctl.verify.verify` with ``--engine local`` (the default pool);
-* **1 worker**: the same tasks through :func:`ckptctl.verify.run_local` with one worker, and with
+* **1 worker**: the same tasks through :func:`ckptctl.engine.local.run_local` with one worker, and with
   the default pool, to show contention.
 
 Prints each as seconds (best of ``--runs``) and the ratio to the baseline. Target: verify within
@@ -166,13 +166,16 @@ def main() -> None:
             f"{spans_cpu:.2f} s CPU, verify {took_cpu / spans_cpu:.2f}x that)"
         )
         if args.workers_1:
-            from ckptctl.verify.local import run_local
+            from functools import partial
+
+            from ckptctl.engine.local import run_local
+            from ckptctl.verify.checks import run_tasks
 
             rows = [r for ck in cks for r in reference_rows(ck)]
             fr = file_refs(rows)
             tasks = [f.task() for f in fr.values()]
             for w in (1, 16):
-                t1 = best(lambda w=w: run_local(storage.options, tasks, workers=w), args.runs)
+                t1 = best(lambda w=w: run_local(tasks, partial(run_tasks, storage.options), workers=w, in_thread_first=True), args.runs)
                 print(f"  run_local(workers={w:2d}), checks only {t1:7.2f} s  {t1 / base:5.2f}x baseline")
         if args.profile:
             import cProfile

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.copying import TMP_MARK
 from ckptctl.errors import CkptError
 from ckptctl.layout import METADATA_FILE, SAVEPOINT_RE
 from ckptctl.metadata.model import RelativeFileHandle, file_groups
 from ckptctl.metadata.transform import Where
 from ckptctl.refs import LoadedCheckpoint, Ref, relative_uri
 from ckptctl.storage import FileInfo, Storage
+from ckptctl.storage.copying import TMP_MARK
 
 ISSUE = "FLINK-39964"
 BACKUP_NAME = "_metadata.pre-repair"  # what ``ckptctl repair --in-place`` keeps: never a savepoint file

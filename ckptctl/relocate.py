@@ -34,10 +34,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 from ckptctl import storage as st
-from ckptctl.copying import copy_file, write_atomic
 from ckptctl.errors import CkptError
 from ckptctl.flink39964 import ISSUE, misanchored_uris, savepoint_dir_of
 from ckptctl.layout import JOB_ID_RE, METADATA_FILE, locate_checkpoint, scan_root
@@ -47,6 +47,7 @@ from ckptctl.metadata.transform import map_file_handles
 from ckptctl.rebase import Rebase, written_job_dir
 from ckptctl.refs import LoadedCheckpoint, canonical, file_resolver, load_checkpoint, relative_uri
 from ckptctl.storage import Storage
+from ckptctl.storage.copying import copy_file, write_atomic
 
 PLAN_FORMAT = "ckptctl-relocate-plan/1"
 DSTL_RE = re.compile(r"^(?P<base>.*)/(?P<tail>[0-9a-f]{32}/dstl/.*)$")
@@ -485,9 +486,9 @@ def apply_relocation(
             progress(1)
 
     if chosen.kind == "spark":
-        for state, _src, n in run_spark_copies(storage, plan.copies, chosen.master, progress):
-            stats["copied" if state == "copied" else "skipped"] += 1
-            stats["bytes"] += n
+        for outcome in run_spark_copies(storage, plan.copies, chosen, progress):
+            stats["skipped" if outcome.skipped else "copied"] += 1
+            stats["bytes"] += outcome.copied
     elif workers <= 1:
         for item in plan.copies:
             one(item)
@@ -504,45 +505,39 @@ def apply_relocation(
     )
 
 
-def copy_partition(options: st.StorageOptions, items: Iterable[tuple]) -> Iterator[tuple]:
-    """Spark ``mapPartitions``: copy (src, dst, size) items; yields (state, src, bytes) or
-    ("error", src, message). Module level: pickled by reference."""
+class CopyOutcome(NamedTuple):
+    """What one copy on an executor did: ``copied`` bytes, or ``skipped`` (already there with its
+    size), or the ``error``."""
+
+    src: str
+    copied: int = 0
+    skipped: bool = False
+    error: str | None = None
+
+
+def copy_partition(options: st.StorageOptions, items: Iterable[CopyItem]) -> Iterator[CopyOutcome]:
+    """The task function of the Spark copies (module level: pickled, with ``options`` bound, by reference)."""
     storage = Storage.shared(options)
-    for src, dst, size in items:
+    for item in items:
         try:
-            there = storage.stat(dst)
-            if there is not None and there.size == size:
-                yield ("skipped", src, 0)
+            there = storage.stat(item.dst)
+            if there is not None and there.size == item.size:
+                yield CopyOutcome(item.src, skipped=True)
             else:
-                yield ("copied", src, copy_file(storage, src, dst, size))
+                yield CopyOutcome(item.src, copy_file(storage, item.src, item.dst, item.size))
         except CkptError as e:
-            yield ("error", src, str(e))
+            yield CopyOutcome(item.src, error=str(e))
 
 
 def run_spark_copies(
-    storage: Storage, copies: list[CopyItem], master: str, progress: Callable[[int], None] | None = None
-) -> list[tuple]:
-    import functools
-
-    from ckptctl.verify import VerifyError, spark_session
-
-    if not copies:
-        return []
-    sc = spark_session(master).sparkContext
-    partitions = max(1, min(len(copies), max(sc.defaultParallelism, 1) * 4))
-    items = [(c.src, c.dst, c.size) for c in copies]
-    try:
-        rows = (
-            sc.parallelize(items, partitions).mapPartitions(functools.partial(copy_partition, storage.options)).collect()
-        )
-    except Exception as e:  # noqa: BLE001 - Py4JJavaError with the executor's traceback
-        raise VerifyError(f"Spark copy failed: {str(e).splitlines()[0][:300]}") from None
-    errors = [r for r in rows if r[0] == "error"]
+    storage: Storage, copies: list[CopyItem], engine: Any, progress: Callable[[int], None] | None = None
+) -> list[CopyOutcome]:
+    """Every copy on the executors of ``engine`` (a Spark :class:`~ckptctl.engine.Engine`)."""
+    _ran, outcomes = engine.run(copies, partial(copy_partition, storage.options), progress)
+    errors = [o for o in outcomes if o.error is not None]
     if errors:
-        raise RelocateError(f"{len(errors)} copies failed on Spark; first: {errors[0][2]}")
-    if progress is not None:
-        progress(len(rows))
-    return rows
+        raise RelocateError(f"{len(errors)} copies failed on Spark; first: {errors[0].error}")
+    return outcomes
 
 
 class _Limiter:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.copying import TMP_MARK, copy_file, write_atomic
 from ckptctl.errors import CkptError
 from ckptctl.flink39964 import BACKUP_NAME, ISSUE, Misanchored, SavepointFiles, diagnose
 from ckptctl.layout import METADATA_FILE
@@ -24,6 +23,7 @@ from ckptctl.metadata.transform import map_file_handles
 from ckptctl.rebase import Rebase
 from ckptctl.refs import LoadedCheckpoint, canonical
 from ckptctl.storage import Storage
+from ckptctl.storage.copying import TMP_MARK, copy_file, write_atomic
 
 
 class RepairError(CkptError):

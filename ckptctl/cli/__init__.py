@@ -32,7 +32,6 @@ from ckptctl.cli.base import (  # the app and what the commands share; re-export
     engine_choice,
     get_output,
     output_options,
-    warm_up_spark,
     writable_outputs,
 )
 
@@ -52,7 +51,6 @@ __all__ = [
     "engine_choice",
     "get_output",
     "output_options",
-    "warm_up_spark",
     "writable_outputs",
     "gc_alias",
     "main",

@@ -137,10 +137,11 @@ EngineOpt = Annotated[
 
 def engine_choice(engine: str, master: str | None = None):
     """The one :class:`~ckptctl.engine.Engine` of a command, from ``--engine``/``--master``; a bad
-    value is a usage error here, before anything is read."""
+    value is a usage error here, before anything is read. Spark starts under this invocation's
+    status line."""
     from ckptctl.engine import Engine
 
-    return Engine.parse(engine, master)
+    return Engine.parse(engine, master, status=lambda label: get_output().term.status(label))
 
 
 def writable_outputs(*paths: str | None) -> None:
@@ -160,14 +161,6 @@ def writable_outputs(*paths: str | None) -> None:
             raise CkptError(f"cannot write {path}: the directory {directory} is not writable")
         if os.path.isdir(path):
             raise CkptError(f"cannot write {path}: it is a directory")
-
-
-def warm_up_spark(out, master: str) -> None:
-    """Start Spark under a status line (the JVM takes seconds: not a bar stuck at 0)."""
-    from ckptctl.verify import spark_session
-
-    with out.term.status(f"starting Spark ({master}) …"):
-        spark_session(master)
 
 
 SavepointsOpt = Annotated[

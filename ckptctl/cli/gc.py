@@ -238,11 +238,13 @@ def apply_command(
             out.warn("aborted; nothing deleted")
             raise typer.Exit(1)
     if _on_executors(chosen, plan_data) and go:
-        from ckptctl.engine import DEFAULT_MASTER
+        from ckptctl.engine import DEFAULT_MASTER, Engine
         from ckptctl.gc.spark_apply import apply_plan_on_executors
 
+        on_spark = Engine("spark", chosen.master or DEFAULT_MASTER, chosen.status)
+        on_spark.start()  # under its status line, before the deletions
         executors = apply_plan_on_executors(
-            storage, fresh, go, skipped, master=chosen.master or DEFAULT_MASTER,
+            storage, fresh, go, skipped, master=on_spark.master,
             manifest_dir=manifest or plan_file + ".manifest.d", trash=trash, batch=batch_size,
         )  # fmt: skip
         out.result(executors, partial(render.applied_on_executors, term=out.term))

@@ -17,7 +17,6 @@ from ckptctl.cli.base import (
     command,
     engine_choice,
     get_output,
-    warm_up_spark,
 )
 from ckptctl.cli.params import BYTES
 
@@ -160,9 +159,9 @@ def relocate_command(
 
     from ckptctl.cli.inspect import warn_moved
     from ckptctl.cli.render import relocate as render
-    from ckptctl.copying import check_writable
     from ckptctl.relocate import RelocateReport, load_sources, plan_relocation
     from ckptctl.storage import normalize_uri
+    from ckptctl.storage.copying import check_writable
 
     chosen = engine_choice(engine if master is None or engine != "local" else "auto", master)
     out = get_output()
@@ -193,8 +192,7 @@ def _apply_and_report(out, storage, plan, workers, limit, no_verify, engine=None
     from ckptctl.relocate import RelocateReport, apply_relocation, shallow_verify
 
     chosen = Engine.parse(engine or "local").resolve(len(plan.copies))
-    if chosen.kind == "spark":
-        warm_up_spark(out, chosen.master)
+    chosen.start()  # before the counter: the JVM's start-up gets its own status line
     with out.term.counter(len(plan.copies), "copying") as advance:
         result = apply_relocation(storage, plan, workers=workers, bwlimit=limit, progress=advance, engine=chosen)
     report = None if no_verify else shallow_verify(storage, plan)

@@ -17,7 +17,6 @@ from ckptctl.cli.base import (
     command,
     engine_choice,
     get_output,
-    warm_up_spark,
     writable_outputs,
 )
 
@@ -97,7 +96,6 @@ def states_command(
     if deep:
         result = deep_scan(
             storage, ck, cat, now_ms=now_ms, ttl_default=ttl_default, ttl_named=ttl_named, engine=chosen,
-            on_spark=lambda m: warm_up_spark(out, m),
         )  # fmt: skip
         if histogram:
             write_histogram(result, ck.location.uri, histogram)

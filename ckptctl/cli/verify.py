@@ -18,7 +18,6 @@ from ckptctl.cli.base import (
     command,
     engine_choice,
     get_output,
-    warm_up_spark,
     writable_outputs,
 )
 from ckptctl.cli.params import BYTES
@@ -83,7 +82,7 @@ def verify_command(
             storage, checkpoints, deep=deep, engine=chosen,
             progress=bar.callback, on_total=bar.total,
             roots=[] if len(checkpoints) == 1 and checkpoints[0].location.uri == root else [root],
-            savepoint_dirs=savepoints or (), on_spark=lambda m: warm_up_spark(out, m),
+            savepoint_dirs=savepoints or (),
         )  # fmt: skip
     result.unreadable = unreadable
     if report:

@@ -47,6 +47,7 @@ from ckptctl.gc.apply import (
 from ckptctl.gc.plan import FileDecision, GcPlan
 from ckptctl.layout import METADATA_FILE
 from ckptctl.storage import Storage, StorageOptions
+from ckptctl.storage.retry import first_line, retrying
 
 
 class SparkApplyFailed(CkptError):
@@ -141,7 +142,7 @@ def delete_on_executors(
         raise
     except Exception as e:  # noqa: BLE001 - Py4JJavaError with an executor's traceback
         raise SparkApplyFailed(
-            f"the Spark job failed ({type(e).__name__}: {st._first_line(e)}); the batches that finished are in "
+            f"the Spark job failed ({type(e).__name__}: {first_line(e)}); the batches that finished are in "
             f"{manifest_dir}: run the same apply again to finish"
         ) from None
 
@@ -213,7 +214,7 @@ def apply_plan_on_executors(
     """``gc apply --engine spark``: what :func:`~ckptctl.gc.apply.revalidate` kept, deleted on the
     executors of ``master``; its skips counted with the executors', and the local directories the
     run emptied removed as :func:`~ckptctl.gc.apply.apply_plan` removes them."""
-    from ckptctl.verify.spark import spark_session
+    from ckptctl.engine.spark import spark_session
 
     rows = [(d.path, d.size, d.mtime, str(d.reason)) for d in go]
     roots = fresh.options.scopes()
@@ -305,7 +306,7 @@ def _listing(
     try:
         return _list_s3_range(storage, prefix, first, last), None
     except Exception as e:  # noqa: BLE001 - retried already (SlowDown, 5xx): tried again next run
-        return None, f"cannot list its directory: {type(e).__name__}: {st._first_line(e)}"
+        return None, f"cannot list its directory: {type(e).__name__}: {first_line(e)}"
 
 
 def _list_s3_range(storage: Storage, prefix: str, first: str, last: str) -> dict[str, st.FileInfo]:
@@ -319,7 +320,7 @@ def _list_s3_range(storage: Storage, prefix: str, first: str, last: str) -> dict
     request: dict[str, Any] = {"Bucket": bucket, "Prefix": key_prefix, "Delimiter": "/", "StartAfter": first_key[:-1]}
     found: dict[str, st.FileInfo] = {}
     while True:
-        page = st._retrying(lambda r=dict(request): fs.call_s3("list_objects_v2", **r))
+        page = retrying(lambda r=dict(request): fs.call_s3("list_objects_v2", **r))
         objects = page.get("Contents") or []
         for obj in objects:
             name = obj["Key"][len(key_prefix) :]
@@ -400,7 +401,7 @@ def _write_manifest(storage: Storage, uri: str, records: list[dict[str, Any]]) -
         os.replace(path + ".tmp", path)
         return
     fs, path = storage.fs(uri)
-    st._retrying(lambda: fs.pipe_file(path, data))
+    retrying(lambda: fs.pipe_file(path, data))
 
 
 # -- re-runs: what earlier manifests settled ---------------------------------------------------

@@ -12,6 +12,9 @@
 Executors reach storage through the driver's :class:`ckptctl.storage.StorageOptions` (endpoint,
 credentials, timeouts), the first argument of :func:`run_tasks`, carried in the task closure and
 turned into one :class:`ckptctl.storage.Storage` per process (:meth:`Storage.shared`).
+
+What comes back are records: a :class:`Check` per check, and (handles) a :class:`KeyGroupCount` per
+column family and key group.
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ import stat as stat_mod
 import struct
 import tempfile
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 from ckptctl.errors import StorageError
+from ckptctl.rocksdb.handledir import open_read_only, rebuild_handle_dir
 from ckptctl.storage import Storage, StorageOptions
+from ckptctl.verify.tasks import FileTask, HandleTask
 
 SST_MAGIC = 0x88E241B785F4CFF7  # BlockBasedTable (kBlockBasedTableMagicNumber)
 SST_LEGACY_MAGIC = 0xDB4775248B80FB57  # kLegacyBlockBasedTableMagicNumber
@@ -35,32 +41,39 @@ HANDLE_CHECKS = ("rocksdb", "key_groups")
 CHECKS = FILE_CHECKS + HANDLE_CHECKS
 
 
-def run_tasks(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
-    """Check each task; yields ``("c", key, check, ok, detail)`` and histogram ``("h", index, cf, kg, n, bytes)``.
+class Check(NamedTuple):
+    """One check's outcome. ``key``: the file URI (file tasks) or the handle index (handle tasks)."""
 
-    ``key`` is the file URI for file tasks and the handle index for handle tasks.
-    """
+    key: str | int
+    check: str
+    ok: bool
+    detail: str | None
+
+
+class KeyGroupCount(NamedTuple):
+    """Entries and bytes of one column family and key group of a handle (the ``--histogram``)."""
+
+    index: int
+    column_family: str
+    key_group: int
+    entries: int
+    bytes: int
+
+
+def run_tasks(options: StorageOptions, tasks: Iterable[FileTask | HandleTask]) -> Iterator[Check | KeyGroupCount]:
+    """Check each task; the task function of both engines (module level: Spark pickles it, with
+    ``options`` bound, by reference)."""
     storage = Storage.shared(options)
     for task in tasks:
-        if task[0] == "f":
+        if task.__class__ is FileTask:
             yield from check_file(storage, task)
         else:
             yield from check_handle(storage, task)
 
 
-def run_partition(options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
-    """Spark ``mapPartitions`` entry point (a module-level function: pickled by reference)."""
-    return run_tasks(options, tasks)
-
-
-def check_file(storage: Storage, task: tuple) -> list[tuple]:
+def check_file(storage: Storage, task: FileTask) -> list[Check]:
     """The records of one file task (a list: built in one go, no generator per file)."""
-    # listed: the size a listing of its directory gave, if any (a 9th element)
-    if len(task) == 9:
-        _f, path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans, listed = task
-    else:
-        _f, path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans = task[:8]
-        listed = task[8] if len(task) > 8 else None
+    path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans, listed = task
     fd = -1  # a local regular file: opened once when it is read, its size from fstat
     if path.startswith("file:"):
         read = bool(sst_whole or sst_segment_ends or read_spans)
@@ -80,65 +93,65 @@ def check_file(storage: Storage, task: tuple) -> list[tuple]:
 
 def _check_file(
     storage, path, listed, fd, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans
-) -> list[tuple]:
+) -> list[Check]:
     actual = listed
     if actual is None:  # not listed (or listed as absent: a listing may lag, so ask the file itself)
         try:
             info = storage.stat(path)
         except StorageError as e:
-            return [("c", path, "exists", False, f"cannot stat: {e.message}")]
+            return [Check(path, "exists", False, f"cannot stat: {e.message}")]
         if info is None:
-            return [("c", path, "exists", False, "file not found")]
+            return [Check(path, "exists", False, "file not found")]
         actual = info.size
-    out = [("c", path, "exists", True, None)]
+    out = [Check(path, "exists", True, None)]
     add = out.append
     size_ok = True
     for recorded in whole_sizes:
         if actual != recorded:
             size_ok = False
-            add(("c", path, "size", False, f"size {actual} bytes, recorded {recorded}"))
+            add(Check(path, "size", False, f"size {actual} bytes, recorded {recorded}"))
     for recorded in changelog_sizes:
         # Flink's StateChangeFsUploader writes a compression-flag byte before the changes it counts
         if actual not in (recorded, recorded + 1):
             size_ok = False
-            add(("c", path, "size", False, f"size {actual} bytes, recorded {recorded} (+1 header byte)"))
+            add(Check(path, "size", False, f"size {actual} bytes, recorded {recorded} (+1 header byte)"))
     if segment_end is not None and actual < segment_end:
         size_ok = False
-        add(("c", path, "size", False, f"size {actual} bytes, segments need {segment_end}"))
+        add(Check(path, "size", False, f"size {actual} bytes, segments need {segment_end}"))
     if size_ok:
-        add(("c", path, "size", True, None))
+        add(Check(path, "size", True, None))
     if sst_segment_ends:
         ends = ([actual] if sst_whole else []) + [e for e in sst_segment_ends if e <= actual]
     else:
         ends = (actual,) if sst_whole else ()
     for end in ends:
         if end < 8:
-            add(("c", path, "sst_magic", False, f"{end} bytes: too short for an SST footer"))
+            add(Check(path, "sst_magic", False, f"{end} bytes: too short for an SST footer"))
             continue
         try:
             tail = _read_range(storage, path, end - 8, 8, fd)
         except StorageError as e:
-            add(("c", path, "sst_magic", False, f"cannot read the footer: {e.message}"))
+            add(Check(path, "sst_magic", False, f"cannot read the footer: {e.message}"))
             continue
         magic = struct.unpack("<Q", tail)[0] if len(tail) == 8 else None
         if magic in SST_MAGICS:
-            add(("c", path, "sst_magic", True, None))
+            add(Check(path, "sst_magic", True, None))
         else:
             where = "" if end == actual else f" (segment ending at byte {end})"
             found = f"0x{magic:016x}" if magic is not None else f"{len(tail)} bytes"
-            add(("c", path, "sst_magic", False, f"no RocksDB table magic number at the end{where}: {found}"))
+            add(Check(path, "sst_magic", False, f"no RocksDB table magic number at the end{where}: {found}"))
     for offset, size in read_spans:
         if offset + size > actual:
             continue  # already a size problem
         try:
             data = _read_range(storage, path, offset, size, fd)
         except StorageError as e:
-            add(("c", path, "readable", False, e.message))
+            add(Check(path, "readable", False, e.message))
             continue
         if len(data) != size:
-            add(("c", path, "readable", False, f"read {len(data)} of {size} bytes at offset {offset}"))
+            add(Check(path, "readable", False, f"read {len(data)} of {size} bytes at offset {offset}"))
         else:
-            add(("c", path, "readable", True, None))
+            add(Check(path, "readable", True, None))
     return out
 
 
@@ -186,61 +199,40 @@ def _read_range(storage: Storage, path: str, start: int, length: int, fd: int = 
     return storage.read_range(path, start, length)
 
 
-def check_handle(storage: Storage, task: tuple) -> Iterator[tuple]:
-    _h, index, files, kg_start, kg_end, prefix_bytes = task
+def check_handle(storage: Storage, task: HandleTask) -> Iterator[Check | KeyGroupCount]:
+    index, files, kg_start, kg_end, prefix_bytes = task
     workdir = tempfile.mkdtemp(prefix="ckptctl-verify-")
     try:
         try:
             rebuild_handle_dir(storage, files, workdir)
         except (StorageError, OSError) as e:
-            yield ("c", index, "rocksdb", False, f"cannot rebuild the RocksDB directory: {e}")
+            yield Check(index, "rocksdb", False, f"cannot rebuild the RocksDB directory: {e}")
             return
         try:
             counts, outside = _scan_rocksdb(workdir, kg_start, kg_end, prefix_bytes)
         except Exception as e:  # noqa: BLE001 - rocksdict raises plain exceptions
-            yield ("c", index, "rocksdb", False, f"RocksDB cannot open the rebuilt directory: {e}")
+            yield Check(index, "rocksdb", False, f"RocksDB cannot open the rebuilt directory: {e}")
             return
-        yield ("c", index, "rocksdb", True, None)
+        yield Check(index, "rocksdb", True, None)
         for (cf, kg), (n, nbytes) in sorted(counts.items()):
-            yield ("h", index, cf, kg, n, nbytes)
+            yield KeyGroupCount(index, cf, kg, n, nbytes)
         if outside:
             for cf, (n, lo, hi, total) in sorted(outside.items()):
-                yield (
-                    "c", index, "key_groups", False,
+                yield Check(
+                    index, "key_groups", False,
                     f"{n} of {total} keys in column family '{cf}' are in key groups {lo}..{hi}, "
                     f"outside the handle's range [{kg_start}, {kg_end}]",
                 )  # fmt: skip
         else:
-            yield ("c", index, "key_groups", True, None)
+            yield Check(index, "key_groups", True, None)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def rebuild_handle_dir(storage: Storage, files: tuple, workdir: str) -> None:
-    """Write a handle's RocksDB files (see :attr:`HandleRef.files`) into ``workdir`` under their local names."""
-    for local_name, src in files:
-        with open(os.path.join(workdir, local_name), "wb") as out:
-            if src[0] == "inline":
-                out.write(src[1])
-            elif src[0] == "file":
-                out.write(storage.read_bytes(src[1]))
-            else:
-                data = storage.read_range(src[1], src[2], src[3])
-                if len(data) != src[3]:
-                    raise StorageError(f"segment short: {len(data)} of {src[3]} bytes", path=src[1])
-                out.write(data)
-
-
 def _scan_rocksdb(path: str, kg_start: int, kg_end: int, prefix_bytes: int):
-    from rocksdict import AccessType, Options, Rdict
+    from ckptctl.rocksdb.sst import MergeOperandsError, iterate_cf, read_column_family
 
-    from ckptctl.sstread import MergeOperandsError, iterate_cf, read_column_family
-
-    cfs = Rdict.list_cf(path)
-    db = Rdict(
-        path, options=Options(raw_mode=True), column_families={cf: Options(raw_mode=True) for cf in cfs},
-        access_type=AccessType.read_only(),
-    )  # fmt: skip
+    db, cfs = open_read_only(path)
     counts: dict[tuple[str, int], list[int]] = {}
     outside: dict[str, list[int]] = {}
     try:

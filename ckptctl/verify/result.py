@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl.flink39964 import repairable
-from ckptctl.verify.checks import CHECKS
+from ckptctl.verify.checks import CHECKS, KeyGroupCount
 from ckptctl.verify.tasks import FileRefs, HandleRef
 
 
@@ -88,9 +88,9 @@ def check_rows(records: list[tuple], files: dict[str, FileRefs], handles: list[H
     last_key: Any = None
     cks: list[str] = []
     for rec in records:
-        if rec[0] == "h":
+        if rec.__class__ is KeyGroupCount:
             continue
-        _c, key, check, ok, detail = rec
+        key, check, ok, detail = rec
         if key.__class__ is str:  # a file (the bulk); else a handle's index
             if key != last_key:  # a file's records come together: its checkpoints sorted once
                 last_key, cks = key, sorted(files[key].checkpoints)
@@ -114,12 +114,12 @@ def assemble(checkpoints, n_rows, files, handles, records, engine, master, elaps
     }
     counts.update({c: 0 for c in CHECKS})
     for rec in records:
-        if rec[0] == "h":
-            _h, index, cf, kg, n, nbytes = rec
+        if rec.__class__ is KeyGroupCount:
+            index, cf, kg, n, nbytes = rec
             for ck, op, sub in handles[index].owners:
                 histogram.append((ck, op, sub, cf, kg, n, nbytes))
             continue
-        _c, key, check, ok, detail = rec
+        key, check, ok, detail = rec
         counts[check] += 1
         if ok:
             continue

@@ -6,6 +6,7 @@ import gc
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from ckptctl.engine import Engine
@@ -13,6 +14,7 @@ from ckptctl.errors import CkptError
 from ckptctl.flink39964 import explain_missing
 from ckptctl.refs import LoadedCheckpoint, reference_groups
 from ckptctl.storage import FileInfo, Storage
+from ckptctl.verify.checks import run_tasks
 from ckptctl.verify.result import VerifyResult, assemble
 from ckptctl.verify.tasks import group_file_refs, handle_refs
 
@@ -29,7 +31,6 @@ def verify(
     roots: Iterable[str] = (),
     savepoint_dirs: Iterable[str] = (),
     listings: dict[str, list[FileInfo]] | None = None,
-    on_spark: Callable[[str], None] | None = None,
 ) -> VerifyResult:
     """Check every file (and with ``deep`` every keyed RocksDB handle) the checkpoints need.
 
@@ -39,7 +40,7 @@ def verify(
     chosen = Engine.parse(engine, master)
     with _collector_paused():
         return _verify(
-            storage, checkpoints, deep, chosen, progress, on_total, roots, savepoint_dirs, listings, on_spark
+            storage, checkpoints, deep, chosen, progress, on_total, roots, savepoint_dirs, listings
         )
 
 
@@ -64,23 +65,21 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _verify(
-    storage, checkpoints, deep, chosen, progress, on_total, roots, savepoint_dirs, listings, on_spark
-):
+def _verify(storage, checkpoints, deep, chosen, progress, on_total, roots, savepoint_dirs, listings):
     started = time.monotonic()
     # the reference map's groups, never flattened into a row per reference
     files, n_rows = group_file_refs(g for ck in checkpoints for g in reference_groups(ck))
     handles = handle_refs(checkpoints) if deep else []
     sizes = listed_sizes(storage, files, listings)
     # handle tasks first: they are the slow ones, so they start early on every executor
-    tasks = [h.task() for h in handles] + [(*f.task(), sizes.get(f.path)) for f in files.values()]
+    tasks = [h.task() for h in handles] + [f.task(sizes.get(f.path)) for f in files.values()]
     # checks of local files are cheap in-process: they count for less towards starting Spark
     ran = chosen.resolve(len(tasks), sum(1 for p in files if p.startswith("file:")))
-    if ran.kind == "spark" and on_spark is not None:
-        on_spark(ran.master)  # before the bar: the JVM's start-up gets its own status line
+    ran.start()  # before the bar: the JVM's start-up gets its own status line
     if on_total:
         on_total(len(tasks))
-    _ran, records = ran.run(storage.options, tasks, progress)
+    # checks of local files mostly use CPU: in this thread first (handle tasks: a pool)
+    _ran, records = ran.run(tasks, partial(run_tasks, storage.options), progress, in_thread_first=not handles)
     result = assemble(
         [ck.location.uri for ck in checkpoints], n_rows, files, handles, records, ran.kind, ran.master,
         time.monotonic() - started,

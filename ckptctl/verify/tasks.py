@@ -1,4 +1,4 @@
-"""What verify checks, as tasks: plain tuples built from the reference map on the driver.
+"""What verify checks, as tasks: named tuples built from the reference map on the driver.
 
 Tasks pickle cheaply and carry everything an executor needs (no metadata objects travel):
 
@@ -13,9 +13,34 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ckptctl.metadata.model import incremental_parts
 from ckptctl.refs import FILE_COLUMNS, GROUP_COLUMNS, LoadedCheckpoint, Ref, RefGroup, file_resolver
+
+
+class FileTask(NamedTuple):
+    """Check one physical file: it exists, has the recorded sizes, its SSTs end with a table magic
+    number, its metadata and private spans can be read."""
+
+    path: str
+    whole_sizes: tuple[int, ...]
+    changelog_sizes: tuple[int, ...]  # DSTL files: 1 header byte not counted
+    segment_end: int | None  # the end of its last segment, if segments of it are referenced
+    sst_whole: bool
+    sst_segment_ends: tuple[int, ...]
+    read_spans: tuple[tuple[int, int], ...]  # (offset, size)
+    listed: int | None = None  # the size a listing of its directory gave, if any
+
+
+class HandleTask(NamedTuple):
+    """Rebuild one keyed RocksDB handle's directory, open it and count its keys per key group."""
+
+    index: int  # of its HandleRef
+    files: tuple  # HandleRef.files
+    key_group_start: int
+    key_group_end: int
+    prefix_bytes: int
 
 
 @dataclass(slots=True)
@@ -32,11 +57,11 @@ class FileRefs:
     read_spans: set[tuple[int, int]] = field(default_factory=set)
     checkpoints: set[str] = field(default_factory=set)
 
-    def task(self) -> tuple:
-        return (
-            "f", self.path, _sorted(self.whole_sizes), _sorted(self.changelog_sizes),
+    def task(self, listed: int | None = None) -> FileTask:
+        return FileTask(
+            self.path, _sorted(self.whole_sizes), _sorted(self.changelog_sizes),
             self.segment_end if self.has_segments else None,
-            self.sst_whole, _sorted(self.sst_segment_ends), _sorted(self.read_spans),
+            self.sst_whole, _sorted(self.sst_segment_ends), _sorted(self.read_spans), listed,
         )  # fmt: skip
 
 
@@ -114,8 +139,8 @@ class HandleRef:
     prefix_bytes: int
     owners: list[tuple[str, str, int | None]] = field(default_factory=list)  # (checkpoint, operator, subtask)
 
-    def task(self) -> tuple:
-        return ("h", self.index, self.files, self.key_group_start, self.key_group_end, self.prefix_bytes)
+    def task(self) -> HandleTask:
+        return HandleTask(self.index, self.files, self.key_group_start, self.key_group_end, self.prefix_bytes)
 
 
 def key_group_prefix_bytes(max_parallelism: int) -> int:

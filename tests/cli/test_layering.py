@@ -164,10 +164,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 # Cycles through imports inside functions (loaded lazily, but still a cycle between the modules):
-# known ones only. storage lists S3 with s3list, which retries with storage's helper.
-KNOWN_LAZY_CYCLES = [
-    ["ckptctl.s3list", "ckptctl.storage"],
-]
+# known ones only.
+KNOWN_LAZY_CYCLES: list[list[str]] = []
 
 
 def test_the_import_graph_is_read() -> None:

@@ -56,9 +56,11 @@ def test_a_spark_verify_process_leaves_nothing_in_the_temp_dir(tmp_path: Path) -
 def test_a_spark_session_scratch_dir_is_under_tmpdir_and_removed_at_stop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from ckptctl.engine import spark
+    from ckptctl.engine.spark import spark_session, stop_spark
     from ckptctl.refs import load_checkpoint
     from ckptctl.storage import Storage
-    from ckptctl.verify import spark, spark_session, stop_spark, verify
+    from ckptctl.verify import verify
 
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -87,7 +89,8 @@ def test_a_session_that_fails_to_start_removes_its_scratch_dir(
 ) -> None:
     from pyspark.sql import SparkSession
 
-    from ckptctl.verify import VerifyError, spark, spark_session, stop_spark
+    from ckptctl.engine import spark
+    from ckptctl.engine.spark import EngineError, spark_session, stop_spark
 
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -100,7 +103,7 @@ def test_a_session_that_fails_to_start_removes_its_scratch_dir(
         raise RuntimeError("no executors today")
 
     monkeypatch.setattr(SparkSession.Builder, "getOrCreate", refuse)
-    with pytest.raises(VerifyError, match="no executors today"):
+    with pytest.raises(EngineError, match="no executors today"):
         spark_session("local[1]")
     jvm = spark._JVM_DIR
     assert [p for p in leftovers(tmp) if not (jvm and str(tmp / p).startswith(jvm))] == []
@@ -115,7 +118,7 @@ def test_a_process_with_several_sessions_leaves_nothing(tmp_path: Path) -> None:
     env = {**os.environ, "TMPDIR": str(tmp), "CKPTCTL_SPARK_LOG": str(tmp_path / "spark.log"),
            "PYTHONPATH": str(REPO)}  # fmt: skip
     script = (
-        "from ckptctl.verify import spark_session, stop_spark\n"
+        "from ckptctl.engine.spark import spark_session, stop_spark\n"
         "for master in ('local[1]', 'local[2]'):\n"
         "    s = spark_session(master)\n"
         "    assert s.sparkContext.parallelize(range(100), 4).map(lambda x: x * 2).sum() == 9900\n"

@@ -26,7 +26,7 @@ from tests.support.s3_copied import upload_scenario
 
 @pytest.fixture(scope="module")
 def spark():
-    from ckptctl.verify.spark import spark_session
+    from ckptctl.engine.spark import spark_session
 
     return spark_session("local[*]")
 

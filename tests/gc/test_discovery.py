@@ -378,7 +378,7 @@ def plan_apply_then_assert_kept(tmp_path: Path, live: set[str], *args: str) -> i
 
 
 def test_redteam4_a_root_in_a_hex_named_tenants_shared_dir_is_searched(tmp_path: Path) -> None:
-    """Attacked: discovery's pruning of ``<job-id>/shared`` (``_walk_local``'s ``prune_here`` and
+    """Attacked: discovery's pruning of ``<job-id>/shared`` (``walk_local``'s ``prune_here`` and
     ``is_checkpoint_metadata``) decides "job directory" by the name alone: 32 lowercase hex digits.
     A tenant directory named by a UUID without dashes is such a name, and row 1's fix (a root below
     a directory named ``shared`` is searched) does not hold when that ``shared`` sits right below
@@ -432,7 +432,7 @@ def completed_chk(p: Path) -> bool:
 def test_redteam4_a_checkpoint_pinned_by_a_symlink_from_another_scope_keeps_its_files(
     tmp_path: Path, scope: str
 ) -> None:
-    """Attacked: the ``aliased-path`` guard. ``_walk_local`` detects a directory reached under two
+    """Attacked: the ``aliased-path`` guard. ``walk_local`` detects a directory reached under two
     names with a ``seen`` map that is private to one walk (one root), so a directory symlink from
     ``--savepoints`` (or a second ROOT) to a ``chk-N`` in a root is no alias: the pinned checkpoint
     is discovered and retained under the link's name only (its ``_metadata`` and exclusive files

@@ -326,8 +326,9 @@ def test_sst_reader_agrees_with_rocksdb_on_every_column_family_it_can_read(tmp_p
     """The fallback reader for merge operands, cross-checked against RocksDB itself."""
     from rocksdict import AccessType, Options, Rdict
 
-    from ckptctl.sstread import MergeOperandsError, iterate_cf, read_column_family
-    from ckptctl.verify import handle_refs, rebuild_handle_dir
+    from ckptctl.rocksdb.handledir import rebuild_handle_dir
+    from ckptctl.rocksdb.sst import MergeOperandsError, iterate_cf, read_column_family
+    from ckptctl.verify import handle_refs
 
     storage = Storage(StorageOptions())
     checked = merged = 0
@@ -397,7 +398,7 @@ def test_snappy_blocks_of_real_ssts_decode_the_same_with_pyarrow_and_the_referen
     """The SST reader decodes snappy with PyArrow's codec (issue 22: the pure-Python decoder ran at
     ~30 MB/s); every compressed block of the SSTs Flink wrote in the fixtures must decode to the
     same bytes as the reference decoder, and a corrupt length is an error, not an allocation."""
-    from ckptctl.sstread import SstFile, SstFormatError, snappy_decompress, snappy_decompress_python
+    from ckptctl.rocksdb.sst import SstFile, SstFormatError, snappy_decompress, snappy_decompress_python
 
     blocks = ssts = 0
     for sst in sorted((REPO / "fixtures" / "data").rglob("*")):  # shared SSTs are named by UUID

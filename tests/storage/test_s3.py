@@ -131,7 +131,7 @@ def test_concurrent_listing_equals_a_plain_listing(s3_server) -> None:
     # three keys a page: several pages per range and per delimiter listing
     from fsspec.asyn import sync
 
-    from ckptctl.s3list import list_prefix
+    from ckptctl.storage.s3list import list_prefix
 
     fs, _ = storage.fs("s3://listing")
     paged = sync(fs.loop, list_prefix, fs, "listing", "root/", 3)

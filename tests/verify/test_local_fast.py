@@ -9,25 +9,27 @@ thread(s) and of Spark for local files.
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from ckptctl.engine import AUTO_LOCAL_FILES, AUTO_SPARK_TASKS, Engine
+from ckptctl.engine import AUTO_LOCAL_FILES, AUTO_SPARK_TASKS, Engine, local
+from ckptctl.engine.local import run_local
 from ckptctl.storage import Storage
-from ckptctl.verify import SST_MAGIC, checks, local
-from ckptctl.verify.checks import check_file
-from ckptctl.verify.local import run_local
+from ckptctl.verify import SST_MAGIC, checks
+from ckptctl.verify.checks import check_file, run_tasks
+from ckptctl.verify.tasks import FileTask
 
 FOOTER = SST_MAGIC.to_bytes(8, "little")
 
 
 def task(path: str, *, size: int, sst: bool = False, spans=(), segment_end=None, sst_ends=(), changelog=()):
     whole = () if segment_end is not None or changelog else (size,)
-    return ("f", path, whole, tuple(changelog), segment_end, sst, tuple(sst_ends), tuple(spans))
+    return FileTask(path, whole, tuple(changelog), segment_end, sst, tuple(sst_ends), tuple(spans))
 
 
-def cases(tmp: Path) -> list[tuple]:
+def cases(tmp: Path) -> list[FileTask]:
     good = tmp / "good.sst"
     good.write_bytes(b"x" * 40 + FOOTER)
     bad = tmp / "bad.sst"
@@ -67,8 +69,8 @@ def cases(tmp: Path) -> list[tuple]:
         task(u(link), size=48, sst=True),
         task(u(dangling), size=1),
         task(u(good / "under-a-file"), size=1),
-        (*task(u(good), size=48, sst=True), 48),  # a listed size
-        (*task(u(good), size=48, sst=True), 47),  # a listed size that disagrees
+        task(u(good), size=48, sst=True)._replace(listed=48),  # a listed size
+        task(u(good), size=48, sst=True)._replace(listed=47),  # a listed size that disagrees
     ]
 
 
@@ -81,7 +83,7 @@ def test_local_fast_path_says_what_the_storage_says(tmp_path: Path, monkeypatch:
     for t, a, b in zip(tasks, fast, slow, strict=True):
         assert a == b, t
     # the fixtures above do reach every kind of answer
-    found = {(r[2], r[3]) for recs in fast for r in recs}
+    found = {(r.check, r.ok) for recs in fast for r in recs}
     assert found >= {("exists", False), ("size", False), ("sst_magic", False), ("sst_magic", True),
                      ("readable", True)}  # fmt: skip
 
@@ -91,11 +93,12 @@ def test_fast_and_pooled_runs_give_the_same_records_in_task_order(
 ) -> None:
     storage = Storage()
     tasks = cases(tmp_path) * 40
-    serial = run_local(storage.options, tasks)
+    fn = partial(run_tasks, storage.options)
+    serial = run_local(tasks, fn, in_thread_first=True)
     monkeypatch.setattr(local, "SERIAL_WAIT_SECONDS", -1.0)  # every chunk "waits": the pool
     monkeypatch.setattr(local, "MIN_WAIT_SECONDS", -1.0)
     done: list[int] = []
-    pooled = run_local(storage.options, tasks, progress=done.append)
+    pooled = run_local(tasks, fn, progress=done.append, in_thread_first=True)
     assert pooled == serial
     assert sum(done) == len(tasks) and len(done) > 2
 

@@ -59,7 +59,7 @@ def _wait_for(log: Path, text: str, proc: subprocess.Popen, timeout: float = 60)
 
 @pytest.fixture
 def standalone(tmp_path: Path):
-    from ckptctl.verify import stop_spark
+    from ckptctl.engine.spark import stop_spark
 
     stop_spark()  # one SparkContext per process: whatever session an earlier test left goes
     port = free_port()
@@ -89,7 +89,7 @@ def standalone(tmp_path: Path):
 
 
 def test_verify_on_a_standalone_cluster(standalone, tmp_path: Path) -> None:
-    from ckptctl.verify import spark as spark_engine
+    from ckptctl.engine import spark as spark_engine
 
     url, work_dir = standalone
     sc = Scenario("1.20.3", "basic", tmp_path / "data")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ckptctl.storage import retrying_async
+from ckptctl.storage.retry import retrying_async
 
 BOUNDARIES = "123456789abcdef"
 SPLIT_DIRS = ("shared", "taskowned")
@@ -30,7 +30,7 @@ class _Lister:
         self.sem = asyncio.Semaphore(CONCURRENCY)
 
     async def call(self, **kwargs: Any) -> dict:
-        """One ListObjectsV2 request, retried as every storage call is (see storage._retry_delay)."""
+        """One ListObjectsV2 request, retried as every storage call is (see storage.retry.retry_delay)."""
 
         async def once() -> dict:
             async with self.sem:

@@ -1,11 +1,11 @@
 """The Spark engine: one SparkSession per process, checks of what a JVM needs before it starts,
-and the tasks spread over executors (``mapPartitions`` of :func:`ckptctl.verify.checks.run_partition`).
+and the tasks spread over executors (``mapPartitions`` of the caller's task function).
 
-Executors get the storage settings as the picklable :class:`ckptctl.storage.StorageOptions` in the
-partition function's closure, never as environment variables. The one environment change is
-``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` before the first session: PySpark reads the Python
-its executors run from the driver's ``os.environ`` (``SparkContext.pythonExec``), and it must be
-this interpreter (same ckptctl, same rocksdict).
+Executors get the storage settings as the picklable :class:`ckptctl.storage.StorageOptions` bound
+into the task function (a ``functools.partial``), never as environment variables. The one
+environment change is ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` before the first session:
+PySpark reads the Python its executors run from the driver's ``os.environ``
+(``SparkContext.pythonExec``), and it must be this interpreter (same ckptctl, same rocksdict).
 """
 
 from __future__ import annotations
@@ -21,12 +21,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ckptctl.errors import CkptError
-from ckptctl.storage import StorageOptions
-from ckptctl.verify.checks import run_partition
 
 
-class VerifyError(CkptError):
-    """The verification could not run (Spark unavailable, engine failure): exit 2."""
+class EngineError(CkptError):
+    """The work could not run on Spark (no pyspark or Java, no master, a failed job): exit 2."""
 
 
 _SPARK_LOCK = threading.Lock()
@@ -39,6 +37,16 @@ _JVM_DIR: str | None = None  # the JVM's java.io.tmpdir (spark-submit's spark-*,
 _ALL_LOCAL_DIRS: list[str] = []
 
 
+def running(master: str) -> bool:
+    """Whether this process has a live session on ``master`` (:func:`spark_session` returns it at once)."""
+    with _SPARK_LOCK:
+        return _live(master)
+
+
+def _live(master: str) -> bool:
+    return _SPARK is not None and _SPARK.sparkContext._jsc is not None and _SPARK.sparkContext.master == master
+
+
 def spark_session(master: str) -> Any:
     """One SparkSession per process and master (re-created when the master changes).
 
@@ -49,10 +57,9 @@ def spark_session(master: str) -> Any:
     """
     global _SPARK, _LOCAL_DIR
     with _SPARK_LOCK:
+        if _live(master):
+            return _SPARK
         if _SPARK is not None:
-            sc = _SPARK.sparkContext
-            if sc._jsc is not None and sc.master == master:
-                return _SPARK
             _stop_locked()
         # executors must run the driver's Python (same ckptctl, same rocksdict)
         os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -61,15 +68,15 @@ def spark_session(master: str) -> Any:
             from pyspark import SparkContext
             from pyspark.sql import SparkSession
         except ImportError as e:
-            raise VerifyError(f"the Spark engine needs pyspark ({e}); use --engine local") from None
+            raise EngineError(f"the Spark engine needs pyspark ({e}); use --engine local") from None
         log = spark_log_path()
         if SparkContext._gateway is None:
             problem = java_problem()
             if problem:
-                raise VerifyError(f"the Spark engine needs Java 17+ ({problem}); or use --engine local")
+                raise EngineError(f"the Spark engine needs Java 17+ ({problem}); or use --engine local")
         unreachable = unreachable_master(master)
         if unreachable:
-            raise VerifyError(unreachable)
+            raise EngineError(unreachable)
         # Spark's scratch space in directories of this run, removed when it stops (and at exit): the
         # JVM's own clean-up runs in its shutdown hooks after this process has gone, and a JVM that
         # is killed (a CI job's process group, a container) leaves them in the shared temp dir
@@ -98,7 +105,7 @@ def spark_session(master: str) -> Any:
             _stop_locked()
             if not isinstance(e, Exception):
                 raise  # KeyboardInterrupt while the JVM starts: cleaned up, and interrupted
-            raise VerifyError(
+            raise EngineError(
                 f"cannot start Spark with master {master}: {_short(e)} (Spark log: {log})"
             ) from None
         return _SPARK
@@ -310,17 +317,13 @@ def _loopback_master(master: str) -> bool:
 
 
 def run_spark(
-    options: StorageOptions,
-    tasks: list[tuple],
+    tasks: list,
+    fn: Callable[[Iterable[Any]], Iterator[Any]],
     master: str,
     progress: Callable[[int], None] | None = None,
-    partition: Callable[[StorageOptions, Iterable[tuple]], Iterator[tuple]] | None = None,
-) -> list[tuple]:
-    """The Spark engine: tasks are distributed with ``parallelize`` and checked in ``mapPartitions``.
-
-    ``partition`` (a module-level function, pickled by reference) replaces :func:`run_partition`."""
-    import functools
-
+) -> list:
+    """The Spark engine: tasks are distributed with ``parallelize`` and run through ``fn`` (a
+    module-level function or a partial of one: pickled by reference) in ``mapPartitions``."""
     if not tasks:
         return []
     spark = spark_session(master)
@@ -329,15 +332,13 @@ def run_spark(
     partitions = max(1, min(len(tasks), max(slots * 4, len(tasks) // 5000)))
     # handle tasks come first in the list; deal tasks round-robin so each partition gets its share
     dealt = [tasks[i] for p in range(partitions) for i in range(p, len(tasks), partitions)]
-    rdd = sc.parallelize(dealt, partitions).mapPartitions(
-        functools.partial(partition or run_partition, options)
-    )
+    rdd = sc.parallelize(dealt, partitions).mapPartitions(fn)
     try:
         if progress is None:
             return rdd.collect()
         return _collect_with_progress(sc, rdd, partitions, len(tasks), progress)
     except Exception as e:  # noqa: BLE001 - Py4JJavaError with the executor's traceback
-        raise VerifyError(f"Spark job failed: {_short(e)} (Spark log: {spark_log_path()})") from None
+        raise EngineError(f"Spark job failed: {_short(e)} (Spark log: {spark_log_path()})") from None
 
 
 def _collect_with_progress(sc, rdd, partitions: int, total: int, progress) -> list[tuple]:

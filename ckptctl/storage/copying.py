@@ -12,9 +12,9 @@ import os
 import shutil
 import uuid
 
-from ckptctl import storage as st
 from ckptctl.errors import StorageError
-from ckptctl.storage import Storage
+from ckptctl.storage import uri as st
+from ckptctl.storage.store import Storage
 
 TMP_MARK = ".ckptctl-tmp-"
 CHUNK = 8 << 20

@@ -1,13 +1,11 @@
-"""The in-process engine: the check function in this thread, or over a thread pool when the
+"""The in-process engine: the task function in this thread, or over a thread pool when the
 storage makes it wait."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-
-from ckptctl.storage import StorageOptions
-from ckptctl.verify.checks import run_tasks
+from typing import Any
 
 # Tasks run in the calling thread while they wait on storage less than this many seconds each
 # (wall time minus the thread's CPU time). A check of a local file in the page cache takes ~10 µs,
@@ -20,36 +18,35 @@ PROBE_TASKS = 32  # the first chunk, small: tasks that wait on S3 go to the pool
 
 
 def run_local(
-    options: StorageOptions,
-    tasks: list[tuple],
+    tasks: list,
+    fn: Callable[[Iterable[Any]], Iterator[Any]],
     progress: Callable[[int], None] | None = None,
     workers: int = 16,
-    runner: Callable[[StorageOptions, Iterable[tuple]], Iterator[tuple]] | None = None,
-) -> list[tuple]:
-    """The in-process engine: the same check function over chunks of the tasks.
+    *,
+    in_thread_first: bool = False,
+) -> list:
+    """The in-process engine: the task function ``fn`` over chunks of the tasks, on a pool of
+    ``workers`` threads.
 
-    File checks run in this thread, chunk by chunk, while their tasks wait on storage under :data:`SERIAL_WAIT_SECONDS`
-    each; from the first chunk that waits longer, the rest go to a pool of ``workers`` threads.
-    Records come back in task order either way. ``runner`` replaces :func:`run_tasks` (other
-    commands' task functions, e.g. ``states --deep``)."""
+    ``in_thread_first`` (checks of local files): the chunks run in this thread while their tasks
+    wait on storage under :data:`SERIAL_WAIT_SECONDS` each; from the first chunk that waits
+    longer, the rest go to the pool. Records come back in task order either way."""
     from concurrent.futures import ThreadPoolExecutor
 
     if not tasks:
         return []
-    fn = runner or run_tasks
     chunk = max(1, min(256, len(tasks) // (workers * 4) or 1))
     first = min(chunk, PROBE_TASKS)
     chunks = [tasks[:first]] + [tasks[i : i + chunk] for i in range(first, len(tasks), chunk)]
-    out: list[tuple] = []
+    out: list = []
     done = 0
-    # file checks only (handle tasks, first in the list, and other commands' runners: a pool)
-    serial = runner is None and tasks[0][0] == "f"
+    serial = in_thread_first
     waited = 0.0  # seconds this thread was off the CPU while checking, so far
     checked = 0
     while serial and done < len(chunks):
         part = chunks[done]
         wall, cpu = time.perf_counter(), time.thread_time()
-        out.extend(fn(options, part))
+        out.extend(fn(part))
         waited += (time.perf_counter() - wall) - (time.thread_time() - cpu)
         checked += len(part)
         if progress:
@@ -64,12 +61,12 @@ def run_local(
         return out
     if len(rest) == 1 or workers <= 1:
         for c in rest:
-            out.extend(fn(options, c))
+            out.extend(fn(c))
             if progress:
                 progress(len(c))
         return out
     with ThreadPoolExecutor(min(workers, len(rest))) as pool:
-        for part, c in zip(pool.map(lambda c: list(fn(options, c)), rest), rest, strict=True):
+        for part, c in zip(pool.map(lambda c: list(fn(c)), rest), rest, strict=True):
             out.extend(part)
             if progress:
                 progress(len(c))

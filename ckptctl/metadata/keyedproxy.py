@@ -1,0 +1,297 @@
+"""Flink's ``KeyedBackendSerializationProxy``: the description of its keyed state a backend writes.
+
+It is the start of a full snapshot / canonical savepoint stream and the whole meta file of an
+incremental RocksDB handle::
+
+    int     proxy version (6)
+    bool    key-group compression
+    snapshot  key serializer snapshot
+    short   number of states
+    per state (StateMetaInfoSnapshotReadersWriters, current writer):
+        UTF   name
+        int   backend state type (KEY_VALUE, OPERATOR, BROADCAST, PRIORITY_QUEUE, KEY_VALUE_V2)
+        int   options; (UTF key, UTF value) each, e.g. KEYED_STATE_TYPE=VALUE|LIST|MAP|...
+        int   serializers; (UTF key, snapshot) each, keys KEY_/NAMESPACE_/VALUE_/USER_KEY_SERIALIZER
+
+and a *snapshot* is ``int 2`` (TypeSerializerSnapshotSerializationProxy version), ``UTF`` snapshot
+class name, ``int`` snapshot version, and the snapshot's own bytes, which carry **no length**: only
+the class can read them. Instead of knowing every serializer, the reader re-synchronises on what
+must follow a snapshot: the next serializer entry (its UTF key followed by ``int 2`` is a
+distinctive byte string), the next state's header (tried at each offset before that entry; it must
+end exactly there), or the end of the header. The class names inside a snapshot's bytes (nested
+serializers of composite snapshots: map, list, TTL, timer, row) are picked up as Java class names.
+A state uses TTL when its value serializer is (or nests) Flink's ``TtlSerializer``.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from ckptctl.errors import MetadataFormatError
+from ckptctl.metadata import mutf8
+from ckptctl.metadata.bytereader import ByteReader
+
+BACKEND_STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
+SERIALIZER_KEYS = ("KEY_SERIALIZER", "NAMESPACE_SERIALIZER", "VALUE_SERIALIZER", "USER_KEY_SERIALIZER")
+OPTION_KEYS = ("KEYED_STATE_TYPE", "OPERATOR_STATE_DISTRIBUTION_MODE")
+SNAPSHOT_PROXY_VERSION = 2
+TTL_MARKER = "TtlSerializerSnapshot"
+# fixed-length serializers (TypeSerializer.getLength() >= 0) by snapshot class, for list elements
+FIXED_LENGTHS = {
+    "LongSerializer": 8, "IntSerializer": 4, "DoubleSerializer": 8, "FloatSerializer": 4,
+    "ShortSerializer": 2, "ByteSerializer": 1, "BooleanSerializer": 1, "CharSerializer": 2,
+}  # fmt: skip
+
+_ANCHORS = tuple(
+    struct.pack(">H", len(k)) + k.encode() + struct.pack(">i", SNAPSHOT_PROXY_VERSION)
+    for k in SERIALIZER_KEYS
+)
+_CLASS_NAME = re.compile(rb"(?:[A-Za-z_$][\w$]*\.)+[A-Za-z_$][\w$]*")
+
+
+@dataclass
+class SerializerInfo:
+    key: str  # KEY_SERIALIZER, VALUE_SERIALIZER, ...
+    snapshot_class: str
+    version: int
+    nested: list[str]  # class names found inside the snapshot's bytes, in order
+
+    @property
+    def classes(self) -> list[str]:
+        return [self.snapshot_class, *self.nested]
+
+    @property
+    def summary(self) -> str:
+        inner = [short_class(c) for c in self.nested]
+        return short_class(self.snapshot_class) + (f"<{', '.join(inner)}>" if inner else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"class": self.snapshot_class, "version": self.version, "nested": self.nested}
+
+
+@dataclass
+class StateMeta:
+    name: str
+    backend_type: str
+    options: dict[str, str]
+    serializers: list[SerializerInfo]
+
+    @property
+    def kind(self) -> str:
+        if self.backend_type == "PRIORITY_QUEUE":
+            return "TIMERS" if self.name.startswith("_timer_state/") else "PRIORITY_QUEUE"
+        return (
+            self.options.get("KEYED_STATE_TYPE")
+            or self.options.get("OPERATOR_STATE_DISTRIBUTION_MODE")
+            or "?"
+        )
+
+    def serializer(self, key: str) -> SerializerInfo | None:
+        return next((s for s in self.serializers if s.key == key), None)
+
+    @property
+    def ttl(self) -> bool:
+        value = self.serializer("VALUE_SERIALIZER")
+        return value is not None and any(TTL_MARKER in c for c in value.classes)
+
+    @property
+    def ttl_element_length(self) -> int | None:
+        """For TTL list state: the length of one serialized element (timestamp + user value), if fixed."""
+        value = self.serializer("VALUE_SERIALIZER")
+        if value is None:
+            return None
+        classes = value.classes
+        idx = next((i for i, c in enumerate(classes) if TTL_MARKER in c), None)
+        if idx is None:
+            return None
+        user = classes[idx + 2 :]  # after the TTL serializer and its timestamp (Long) serializer
+        if len(user) != 1:
+            return None
+        n = FIXED_LENGTHS.get(short_class(user[0]))
+        return None if n is None else 8 + n
+
+
+@dataclass
+class BackendHeader:
+    version: int
+    compressed: bool
+    key_serializer: SerializerInfo | None
+    states: list[StateMeta]
+    end: int  # offset after the header (as far as it could be determined)
+
+
+def short_class(name: str) -> str:
+    """``org.apache...LongSerializer$LongSerializerSnapshot`` → ``LongSerializer``; ``...TtlStateFactory$TtlSerializerSnapshot`` → ``TtlSerializer``."""
+    simple = name.rsplit(".", 1)[-1]
+    if "$" in simple:
+        inner = simple.rsplit("$", 1)[-1]
+        simple = inner if inner and not inner.isdigit() else simple.split("$", 1)[0]
+    if simple.endswith("Snapshot") and len(simple) > len("Snapshot"):
+        simple = simple[: -len("Snapshot")]
+    if simple.endswith("Config") and simple.endswith("SerializerConfig"):
+        simple = simple[: -len("Config")]
+    return simple
+
+
+class _Reader(ByteReader):
+    SUBJECT = "state meta data"
+
+    def int(self, what: str) -> int:
+        return self.i32(what)
+
+    def short(self, what: str) -> int:
+        return self._unpack(">h", 2, what)
+
+    def utf(self, what: str) -> str:
+        self.need(2, what)
+        n = struct.unpack_from(">H", self.data, self.pos)[0]
+        self.need(2 + n, what)
+        raw = self.data[self.pos + 2 : self.pos + 2 + n]
+        try:
+            text = mutf8.decode(raw)
+        except (mutf8.MalformedUtf, UnicodeDecodeError) as e:
+            raise self.fail(f"{what}: not a modified UTF-8 string ({e})") from None
+        self.pos += 2 + n
+        return text
+
+
+def _next_anchor(data: bytes, start: int) -> int:
+    hits = [i for i in (data.find(a, start) for a in _ANCHORS) if i >= 0]
+    return min(hits) if hits else -1
+
+
+def _nested_classes(body: bytes) -> list[str]:
+    """Serializer snapshot class names (``writeUTF``) inside a snapshot's bytes; the length's low byte
+    may itself read as a letter (0x50 'P' …), so the name may start up to two bytes into a match."""
+    out = []
+    for m in _CLASS_NAME.finditer(body):
+        for s in range(m.start(), min(m.start() + 3, m.end())):
+            if s >= 2 and struct.unpack_from(">H", body, s - 2)[0] == m.end() - s:
+                name = body[s : m.end()].decode("ascii")
+                if name.endswith("Snapshot"):
+                    out.append(name)
+                break
+    return out
+
+
+def _try_state_header(data: bytes, s: int, end: int, *, with_count: bool) -> tuple | None:
+    """Parse [short count] + a state header at ``s``; the result if it ends exactly at ``end``."""
+    r = _Reader(data, "")
+    r.pos = s
+    try:
+        count = None
+        if with_count:
+            count = r.short("count")
+            if not 1 <= count <= 4096:
+                return None
+        name = r.utf("name")
+        if not name:
+            return None
+        btype = r.int("type")
+        if not 0 <= btype < len(BACKEND_STATE_TYPES):
+            return None
+        n_opts = r.int("options")
+        if not 0 <= n_opts <= len(OPTION_KEYS):
+            return None
+        opts = {}
+        for _ in range(n_opts):
+            k = r.utf("key")
+            if k not in OPTION_KEYS:
+                return None
+            opts[k] = r.utf("value")
+        n_ser = r.int("serializers")
+        if not 1 <= n_ser <= len(SERIALIZER_KEYS):
+            return None
+    except MetadataFormatError:
+        return None
+    if r.pos != end:
+        return None
+    return count, name, BACKEND_STATE_TYPES[btype], opts, n_ser
+
+
+def _find_header(data: bytes, start: int, anchor: int, *, with_count: bool) -> tuple[int, tuple] | None:
+    for s in range(start, anchor):
+        parsed = _try_state_header(data, s, anchor, with_count=with_count)
+        if parsed is not None:
+            return s, parsed
+    return None
+
+
+def parse_backend_header(data: bytes, path: str, *, base: int = 0) -> BackendHeader:
+    """Read a keyed backend serialization proxy from ``data``: exactly the header's bytes (an
+    incremental meta file, or a full-snapshot stream up to its first key group)."""
+    r = _Reader(data, path, base)
+    version = r.int("proxy version")
+    if not 1 <= version <= 64:
+        raise r.fail(f"not a keyed state backend header: proxy version {version}", at=0)
+    compressed = r.bool("compression flag")
+    states: list[StateMeta] = []
+    # key serializer snapshot: proxy version, class, version, bytes up to "short count + first header"
+    key_ser, pending = _read_snapshot_then(r, data, None, with_count=True)
+    declared = pending[1][0] if pending is not None else None
+    while pending is not None:
+        _count, name, btype, opts, n_ser = pending[1]
+        r.pos = pending[0] + _header_len(data, pending[0], pending[1])
+        sers: list[SerializerInfo] = []
+        pending = None
+        for i in range(n_ser):
+            key = r.utf("serializer key")
+            if key not in SERIALIZER_KEYS:
+                raise r.fail(f"state '{name}': unknown serializer key '{key}'")
+            last = i == n_ser - 1
+            info, nxt = _read_snapshot_then(r, data, key, with_count=False, last=last)
+            sers.append(info)
+            if last:
+                pending = nxt
+        states.append(StateMeta(name, btype, opts, sers))
+    if declared is not None and len(states) != declared:
+        raise r.fail(
+            f"the header declares {declared} states but {len(states)} were found "
+            "(truncated, or a serializer snapshot that cannot be skipped)"
+        )
+    return BackendHeader(version, compressed, key_ser, states, r.pos)
+
+
+def _header_len(data: bytes, s: int, parsed: tuple) -> int:
+    r = _Reader(data, "")
+    r.pos = s
+    if parsed[0] is not None:
+        r.short("count")
+    r.utf("name")
+    r.int("type")
+    for _ in range(r.int("options")):
+        r.utf("k")
+        r.utf("v")
+    r.int("serializers")
+    return r.pos - s
+
+
+def _read_snapshot_then(r: _Reader, data: bytes, key: str | None, *, with_count: bool, last: bool = True):
+    """Read one serializer snapshot whose length is unknown; return it and the next state's header, if any."""
+    start = r.pos
+    proxy = r.int("serializer snapshot proxy version")
+    if proxy != SNAPSHOT_PROXY_VERSION:
+        raise r.fail(
+            f"serializer snapshot: proxy version {proxy}, expected {SNAPSHOT_PROXY_VERSION}", at=start
+        )
+    cls = r.utf("serializer snapshot class")
+    version = r.int("serializer snapshot version")
+    body_start = r.pos
+    anchor = _next_anchor(data, body_start)
+    nxt = None
+    if anchor < 0:
+        body_end = len(data)
+    elif not last:
+        body_end = anchor
+    else:
+        found = _find_header(data, body_start, anchor, with_count=with_count)
+        if found is None:
+            raise r.fail(f"cannot find where serializer snapshot {cls} ends", at=body_start)
+        body_end, nxt = found[0], found
+    r.pos = body_end
+    return SerializerInfo(
+        key or "KEY_SERIALIZER", cls, version, _nested_classes(data[body_start:body_end])
+    ), nxt

@@ -1,0 +1,24 @@
+"""What state each operator holds: the catalog (metadata only) and the deep scan (RocksDB, TTL ages).
+
+The modules, in the order the work flows:
+
+* :mod:`~ckptctl.states.catalog`: per operator, its states and their serializers from the keyed
+  backend headers (parsed by :mod:`ckptctl.metadata.keyedproxy`) and the operator state handles;
+* :mod:`~ckptctl.states.scan`: ``--deep``'s tasks and the function that runs them on an engine
+  (:mod:`ckptctl.engine`): entries, bytes and TTL ages per column family and key group;
+* :mod:`~ckptctl.states.deep`: the driver: tasks from the catalog, records added up per state,
+  the ``--histogram`` Parquet;
+* :mod:`~ckptctl.states.report`: the ``states`` document.
+"""
+
+from __future__ import annotations
+
+from ckptctl.metadata.keyedproxy import short_class
+from ckptctl.states.catalog import OperatorCatalog, StateEntry, catalog, read_stream
+from ckptctl.states.deep import DeepResult, deep_scan, parse_duration, parse_now, parse_ttls, write_histogram
+from ckptctl.states.report import StatesReport
+
+__all__ = [
+    "DeepResult", "OperatorCatalog", "StateEntry", "StatesReport", "catalog", "deep_scan", "parse_duration",
+    "parse_now", "parse_ttls", "read_stream", "short_class", "write_histogram",
+]  # fmt: skip

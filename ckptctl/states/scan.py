@@ -1,0 +1,320 @@
+"""The deep scan's work on executors (and in-process): one task per keyed handle, records back.
+
+Keyed incremental RocksDB handles are rebuilt and opened like ``verify --deep``
+(:mod:`ckptctl.rocksdb.handledir`); per column family (state) entries and bytes per key group, and
+for TTL states the last-access timestamp of every entry: Flink's ``TtlSerializer`` writes it
+first, 8 bytes big-endian millis (value/reducing/aggregating: at byte 0 of the value; map: after
+the null flag; list: each element, when the element's length is fixed, separated by one delimiter
+byte). Column families with unmerged list-state merge operands are read by
+:mod:`ckptctl.rocksdb.sst`. Canonical savepoint streams (the unified key/value format of
+``FullSnapshotAsyncWriter``) are read directly.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from ckptctl.errors import MetadataFormatError, StorageError
+from ckptctl.metadata.keyedproxy import parse_backend_header
+from ckptctl.rocksdb.sst import MergeOperandsError, iterate_cf
+from ckptctl.storage import Storage, StorageOptions
+
+DAY_MS = 86_400_000
+# age buckets: [edge[i-1], edge[i]) in milliseconds; bucket 0 holds timestamps after "now"
+AGE_EDGES_MS = (0, 1_000, 10_000, 60_000, 600_000, 3_600_000, 21_600_000, DAY_MS, 7 * DAY_MS, 30 * DAY_MS,
+                90 * DAY_MS, 365 * DAY_MS)  # fmt: skip
+AGE_LABELS = ("future", "<1s", "1-10s", "10s-1m", "1-10m", "10m-1h", "1-6h", "6h-1d", "1-7d", "7-30d",
+              "30-90d", "90-365d", ">365d")  # fmt: skip
+
+
+def age_bucket(age_ms: int) -> int:
+    import bisect
+
+    return 0 if age_ms < 0 else bisect.bisect_right(AGE_EDGES_MS, age_ms)
+
+
+class StateSpec(NamedTuple):
+    """What the executor needs to know about one column family (a state)."""
+
+    name: str
+    layout: str  # where a TTL state's timestamps are: value | map | list; none (no TTL)
+    element_length: int | None  # list: one element's serialized length (fixed), else None
+    ttl_ms: int | None  # the TTL to count expired elements against, if given
+
+
+class RocksDBTask(NamedTuple):
+    """Scan one keyed RocksDB handle (see :class:`ckptctl.verify.tasks.HandleRef`)."""
+
+    index: int
+    files: tuple
+    key_group_start: int
+    key_group_end: int
+    prefix_bytes: int
+    specs: tuple[StateSpec, ...]
+    now_ms: int
+
+
+class SnapshotTask(NamedTuple):
+    """Scan one full-snapshot stream (a canonical savepoint's; see :class:`ckptctl.states.deep.SnapshotRef`)."""
+
+    index: int
+    source: tuple  # ("inline", bytes) | ("file", uri) | ("range", uri, offset, length)
+    key_group_offsets: tuple[tuple[int, int], ...]
+    prefix_bytes: int
+    specs: tuple[StateSpec, ...]
+    now_ms: int
+
+
+# The records a task yields. Every task ends with one HandleOutcome (ok or not); the counts of a
+# column family come all together or not at all.
+
+
+class HandleOutcome(NamedTuple):
+    index: int
+    ok: bool
+    detail: str | None
+
+
+class KeyGroupEntries(NamedTuple):
+    index: int
+    state: str
+    key_group: int
+    entries: int
+    bytes: int
+
+
+class AgeCount(NamedTuple):
+    """TTL elements of a key group whose last access falls in an age bucket (:data:`AGE_LABELS`)."""
+
+    index: int
+    state: str
+    key_group: int
+    bucket: int
+    elements: int
+    bytes: int
+
+
+class TtlSummary(NamedTuple):
+    """One column family of a handle: how its TTL timestamps read, what expired, and what read it."""
+
+    index: int
+    state: str
+    layout: str
+    decoded: int
+    undecodable: int
+    expired_elements: int
+    expired_bytes: int
+    oldest_ts: int | None
+    newest_ts: int | None
+    read_with: str  # rocksdb | sst | snapshot
+
+
+def _ttl_timestamps(layout: str, value: bytes, elem_len: int | None) -> list[tuple[int, int]] | None:
+    """(last-access millis, bytes) per element of a TTL value; ``None`` when it cannot be decoded."""
+    if layout == "value":
+        return [(struct.unpack_from(">q", value, 0)[0], len(value))] if len(value) >= 8 else None
+    if layout == "map":
+        # RocksDBMapState: a null flag, then the TtlValue (timestamp first) unless null
+        if len(value) >= 9 and value[0] == 0:
+            return [(struct.unpack_from(">q", value, 1)[0], len(value))]
+        return None
+    if layout == "list":
+        # RocksDB list state: elements separated by one delimiter byte (StringAppendTESTOperator ',')
+        if not elem_len or (len(value) + 1) % (elem_len + 1):
+            return None
+        n = (len(value) + 1) // (elem_len + 1)
+        return [(struct.unpack_from(">q", value, i * (elem_len + 1))[0], elem_len) for i in range(n)]
+    return None
+
+
+def scan_states(storage, task: RocksDBTask) -> Iterator[tuple]:
+    """One deep-scan task: rebuild the handle's RocksDB directory and count every column family."""
+    import shutil
+    import tempfile
+
+    from ckptctl.rocksdb.handledir import open_read_only, rebuild_handle_dir
+
+    index, files, _kg_start, _kg_end, prefix_bytes, specs, now_ms = task
+    workdir = tempfile.mkdtemp(prefix="ckptctl-states-")
+    try:
+        try:
+            rebuild_handle_dir(storage, files, workdir)
+        except (StorageError, OSError) as e:
+            yield HandleOutcome(index, False, f"cannot rebuild the RocksDB directory: {e}")
+            return
+        try:
+            db, cfs = open_read_only(workdir)
+        except Exception as e:  # noqa: BLE001
+            yield HandleOutcome(index, False, f"RocksDB cannot open the rebuilt directory: {e}")
+            return
+        by_name = {spec.name: spec for spec in specs}
+        try:
+            for cf in cfs:
+                if cf == "default":
+                    continue
+                spec = by_name.get(cf) or StateSpec(cf, "none", None, None)
+                try:
+                    yield from _scan_cf(db, cf, spec, index, prefix_bytes, now_ms, workdir)
+                except Exception as e:  # noqa: BLE001 - SstFormatError, rocksdict errors: reported per handle
+                    yield HandleOutcome(index, False, f"column family '{cf}': {e}")
+        finally:
+            db.close()
+        yield HandleOutcome(index, True, None)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _scan_cf(db, cf, spec, index, prefix_bytes, now_ms, workdir) -> Iterator[tuple]:
+    try:
+        yield from _count_cf(iterate_cf(db, cf), cf, spec, index, prefix_bytes, now_ms, "rocksdb")
+    except MergeOperandsError:
+        from ckptctl.rocksdb.sst import read_column_family
+
+        yield from _count_cf(read_column_family(workdir, cf), cf, spec, index, prefix_bytes, now_ms, "sst")
+
+
+def _count_cf(rows, cf, spec, index, prefix_bytes, now_ms, source) -> list[tuple]:
+    """Entries and bytes per key group, TTL ages per (key group, bucket); all or nothing (a list, so
+    that an iterator failing half-way yields no partial counts)."""
+    _name, layout, elem_len, ttl_ms = spec
+    counts: dict[int, list[int]] = {}
+    ages: dict[tuple[int, int], list[int]] = {}
+    expired = [0, 0]
+    undecodable = 0
+    decoded = 0
+    lo_ts = hi_ts = None
+    for k, v in rows:
+        if prefix_bytes == 1:  # noqa: SIM108
+            kg = k[0] if k else -1
+        else:
+            kg = (k[0] << 8) | k[1] if len(k) >= 2 else -1
+        c = counts.get(kg)
+        if c is None:
+            c = counts[kg] = [0, 0]
+        c[0] += 1
+        c[1] += len(k) + len(v)
+        if layout == "none":
+            continue
+        stamps = _ttl_timestamps(layout, v, elem_len)
+        if stamps is None:
+            undecodable += 1
+            continue
+        for ts, nbytes in stamps:
+            decoded += 1
+            if layout != "list":
+                nbytes += len(k)
+            lo_ts = ts if lo_ts is None or ts < lo_ts else lo_ts
+            hi_ts = ts if hi_ts is None or ts > hi_ts else hi_ts
+            age = now_ms - ts
+            b = ages.get((kg, age_bucket(age)))
+            if b is None:
+                b = ages[(kg, age_bucket(age))] = [0, 0]
+            b[0] += 1
+            b[1] += nbytes
+            if ttl_ms is not None and age >= ttl_ms:
+                expired[0] += 1
+                expired[1] += nbytes
+    out: list[tuple] = [KeyGroupEntries(index, cf, kg, n, nbytes) for kg, (n, nbytes) in sorted(counts.items())]
+    out.extend(AgeCount(index, cf, kg, bucket, n, nbytes) for (kg, bucket), (n, nbytes) in sorted(ages.items()))
+    out.append(TtlSummary(index, cf, layout, decoded, undecodable, expired[0], expired[1], lo_ts, hi_ts, source))
+    return out
+
+
+END_OF_KEY_GROUP_MARK = 0xFFFF
+META_DATA_FOLLOWS = 0x80
+
+
+def full_snapshot_rows(
+    data: bytes, offsets: tuple[tuple[int, int], ...], names: list[str], path: str, prefix_bytes: int = 1
+):
+    """(state name, key, value) of a RocksDB full snapshot / canonical savepoint stream (the unified
+    format both backends write for savepoints): per key group at its offset a ``short`` state id,
+    then ``int`` length + key, ``int`` length + value pairs; the key's first bit says that a
+    ``short`` follows: the next state id, or ``0xFFFF`` at the end of the key group."""
+    for kg, off in sorted(offsets, key=lambda x: x[1]):
+        if off <= 0:
+            continue
+        pos = off
+        try:
+            sid = struct.unpack_from(">H", data, pos)[0]
+            pos += 2
+            while True:
+                if sid >= len(names):
+                    raise MetadataFormatError(
+                        f"key group {kg}: state id {sid}, the header has {len(names)} states",
+                        path=path,
+                        offset=pos - 2,
+                    )
+                klen = struct.unpack_from(">i", data, pos)[0]
+                key = data[pos + 4 : pos + 4 + klen]
+                pos += 4 + klen
+                vlen = struct.unpack_from(">i", data, pos)[0]
+                if klen < 1 or vlen < 0 or pos + 4 + vlen > len(data):
+                    raise MetadataFormatError(
+                        f"key group {kg}: bad key/value lengths {klen}/{vlen}", path=path, offset=pos
+                    )
+                value = data[pos + 4 : pos + 4 + vlen]
+                pos += 4 + vlen
+                follows = key[0] & META_DATA_FOLLOWS
+                if follows:
+                    key = bytes([key[0] & ~META_DATA_FOLLOWS & 0xFF]) + key[1:]
+                key_kg = key[0] if prefix_bytes == 1 else int.from_bytes(key[:2], "big")
+                if key_kg != kg:
+                    raise MetadataFormatError(
+                        f"a key of key group {key_kg} in the data of key group {kg}", path=path, offset=pos
+                    )
+                yield names[sid], key, value
+                if follows:
+                    nxt = struct.unpack_from(">H", data, pos)[0]
+                    pos += 2
+                    if nxt == END_OF_KEY_GROUP_MARK:
+                        break
+                    sid = nxt
+        except struct.error:
+            raise MetadataFormatError(f"key group {kg}: truncated", path=path, offset=pos) from None
+
+
+def scan_full_snapshot(storage, task: SnapshotTask) -> Iterator[tuple]:
+    """One deep-scan task over a full-snapshot stream (canonical savepoint)."""
+    index, source, offsets, prefix_bytes, specs, now_ms = task
+    try:
+        if source[0] == "inline":
+            data, path = source[1], "(inline)"
+        elif source[0] == "file":
+            data, path = storage.read_bytes(source[1]), source[1]
+        else:
+            data, path = storage.read_range(source[1], source[2], source[3]), source[1]
+    except (StorageError, OSError) as e:
+        yield HandleOutcome(index, False, f"cannot read the snapshot stream: {e}")
+        return
+    positive = [o for _kg, o in offsets if o > 0]
+    try:
+        header = parse_backend_header(data[: min(positive) if positive else len(data)], path)
+        if header.compressed:
+            yield HandleOutcome(index, False, "key groups are compressed (snapshot compression): not counted")
+            return
+        names = [m.name for m in header.states]
+        rows: dict[str, list[tuple[bytes, bytes]]] = {n: [] for n in names}
+        for name, k, v in full_snapshot_rows(data, offsets, names, path, prefix_bytes):
+            rows[name].append((k, v))
+    except MetadataFormatError as e:
+        yield HandleOutcome(index, False, str(e))
+        return
+    by_name = {spec.name: spec for spec in specs}
+    for name in names:
+        spec = by_name.get(name) or StateSpec(name, "none", None, None)
+        yield from _count_cf(rows[name], name, spec, index, prefix_bytes, now_ms, "snapshot")
+    yield HandleOutcome(index, True, None)
+
+
+def run_state_tasks(options: StorageOptions, tasks: Iterable[RocksDBTask | SnapshotTask]) -> Iterator[tuple]:
+    """The task function of both engines (module level: Spark pickles it, with ``options`` bound,
+    by reference)."""
+    storage = Storage.shared(options)
+    for task in tasks:
+        if task.__class__ is SnapshotTask:
+            yield from scan_full_snapshot(storage, task)
+        else:
+            yield from scan_states(storage, task)

@@ -1,0 +1,159 @@
+"""What a listing yields (:class:`FileInfo`) and the local walk below a root.
+
+The local walk is where gc's safety on local disks is decided: directory symlinks, bind mounts and
+aliases of one directory under two names are recorded (:class:`WalkNotes`), never listed twice.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from ckptctl.errors import StorageError
+from ckptctl.storage.uri import clean_local
+
+
+class FileInfo(NamedTuple):
+    """One listed file. ``mtime`` is seconds since the epoch, ``None`` when the storage has none.
+
+    A NamedTuple: listings hold millions of these, and tuples are the cheapest immutable record.
+    """
+
+    uri: str
+    size: int
+    mtime: float | None
+    is_link: bool = False
+
+
+def _contains_walk_root(link: str, root: str) -> bool:
+    """Whether the directory a symlink points at is the walk's root or one of its ancestors."""
+    try:
+        target = os.path.realpath(link)
+        top = os.path.realpath(root)
+    except OSError:
+        return True
+    return top == target or top.startswith(target.rstrip("/") + "/")
+
+
+# Directory names Flink writes no ``_metadata`` into, when they sit right below a job directory
+# (a 32-hex JobID). The same name anywhere else is an ordinary directory (a platform's
+# ``<fleet>/shared/ckpts`` root): pruning it by name alone hides whole jobs from gc.
+JOB_AREAS = ("shared", "taskowned")
+
+
+def is_job_dir_name(name: str) -> bool:
+    """A JobID as Flink prints it: 32 lowercase hex digits."""
+    return len(name) == 32 and all(c in "0123456789abcdef" for c in name)
+
+
+@dataclass
+class WalkNotes:
+    """What a local walk saw besides files: what gc must know to never miss or double-count one.
+
+    ``dirs``: every directory and its mtime (a job that was just restored has created empty
+    ``shared/`` and ``taskowned/`` directories before it writes any file). ``followed``: directory
+    symlinks walked into (their files are flagged as links, so never deleted). ``aliases``: a
+    directory reached a second time under another name (a bind mount, a symlink into the root):
+    the same file would be both live and "unreferenced" under two paths. ``mounts``: directories on
+    another device than their parent.
+    """
+
+    dirs: dict[str, float] = field(default_factory=dict)
+    followed: list[tuple[str, str]] = field(default_factory=list)  # (symlink uri, its target)
+    aliases: list[tuple[str, str]] = field(default_factory=list)  # (uri, the uri seen first)
+    mounts: list[str] = field(default_factory=list)
+    # (device, inode) -> path of every directory entered; share one between the walks of several
+    # scopes so that a directory of one reached through a symlink from another is an alias too
+    seen: dict[tuple[int, int], str] = field(default_factory=dict, repr=False)
+
+
+def walk_local(
+    root: str, prune_job_areas: bool = False, only: str | None = None, notes: WalkNotes | None = None
+) -> Iterator[FileInfo]:
+    """os.scandir walk: one stat per file; directory symlinks followed once.
+
+    A directory symlink (``chk-N`` moved to another volume) is walked into, and every file below
+    it is flagged ``is_link`` (kept by gc, never deleted through a link); each directory is entered
+    once by (device, inode), so a symlink loop, a second mount or a link back into the root is
+    recorded in ``notes.aliases`` instead of listed twice. ``prune_job_areas`` skips
+    ``<job-id>/shared`` and ``<job-id>/taskowned`` (no ``_metadata`` there, millions of files).
+    Entries are consumed as the directory is read (a flat shared/ with a million files must not be
+    held as a million DirEntry objects). Any OS error is one line naming the directory.
+    """
+    try:
+        top = os.stat(root)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise StorageError(f"cannot list: {e.strerror or e}", path="file:" + root) from None
+    if not stat_mod.S_ISDIR(top.st_mode):
+        if only is None or os.path.basename(root) == only:
+            yield FileInfo("file:" + clean_local(root), top.st_size, top.st_mtime)
+        return
+    seen: dict[tuple[int, int], str] = notes.seen if notes is not None else {}
+    first_top = seen.get((top.st_dev, top.st_ino))
+    if first_top is not None and notes is not None:  # this scope itself was reached from another
+        notes.aliases.append(("file:" + clean_local(root), "file:" + clean_local(first_top)))
+        return
+    seen[(top.st_dev, top.st_ino)] = root
+    stack: list[tuple[str, bool, int]] = [(root, False, top.st_dev)]
+    while stack:
+        current, linked, dev = stack.pop()
+        clean = clean_local(current).rstrip("/")
+        prefix = "file:" + clean + "/"
+        prune_here = prune_job_areas and is_job_dir_name(clean.rpartition("/")[2])
+        try:
+            it = os.scandir(current)
+        except FileNotFoundError:
+            continue  # removed while we walked
+        except PermissionError:
+            raise StorageError("permission denied", path="file:" + clean) from None
+        except OSError as e:
+            raise StorageError(f"cannot list: {e.strerror or e}", path="file:" + clean) from None
+        try:
+            with it:
+                for entry in it:
+                    is_symlink = entry.is_symlink()
+                    try:
+                        is_dir = entry.is_dir(follow_symlinks=True)
+                    except OSError:  # a symlink loop (ELOOP) or an unreadable target: a link, kept
+                        is_dir = False
+                    if is_dir and is_symlink and _contains_walk_root(entry.path, root):
+                        # a link to the root or above it (`up -> /`): following it would walk the
+                        # machine; it is the root under another name, an alias
+                        if notes is not None:
+                            notes.aliases.append((prefix + entry.name, "file:" + clean_local(root)))
+                        continue
+                    if is_dir:
+                        if prune_here and entry.name in JOB_AREAS:
+                            continue
+                        try:
+                            ds = entry.stat(follow_symlinks=True)
+                        except FileNotFoundError:
+                            continue
+                        uri = prefix + entry.name
+                        first = seen.get((ds.st_dev, ds.st_ino))
+                        if first is not None:
+                            if notes is not None:
+                                notes.aliases.append((uri, "file:" + clean_local(first)))
+                            continue
+                        seen[(ds.st_dev, ds.st_ino)] = entry.path
+                        if notes is not None:
+                            notes.dirs[uri] = ds.st_mtime
+                            if is_symlink:
+                                notes.followed.append((uri, "file:" + os.path.realpath(entry.path)))
+                            if ds.st_dev != dev:
+                                notes.mounts.append(uri)
+                        stack.append((entry.path, linked or is_symlink, ds.st_dev))
+                    elif only is not None and entry.name != only:
+                        continue
+                    else:
+                        fs = entry.stat(follow_symlinks=False)
+                        yield FileInfo(prefix + entry.name, fs.st_size, fs.st_mtime, linked or is_symlink)
+        except StorageError:
+            raise
+        except OSError as e:  # a name too long (PATH_MAX), an I/O error while reading the directory
+            raise StorageError(f"cannot list: {e.strerror or e}", path="file:" + clean) from None

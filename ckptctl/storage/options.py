@@ -1,0 +1,82 @@
+"""How to reach the stores: the picklable settings every worker rebuilds its storage from."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptctl.errors import StorageError
+from ckptctl.storage.retry import env_seconds
+
+S3_CONNECT_TIMEOUT = 3.0  # seconds
+# An endpoint that accepts the connection and never answers must not hang a command: each request
+# gets a read timeout (and one storage call a total deadline: ckptctl.storage.retry).
+S3_READ_TIMEOUT = 5.0  # seconds, CKPTCTL_S3_READ_TIMEOUT
+
+
+@dataclass(frozen=True)
+class StorageOptions:
+    """Everything needed to reach the stores, and the one thing that travels to workers (gc's
+    process, Spark executors): a :class:`Storage` is rebuilt from it (:meth:`Storage.shared`).
+
+    The endpoint (MinIO, Ceph, moto), the credentials the driver found in its environment (all
+    ``None``: botocore's own chain decides, e.g. profile files or an instance role, wherever the
+    storage is built) and the connect timeout. Picklable; the secrets stay out of ``repr``.
+    """
+
+    s3_endpoint: str | None = None
+    aws_access_key_id: str | None = field(default=None, repr=False)
+    aws_secret_access_key: str | None = field(default=None, repr=False)
+    aws_session_token: str | None = field(default=None, repr=False)
+    aws_profile: str | None = None
+    aws_region: str | None = None
+    connect_timeout: float = S3_CONNECT_TIMEOUT
+    read_timeout: float = S3_READ_TIMEOUT
+
+    @classmethod
+    def from_env(cls, s3_endpoint: str | None = None) -> StorageOptions:
+        env = os.environ.get
+        endpoint = s3_endpoint or env("CKPTCTL_S3_ENDPOINT") or env("AWS_ENDPOINT_URL_S3") or env("AWS_ENDPOINT_URL")
+        if endpoint and not endpoint.strip().lower().startswith(("http://", "https://")):
+            raise StorageError(
+                f"the S3 endpoint '{endpoint}' is not a URL: give it with its scheme, e.g. http://{endpoint}"
+            )
+        return cls(
+            s3_endpoint=endpoint,
+            aws_access_key_id=env("AWS_ACCESS_KEY_ID") or None,
+            aws_secret_access_key=env("AWS_SECRET_ACCESS_KEY") or None,
+            aws_session_token=env("AWS_SESSION_TOKEN") or None,
+            aws_profile=env("AWS_DEFAULT_PROFILE") or env("AWS_PROFILE") or None,  # botocore's order
+            aws_region=env("AWS_DEFAULT_REGION") or None,
+            read_timeout=env_seconds("CKPTCTL_S3_READ_TIMEOUT", S3_READ_TIMEOUT),
+        )
+
+    def s3fs_kwargs(self) -> dict[str, Any]:
+        # a closed or unreachable endpoint must fail in seconds: a bounded connect timeout and no
+        # botocore retries on top of s3fs's own (a few quick ones) and ckptctl's back-off
+        # (retrying), which retries throttling and 5xx but stops at once on an unreachable
+        # endpoint or missing credentials (see s3_problem). botocore's own retry modes cannot do
+        # that: they count a refused connection as transient and back off on it.
+        # s3fs's own retries (of timeouts among others) are off too: ckptctl's deadline bounds them
+        kwargs: dict[str, Any] = {
+            "config_kwargs": {
+                "connect_timeout": self.connect_timeout, "read_timeout": self.read_timeout,
+                "retries": {"max_attempts": 1},
+            },
+        }  # fmt: skip
+        client: dict[str, Any] = {}
+        if self.s3_endpoint:
+            client["endpoint_url"] = self.s3_endpoint
+            kwargs["endpoint_url"] = self.s3_endpoint
+        if self.aws_region:
+            client["region_name"] = self.aws_region
+        if client:
+            kwargs["client_kwargs"] = client
+        if self.aws_access_key_id or self.aws_secret_access_key:
+            kwargs["key"], kwargs["secret"] = self.aws_access_key_id, self.aws_secret_access_key
+            if self.aws_session_token:
+                kwargs["token"] = self.aws_session_token
+        if self.aws_profile:
+            kwargs["profile"] = self.aws_profile
+        return kwargs

@@ -1,0 +1,394 @@
+"""Storage access through fsspec: list, stat, read, write, move and delete files by canonical URI.
+
+Heavy imports (fsspec, s3fs, botocore) happen only when a filesystem is first needed, which keeps
+``ckptctl --help`` instant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import os
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from ckptctl.errors import StorageError
+from ckptctl.storage.listing import JOB_AREAS, FileInfo, WalkNotes, is_job_dir_name, walk_local
+from ckptctl.storage.options import StorageOptions
+from ckptctl.storage.retry import first_line, retry_delay, retrying, s3_problem
+from ckptctl.storage.uri import SUPPORTED_SCHEMES, clean_local, scheme_of
+
+
+class Storage:
+    """List, stat, read and delete files by canonical URI, on any fsspec filesystem."""
+
+    def __init__(self, options: StorageOptions | None = None) -> None:
+        self.options = options or StorageOptions.from_env()
+        self._filesystems: dict[str, Any] = {}
+
+    @classmethod
+    def shared(cls, options: StorageOptions) -> Storage:
+        """One :class:`Storage` per options in this process: what workers (executors, threads
+        of a pool) use, so their filesystems and connection pools are made once."""
+        with _SHARED_LOCK:
+            storage = _SHARED.get(options)
+            if storage is None:
+                storage = _SHARED[options] = cls(options)
+        return storage
+
+    # -- filesystem resolution -----------------------------------------------------------
+    def fs(self, uri: str) -> tuple[Any, str]:
+        scheme = scheme_of(uri)
+        fs = self._filesystems.get(scheme)
+        if fs is None:
+            fs = self._filesystems[scheme] = self._make_fs(scheme)
+        if scheme in ("file", "s3"):
+            return fs, uri[5:]  # "file:" and "s3://" are both five characters
+        return fs, uri
+
+    def _make_fs(self, scheme: str) -> Any:
+        import fsspec
+
+        if scheme not in SUPPORTED_SCHEMES:
+            raise StorageError(
+                f"unsupported scheme '{scheme}:': ckptctl reads local paths and s3:// (also s3a://, s3n://)"
+            )
+        try:
+            if scheme == "s3":
+                import s3fs
+
+                fs = s3fs.S3FileSystem(**self.options.s3fs_kwargs())
+                fs.retries = 1  # a class attribute: its retries (of timeouts too) are ckptctl's, bounded
+                return fs
+            return fsspec.filesystem(scheme)
+        except (ImportError, ValueError) as e:
+            raise StorageError(f"no filesystem for scheme '{scheme}': {e}") from None
+
+    def to_uri(self, scheme: str, fs_path: str) -> str:
+        if scheme == "file":
+            return "file:" + clean_local(fs_path)
+        if scheme == "s3":
+            return "s3://" + fs_path.lstrip("/")
+        return fs_path
+
+    # -- reading -------------------------------------------------------------------------
+    def read_bytes(self, uri: str, limit: int | None = None) -> bytes:
+        """The whole file. With ``limit``, a file larger than that (or, locally, anything but a
+        regular file: a FIFO would block forever, ``/dev/zero`` never end) is refused first."""
+        fs, path = self.fs(uri)
+        if limit is not None:
+            self._check_readable(uri, path, limit)
+        try:
+            return retrying(lambda: fs.cat_file(path) if scheme_of(uri) == "s3" else _read_all(fs, path))
+        except FileNotFoundError:
+            raise StorageError("file not found", path=uri) from None
+        except PermissionError:
+            raise StorageError("permission denied", path=uri) from None
+        except IsADirectoryError:
+            raise StorageError("is a directory, not a file", path=uri) from None
+        except OSError as e:
+            raise StorageError(f"cannot read: {e}", path=uri) from None
+
+    def _check_readable(self, uri: str, path: str, limit: int) -> None:
+        if scheme_of(uri) == "file":
+            import stat as _stat
+
+            try:
+                info = os.stat(path)
+            except FileNotFoundError:
+                raise StorageError("file not found", path=uri) from None
+            except OSError as e:
+                raise StorageError(f"cannot stat: {e.strerror or e}", path=uri) from None
+            if not _stat.S_ISREG(info.st_mode):
+                raise StorageError("not a regular file (a FIFO, device or directory): not read", path=uri)
+            size = info.st_size
+        else:
+            found = self.stat(uri)
+            if found is None:
+                raise StorageError("file not found", path=uri)
+            size = found.size
+        if size > limit:
+            raise StorageError(f"{size:,} bytes, more than the {limit:,} a _metadata may have: not read", path=uri)
+
+    def read_range(self, uri: str, start: int, length: int) -> bytes:
+        fs, path = self.fs(uri)
+        try:  # retried here: botocore itself does not retry (see StorageOptions.s3fs_kwargs)
+            return retrying(lambda: fs.cat_file(path, start=start, end=start + length))
+        except FileNotFoundError:
+            raise StorageError("file not found", path=uri) from None
+        except OSError as e:
+            raise StorageError(f"cannot read: {e}", path=uri) from None
+
+    def stat(self, uri: str, fresh: bool = False) -> FileInfo | None:
+        """The file's size and mtime, or ``None`` if it does not exist (or is a directory).
+
+        ``fresh``: ask the store (a HEAD on S3), never a listing of its directory cached earlier."""
+        fs, path = self.fs(uri)
+        if fresh and scheme_of(uri) == "s3":
+            fs.invalidate_cache(path)
+        try:
+            info = retrying(lambda: fs.info(path))
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise StorageError(f"cannot stat: {e}", path=uri) from None
+        if info.get("type") == "directory":
+            return None
+        return FileInfo(uri, int(info.get("size") or 0), _mtime_of(info))
+
+    def is_dir(self, uri: str) -> bool:
+        fs, path = self.fs(uri)
+        try:
+            return bool(fs.isdir(path))
+        except OSError as e:
+            raise StorageError(f"cannot stat: {e}", path=uri) from None
+
+    def list_files(self, uri: str, notes: WalkNotes | None = None) -> Iterator[FileInfo]:
+        """Every file below ``uri`` (recursively). Locally, directory symlinks are walked once and
+        their files flagged as links; ``notes`` collects directories, links, aliases and mounts."""
+        fs, path = self.fs(uri)
+        scheme = scheme_of(uri)
+        if scheme == "file":
+            yield from walk_local(path, notes=notes)
+            return
+        if scheme == "s3":
+            yield from self._list_s3(fs, path)
+            return
+        try:
+            found = fs.find(path.rstrip("/") + "/", detail=True, withdirs=False)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise StorageError(f"cannot list: {e}", path=uri) from None
+        for fs_path, info in found.items():
+            if info.get("type") == "directory":
+                continue
+            yield FileInfo(self.to_uri(scheme, fs_path), int(info.get("size") or 0), _mtime_of(info))
+
+    def _list_s3(self, fs, path: str) -> Iterator[FileInfo]:
+        """List an S3 prefix with concurrent requests (see :mod:`ckptctl.storage.s3list`)."""
+        from fsspec.asyn import sync
+
+        from ckptctl.storage.s3list import list_prefix
+
+        bucket, _, prefix = path.partition("/")
+        prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+        try:
+            objects = sync(fs.loop, list_prefix, fs, bucket, prefix)
+        except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+            if s3_problem(e):
+                raise StorageError(s3_problem(e), path=f"s3://{path}") from None
+            if "NoSuchBucket" in str(e) or isinstance(e, FileNotFoundError):
+                raise StorageError("no such bucket", path=f"s3://{bucket}") from None
+            raise StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}") from None
+        for key, size, modified in objects:
+            yield FileInfo(f"s3://{bucket}/{key}", size, modified.timestamp() if modified else None)
+
+    def find_metadata(self, uri: str) -> Iterator[FileInfo]:
+        """Every ``_metadata`` below ``uri``, without reading the (huge) shared/ and taskowned/ dirs
+        of jobs.
+
+        Flink never writes a ``_metadata`` inside ``<job-id>/shared`` or ``<job-id>/taskowned``; a
+        directory with that name anywhere else is searched like any other (a root may live below
+        ``<fleet>/shared/``). Locally a pruned walk that follows directory symlinks (a ``chk-N``
+        moved to another volume); on object stores a walk of delimiter listings that never descends
+        into a job's areas either, so it costs one request per directory outside them, not a full
+        listing. gc runs it again after the full listing: a checkpoint that completed meanwhile
+        shows up as a difference.
+        """
+        if scheme_of(uri) == "file":
+            yield from walk_local(uri[5:], prune_job_areas=True, only="_metadata")
+            return
+        if scheme_of(uri) != "s3":
+            for f in self.list_files(uri):
+                if f.uri.endswith("/_metadata"):
+                    yield f
+            return
+        yield from self._walk_s3(uri, only="_metadata")
+
+    def list_checkpoint_areas(self, uri: str) -> Iterator[FileInfo]:
+        """Every file below ``uri`` except inside a job's ``shared/`` and ``taskowned/``: the
+        ``_metadata`` files and the contents of ``chk-N`` and savepoint directories, all that ``ls``
+        needs. On S3 a delimiter walk (one request per directory outside the job areas, never one
+        per object in a flat ``shared/`` of millions)."""
+        if scheme_of(uri) == "file":
+            yield from walk_local(uri[5:], prune_job_areas=True)
+            return
+        if scheme_of(uri) != "s3":
+            for f in self.list_files(uri):
+                rest = f.uri[len(uri.rstrip("/")) + 1 :].split("/")
+                if not any(p in JOB_AREAS and is_job_dir_name(rest[i - 1]) for i, p in enumerate(rest) if i):
+                    yield f
+            return
+        yield from self._walk_s3(uri)
+
+    def _walk_s3(self, uri: str, only: str | None = None) -> Iterator[FileInfo]:
+        """Delimiter listings from ``uri`` down, never into ``<job-id>/shared`` or ``<job-id>/taskowned``."""
+        fs, path = self.fs(uri)
+        stack = [path.rstrip("/")]
+        while stack:
+            current = stack.pop()
+            try:
+                entries = retrying(lambda c=current: fs.ls(c, detail=True, refresh=True))
+            except FileNotFoundError:
+                continue
+            except StorageError:
+                raise
+            except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+                if s3_problem(e):
+                    raise StorageError(s3_problem(e), path="s3://" + current) from None
+                raise StorageError(f"cannot list: {type(e).__name__}: {e}", path="s3://" + current) from None
+            in_job = is_job_dir_name(current.rpartition("/")[2])
+            for info in entries:
+                name = info["name"].rstrip("/")
+                base = name.rpartition("/")[2]
+                if name == current:
+                    continue  # the directory's own marker object ("…/chk-5/"), not a file in it
+                if info.get("type") == "directory":
+                    if not (in_job and base in JOB_AREAS):
+                        stack.append(name)
+                elif only is None or base == only:
+                    yield FileInfo("s3://" + name, int(info.get("size") or 0), _mtime_of(info))
+
+    # -- time ----------------------------------------------------------------------------
+    def now(self, uri: str) -> tuple[float | None, str]:
+        """The storage's idea of the current time, and where it came from.
+
+        Object stores stamp mtimes with their own clock, so age cut-offs are taken from it (the
+        HTTP ``Date`` of a cheap request, retried like every storage call) rather than from this
+        machine's clock. When it cannot be read the time is ``None``: gc then refuses unless told
+        to use the local clock.
+        """
+        if scheme_of(uri) != "s3":
+            return time.time(), "local clock"
+        fs, path = self.fs(uri)
+        bucket = path.split("/", 1)[0]
+        try:
+            response = retrying(lambda: fs.call_s3("list_objects_v2", Bucket=bucket, MaxKeys=1))
+            date = response["ResponseMetadata"]["HTTPHeaders"]["date"]
+            return email.utils.parsedate_to_datetime(date).timestamp(), "S3 Date header"
+        except Exception as e:  # noqa: BLE001 - any failure: say so, gc refuses
+            return None, f"no S3 Date header ({type(e).__name__}: {first_line(e)})"
+
+    # -- writing -------------------------------------------------------------------------
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        fs, path = self.fs(uri)
+        try:
+            if scheme_of(uri) == "file":
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            with fs.open(path, "wb") as f:
+                f.write(data)
+        except OSError as e:
+            raise StorageError(f"cannot write: {e}", path=uri) from None
+
+    def delete_many(self, uris: list[str]) -> list[tuple[str, str]]:
+        """Delete files; returns (uri, error) for those that could not be deleted.
+
+        S3 keys go 1000 per DeleteObjects request; a failed request and the keys a request
+        reports as failed are retried under the one retry policy (:func:`retry_delay`). A file
+        that is already gone counts as deleted, so an interrupted run can simply be repeated.
+        """
+        failed: list[tuple[str, str]] = []
+        local = [u for u in uris if scheme_of(u) == "file"]
+        for uri in local:
+            try:
+                os.unlink(uri[5:])
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                failed.append((uri, str(e)))
+        by_bucket: dict[str, list[str]] = {}
+        for uri in uris:
+            if scheme_of(uri) == "s3":
+                bucket, _, key = uri[5:].partition("/")
+                by_bucket.setdefault(bucket, []).append(key)
+        for bucket, keys in by_bucket.items():
+            fs, _ = self.fs("s3://" + bucket)
+            for start in range(0, len(keys), 1000):
+                failed += self._delete_s3_batch(fs, bucket, keys[start : start + 1000])
+            fs.invalidate_cache()
+        return failed
+
+    def _delete_s3_batch(self, fs, bucket, keys) -> list[tuple[str, str]]:
+        pending = list(keys)
+        last_error: dict[str, str] = {}
+        attempt = 0
+        while pending:
+            try:
+                request = {"Objects": [{"Key": k} for k in pending], "Quiet": True}
+                response = retrying(lambda r=request: fs.call_s3("delete_objects", Bucket=bucket, Delete=r))
+            except Exception as e:  # noqa: BLE001 - retried already: these keys failed
+                last_error = {k: f"{type(e).__name__}: {first_line(e)}" for k in pending}
+                break
+            errors = response.get("Errors") or []
+            last_error = {err["Key"]: f"{err.get('Code')}: {err.get('Message')}" for err in errors}
+            pending = [k for k in pending if k in last_error]
+            delay = retry_delay(Exception("keys failed"), attempt)
+            if not pending or delay is None:
+                break
+            time.sleep(delay)
+            attempt += 1
+        return [(f"s3://{bucket}/{k}", last_error.get(k, "unknown error")) for k in pending]
+
+    def move(self, src: str, dst: str) -> None:
+        """Move one file: copy, check the copy is there with the source's size, then delete the
+        source. A source already gone is nothing to do; any failure on the destination's side (no
+        such bucket, a missing local directory, no permission) is an error naming the destination,
+        and the source stays."""
+        if scheme_of(src) == "file" and scheme_of(dst) == "file":
+            os.makedirs(os.path.dirname(dst[5:]), exist_ok=True)
+            os.replace(src[5:], dst[5:])
+            return
+        source = self.stat(src)
+        if source is None:
+            return  # already gone (an interrupted run repeated)
+        fs, src_path = self.fs(src)
+        dst_fs, dst_path = self.fs(dst)
+        try:
+            if scheme_of(dst) == "file":
+                os.makedirs(os.path.dirname(dst_path), exist_ok=True)
+            if fs is dst_fs:
+                retrying(lambda: fs.copy(src_path, dst_path))
+            else:
+                data = retrying(lambda: fs.cat_file(src_path))
+                retrying(lambda: dst_fs.pipe_file(dst_path, data))
+        except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+            raise StorageError(f"cannot move to {dst}: {type(e).__name__}: {first_line(e)}", path=src) from None
+        copied = self.stat(dst)
+        if copied is None or copied.size != source.size:
+            raise StorageError(f"the copy at {dst} is missing or has the wrong size: source kept", path=src)
+        failed = self.delete_many([src])
+        if failed:
+            raise StorageError(f"copied to {dst} but could not delete: {failed[0][1]}", path=src)
+
+    def remove_empty_dirs(self, uri: str) -> None:
+        """Remove empty directories below and including ``uri`` (local only; object stores have none)."""
+        if scheme_of(uri) != "file":
+            return
+        for dirpath, _dirs, _files in sorted(os.walk(uri[5:]), key=lambda t: -len(t[0])):
+            with contextlib.suppress(OSError):  # not empty: keep it
+                os.rmdir(dirpath)
+
+
+_SHARED: dict[StorageOptions, Storage] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _read_all(fs: Any, path: str) -> bytes:
+    with fs.open(path, "rb") as f:
+        return f.read()
+
+
+def _mtime_of(info: dict[str, Any]) -> float | None:
+    value = info.get("mtime", info.get("LastModified", info.get("last_modified")))
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.timestamp()
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
