@@ -1,4 +1,4 @@
-"""Typed option values: durations, byte sizes, parallelism ranges, ``OLD=NEW`` mappings.
+"""Typed option values: durations, TTLs, instants, byte sizes, parallelism ranges, ``OLD=NEW`` mappings.
 
 An option declares what it holds (``typer.Option(..., parser=AGE)``) and the command receives the value in its
 final form (seconds, bytes, a list of parallelisms, a :class:`ckptctl.rebase.Rebase`), converted
@@ -116,6 +116,35 @@ class Typed:
             raise OptionError(str(e)) from None
 
 
+def parse_ttl(text: str, option: str) -> tuple[str | None, int]:
+    """``--ttl 7d`` (every TTL state: name None) or ``--ttl NAME=7d`` (one state) as (name, millis)."""
+    from ckptctl.durations import parse_millis
+    from ckptctl.errors import CkptError
+
+    name, eq, duration = text.rpartition("=")
+    if eq and not name:
+        raise CkptError(f"{option} expects 7d or NAME=7d, got '{text}'")
+    return (name if eq else None), parse_millis(duration, option)
+
+
+def parse_epoch_millis(text: str, option: str) -> int:
+    """``--now``: epoch milliseconds, or an ISO-8601 time (UTC unless it says otherwise)."""
+    from datetime import UTC
+
+    from ckptctl.errors import CkptError
+
+    t = text.strip()
+    if t.isdigit():
+        return int(t)
+    try:
+        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise CkptError(f"{option} expects epoch milliseconds or an ISO-8601 time, got '{text}'") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
 def _rebase(text: str, option: str) -> Any:
     from ckptctl.rebase import Rebase
 
@@ -125,4 +154,6 @@ def _rebase(text: str, option: str) -> Any:
 AGE = Typed("duration", parse_age)  # --older-than 24h: seconds of age (a duration or an ISO time)
 BYTES = Typed("bytes", parse_bytes)  # --bwlimit 50MiB: bytes, binary units
 PARALLELISM = Typed("parallelism", parse_parallelism)  # -p 4 or -p 1..8: the list of parallelisms
+TTL = Typed("ttl", parse_ttl)  # --ttl 7d or NAME=7d: (state name or None, milliseconds)
+EPOCH_MILLIS = Typed("time", parse_epoch_millis)  # --now: epoch milliseconds
 MAPPING = Typed("mapping", _rebase)  # --rebase OLD=NEW: a Rebase of one mapping (Rebase.parse)

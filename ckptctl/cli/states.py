@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,6 +19,7 @@ from ckptctl.cli.base import (
     get_output,
     writable_outputs,
 )
+from ckptctl.cli.params import EPOCH_MILLIS, TTL
 
 if TYPE_CHECKING:
     from ckptctl.states import StatesReport
@@ -40,18 +41,20 @@ def states_command(
         ),
     ] = False,
     ttl: Annotated[
-        list[str] | None,
+        list[Any] | None,  # (state name or None, milliseconds): params.TTL
         typer.Option(
             "--ttl",
+            parser=TTL,
             metavar="[NAME=]DURATION",
             help="With --deep: count TTL entries older than this (7d, 12h, 30m) as expired; NAME=7d for one "
             "state. Repeatable. The checkpoint does not store the TTL.",
         ),
     ] = None,  # fmt: skip
     now: Annotated[
-        str | None,
+        Any,  # epoch milliseconds: params.EPOCH_MILLIS
         typer.Option(
             "--now",
+            parser=EPOCH_MILLIS,
             metavar="TIME",
             help="With --deep: the time ages are measured from (epoch millis or ISO-8601; default: the "
             "_metadata modification time).",
@@ -77,7 +80,7 @@ def states_command(
     from ckptctl.cli.render import states as render
     from ckptctl.errors import CkptError
     from ckptctl.refs import load_checkpoint
-    from ckptctl.states import catalog, deep_scan, parse_now, parse_ttls, write_histogram
+    from ckptctl.states import catalog, deep_scan, write_histogram
     from ckptctl.targets import checked_path
 
     chosen = engine_choice(engine, master)
@@ -85,8 +88,8 @@ def states_command(
     for opt, given in (("--histogram", histogram), ("--ttl", ttl), ("--now", now)):
         if given and not deep:
             raise CkptError(f"{opt} needs --deep")
-    ttl_default, ttl_named = parse_ttls(ttl or [])
-    now_ms = parse_now(now) if now is not None else None
+    ttl_named = {name: ms for name, ms in ttl or () if name is not None}
+    ttl_default = next((ms for name, ms in reversed(ttl or ()) if name is None), None)
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     ck = load_checkpoint(storage, checked_path(storage, path), mappings)
@@ -95,7 +98,7 @@ def states_command(
     result = None
     if deep:
         result = deep_scan(
-            storage, ck, cat, now_ms=now_ms, ttl_default=ttl_default, ttl_named=ttl_named, engine=chosen,
+            storage, ck, cat, now_ms=now, ttl_default=ttl_default, ttl_named=ttl_named, engine=chosen,
         )  # fmt: skip
         if histogram:
             write_histogram(result, ck.location.uri, histogram)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from ckptctl.metadata.keyedproxy import short_class
 from ckptctl.states.catalog import OperatorCatalog, StateEntry, catalog, read_stream
-from ckptctl.states.deep import DeepResult, deep_scan, parse_duration, parse_now, parse_ttls, write_histogram
+from ckptctl.states.deep import DeepResult, deep_scan, write_histogram
 from ckptctl.states.report import StatesReport
 
 __all__ = [
-    "DeepResult", "OperatorCatalog", "StateEntry", "StatesReport", "catalog", "deep_scan", "parse_duration",
-    "parse_now", "parse_ttls", "read_stream", "short_class", "write_histogram",
+    "DeepResult", "OperatorCatalog", "StateEntry", "StatesReport", "catalog", "deep_scan",
+    "read_stream", "short_class", "write_histogram",
 ]  # fmt: skip

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -76,45 +75,6 @@ class DeepResult:
     handles: int
     engine: str
     elapsed: float
-
-
-def parse_duration(text: str) -> int:
-    """``7d``, ``12h``, ``1h30m``, ``45s``, ``500ms`` (a bare number is seconds) → milliseconds: the
-    one grammar of every duration option (:mod:`ckptctl.durations`)."""
-    from ckptctl.durations import parse_millis
-
-    return parse_millis(text, "--ttl")
-
-
-def parse_ttls(values: Iterable[str]) -> tuple[int | None, dict[str, int]]:
-    """``--ttl 7d`` (every TTL state) and ``--ttl NAME=7d`` (one state) → (default, per name)."""
-    default = None
-    named: dict[str, int] = {}
-    for v in values:
-        name, eq, dur = v.rpartition("=")
-        if eq:
-            if not name:
-                raise CkptError(f"--ttl expects 7d or NAME=7d, got '{v}'")
-            named[name] = parse_duration(dur)
-        else:
-            default = parse_duration(dur)
-    return default, named
-
-
-def parse_now(text: str) -> int:
-    """``--now``: epoch milliseconds, or an ISO-8601 time (UTC unless it says otherwise)."""
-    from datetime import UTC, datetime
-
-    t = text.strip()
-    if t.isdigit():
-        return int(t)
-    try:
-        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError:
-        raise CkptError(f"--now expects epoch milliseconds or an ISO-8601 time, got '{text}'") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000)
 
 
 def checkpoint_time_ms(storage, ck: LoadedCheckpoint) -> int:

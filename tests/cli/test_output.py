@@ -267,14 +267,15 @@ def test_gc_refuses_the_filesystem_root_and_a_foreign_manifest(tmp_path: Path) -
 def test_one_duration_grammar_for_every_duration_option() -> None:
     """--older-than 5 was 5 s while --ttl 5 was 5 ms; --ttl 1min and --older-than 1ms were refused;
     neither took 1h30m (issue 22). One grammar now: a bare number is seconds everywhere."""
+    from ckptctl.cli.params import parse_ttl
     from ckptctl.durations import parse_seconds
-    from ckptctl.states import parse_duration
 
     for text, seconds in (("5", 5), ("90s", 90), ("1min", 60), ("1h30m", 5400), ("500ms", 0.5), ("1.5h", 5400),
                           ("2w", 1209600), ("1 day", 86400)):  # fmt: skip
         assert parse_seconds(text) == seconds
         assert parse_age(text, "--older-than") == seconds
-        assert parse_duration(text) == round(seconds * 1000)
+        assert parse_ttl(text, "--ttl") == (None, round(seconds * 1000))
+        assert parse_ttl(f"count={text}", "--ttl") == ("count", round(seconds * 1000))
     for bad in ("1h30", "abc", "5 parsecs", "", "h"):
         with pytest.raises(Exception, match="duration|unit"):
             parse_seconds(bad)
