@@ -135,7 +135,8 @@ class LoadedCheckpoint:
 
 def read_location(storage: Storage, location: CheckpointLocation) -> CheckpointMetadata:
     uri = location.metadata_uri
-    return read_metadata(storage.read_bytes(uri, limit=MAX_METADATA_BYTES), path=uri)
+    known = location.metadata.size if location.metadata is not None else None
+    return read_metadata(storage.read_bytes(uri, limit=MAX_METADATA_BYTES, size=known), path=uri)
 
 
 MAX_METADATA_BYTES = 1 << 30  # the largest real _metadata seen is tens of MB; never read a device

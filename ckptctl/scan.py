@@ -72,13 +72,13 @@ class ScanStorage(Storage):
             if f.uri.endswith("/" + METADATA_FILE) and is_checkpoint_metadata(uri, f.uri):
                 yield f
 
-    def read_bytes(self, uri: str, limit: int | None = None) -> bytes:
+    def read_bytes(self, uri: str, limit: int | None = None, size: int | None = None) -> bytes:
         if st.basename(uri) != METADATA_FILE or not self.covers(uri):
-            return self.inner.read_bytes(uri, limit)
+            return self.inner.read_bytes(uri, limit, size)
         kept = self._metadata.get(uri)
         if kept is None:
             try:
-                kept = self.inner.read_bytes(uri, limit)
+                kept = self.inner.read_bytes(uri, limit, size)
             except StorageError as e:
                 kept = e
             self._metadata[uri] = kept

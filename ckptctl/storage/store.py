@@ -75,14 +75,26 @@ class Storage:
         return fs_path
 
     # -- reading -------------------------------------------------------------------------
-    def read_bytes(self, uri: str, limit: int | None = None) -> bytes:
+    def read_bytes(self, uri: str, limit: int | None = None, size: int | None = None) -> bytes:
         """The whole file. With ``limit``, a file larger than that (or, locally, anything but a
-        regular file: a FIFO would block forever, ``/dev/zero`` never end) is refused first."""
+        regular file: a FIFO would block forever, ``/dev/zero`` never end) is refused first.
+
+        ``size``: the object's size from a listing or stat just made, so that S3 is not asked
+        again (a HEAD per ``_metadata``); the read is then bounded to ``limit + 1`` bytes, so an
+        object that grew past the limit since is refused all the same, never read whole."""
         fs, path = self.fs(uri)
-        if limit is not None:
+        s3 = scheme_of(uri) == "s3"
+        bounded = limit is not None and size is not None and s3
+        if bounded:
+            self._refuse_larger(uri, size, limit)
+        elif limit is not None:
             self._check_readable(uri, path, limit)
         try:
-            return retrying(lambda: fs.cat_file(path) if scheme_of(uri) == "s3" else _read_all(fs, path))
+            if bounded:
+                data = retrying(lambda: fs.cat_file(path, start=0, end=limit + 1))
+                self._refuse_larger(uri, len(data), limit)
+                return data
+            return retrying(lambda: fs.cat_file(path) if s3 else _read_all(fs, path))
         except FileNotFoundError:
             raise StorageError("file not found", path=uri) from None
         except PermissionError:
@@ -91,6 +103,11 @@ class Storage:
             raise StorageError("is a directory, not a file", path=uri) from None
         except OSError as e:
             raise StorageError(f"cannot read: {e}", path=uri) from None
+
+    @staticmethod
+    def _refuse_larger(uri: str, size: int, limit: int) -> None:
+        if size > limit:
+            raise StorageError(f"{size:,} bytes, more than the {limit:,} a _metadata may have: not read", path=uri)
 
     def _check_readable(self, uri: str, path: str, limit: int) -> None:
         if scheme_of(uri) == "file":
@@ -110,8 +127,7 @@ class Storage:
             if found is None:
                 raise StorageError("file not found", path=uri)
             size = found.size
-        if size > limit:
-            raise StorageError(f"{size:,} bytes, more than the {limit:,} a _metadata may have: not read", path=uri)
+        self._refuse_larger(uri, size, limit)
 
     def read_range(self, uri: str, start: int, length: int) -> bytes:
         fs, path = self.fs(uri)
@@ -226,32 +242,52 @@ class Storage:
         yield from self._walk_s3(uri)
 
     def _walk_s3(self, uri: str, only: str | None = None) -> Iterator[FileInfo]:
-        """Delimiter listings from ``uri`` down, never into ``<job-id>/shared`` or ``<job-id>/taskowned``."""
+        """Delimiter listings from ``uri`` down, never into ``<job-id>/shared`` or ``<job-id>/taskowned``.
+
+        A job's ``chk-N`` directories (a few, each holding a ``_metadata`` and the exclusive state
+        files) are read with one listing of the ``<job-id>/chk-`` prefix rather than one per
+        directory: never more requests, and one per job instead of one per checkpoint."""
         fs, path = self.fs(uri)
         stack = [path.rstrip("/")]
         while stack:
             current = stack.pop()
-            try:
-                entries = retrying(lambda c=current: fs.ls(c, detail=True, refresh=True))
-            except FileNotFoundError:
-                continue
-            except StorageError:
-                raise
-            except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
-                if s3_problem(e):
-                    raise StorageError(s3_problem(e), path="s3://" + current) from None
-                raise StorageError(f"cannot list: {type(e).__name__}: {e}", path="s3://" + current) from None
+            entries = self._s3_call(lambda c=current: fs.ls(c, detail=True, refresh=True), current)
             in_job = is_job_dir_name(current.rpartition("/")[2])
+            checkpoint_dirs = []
             for info in entries:
                 name = info["name"].rstrip("/")
                 base = name.rpartition("/")[2]
                 if name == current:
                     continue  # the directory's own marker object ("…/chk-5/"), not a file in it
                 if info.get("type") == "directory":
-                    if not (in_job and base in JOB_AREAS):
-                        stack.append(name)
+                    if in_job and base in JOB_AREAS:
+                        continue
+                    (checkpoint_dirs if in_job and base.startswith("chk-") else stack).append(name)
                 elif only is None or base == only:
                     yield FileInfo("s3://" + name, int(info.get("size") or 0), _mtime_of(info))
+            if len(checkpoint_dirs) < 2:
+                stack.extend(checkpoint_dirs)
+                continue
+            below = self._s3_call(lambda c=current: fs.find(c, prefix="chk-", detail=True), current)
+            for name, info in sorted(below.items()):
+                if info.get("type") == "directory" or name.endswith("/"):
+                    continue  # directories implied by keys, and directory marker objects
+                if only is None or name.rpartition("/")[2] == only:
+                    yield FileInfo("s3://" + name, int(info.get("size") or 0), _mtime_of(info))
+
+    @staticmethod
+    def _s3_call(call, current: str):
+        """One listing call of the walk; a directory gone meanwhile lists as empty."""
+        try:
+            return retrying(call)
+        except FileNotFoundError:
+            return {}
+        except StorageError:
+            raise
+        except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+            if s3_problem(e):
+                raise StorageError(s3_problem(e), path="s3://" + current) from None
+            raise StorageError(f"cannot list: {type(e).__name__}: {e}", path="s3://" + current) from None
 
     # -- time ----------------------------------------------------------------------------
     def now(self, uri: str) -> tuple[float | None, str]:

@@ -153,3 +153,61 @@ def test_ls_on_s3_never_lists_inside_a_jobs_shared_directory(s3_server, s3_fixtu
     assert rows == expected and rows
     dirs = {r["path"].rsplit("/", 1)[0] for r in rows}  # jobs (and the root's own levels)
     assert lists <= 2 * (len(rows) + len(dirs)) + 6, lists  # a list per directory, a read per _metadata
+
+
+class _RequestLog:
+    """A loopback proxy in front of moto that records (method, decoded path) of every request."""
+
+    def __init__(self, endpoint: str) -> None:
+        from urllib.parse import unquote
+
+        from tests.support.faulty_proxy import FaultyProxy
+
+        log: list[tuple[str, str]] = []
+
+        class Logging(FaultyProxy):
+            def decide(self, method: str, path: str):
+                log.append((method, unquote(path)))
+                return super().decide(method, path)
+
+        self.log = log
+        self.proxy = Logging(endpoint, fault_rate=0.0)
+
+    def __enter__(self):
+        self.proxy.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proxy.__exit__(*exc)
+
+
+def test_ls_on_s3_lists_a_jobs_checkpoint_directories_at_once(s3_server, s3_fixtures: str) -> None:
+    """Issue 23: a job's chk-N directories cost one listing of the ``<job>/chk-`` prefix, not one
+    per directory (the fixture's job holds three); each _metadata one GET; the rows unchanged."""
+    root = f"{s3_fixtures}/2.2.0/basic"
+    expected = invoke("ls", "--json", "--s3-endpoint", s3_server.endpoint, root)
+    with _RequestLog(s3_server.endpoint) as requests:
+        rows = invoke("ls", "--json", "--s3-endpoint", requests.proxy.endpoint, root)
+    assert rows == expected
+    jobs = {p for _m, p in requests.log if "list-type=2" in p and "/chk-" in p}
+    chk_dirs = [r for r in rows if "/chk-" in r["path"]]
+    assert len(chk_dirs) >= 3 and len(jobs) == 1, (chk_dirs, requests.log)
+    reads = [p for m, p in requests.log if m == "GET" and p.endswith("/_metadata")]
+    assert len(reads) == len(rows)
+    assert len(requests.log) <= len(rows) + 8, requests.log  # the root's levels, the job, its chk-N
+
+
+def test_a_checkpoint_path_costs_one_head_of_its_metadata(s3_server, s3_fixtures: str) -> None:
+    """refs/verify of one checkpoint on S3: its _metadata's stat is the location's (one HEAD),
+    the read reuses that size (no second HEAD), and no directory test (HEAD + LIST) of PATH."""
+    case = next(c for c in cases() if (c.flink_version, c.scenario) == ("2.2.0", "basic"))
+    root = f"{s3_fixtures}/2.2.0/basic"
+    chk = f"{root}/checkpoints/567bd59a21b856058d9e2ce07240d0f1/chk-9"
+    rebase = ["--rebase", f"{case.original_root}={root}"]
+    with _RequestLog(s3_server.endpoint) as requests:
+        rows = invoke("refs", "--json", "--s3-endpoint", requests.proxy.endpoint, chk, *rebase)
+    assert rows
+    heads = [p for m, p in requests.log if m == "HEAD"]
+    assert heads == [chk[len("s3:/") :] + "/_metadata"], requests.log
+    assert [m for m, p in requests.log if p.endswith("/_metadata")] == ["HEAD", "GET"]
+    assert not [p for m, p in requests.log if "max-keys=1" in p], requests.log

@@ -40,9 +40,9 @@ class CountingStorage(Storage):
         self.metadata_listings[uri] += 1
         return super().find_metadata(uri)
 
-    def read_bytes(self, uri, limit=None):
+    def read_bytes(self, uri, limit=None, size=None):
         self.reads[uri] += 1
-        return super().read_bytes(uri, limit)
+        return super().read_bytes(uri, limit, size)
 
 
 def _check(storage: Storage, root: str, rebase: Rebase, limit: int | None = None) -> dict:
