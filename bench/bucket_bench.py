@@ -42,32 +42,12 @@ ROWS_PER_FILE = 1_000_000
 
 # Runs one command in a child process and reports its peak RSS: the Python driver's from
 # RUSAGE_SELF, its JVM's (a descendant: Spark's gateway) from /proc VmHWM before Spark stops.
-CLI_DRIVER = r"""
+PRELUDE = f"""
 import json, resource, sys, time
-
-def jvm_peak_mib():
-    # peak RSS (VmHWM) of the descendant JVMs, read before they are stopped
-    import os
-    kids, peak = {}, 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-            kids.setdefault(int(stat[1]), []).append(int(pid))
-        except OSError:
-            pass
-    todo = [os.getpid()]
-    while todo:
-        for child in kids.get(todo.pop(), []):
-            todo.append(child)
-            try:
-                if open(f"/proc/{child}/comm").read().strip() != "java":
-                    continue
-                for line in open(f"/proc/{child}/status"):
-                    if line.startswith("VmHWM:"):
-                        peak = max(peak, int(line.split()[1]))
-            except OSError:
-                pass
-    return peak / 1024
+sys.path.insert(0, {str(HERE.parent)!r})
+from bench.bucket_bench import jvm_peak_mib
+"""
+CLI_DRIVER = PRELUDE + r"""
 start = time.perf_counter()
 from ckptctl.cli import main
 try:
@@ -84,32 +64,7 @@ print(json.dumps({"wall": time.perf_counter() - start, "rc": rc,
                   "jvm_rss_mib": jvm}), file=sys.stderr)
 """
 
-FLOOR_DRIVER = r"""
-import json, resource, sys, time
-
-def jvm_peak_mib():
-    # peak RSS (VmHWM) of the descendant JVMs, read before they are stopped
-    import os
-    kids, peak = {}, 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-            kids.setdefault(int(stat[1]), []).append(int(pid))
-        except OSError:
-            pass
-    todo = [os.getpid()]
-    while todo:
-        for child in kids.get(todo.pop(), []):
-            todo.append(child)
-            try:
-                if open(f"/proc/{child}/comm").read().strip() != "java":
-                    continue
-                for line in open(f"/proc/{child}/status"):
-                    if line.startswith("VmHWM:"):
-                        peak = max(peak, int(line.split()[1]))
-            except OSError:
-                pass
-    return peak / 1024
+FLOOR_DRIVER = PRELUDE + r"""
 start = time.perf_counter()
 inventory, live, out, prefix = sys.argv[1:5]
 from ckptctl.engine.spark import spark_session, stop_spark
@@ -128,6 +83,31 @@ print(json.dumps({"wall": time.perf_counter() - start, "rc": 0, "orphans": n,
                   "driver_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "jvm_rss_mib": jvm}), file=sys.stderr)
 """
+
+
+def jvm_peak_mib() -> float:
+    """Peak RSS (VmHWM) of this process's descendant JVMs, read before they are stopped."""
+    kids: dict[int, list[int]] = {}
+    peak = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            kids.setdefault(int(stat[1]), []).append(int(pid))
+        except OSError:
+            pass
+    todo = [os.getpid()]
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            todo.append(child)
+            try:
+                if Path(f"/proc/{child}/comm").read_text().strip() != "java":
+                    continue
+                for line in Path(f"/proc/{child}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+            except OSError:
+                pass
+    return peak / 1024
 
 
 def run(script: str, args: list[str], env: dict[str, str]) -> dict:
