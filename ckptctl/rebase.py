@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.errors import LayoutError
@@ -66,8 +67,23 @@ class Rebase:
         pairs.update(dict(self.mappings))
         return Rebase(_longest_first(pairs.items()))
 
+    def to_json(self) -> list[list[str]]:
+        """The form every plan file keeps (gc's and relocate's): ``[[OLD, NEW], ...]``. Pairs, not
+        ``OLD=NEW`` strings: a path may hold a ``=`` (``dt=2026-11-25/``), a pair never splits wrong."""
+        return [[o, n] for o, n in self.mappings]
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> Rebase:
+        """:meth:`to_json`'s form read back from ``where`` (a plan file); anything else is one line."""
+        if not isinstance(value, list) or not all(
+            isinstance(m, list) and len(m) == 2 and all(isinstance(p, str) and p for p in m) for m in value
+        ):
+            raise LayoutError(f"{where}: 'rebase' must be a list of [OLD, NEW] pairs (a plan of an older ckptctl? "
+                              "make the plan again)")  # fmt: skip
+        return cls.of(value)
+
     def specs(self) -> list[str]:
-        """The ``OLD=NEW`` strings :meth:`parse` reads back (for plan files)."""
+        """The ``OLD=NEW`` strings as given to ``--rebase`` (for messages)."""
         return [f"{o}={n}" for o, n in self.mappings]
 
     def describe(self) -> str:

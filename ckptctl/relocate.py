@@ -431,7 +431,10 @@ def replan(storage: Storage, plan_data: dict[str, Any], workers: int = 8) -> Rel
     o = plan_data.get("options")
     if not isinstance(o, dict) or not isinstance(o.get("src"), str) or not isinstance(o.get("dst"), str):
         raise RelocateError("the plan has no options.src/options.dst: not written by `ckptctl relocate -o`")
-    rebase = Rebase.parse(o.get("rebase") or [])
+    try:
+        rebase = Rebase.from_json(o.get("rebase", []), "the plan's options")
+    except CkptError as e:
+        raise RelocateError(str(e)) from None
     checkpoints, source = load_sources(storage, o["src"], rebase, bool(o.get("all")))
     fresh = plan_relocation(storage, checkpoints, source, o["dst"], workers)
     fresh.options = o

@@ -173,7 +173,7 @@ def relocate_command(
         check_writable(storage, plan.destination.root)  # the dry run too: a wrong DST is named now
     plan.options = {
         "src": normalize_uri(src), "dst": plan.destination.written_root, "all": all_checkpoints,
-        "rebase": mappings.specs(),
+        "rebase": mappings.to_json(),
     }  # fmt: skip
     if plan_out:
         with open(plan_out, "w", encoding="utf-8") as f:

@@ -145,3 +145,31 @@ def test_inferred_mapping_of_a_copied_fixture_is_where_flink_wrote_it(tmp_path: 
         assert ignored.inferred_rebase == expected and not ignored.rebase
         given = load_checkpoint(storage, loc, expected)
         assert given.inferred_rebase is None and given.rebase == expected
+
+
+def test_plan_files_keep_a_rebase_as_pairs_that_never_split_wrong() -> None:
+    """gc and relocate plan files keep one form, [[OLD, NEW], ...]: an 'OLD=NEW' string splits at
+    the first '=', so a directory named dt=2026-11-25 in OLD came back as another mapping."""
+    rebase = Rebase.of([("s3://b/dt=2026-11-25/ckpt", "s3://c/ckpt"), ("file:/a", "file:/b=1")])
+    assert Rebase.from_json(rebase.to_json(), "plan") == rebase
+    assert Rebase.parse(rebase.specs()) != rebase  # what the strings of relocate plans made of it
+    for bad in (["file:/a=file:/b"], [["file:/a"]], [["file:/a", 3]], {"a": "b"}, [["", "file:/b"]]):
+        with pytest.raises(LayoutError, match=r"plan: 'rebase' must be a list of \[OLD, NEW\] pairs"):
+            Rebase.from_json(bad, "plan")
+
+
+def test_relocate_plan_files_keep_pairs_and_refuse_strings(tmp_path: Path) -> None:
+    import json
+
+    from tests.support.gc_support import ckptctl
+
+    sc = Scenario("1.20.3", "basic", tmp_path)
+    plan_file = tmp_path / "plan.json"
+    ckptctl("relocate", str(sc.checkpoints), str(tmp_path / "dst"), "--all", "-o", str(plan_file), *sc.rebase)
+    plan = json.loads(plan_file.read_text())
+    old, new = sc.rebase[1].split("=", 1)
+    assert plan["options"]["rebase"] == Rebase.of([(old, new)]).to_json()
+    plan["options"]["rebase"] = [sc.rebase[1]]  # the string form older plans had
+    plan_file.write_text(json.dumps(plan))
+    err = ckptctl("relocate", "apply", str(plan_file), expect=2).stderr
+    assert "must be a list of [OLD, NEW] pairs" in err and len(err.strip().splitlines()) == 1
