@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import gc
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
 from ckptctl.engine import Engine
 from ckptctl.errors import CkptError
 from ckptctl.flink39964 import explain_missing
+from ckptctl.pycollector import paused_collector
 from ckptctl.refs import LoadedCheckpoint, reference_groups
 from ckptctl.storage import FileInfo, Storage
 from ckptctl.verify.checks import run_tasks
@@ -38,31 +37,10 @@ def verify(
     ``listings``: listings of ``roots`` the caller already has (``check``'s one scan), so the
     FLINK-39964 diagnosis of missing files does not list them again."""
     chosen = Engine.parse(engine, master)
-    with _collector_paused():
+    with paused_collector():
         return _verify(
             storage, checkpoints, deep, chosen, progress, on_total, roots, savepoint_dirs, listings
         )
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while verify runs, its new objects then aged.
-
-    Verify makes a few records per file and no cycles, but each collection walks every tracked
-    object: the loaded checkpoints' millions, then the result's (a FileRefs and its sets per file,
-    a row per check). Paused, the first collection after it would still scan all of the result
-    as young objects (0.7 s for 100k files); they are moved to the oldest generation instead
-    (``gc.freeze`` then ``gc.unfreeze``: no scan), which is collected as rarely as it always is.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.unfreeze()
-        if enabled:
-            gc.enable()
 
 
 def _verify(storage, checkpoints, deep, chosen, progress, on_total, roots, savepoint_dirs, listings):
