@@ -269,9 +269,10 @@ class Storage:
                 stack.extend(checkpoint_dirs)
                 continue
             below = self._s3_call(lambda c=current: fs.find(c, prefix="chk-", detail=True), current)
+            inside = len(current) + 1
             for name, info in sorted(below.items()):
-                if info.get("type") == "directory" or name.endswith("/"):
-                    continue  # directories implied by keys, and directory marker objects
+                if info.get("type") == "directory" or name.endswith("/") or "/" not in name[inside:]:
+                    continue  # directories implied by keys, marker objects, files the job's listing gave
                 if only is None or name.rpartition("/")[2] == only:
                     yield FileInfo("s3://" + name, int(info.get("size") or 0), _mtime_of(info))
 

@@ -211,3 +211,23 @@ def test_a_checkpoint_path_costs_one_head_of_its_metadata(s3_server, s3_fixtures
     assert heads == [chk[len("s3:/") :] + "/_metadata"], requests.log
     assert [m for m, p in requests.log if p.endswith("/_metadata")] == ["HEAD", "GET"]
     assert not [p for m, p in requests.log if "max-keys=1" in p], requests.log
+
+
+def test_the_checkpoint_directories_listing_yields_each_file_once(s3_server) -> None:
+    """The one listing of '<job>/chk-' sees keys the job's own listing already gave (a file named
+    chk-7 beside the directories) and marker objects: each file is yielded once, markers never."""
+    from ckptctl.storage import Storage, StorageOptions
+
+    s3_server.create_bucket("chkflat")
+    fs = s3_server.filesystem()
+    job = f"chkflat/root/{'cd' * 16}"
+    keys = [f"{job}/chk-1/_metadata", f"{job}/chk-2/_metadata", f"{job}/chk-2/sub/x", f"{job}/chk-7",
+            f"{job}/shared/sst", f"{job}/chk-3/"]  # fmt: skip
+    for k in keys:
+        fs.pipe_file(k, b"" if k.endswith("/") else b"1")
+    storage = Storage(StorageOptions(s3_endpoint=s3_server.endpoint))
+    areas = [f.uri for f in storage.list_checkpoint_areas("s3://chkflat/root")]
+    assert sorted(areas) == sorted(f"s3://{k}" for k in keys if "/shared/" not in k and not k.endswith("/"))
+    assert len(areas) == len(set(areas))
+    found = sorted(f.uri for f in storage.find_metadata("s3://chkflat/root"))
+    assert found == [f"s3://{job}/chk-1/_metadata", f"s3://{job}/chk-2/_metadata"]
