@@ -241,9 +241,9 @@ def apply_command(
         executors = apply_plan_on_executors(
             storage, fresh, go, skipped, master=chosen.master or DEFAULT_MASTER,
             manifest_dir=manifest or plan_file + ".manifest.d", trash=trash, batch=batch_size,
-        ).to_json()  # fmt: skip
-        out.gc_apply(executors)
-        if executors["failed_files"]:
+        )  # fmt: skip
+        out.gc_apply(executors.to_json())
+        if not executors.complete:
             raise typer.Exit(1)
         return
     with out.term.counter(len(go), "moving" if trash else "deleting") as advance:

@@ -15,8 +15,10 @@ of the same) were re-validated by the planner; what can still change is each fil
 3. *A manifest per batch*, written once the batch's deletions are confirmed:
    ``MANIFEST_DIR/batch-<run>-<n>.jsonl``, one line per file with its outcome (``deleted``,
    ``moved``, ``gone``, ``skipped``, ``failed``). A re-run (after a crash, a kill, failures) reads the
-   manifests on the executors and leaves out every file an earlier run settled; a file deleted by a
-   batch that died before its manifest is found gone and counted as done, never as failed.
+   manifests on the executors and leaves out every file an earlier run deleted, moved or found
+   gone *with the same size and mtime* (a manifest of another plan, or a file re-created since,
+   settles nothing); a skipped or failed file is judged again. A file deleted by a batch that died
+   before its manifest is found gone and counted as done, never as failed.
 4. *Expired checkpoints' ``_metadata`` first*, on the driver, before any executor deletes a file:
    if one of them cannot go, nothing else goes (the files it names stay restorable).
 
@@ -55,9 +57,10 @@ class SparkApplyFailed(CkptError):
 
 SAMPLE = 20  # failures and skips reported by path; the rest are counted
 MANIFEST_PREFIX, MANIFEST_SUFFIX = "batch-", ".jsonl"
-# the outcome of a file; the first four settle it (a re-run leaves it out), ``failed`` is tried again
+# the outcome of a file; the first three settle it (a re-run leaves it out); ``skipped`` and
+# ``failed`` are judged again: an expired ``_metadata`` skipped once must stop its files again
 DELETED, MOVED, GONE, SKIPPED, FAILED = "deleted", "moved", "gone", "skipped", "failed"
-SETTLED = (DELETED, MOVED, GONE, SKIPPED)
+SETTLED = (DELETED, MOVED, GONE)
 GO = "go"  # judged deletable by the fresh listing: becomes deleted, moved or failed
 
 Row = tuple[str, int, float | None, str]  # uri, size, mtime, reason
@@ -106,6 +109,12 @@ class ExecutorApplyResult:
     not_attempted: int
     trashed_to: str | None
     manifest_dir: str
+
+    @property
+    def complete(self) -> bool:
+        """Every file was dealt with: none failed, none left alone behind a stuck ``_metadata``
+        (exit 0 only then; a skipped file is a decision, not a failure)."""
+        return not self.totals.files.get(FAILED) and not self.not_attempted
 
     def to_json(self) -> dict[str, Any]:
         f, b = self.totals.files, self.totals.bytes
@@ -165,7 +174,7 @@ def _delete_in_stages(
         recorded = sc.parallelize(manifests, min(len(manifests), parts)).flatMap(
             functools.partial(_settled_in, options)
         ).reduceByKey(lambda a, _b: a)  # fmt: skip
-        keyed = rows.keyBy(lambda r: r[0])
+        keyed = rows.keyBy(lambda r: r[:3])  # the same file: path, size and mtime
         earlier = dict(keyed.join(recorded).map(lambda kv: kv[1][1]).countByValue())
         rows = keyed.subtractByKey(recorded).values()
     run = uuid.uuid4().hex[:12]
@@ -421,10 +430,10 @@ def _manifests_in(storage: Storage, manifest_dir: str) -> list[str]:
     return names
 
 
-def _settled_in(options: StorageOptions, manifest: str) -> Iterator[tuple[str, str]]:
-    """(path, outcome) of every file a manifest records as settled."""
+def _settled_in(options: StorageOptions, manifest: str) -> Iterator[tuple[tuple[str, int, float | None], str]]:
+    """((path, size, mtime), outcome) of every file a manifest records as settled."""
     text = Storage.shared(options).read_bytes(manifest).decode("utf-8")
     for line in text.splitlines():
         record = json.loads(line)
         if record.get("outcome") in SETTLED:
-            yield record["path"], record["outcome"]
+            yield (record["path"], record["size"], record["mtime"]), record["outcome"]

@@ -1,0 +1,100 @@
+"""Attacks on ``gc apply`` on Spark executors: re-runs over stale manifests, the ``_metadata``-first
+rule across runs, and whether the exit code tells the truth. Real Flink fixtures, one embedded
+``local[*]`` session for the module."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ckptctl.gc import build_plan
+from ckptctl.gc.spark_apply import delete_on_executors
+from ckptctl.storage import Storage, StorageOptions
+from tests.gc.test_apply_executors import rows
+from tests.support.gc_support import T0, Scenario, ckptctl
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from ckptctl.verify.spark import spark_session
+
+    return spark_session("local[*]")
+
+
+def touch_later(path: Path) -> None:
+    """``path`` modified after the plan: same bytes, a later mtime (another file for the plan)."""
+    mtime = path.stat().st_mtime + 60
+    os.utime(path, (mtime, mtime))
+
+
+def restorable(checkpoint: str, sc: Scenario) -> bool:
+    verified = ckptctl("verify", checkpoint, *sc.rebase, "--engine", "local", "--json", expect=None)
+    return verified.exit_code == 0 and json.loads(verified.stdout)["ok"] is True
+
+
+def test_an_expired_metadata_skipped_once_still_stops_its_files_on_a_rerun(spark, tmp_path: Path) -> None:
+    """Run 1: one expired checkpoint's _metadata changed since the plan: skipped, nothing else goes.
+    Run 2 with the same manifest directory must not take that skip as settled and delete the
+    checkpoint's files while its _metadata is still there."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    plan = build_plan(Storage(), sc.gc_options(keep_last=1))
+    assert not plan.refusals and len(plan.expired) == 2
+    kept = sorted(e["path"] for e in plan.expired)[0]
+    touch_later(Path(kept[5:]) / "_metadata")
+    args = (spark, StorageOptions(), rows(plan), plan.options.scopes(), str(tmp_path / "m"))
+
+    first = delete_on_executors(*args)
+    assert not first.complete and first.not_attempted > 0
+    second = delete_on_executors(*args)
+    assert not second.complete and second.not_attempted > 0
+    assert second.to_json()["skipped"][0]["path"] == kept + "/_metadata"
+    assert restorable(kept, sc), "the checkpoint whose _metadata stayed must stay restorable"
+
+
+def test_a_manifest_of_an_earlier_plan_settles_nothing_for_a_recreated_file(spark, tmp_path: Path) -> None:
+    """The same manifest directory (e.g. `gc plan -o plan.json` run again) and a file deleted by the
+    first run, re-created since and an orphan of the new plan: judged again, not reported as
+    settled by the earlier run and left behind."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    rel = f"checkpoints/{sc.jobs()[0].name}/shared/orphan"
+    orphan = sc.plant(rel)
+    manifests = str(tmp_path / "m")
+    plan = build_plan(Storage(), sc.gc_options())
+    assert delete_on_executors(spark, StorageOptions(), rows(plan), plan.options.scopes(), manifests).complete
+    assert not orphan.exists()
+
+    orphan = sc.plant(rel, mtime=T0 - 7200)  # another mtime: another file
+    again = build_plan(Storage(), sc.gc_options())
+    assert [c.path for c in again.candidates] == [sc.uri(orphan)]
+    result = delete_on_executors(spark, StorageOptions(), rows(again), again.options.scopes(), manifests).to_json()
+    assert result["settled_by_earlier_runs"] == {} and result["deleted_files"] == 1
+    assert not orphan.exists()
+
+
+def test_cli_exit_is_1_when_an_expired_metadata_changes_after_revalidation(spark, tmp_path: Path, monkeypatch) -> None:
+    """The driver re-validated the plan, then a checkpoint's _metadata changed before the executors
+    listed it: nothing else may go and the command must not exit 0 (it did, with failed_files 0)."""
+    import ckptctl.gc as gc
+    from tests.support.cli_runner import cli
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    plan_file = tmp_path / "plan.json"
+    ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--margin", "10m", "--force",
+            "--keep-last", "1", "-o", str(plan_file))  # fmt: skip
+    expired = sorted(e["path"] for e in json.loads(plan_file.read_text())["expired"])
+    revalidate = gc.revalidate
+
+    def then_a_change(*args, **kwargs):
+        out = revalidate(*args, **kwargs)
+        touch_later(Path(expired[0][5:]) / "_metadata")
+        return out
+
+    monkeypatch.setattr(gc, "revalidate", then_a_change)
+    result = cli("gc", "apply", str(plan_file), "--yes", "--json", "--engine", "spark")
+    assert result.exit_code == 1, result.output
+    out = json.loads(result.stdout)
+    assert out["not_attempted_files"] > 0 and out["failed_files"] == 0
+    assert restorable(expired[0], sc)
