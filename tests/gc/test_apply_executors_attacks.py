@@ -98,3 +98,35 @@ def test_cli_exit_is_1_when_an_expired_metadata_changes_after_revalidation(spark
     out = json.loads(result.stdout)
     assert out["not_attempted_files"] > 0 and out["failed_files"] == 0
     assert restorable(expired[0], sc)
+
+
+def test_s3_an_object_recreated_in_the_second_it_was_planned_is_never_a_candidate(s3_server, tmp_path: Path) -> None:
+    """Deleted and written again with the same size within the second it was first written, an
+    object has the same size and LastModified: no listing tells it apart. It must never be a
+    candidate, even with --older-than 0s: the plan's clock (S3's Date, read before the listing)
+    makes it young, so neither the plan nor apply's re-validation lets it go."""
+    import time
+
+    from tests.support.s3_copied import exists, gc_args, upload_scenario
+
+    bucket = "attack-same-second"
+    up = upload_scenario(s3_server, bucket)
+    fs, key = up["fs"], f"{bucket}/checkpoints/{next(iter(up['orphans'])).split('/')[4]}/shared/young"
+    plan_file = tmp_path / "plan.json"
+    for _attempt in range(5):
+        time.sleep(1 - time.time() % 1 + 0.02)  # at the start of a second
+        fs.pipe_file(key, b"written before the plan")
+        first = fs.info(key, refresh=True)["LastModified"]
+        ckptctl("gc", "plan", *gc_args(bucket, up["entry"], s3_server.endpoint), "-o", str(plan_file))
+        fs.rm_file(key)
+        fs.pipe_file(key, b"written again, same size")
+        if fs.info(key, refresh=True)["LastModified"] == first:
+            break
+    else:
+        pytest.fail("could not plan and re-create the object within one second")
+    plan = json.loads(plan_file.read_text())
+    assert {c["path"] for c in plan["candidates"]} == up["orphans"]
+    assert [p["reason"] for p in plan["protected"] if p["path"] == "s3://" + key] == ["young"]
+    ckptctl("gc", "apply", str(plan_file), "--yes", "--json", "--engine", "spark", "--s3-endpoint", s3_server.endpoint)
+    assert exists(fs, "s3://" + key) and fs.cat_file(key) == b"written again, same size"
+    assert not any(exists(fs, o) for o in up["orphans"])
