@@ -372,11 +372,11 @@ def _apply_batch(
     totals: Totals,
 ) -> None:
     remover.close()  # each batch walks from the root again: a directory swapped for a link is seen
-    going = [j[0] for j in judged if j[4] == GO]
+    going = {j[0]: (j[1], j[2]) for j in judged if j[4] == GO}  # checked again at the unlink
     targets = {uri: trash_target(storage, trash_root, uri) for uri in going} if trash_root else {}
     bad: dict[str, str] = {}
     if going:
-        bad = dict(remover.move(targets) if trash_root else remover.delete(going))
+        bad = dict(remover.move(targets, going) if trash_root else remover.delete(list(going), going))
     records = []
     for uri, size, mtime, reason, verdict, why in judged:
         if verdict == GO:

@@ -130,3 +130,35 @@ def test_s3_an_object_recreated_in_the_second_it_was_planned_is_never_a_candidat
     ckptctl("gc", "apply", str(plan_file), "--yes", "--json", "--engine", "spark", "--s3-endpoint", s3_server.endpoint)
     assert exists(fs, "s3://" + key) and fs.cat_file(key) == b"written again, same size"
     assert not any(exists(fs, o) for o in up["orphans"])
+
+
+def test_local_a_file_replaced_after_it_was_judged_is_not_unlinked(tmp_path: Path) -> None:
+    """Apply re-validates, then deletes batch after batch (on executors: after every directory was
+    listed, minutes earlier on a big run). A candidate replaced in between (same size, another
+    mtime) is another file: the unlink re-checks it on the descriptor it deletes through."""
+    from ckptctl.gc import apply_plan, revalidate
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0]
+    for i in range(3):
+        sc.plant(f"checkpoints/{job.name}/shared/orphan-{i}")
+    storage = Storage()
+    plan = build_plan(storage, sc.gc_options())
+    plan_data = json.loads(json.dumps({**plan.header(), "candidates": [c.as_dict() for c in plan.candidates]}))
+    fresh, go, skipped = revalidate(storage, plan_data)
+    last = Path(go[-1].path[5:])
+    replaced = []
+
+    def replace_the_last_once(_n: int) -> None:
+        if not replaced:
+            size = last.stat().st_size
+            last.unlink()
+            last.write_bytes(os.urandom(size))
+            os.utime(last, (T0 + 7, T0 + 7))
+            replaced.append(last.read_bytes())
+
+    result = apply_plan(storage, fresh, go, skipped, manifest=None, batch_size=1, on_batch=replace_the_last_once)
+    assert last.exists() and last.read_bytes() == replaced[0]
+    assert [f["path"] for f in result.failed] == [go[-1].path]
+    assert result.failed[0]["error"].startswith("changed since it was judged")
+    assert {d.path for d in result.deleted} == {d.path for d in go[:-1]}
