@@ -171,9 +171,13 @@ def _delete_in_stages(
     earlier: dict[str, int] = {}
     manifests = _manifests_in(storage, manifest_dir)
     if manifests:  # an earlier run: what its manifests settled is left out
-        recorded = sc.parallelize(manifests, min(len(manifests), parts)).flatMap(
+        entries = sc.parallelize(manifests, min(len(manifests), parts)).flatMap(
             functools.partial(_settled_in, options)
-        ).reduceByKey(lambda a, _b: a)  # fmt: skip
+        )  # fmt: skip
+        unreadable = entries.filter(lambda kv: kv[0] is None).values().take(1)
+        if unreadable:  # before anything is deleted, and not "run again": it would fail the same way
+            raise GcApplyRefused(unreadable[0])
+        recorded = entries.reduceByKey(lambda a, _b: a)
         keyed = rows.keyBy(lambda r: r[:3])  # the same file: path, size and mtime
         earlier = dict(keyed.join(recorded).map(lambda kv: kv[1][1]).countByValue())
         rows = keyed.subtractByKey(recorded).values()
@@ -430,10 +434,25 @@ def _manifests_in(storage: Storage, manifest_dir: str) -> list[str]:
     return names
 
 
-def _settled_in(options: StorageOptions, manifest: str) -> Iterator[tuple[tuple[str, int, float | None], str]]:
-    """((path, size, mtime), outcome) of every file a manifest records as settled."""
-    text = Storage.shared(options).read_bytes(manifest).decode("utf-8")
-    for line in text.splitlines():
-        record = json.loads(line)
-        if record.get("outcome") in SETTLED:
-            yield (record["path"], record["size"], record["mtime"]), record["outcome"]
+def _settled_in(options: StorageOptions, manifest: str) -> Iterator[tuple[tuple[str, int, float | None] | None, str]]:
+    """((path, size, mtime), outcome) of every file a manifest records as settled; ``(None,
+    error)`` for a line that is not one a batch writes (edited, truncated, another tool's), which
+    refuses the run: no guessing what it settled."""
+    offset = 0
+    for line in Storage.shared(options).read_bytes(manifest).split(b"\n"):
+        if line.strip():
+            try:
+                record = json.loads(line)
+                key = (record["path"], record["size"], record["mtime"])
+                valid = isinstance(key[0], str) and type(key[1]) is int and isinstance(key[2], int | float | None)
+            except (ValueError, KeyError, TypeError):
+                valid = False
+            if not valid:
+                yield None, (
+                    f"--manifest {manifest}: byte {offset}: not a line of a gc batch manifest; refusing to use it "
+                    "(move the directory aside to judge every file again)"
+                )
+                return
+            if record.get("outcome") in SETTLED:
+                yield key, record["outcome"]
+        offset += len(line) + 1

@@ -69,14 +69,16 @@ def objects(up: dict, bucket: str) -> set[str]:
     return {"s3://" + k for k in up["fs"].find(bucket)}
 
 
-def bulk_bucket(s3_server, bucket: str, per_dir: dict[str, int]) -> dict:
-    """The fixture scenario plus planted orphans (``per_dir``: directory below the job -> count),
-    its ``_metadata`` put again afterwards so that they stay the newest objects of the job."""
+def bulk_bucket(s3_server, bucket: str, per_dir: dict[str, int], extra: list[str] = ()) -> dict:
+    """The fixture scenario plus planted orphans (``per_dir``: directory below the job -> count,
+    and the ``extra`` names in each), its ``_metadata`` put again afterwards so that they stay the
+    newest objects of the job."""
     up = upload_scenario(s3_server, bucket)
     fs, data = up["fs"], Path(__file__).resolve().parents[2] / up["entry"]["data_dir"]
     job = next((data / "checkpoints").iterdir()).name
     fs.pipe({
-        f"{bucket}/checkpoints/{job}/{d}/bulk-{i:04d}": b"x" * (i % 7 + 1) for d, n in per_dir.items() for i in range(n)
+        f"{bucket}/checkpoints/{job}/{d}/{name}": b"x" * (i % 7 + 1)
+        for d, n in per_dir.items() for i, name in enumerate([f"bulk-{i:04d}" for i in range(n)] + list(extra))
     })  # fmt: skip
     time.sleep(1.2)  # S3 mtimes have one-second resolution
     for meta in data.rglob("_metadata"):

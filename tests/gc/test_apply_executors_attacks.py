@@ -162,3 +162,47 @@ def test_local_a_file_replaced_after_it_was_judged_is_not_unlinked(tmp_path: Pat
     assert [f["path"] for f in result.failed] == [go[-1].path]
     assert result.failed[0]["error"].startswith("changed since it was judged")
     assert {d.path for d in result.deleted} == {d.path for d in go[:-1]}
+
+
+def test_an_edited_manifest_refuses_the_run_naming_file_and_byte_before_anything_goes(spark, tmp_path: Path) -> None:
+    """A manifest line that no batch wrote (edited by hand, another tool's) used to kill the Spark
+    job with "run the same apply again", which fails the same way forever."""
+    from ckptctl.gc.apply import GcApplyRefused
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    orphan = sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan")
+    plan = build_plan(Storage(), sc.gc_options())
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    good = json.dumps({"batch": "x-0", "path": sc.uri(orphan), "size": 100, "mtime": 1.0, "outcome": "deleted"})
+    (manifests / "batch-x-0.jsonl").write_text(good + "\n" + '{"path": ["not", "a", "path"]}\n')
+    with pytest.raises(GcApplyRefused, match=rf"batch-x-0\.jsonl: byte {len(good) + 1}: not a line of a gc batch"):
+        delete_on_executors(spark, StorageOptions(), rows(plan), plan.options.scopes(), str(manifests))
+    assert orphan.exists()
+
+
+def test_s3_over_1000_candidates_in_one_directory_with_odd_names_across_listing_pages(
+    s3_server, spark, tmp_path: Path
+) -> None:
+    """One directory of 2001 planted orphans between the job's live files, plus names that sort
+    before digits and after ASCII (percent signs, spaces, NFC and NFD accents): the range listing
+    crosses S3's 1000-key pages; every candidate goes, every live object stays, and the two
+    spellings of "é" are two files."""
+    from tests.gc.test_apply_executors import CountingProxy, bulk_bucket, objects, s3_plan
+
+    bucket = "attack-pages"
+    odd = ["%41%2F..%2Fx", "with space", "zz-\u00e9", "zz-e\u0301", "!first"]
+    up = bulk_bucket(s3_server, bucket, {"shared": 2001}, extra=odd)
+    plan = s3_plan(up, bucket, s3_server.endpoint)
+    candidates = {c.path for c in plan.candidates}
+    shared = f"s3://{bucket}/checkpoints/{up['job']}/shared/"
+    assert {shared + n for n in odd} | {shared + f"bulk-{i:04d}" for i in range(2001)} <= candidates
+    before = objects(up, bucket)
+    with CountingProxy(s3_server.endpoint) as proxy:
+        result = delete_on_executors(
+            spark, StorageOptions.from_env(proxy.endpoint), rows(plan), plan.options.scopes(), str(tmp_path / "m")
+        ).to_json()
+    assert result["deleted_files"] == len(candidates) and not result["failed"] and not result["skipped"]
+    assert objects(up, bucket) == before - candidates
+    assert not (objects(up, bucket) - before) and up["referenced"] <= objects(up, bucket)
+    assert proxy.lists() <= 3 + len({c.rpartition("/")[0] for c in candidates}), proxy.lists()
