@@ -206,3 +206,17 @@ def test_s3_over_1000_candidates_in_one_directory_with_odd_names_across_listing_
     assert objects(up, bucket) == before - candidates
     assert not (objects(up, bucket) - before) and up["referenced"] <= objects(up, bucket)
     assert proxy.lists() <= 3 + len({c.rpartition("/")[0] for c in candidates}), proxy.lists()
+
+
+def test_a_trash_inside_a_root_or_around_one_is_refused_before_anything_goes(spark, tmp_path: Path) -> None:
+    from ckptctl.gc.apply import GcApplyRefused
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    orphan = sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan")
+    plan = build_plan(Storage(), sc.gc_options())
+    for trash in (sc.checkpoints / "trash", tmp_path, sc.checkpoints / ".." / "checkpoints" / "t"):
+        with pytest.raises(GcApplyRefused, match="overlapping scopes: --trash"):
+            delete_on_executors(
+                spark, StorageOptions(), rows(plan), plan.options.scopes(), str(tmp_path / "m"), trash=str(trash)
+            )
+    assert orphan.exists() and not (tmp_path / "m").exists()
