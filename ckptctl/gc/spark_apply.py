@@ -282,8 +282,8 @@ def _judge_prefixes(options: StorageOptions, roots: tuple[str, ...], groups: Ite
     storage = Storage.shared(options)
     remover = Remover(storage, roots)
     try:
-        for prefix, rows in groups:
-            yield from _judge_prefix(storage, remover, prefix, sorted(rows))
+        for prefix, rows in groups:  # a path given twice is judged, deleted and counted once
+            yield from _judge_prefix(storage, remover, prefix, sorted(set(rows)))
     finally:
         remover.close()
 

@@ -220,3 +220,18 @@ def test_a_trash_inside_a_root_or_around_one_is_refused_before_anything_goes(spa
                 spark, StorageOptions(), rows(plan), plan.options.scopes(), str(tmp_path / "m"), trash=str(trash)
             )
     assert orphan.exists() and not (tmp_path / "m").exists()
+
+
+def test_a_candidate_given_twice_is_deleted_and_counted_once(spark, tmp_path: Path) -> None:
+    """Candidates from a DataFrame may repeat a row (a union of two plans' outputs): the counts and
+    bytes reported must be those of the files, not of the rows (they were doubled)."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0]
+    orphans = [sc.plant(f"checkpoints/{job.name}/shared/orphan-{i}", size=100 + i) for i in range(4)]
+    plan = build_plan(Storage(), sc.gc_options())
+    result = delete_on_executors(
+        spark, StorageOptions(), rows(plan) * 2, plan.options.scopes(), str(tmp_path / "m"), batch=3
+    ).to_json()
+    assert result["deleted_files"] == len(plan.candidates) and result["gone_files"] == 0
+    assert result["deleted_bytes"] == sum(c.size for c in plan.candidates)
+    assert not any(o.exists() for o in orphans)
