@@ -248,7 +248,7 @@ def apply_command(
             manifest_dir=manifest or plan_file + ".manifest.d", trash=trash, batch=batch_size,
         )  # fmt: skip
         out.result(executors, partial(render.applied_on_executors, term=out.term))
-        if executors.to_json()["failed_files"]:
+        if not executors.complete:
             raise typer.Exit(1)
         return
     with out.term.counter(len(go), "moving" if trash else "deleting") as advance:

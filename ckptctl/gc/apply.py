@@ -30,6 +30,8 @@ from ckptctl.gc.reasons import Reason
 from ckptctl.layout import CHK_RE, METADATA_FILE
 from ckptctl.storage import Storage
 
+Judgements = dict[str, tuple[int, float | None]]  # uri -> the size and mtime it was judged deletable with
+
 
 class GcApplyRefused(CkptError):
     exit_code = 1
@@ -163,7 +165,8 @@ def apply_plan(
                      **({"trash_path": targets[d.path]} if trash_root else {})}
                     for d in batch
                 ])  # fmt: skip
-            bad = dict(remover.move(targets) if trash_root else remover.delete([d.path for d in batch]))
+            judged = {d.path: (d.size, d.mtime) for d in batch}
+            bad = dict(remover.move(targets, judged) if trash_root else remover.delete(list(judged), judged))
             for d in batch:
                 if d.path in bad:
                     failed.append({"path": d.path, "error": bad[d.path]})
@@ -329,10 +332,14 @@ class Remover:
             return None, f"cannot list its directory: {e.strerror or e}"
         return found, None
 
-    def _regular_file(self, uri: str, verb: str) -> tuple[int | None, str, os.stat_result | None, str | None]:
+    def _regular_file(
+        self, uri: str, verb: str, judged: tuple[int, float | None] | None = None
+    ) -> tuple[int | None, str, os.stat_result | None, str | None]:
         """(directory fd, name, its stat, error) of the regular file ``uri``, reached from the root
         through ``O_NOFOLLOW`` descriptors: what every delete and move starts with. No fd and no
-        error: it is gone already (an interrupted run repeated)."""
+        error: it is gone already (an interrupted run repeated). ``judged``: the size and mtime it
+        was judged deletable with, checked once more on the very descriptor the unlink uses (a
+        file replaced since the listing, minutes earlier on a big run, is another file)."""
         fd, name, error = self._open_parent(uri)
         if fd is None:
             return None, name, None, error
@@ -342,10 +349,14 @@ class Remover:
             return None, name, None, None
         if not stat.S_ISREG(info.st_mode):
             return None, name, None, f"not a regular file (a symbolic link?): never {verb}"
+        if judged is not None:
+            why = why_changed(*judged, st.FileInfo(uri, info.st_size, info.st_mtime), "it was judged")
+            if why is not None:
+                return None, name, None, f"{why}: never {verb}"
         return fd, name, info, None
 
-    def _local_unlink(self, uri: str) -> str | None:
-        fd, name, _info, error = self._regular_file(uri, "deleted")
+    def _local_unlink(self, uri: str, judged: tuple[int, float | None] | None) -> str | None:
+        fd, name, _info, error = self._regular_file(uri, "deleted", judged)
         if fd is None:
             return error
         try:
@@ -356,8 +367,8 @@ class Remover:
             return e.strerror or str(e)
         return None
 
-    def _local_move(self, uri: str, target: str) -> str | None:
-        fd, name, _info, error = self._regular_file(uri, "moved")
+    def _local_move(self, uri: str, target: str, judged: tuple[int, float | None] | None) -> str | None:
+        fd, name, _info, error = self._regular_file(uri, "moved", judged)
         if fd is None:
             return error
         dst = target[5:]
@@ -381,11 +392,11 @@ class Remover:
         os.unlink(name, dir_fd=fd)
         return None
 
-    def _local_upload(self, uri: str, target: str) -> str | None:
+    def _local_upload(self, uri: str, target: str, judged: tuple[int, float | None] | None) -> str | None:
         """A local file moved to a trash elsewhere (S3): read through the ``O_NOFOLLOW`` directory
         descriptors, write the copy, check it, then unlink by name in the same directory. Never by
         path: a directory swapped for a symlink mid-run would lead outside the root."""
-        fd, name, info, error = self._regular_file(uri, "moved")
+        fd, name, info, error = self._regular_file(uri, "moved", judged)
         if fd is None:
             return error
         if self.storage.stat(target) is not None:
@@ -404,7 +415,10 @@ class Remover:
         return None
 
     # -- both ----------------------------------------------------------------------------
-    def delete(self, uris: list[str]) -> list[tuple[str, str]]:
+    def delete(self, uris: list[str], judged: Judgements | None = None) -> list[tuple[str, str]]:
+        """Delete ``uris``; (uri, why) of each that was not. ``judged``: uri -> (size, mtime) it was
+        judged with, checked again at the unlink (locally; S3 deletes cannot be conditional)."""
+        judged = judged or {}
         errors: list[tuple[str, str]] = []
         remote: list[str] = []
         for uri in uris:
@@ -412,7 +426,7 @@ class Remover:
             if why is not None:
                 errors.append((uri, why))
             elif st.scheme_of(uri) == "file":
-                why = self._local_unlink(uri)
+                why = self._local_unlink(uri, judged.get(uri))
                 if why is not None:
                     errors.append((uri, why))
             else:
@@ -421,16 +435,17 @@ class Remover:
             errors += self.storage.delete_many(remote)
         return errors
 
-    def move(self, targets: dict[str, str]) -> list[tuple[str, str]]:
+    def move(self, targets: dict[str, str], judged: Judgements | None = None) -> list[tuple[str, str]]:
+        judged = judged or {}
         errors: list[tuple[str, str]] = []
         for uri, target in targets.items():
             why = self.refusal(uri)
             if why is None:
                 try:
                     if st.scheme_of(uri) == "file" and st.scheme_of(target) == "file":
-                        why = self._local_move(uri, target)
+                        why = self._local_move(uri, target, judged.get(uri))
                     elif st.scheme_of(uri) == "file":
-                        why = self._local_upload(uri, target)
+                        why = self._local_upload(uri, target, judged.get(uri))
                     else:
                         self.storage.move(uri, target)
                 except (CkptError, OSError) as e:

@@ -15,8 +15,10 @@ of the same) were re-validated by the planner; what can still change is each fil
 3. *A manifest per batch*, written once the batch's deletions are confirmed:
    ``MANIFEST_DIR/batch-<run>-<n>.jsonl``, one line per file with its outcome (``deleted``,
    ``moved``, ``gone``, ``skipped``, ``failed``). A re-run (after a crash, a kill, failures) reads the
-   manifests on the executors and leaves out every file an earlier run settled; a file deleted by a
-   batch that died before its manifest is found gone and counted as done, never as failed.
+   manifests on the executors and leaves out every file an earlier run deleted, moved or found
+   gone *with the same size and mtime* (a manifest of another plan, or a file re-created since,
+   settles nothing); a skipped or failed file is judged again. A file deleted by a batch that died
+   before its manifest is found gone and counted as done, never as failed.
 4. *Expired checkpoints' ``_metadata`` first*, on the driver, before any executor deletes a file:
    if one of them cannot go, nothing else goes (the files it names stay restorable).
 
@@ -56,9 +58,10 @@ class SparkApplyFailed(CkptError):
 
 SAMPLE = 20  # failures and skips reported by path; the rest are counted
 MANIFEST_PREFIX, MANIFEST_SUFFIX = "batch-", ".jsonl"
-# the outcome of a file; the first four settle it (a re-run leaves it out), ``failed`` is tried again
+# the outcome of a file; the first three settle it (a re-run leaves it out); ``skipped`` and
+# ``failed`` are judged again: an expired ``_metadata`` skipped once must stop its files again
 DELETED, MOVED, GONE, SKIPPED, FAILED = "deleted", "moved", "gone", "skipped", "failed"
-SETTLED = (DELETED, MOVED, GONE, SKIPPED)
+SETTLED = (DELETED, MOVED, GONE)
 GO = "go"  # judged deletable by the fresh listing: becomes deleted, moved or failed
 
 Row = tuple[str, int, float | None, str]  # uri, size, mtime, reason
@@ -107,6 +110,12 @@ class ExecutorApplyResult:
     not_attempted: int
     trashed_to: str | None
     manifest_dir: str
+
+    @property
+    def complete(self) -> bool:
+        """Every file was dealt with: none failed, none left alone behind a stuck ``_metadata``
+        (exit 0 only then; a skipped file is a decision, not a failure)."""
+        return not self.totals.files.get(FAILED) and not self.not_attempted
 
     def to_json(self) -> dict[str, Any]:
         f, b = self.totals.files, self.totals.bytes
@@ -163,10 +172,14 @@ def _delete_in_stages(
     earlier: dict[str, int] = {}
     manifests = _manifests_in(storage, manifest_dir)
     if manifests:  # an earlier run: what its manifests settled is left out
-        recorded = sc.parallelize(manifests, min(len(manifests), parts)).flatMap(
+        entries = sc.parallelize(manifests, min(len(manifests), parts)).flatMap(
             functools.partial(_settled_in, options)
-        ).reduceByKey(lambda a, _b: a)  # fmt: skip
-        keyed = rows.keyBy(lambda r: r[0])
+        )  # fmt: skip
+        unreadable = entries.filter(lambda kv: kv[0] is None).values().take(1)
+        if unreadable:  # before anything is deleted, and not "run again": it would fail the same way
+            raise GcApplyRefused(unreadable[0])
+        recorded = entries.reduceByKey(lambda a, _b: a)
+        keyed = rows.keyBy(lambda r: r[:3])  # the same file: path, size and mtime
         earlier = dict(keyed.join(recorded).map(lambda kv: kv[1][1]).countByValue())
         rows = keyed.subtractByKey(recorded).values()
     run = uuid.uuid4().hex[:12]
@@ -270,8 +283,8 @@ def _judge_prefixes(options: StorageOptions, roots: tuple[str, ...], groups: Ite
     storage = Storage.shared(options)
     remover = Remover(storage, roots)
     try:
-        for prefix, rows in groups:
-            yield from _judge_prefix(storage, remover, prefix, sorted(rows))
+        for prefix, rows in groups:  # a path given twice is judged, deleted and counted once
+            yield from _judge_prefix(storage, remover, prefix, sorted(set(rows)))
     finally:
         remover.close()
 
@@ -364,11 +377,11 @@ def _apply_batch(
     totals: Totals,
 ) -> None:
     remover.close()  # each batch walks from the root again: a directory swapped for a link is seen
-    going = [j[0] for j in judged if j[4] == GO]
+    going = {j[0]: (j[1], j[2]) for j in judged if j[4] == GO}  # checked again at the unlink
     targets = {uri: trash_target(storage, trash_root, uri) for uri in going} if trash_root else {}
     bad: dict[str, str] = {}
     if going:
-        bad = dict(remover.move(targets) if trash_root else remover.delete(going))
+        bad = dict(remover.move(targets, going) if trash_root else remover.delete(list(going), going))
     records = []
     for uri, size, mtime, reason, verdict, why in judged:
         if verdict == GO:
@@ -422,10 +435,25 @@ def _manifests_in(storage: Storage, manifest_dir: str) -> list[str]:
     return names
 
 
-def _settled_in(options: StorageOptions, manifest: str) -> Iterator[tuple[str, str]]:
-    """(path, outcome) of every file a manifest records as settled."""
-    text = Storage.shared(options).read_bytes(manifest).decode("utf-8")
-    for line in text.splitlines():
-        record = json.loads(line)
-        if record.get("outcome") in SETTLED:
-            yield record["path"], record["outcome"]
+def _settled_in(options: StorageOptions, manifest: str) -> Iterator[tuple[tuple[str, int, float | None] | None, str]]:
+    """((path, size, mtime), outcome) of every file a manifest records as settled; ``(None,
+    error)`` for a line that is not one a batch writes (edited, truncated, another tool's), which
+    refuses the run: no guessing what it settled."""
+    offset = 0
+    for line in Storage.shared(options).read_bytes(manifest).split(b"\n"):
+        if line.strip():
+            try:
+                record = json.loads(line)
+                key = (record["path"], record["size"], record["mtime"])
+                valid = isinstance(key[0], str) and type(key[1]) is int and isinstance(key[2], int | float | None)
+            except (ValueError, KeyError, TypeError):
+                valid = False
+            if not valid:
+                yield None, (
+                    f"--manifest {manifest}: byte {offset}: not a line of a gc batch manifest; refusing to use it "
+                    "(move the directory aside to judge every file again)"
+                )
+                return
+            if record.get("outcome") in SETTLED:
+                yield key, record["outcome"]
+        offset += len(line) + 1
