@@ -331,9 +331,9 @@ class _Planner:
 
     def inventory_listings(self) -> dict[str, list[FileInfo]]:
         """The inventory's current objects under each listed scope, sorted like a listing."""
-        from ckptctl.inventory import InventoryError, ReadStats, iter_files
+        from ckptctl.inventory import ReadStats, iter_files
 
-        inv, options = self.inventory, self.options
+        inv = self.inventory
         stats = ReadStats()
         by_root: dict[str, list[FileInfo]] = {root: [] for root in self.scopes.listed}
         prefixes = [(r.rstrip("/") + "/", r) for r in self.scopes.listed]
@@ -344,17 +344,24 @@ class _Planner:
             files.sort()
             deduped = [f for i, f in enumerate(files) if i + 1 == len(files) or files[i + 1].uri != f.uri]
             by_root[root] = deduped  # two rows of one key: the newest (sorted last) speaks
-        if options.inventory_rows is not None and options.inventory_rows != stats.rows_read:
+        self.record_inventory(stats.rows_read, stats.rows_kept)
+        return by_root
+
+    def record_inventory(self, rows_read: int, rows_kept: int) -> None:
+        """The report read: the same as the plan's (when re-validating), and recorded in the plan."""
+        from ckptctl.inventory import InventoryError
+
+        inv, options = self.inventory, self.options
+        if options.inventory_rows is not None and options.inventory_rows != rows_read:
             raise InventoryError(
-                f"the inventory has {stats.rows_read} rows, the plan was made from one with "
+                f"the inventory has {rows_read} rows, the plan was made from one with "
                 f"{options.inventory_rows}: not the same report; run `ckptctl gc plan` again", path=inv.uri,
             )  # fmt: skip
-        self.options = replace(options, inventory_created=inv.created, inventory_rows=stats.rows_read)
+        self.options = replace(options, inventory_created=inv.created, inventory_rows=rows_read)
         self.inventory_record = {
-            **inv.describe(), "rows_read": stats.rows_read, "rows_in_scope": stats.rows_kept,
+            **inv.describe(), "rows_read": rows_read, "rows_in_scope": rows_kept,
             "created_iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(inv.created)),
         }  # fmt: skip
-        return by_root
 
     def check_metadata_after_plan(self) -> None:
         """The ``_metadata`` files listed afresh once the plan is built must be exactly those
@@ -503,12 +510,7 @@ class _Planner:
             else:
                 files = prelisted.pop(root) if prelisted else list(storage.list_files(root, notes))
             listings.append((root, files))
-            walked = self.notes[root]  # directories or aliases (refused below) mean it is not empty
-            if root in options.roots and not files and not walked.aliases and not walked.dirs:  # as ls, check
-                if from_inventory is not None:
-                    raise CkptError(f"the inventory {options.inventory} has no object under this ROOT: nothing to "
-                                    "collect (a report of another prefix?)", path=root)  # fmt: skip
-                raise CkptError("no such directory (or it is empty): nothing to collect", path=root)
+            self.check_listed(root, bool(files))
         if worker is not None:
             try:
                 folded = _unpack(future.result())
@@ -519,6 +521,16 @@ class _Planner:
         for code, message in folded.refusals:
             self.refuse(Refusal(code), message)
         return folded, listings
+
+    def check_listed(self, root: str, has_files: bool) -> None:
+        """A ROOT must hold something, as for ``ls`` and ``check``: directories or aliases (refused
+        later) mean it is not empty."""
+        walked = self.notes[root]
+        if root in self.options.roots and not has_files and not walked.aliases and not walked.dirs:
+            if self.inventory is not None:
+                raise CkptError(f"the inventory {self.options.inventory} has no object under this ROOT: nothing to "
+                                "collect (a report of another prefix?)", path=root)  # fmt: skip
+            raise CkptError("no such directory (or it is empty): nothing to collect", path=root)
 
     def check_checkpoints_unchanged(self, discovered, listings) -> list[FileInfo]:
         """The set of ``_metadata`` files must be the same in discovery, in the full listing and in
