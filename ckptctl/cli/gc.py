@@ -9,11 +9,14 @@ import typer
 from ckptctl.cli.base import (
     Command,
     EndpointOpt,
+    EngineOpt,
     Group,
+    MasterOpt,
     RebaseOpt,
     _context,
     app,
     command,
+    engine_choice,
     get_output,
     writable_outputs,
 )
@@ -124,6 +127,8 @@ def plan_command(
     ] = None,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
+    engine: EngineOpt = "auto",
+    master: MasterOpt = None,
 ) -> None:
     """Dry run: the live set, the orphans the guards allow, and why anything else is kept.
 
@@ -134,6 +139,7 @@ def plan_command(
     from ckptctl.gc import GcOptions, build_plan
 
     writable_outputs(plan_file)
+    spark_master = _spark_master(engine_choice(engine, master))
     if isinstance(margin, Instant):
         raise CkptError("--margin expects a duration like 1h or 10m, not a time")
     older_than_at = float(older_than) if isinstance(older_than, Instant) else None
@@ -147,10 +153,17 @@ def plan_command(
         force=force, allow_external=allow_external, rebase=mappings.mappings, accept_lost=tuple(accept_lost or ()),
         clock=clock, collect_dead_jobs=collect_dead_jobs, older_than_at=older_than_at, inventory=inventory,
     )  # fmt: skip
-    plan = build_plan(storage, options, progress=out.term.iterate("reading _metadata"))
-    if plan_file:
-        with open(plan_file, "wb") as f:
-            plan.write_json(f)
+    if spark_master is not None:
+        from ckptctl.gc.spark import build_plan_spark
+
+        plan = build_plan_spark(storage, options, spark_master)
+        if plan_file:
+            plan.write(plan_file)  # PLAN.json and its lists in PLAN.parquet/
+    else:
+        plan = build_plan(storage, options, progress=out.term.iterate("reading _metadata"))
+        if plan_file:
+            with open(plan_file, "wb") as f:
+                plan.write_json(f)
     out.gc_plan(plan, plan_file)
     if plan.refusals:
         raise typer.Exit(1)
@@ -183,6 +196,8 @@ def apply_command(
         ),
     ] = 1000,
     s3_endpoint: EndpointOpt = None,
+    engine: EngineOpt = "auto",
+    master: MasterOpt = None,
 ) -> None:
     """Re-validate the plan against the storage as it is now, then delete what is still an orphan.
 
@@ -201,8 +216,13 @@ def apply_command(
     else:
         plan_data = read_plan(plan_file)
     storage = Storage(storage_from_plan(plan_data, s3_endpoint))
+    spark_master = _spark_master(engine_choice(engine, master), plan_data.get("engine"))
     if orphans.is_orphan_plan(plan_data):  # `ckptctl paimon orphans -o`: a Paimon table's orphans
         fresh, go, skipped = orphans.revalidate(storage, plan_data)
+    elif spark_master is not None:
+        from ckptctl.gc.spark import revalidate_spark
+
+        fresh, go, skipped = revalidate_spark(storage, plan_data, plan_file, spark_master)
     else:
         fresh, go, skipped = revalidate(storage, plan_data, progress=out.term.iterate("reading _metadata"))
     total = sum(d.size for d in go)
@@ -225,3 +245,19 @@ def apply_command(
     out.gc_apply(result.to_json())
     if result.failed:
         raise typer.Exit(1)
+
+
+def _spark_master(chosen, planned: dict | None = None) -> str | None:
+    """The Spark master gc runs on, or ``None`` for in-process. ``auto`` stays in-process unless
+    ``--master`` is given or (apply) the plan was made on Spark: before the listing nothing tells
+    how many files there are, and the listing is the cost. A plan made on Spark is re-validated on
+    Spark (its lists may be in Parquet only), on its master unless another is named."""
+    from ckptctl.engine import DEFAULT_MASTER
+
+    if chosen.kind == "local":
+        return None
+    if chosen.kind == "spark" or chosen.master:
+        return chosen.master or DEFAULT_MASTER
+    if planned and planned.get("kind") == "spark":
+        return planned.get("master") or DEFAULT_MASTER
+    return None

@@ -666,3 +666,64 @@ def read_lists(spark, plan_file: str, record: dict[str, Any]):
         if rows.count() != record[which] or _digest(rows) != record[f"{which}_digest"]:
             raise CkptError(f"the plan's {which} in {path} are not those it was written with (edited?)", path=plan_file)
     return frame
+
+
+# ---------------------------------------------------------------------------------------------
+# apply: re-plan on Spark, keep the unchanged candidates
+
+
+def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str, master: str):
+    """:func:`ckptctl.gc.apply.revalidate` for a plan made on Spark: re-plan on Spark with the
+    plan's options; the candidates still candidates with the same size and mtime are found by a
+    join on executors (:func:`unchanged_candidates`), then handed to :func:`candidates_to_apply`."""
+    from ckptctl.gc.apply import GcApplyRefused
+    from ckptctl.gc.planfile import BlockedPlan, options_from_plan, validate
+
+    validate(plan_data)
+    if plan_data["blocked"]:
+        raise BlockedPlan("this plan was blocked and can never be applied; run `ckptctl gc plan` again")
+    fresh = build_plan_spark(storage, options_from_plan(plan_data), master)
+    if fresh.refusals:
+        raise GcApplyRefused("the re-validated plan is blocked: " + fresh.refusals[0]["message"])
+    spark = fresh.files.frame.sparkSession
+    if plan_data.get("files") and not plan_data["files"].get("inline"):
+        old = read_lists(spark, plan_file, plan_data["files"])
+    else:
+        rows = [(c["path"], c["size"], None if c["mtime"] is None else float(c["mtime"])) for c in plan_data["candidates"]]
+        old = spark.createDataFrame(rows, "path string, size long, mtime double").selectExpr(
+            "'candidates' as outcome", "*"
+        )
+    go, skipped = unchanged_candidates(old, fresh.files.frame)
+    return fresh, *candidates_to_apply(storage, fresh, go, skipped)
+
+
+def unchanged_candidates(old, fresh):
+    """(unchanged, skipped): DataFrames of the old plan's candidates that the fresh plan still
+    proposes with the same size and mtime (the fresh rows), and of the others (path, reason)."""
+    from pyspark.sql import functions as F
+
+    o = old.filter(F.col("outcome") == "candidates").select("path", F.col("size").alias("o_size"),
+                                                            F.col("mtime").alias("o_mtime"))  # fmt: skip
+    f = fresh.filter(F.col("outcome") == "candidates")
+    joined = o.join(f, "path", "left")
+    same = F.col("size").isNotNull() & (F.col("size") == F.col("o_size")) & F.col("mtime").eqNullSafe(F.col("o_mtime"))
+    unchanged = joined.filter(same).select(*[c for c in f.columns])
+    skipped = joined.filter(~same).select(
+        "path",
+        F.when(F.col("size").isNull(), "no longer a candidate (gone, referenced again, or guarded)")
+        .otherwise("changed since the plan (size or mtime)").alias("reason"),
+    )
+    return unchanged, skipped
+
+
+def candidates_to_apply(storage: Storage, fresh: SparkPlan, unchanged, skipped):
+    """The seam to the deletion: today the unchanged candidates are brought to the driver and
+    deleted by :func:`ckptctl.gc.apply.apply_plan` (``_metadata`` of expired checkpoints first);
+    deleting on executors in batches from the ``unchanged`` DataFrame of (path, size, mtime, …)
+    rows replaces this function once it exists."""
+    from ckptctl.gc.apply import order_for_deletion
+
+    go = [FileDecision(r.path, r.size, r.mtime, Reason(r.reason), json.loads(r.evidence))
+          for r in unchanged.orderBy(*ORDER).collect()]  # fmt: skip
+    skipped_rows = [{"path": r.path, "reason": r.reason} for r in skipped.orderBy("path").collect()]
+    return order_for_deletion(storage, fresh, go, skipped_rows)
