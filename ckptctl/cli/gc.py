@@ -159,6 +159,8 @@ def plan_command(
         plan = build_plan_spark(storage, options, spark_master)
         if plan_file:
             plan.write(plan_file)  # PLAN.json and its lists in PLAN.parquet/
+        if plan.small():  # the lists on the driver: shown (largest orphans) and inlined like a local plan's
+            plan.materialise()
     else:
         plan = build_plan(storage, options, progress=out.term.iterate("reading _metadata"))
         if plan_file:
