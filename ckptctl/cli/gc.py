@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Annotated
 
@@ -10,6 +11,7 @@ import typer
 from ckptctl.cli.base import (
     Command,
     EndpointOpt,
+    EngineOpt,
     Group,
     MasterOpt,
     RebaseOpt,
@@ -127,6 +129,8 @@ def plan_command(
     ] = None,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
+    engine: EngineOpt = "auto",
+    master: MasterOpt = None,
 ) -> None:
     """Dry run: the live set, the orphans the guards allow, and why anything else is kept.
 
@@ -138,6 +142,8 @@ def plan_command(
     from ckptctl.gc import GcOptions, build_plan
 
     writable_outputs(plan_file)
+    chosen = engine_choice(engine, master)
+    spark_master = _spark_master(chosen)
     if isinstance(margin, Instant):
         raise CkptError("--margin expects a duration like 1h or 10m, not a time")
     older_than_at = float(older_than) if isinstance(older_than, Instant) else None
@@ -151,10 +157,20 @@ def plan_command(
         force=force, allow_external=allow_external, rebase=mappings.mappings, accept_lost=tuple(accept_lost or ()),
         clock=clock, collect_dead_jobs=collect_dead_jobs, older_than_at=older_than_at, inventory=inventory,
     )  # fmt: skip
-    plan = build_plan(storage, options, progress=out.term.iterate("reading _metadata"))
-    if plan_file:
-        with open(plan_file, "wb") as f:
-            plan.write_json(f)
+    if spark_master is not None:
+        from ckptctl.gc.spark import build_plan_spark
+
+        replace(chosen, kind="spark", master=spark_master).start()  # under its status line
+        plan = build_plan_spark(storage, options, spark_master)
+        if plan_file:
+            plan.write(plan_file)  # PLAN.json and its lists in PLAN.parquet/
+        if plan.small():  # the lists on the driver: shown (largest orphans) and inlined like a local plan's
+            plan.materialise()
+    else:
+        plan = build_plan(storage, options, progress=out.term.iterate("reading _metadata"))
+        if plan_file:
+            with open(plan_file, "wb") as f:
+                plan.write_json(f)
     out.result(plan, partial(render.plan, written_to=plan_file, term=out.term))
     if plan.refusals:
         raise typer.Exit(1)
@@ -190,16 +206,7 @@ def apply_command(
         ),
     ] = 1000,
     s3_endpoint: EndpointOpt = None,
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--engine",
-            metavar="auto|local|spark",
-            help="Where the deletions run: spark = on Spark executors (one listing per directory, a manifest "
-            "per batch); local = here; auto (default) = Spark if the plan was made with --engine spark or "
-            "--master is given.",
-        ),
-    ] = "auto",
+    engine: EngineOpt = "auto",
     master: MasterOpt = None,
 ) -> None:
     """Re-validate the plan against the storage as it is now, then delete what is still an orphan.
@@ -222,8 +229,15 @@ def apply_command(
     else:
         plan_data = read_plan(plan_file)
     storage = Storage(storage_from_plan(plan_data, s3_endpoint))
+    spark_master = _spark_master(chosen, plan_data.get("engine"))
+    if spark_master is not None:
+        replace(chosen, kind="spark", master=spark_master).start()  # under its status line
     if orphans.is_orphan_plan(plan_data):  # `ckptctl paimon orphans -o`: a Paimon table's orphans
         fresh, go, skipped = orphans.revalidate(storage, plan_data)
+    elif spark_master is not None:
+        from ckptctl.gc.spark import revalidate_spark
+
+        fresh, go, skipped = revalidate_spark(storage, plan_data, plan_file, spark_master)
     else:
         fresh, go, skipped = revalidate(storage, plan_data, progress=out.term.iterate("reading _metadata"))
     total = sum(d.size for d in go)
@@ -237,14 +251,11 @@ def apply_command(
         ):
             out.warn("aborted; nothing deleted")
             raise typer.Exit(1)
-    if _on_executors(chosen, plan_data) and go:
-        from ckptctl.engine import DEFAULT_MASTER, Engine
+    if spark_master is not None and go:  # deleted on the executors of the master that re-validated
         from ckptctl.gc.spark_apply import apply_plan_on_executors
 
-        on_spark = Engine("spark", chosen.master or DEFAULT_MASTER, chosen.status)
-        on_spark.start()  # under its status line, before the deletions
         executors = apply_plan_on_executors(
-            storage, fresh, go, skipped, master=on_spark.master,
+            storage, fresh, go, skipped, master=spark_master,
             manifest_dir=manifest or plan_file + ".manifest.d", trash=trash, batch=batch_size,
         )  # fmt: skip
         out.result(executors, partial(render.applied_on_executors, term=out.term))
@@ -262,10 +273,17 @@ def apply_command(
         raise typer.Exit(1)
 
 
-def _on_executors(chosen, plan_data: dict) -> bool:
-    """``gc apply`` deletes on Spark executors when asked (``--engine spark``, ``--master``) or when
-    the plan was made with ``--engine spark`` (and ``--engine local`` does not say otherwise)."""
+def _spark_master(chosen, planned: dict | None = None) -> str | None:
+    """The Spark master gc runs on, or ``None`` for in-process. ``auto`` stays in-process unless
+    ``--master`` is given or (apply) the plan was made on Spark: before the listing nothing tells
+    how many files there are, and the listing is the cost. A plan made on Spark is re-validated on
+    Spark (its lists may be in Parquet only), on its master unless another is named."""
+    from ckptctl.engine import DEFAULT_MASTER
+
     if chosen.kind == "local":
-        return False
-    made_with = (plan_data.get("options") or {}).get("engine")
-    return chosen.kind == "spark" or chosen.master is not None or made_with == "spark"
+        return None
+    if chosen.kind == "spark" or chosen.master:
+        return chosen.master or DEFAULT_MASTER
+    if planned and planned.get("kind") == "spark":
+        return planned.get("master") or DEFAULT_MASTER
+    return None

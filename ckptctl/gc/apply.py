@@ -81,6 +81,14 @@ def revalidate(
             skipped.append({"path": c["path"], "reason": "changed since the plan (size or mtime)"})
         else:
             go.append(current)
+    return fresh, *order_for_deletion(storage, fresh, go, skipped)
+
+
+def order_for_deletion(
+    storage: Storage, fresh: GcPlan, go: list[FileDecision], skipped: list[dict[str, Any]]
+) -> tuple[list[FileDecision], list[dict]]:
+    """The unchanged candidates (re-checked one by one after an inventory plan), the ``_metadata``
+    of expired checkpoints first; nothing of an expired checkpoint whose ``_metadata`` stays."""
     if fresh.options.inventory is not None:
         go = _unchanged_now(storage, go, skipped)
     going = {d.path for d in go}
@@ -97,7 +105,7 @@ def revalidate(
                 kept.append(d)
         go = kept
     first = [d for d in go if d.path in expired_metadata]
-    return fresh, first + [d for d in go if d.path not in expired_metadata], skipped
+    return first + [d for d in go if d.path not in expired_metadata], skipped
 
 
 def _unchanged_now(storage: Storage, go: list[FileDecision], skipped: list[dict[str, Any]]) -> list[FileDecision]:

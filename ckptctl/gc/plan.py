@@ -267,6 +267,22 @@ class _Planner:
         self.refusals.append(refusal(code, message))
 
     def run(self) -> GcPlan:
+        now, now_source, cutoff = self.start()
+        prelisted = self.prelist()
+        discovered = self.discover(prelisted)
+        retention = self.retain(discovered, now, cutoff)
+        self.warnings.extend(retention.notes)
+        folded, listings = self.fold_while_listing(retention, prelisted)
+        hidden = self.check_checkpoints_unchanged(discovered, listings)
+        self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
+        self.check_no_aliases()
+        plan = self.classify(now, now_source, cutoff, retention, folded, listings)
+        if self.inventory is not None:
+            self.check_metadata_after_plan()
+        return plan
+
+    def start(self) -> tuple[float, str, float]:
+        """Scopes, clock and cut-off checked, the inventory's manifest read: (now, its source, cutoff)."""
         options = self.options
         for problem in options.overlaps():
             self.refuse(Refusal.OVERLAPPING_SCOPES, f"overlapping scopes: {problem}")
@@ -285,18 +301,7 @@ class _Planner:
                 raise CkptError("not a directory: a ROOT is a directory of checkpoints", path=root)
         if options.inventory is not None:
             self.open_inventory()
-        prelisted = self.prelist()
-        discovered = self.discover(prelisted)
-        retention = self.retain(discovered, now, cutoff)
-        self.warnings.extend(retention.notes)
-        folded, listings = self.fold_while_listing(retention, prelisted)
-        hidden = self.check_checkpoints_unchanged(discovered, listings)
-        self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
-        self.check_no_aliases()
-        plan = self.classify(now, now_source, cutoff, retention, folded, listings)
-        if self.inventory is not None:
-            self.check_metadata_after_plan()
-        return plan
+        return now, now_source, cutoff
 
     # -- --inventory: an S3 Inventory report instead of a listing of the roots' files ----------
     def open_inventory(self) -> None:
@@ -326,9 +331,9 @@ class _Planner:
 
     def inventory_listings(self) -> dict[str, list[FileInfo]]:
         """The inventory's current objects under each listed scope, sorted like a listing."""
-        from ckptctl.inventory import InventoryError, ReadStats, iter_files
+        from ckptctl.inventory import ReadStats, iter_files
 
-        inv, options = self.inventory, self.options
+        inv = self.inventory
         stats = ReadStats()
         by_root: dict[str, list[FileInfo]] = {root: [] for root in self.scopes.listed}
         prefixes = [(r.rstrip("/") + "/", r) for r in self.scopes.listed]
@@ -339,17 +344,24 @@ class _Planner:
             files.sort()
             deduped = [f for i, f in enumerate(files) if i + 1 == len(files) or files[i + 1].uri != f.uri]
             by_root[root] = deduped  # two rows of one key: the newest (sorted last) speaks
-        if options.inventory_rows is not None and options.inventory_rows != stats.rows_read:
+        self.record_inventory(stats.rows_read, stats.rows_kept)
+        return by_root
+
+    def record_inventory(self, rows_read: int, rows_kept: int) -> None:
+        """The report read: the same as the plan's (when re-validating), and recorded in the plan."""
+        from ckptctl.inventory import InventoryError
+
+        inv, options = self.inventory, self.options
+        if options.inventory_rows is not None and options.inventory_rows != rows_read:
             raise InventoryError(
-                f"the inventory has {stats.rows_read} rows, the plan was made from one with "
+                f"the inventory has {rows_read} rows, the plan was made from one with "
                 f"{options.inventory_rows}: not the same report; run `ckptctl gc plan` again", path=inv.uri,
             )  # fmt: skip
-        self.options = replace(options, inventory_created=inv.created, inventory_rows=stats.rows_read)
+        self.options = replace(options, inventory_created=inv.created, inventory_rows=rows_read)
         self.inventory_record = {
-            **inv.describe(), "rows_read": stats.rows_read, "rows_in_scope": stats.rows_kept,
+            **inv.describe(), "rows_read": rows_read, "rows_in_scope": rows_kept,
             "created_iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(inv.created)),
         }  # fmt: skip
-        return by_root
 
     def check_metadata_after_plan(self) -> None:
         """The ``_metadata`` files listed afresh once the plan is built must be exactly those
@@ -498,12 +510,7 @@ class _Planner:
             else:
                 files = prelisted.pop(root) if prelisted else list(storage.list_files(root, notes))
             listings.append((root, files))
-            walked = self.notes[root]  # directories or aliases (refused below) mean it is not empty
-            if root in options.roots and not files and not walked.aliases and not walked.dirs:  # as ls, check
-                if from_inventory is not None:
-                    raise CkptError(f"the inventory {options.inventory} has no object under this ROOT: nothing to "
-                                    "collect (a report of another prefix?)", path=root)  # fmt: skip
-                raise CkptError("no such directory (or it is empty): nothing to collect", path=root)
+            self.check_listed(root, bool(files))
         if worker is not None:
             try:
                 folded = _unpack(future.result())
@@ -514,6 +521,16 @@ class _Planner:
         for code, message in folded.refusals:
             self.refuse(Refusal(code), message)
         return folded, listings
+
+    def check_listed(self, root: str, has_files: bool) -> None:
+        """A ROOT must hold something, as for ``ls`` and ``check``: directories or aliases (refused
+        later) mean it is not empty."""
+        walked = self.notes[root]
+        if root in self.options.roots and not has_files and not walked.aliases and not walked.dirs:
+            if self.inventory is not None:
+                raise CkptError(f"the inventory {self.options.inventory} has no object under this ROOT: nothing to "
+                                "collect (a report of another prefix?)", path=root)  # fmt: skip
+            raise CkptError("no such directory (or it is empty): nothing to collect", path=root)
 
     def check_checkpoints_unchanged(self, discovered, listings) -> list[FileInfo]:
         """The set of ``_metadata`` files must be the same in discovery, in the full listing and in
@@ -607,93 +624,26 @@ class _Planner:
 
     # -- 4. classify every listed file ------------------------------------------------------
     def classify(self, now, now_source, cutoff, retention: Retention, folded: Folded, listings) -> GcPlan:
-        options = self.options
-        live, spans, expired_refs, external = folded.live, folded.spans, folded.expired_refs, folded.external
-        if external and not options.allow_external:
-            first = min(external)  # the same on every run (sets follow the hash seed)
-            self.refuse(
-                Refusal.EXTERNAL_REFERENCES,
-                f"{len(external)} references point outside the scanned roots (first: {first}). They may mean a "
-                "moved directory or a missing --savepoints/--changelog-dir. Scan their location too, map it with "
-                "--rebase, or pass --allow-external (files outside the roots are never deleted)",
-            )
-        external_names = {st.basename(p): p for p in external}
-
-        # This loop runs once per file (millions): a directory's context is looked up once per
-        # run of its files, and tuples are built directly (FileDecision's constructor is a frame).
-        candidates: list[FileDecision] = []
-        protected: list[FileDecision] = []
-        keep, take = protected.append, candidates.append
-        new = tuple.__new__
-        partially_live: list[dict[str, Any]] = []
-        live_files = live_bytes = 0
+        """The fate of every listed file, in this process (the Spark planner runs the same
+        :meth:`FileRule.decide` on executors and the same :meth:`finish`)."""
         total_files = sum(len(files) for _root, files in listings)
         total_bytes = sum(sum(map(itemgetter(1), files)) for _root, files in listings)
-        contexts = _Contexts(self.scopes, retention, folded, now + CLOCK_TOLERANCE, JobEvidence(
-            self.scopes, retention, folded, listings, self.notes))
-        future: list[str] = []
-        tolerance_limit = now + CLOCK_TOLERANCE
-        margin = options.margin
-        check_expired = bool(expired_refs)
-        young_evidence = {"cutoff": cutoff}
-        # --inventory: a file modified once the report began may be in it as it was, or not at all
-        inventory_created = self.inventory.created if self.inventory is not None else math.inf
-        young_limit = min(cutoff, inventory_created)
-        after_evidence = {"inventory_created": inventory_created}
+        evidence = JobEvidence.of_listings(self.scopes, retention, folded, listings, self.notes)
+        contexts = self.contexts(now, retention, evidence,
+                                 lambda: _forst_parents(itertools.chain(folded.live, folded.spans)))  # fmt: skip
+        rule = self.rule(now, cutoff, bool(folded.expired_refs))
+        tally = _Listed(listings, folded, total_files, total_bytes)
+        candidates, protected = tally.candidates, tally.protected
         for _root, files in listings:
             runs: list[tuple] = []  # (job stats, first file, first candidate) per run of one directory
-            run_prefix = None
-            ctx = contexts.get
-            for i, (uri, size, mtime, is_link) in enumerate(files):
-                if run_prefix is None or not uri.startswith(run_prefix) or uri.find("/", len(run_prefix)) >= 0:
-                    parent = uri.rpartition("/")[0]
-                    run_prefix = parent + "/"
-                    plen = len(run_prefix)
-                    reason, is_candidate, anchor, evidence, stats, unreferenced, forst = ctx(parent)
-                    runs.append((stats, i, len(candidates)))
-                if uri in live:
-                    live_files += 1
-                    live_bytes += size
-                    continue
-                if spans:
-                    seg = spans.get(uri)
-                    if seg is not None:
-                        live_files += 1
-                        live_bytes += size
-                        covered = _covered(seg)
-                        if covered < size:
-                            partially_live.append(
-                                {"path": uri, "size": size, "live_bytes": covered, "dead_bytes": size - covered}
-                            )
-                        continue
-                if not is_candidate:
-                    keep(new(FileDecision, (uri, size, mtime, reason, evidence)))
-                    continue
-                r = reason
-                name = uri[plen:]
-                if name in _SPECIAL_NAMES or "\\" in name or (forst and FORST_CONTROL_RE.match(name)):
-                    r = _by_name(name, r)
-                    if r not in _CANDIDATE:
-                        keep(new(FileDecision, (uri, size, mtime, r, None)))
-                        continue
-                elif check_expired and unreferenced and uri in expired_refs:
-                    r = Reason.EXPIRED_ONLY
-                if is_link:
-                    keep(new(FileDecision, (uri, size, mtime, Reason.SYMLINK, None)))
-                elif mtime is None or mtime <= 0:
-                    keep(new(FileDecision, (uri, size, mtime, Reason.NO_MTIME, None)))
-                elif mtime > tolerance_limit:
-                    keep(new(FileDecision, (uri, size, mtime, Reason.FUTURE_MTIME, None)))
-                elif mtime >= young_limit:
-                    if mtime >= cutoff:
-                        keep(new(FileDecision, (uri, size, mtime, Reason.YOUNG, young_evidence)))
-                    else:
-                        keep(new(FileDecision, (uri, size, mtime, Reason.AFTER_INVENTORY, after_evidence)))
-                elif anchor is not None and mtime >= anchor - margin:
-                    keep(new(FileDecision, (uri, size, mtime, Reason.IN_FLIGHT, evidence)))
-                else:
-                    take(new(FileDecision, (uri, size, mtime, r, evidence)))
-            # per-job totals from the runs, summed in C rather than per file above
+            lf, lb = rule.decide(
+                files, contexts.get, folded.live, folded.spans, folded.expired_refs,
+                protected.append, candidates.append, tally.partially_live.append,
+                lambda stats, i, runs=runs: runs.append((stats, i, len(candidates))),
+            )  # fmt: skip
+            tally.live_files += lf
+            tally.live_bytes += lb
+            # per-job totals from the runs, summed in C rather than per file
             runs.append((None, len(files), len(candidates)))
             size_of = itemgetter(1)
             for (stats, a, ca), (_next, b, cb) in zip(runs, runs[1:], strict=False):
@@ -703,56 +653,72 @@ class _Planner:
                 stats[3] += sum(map(size_of, candidates[ca:cb]))
             # any file in the future, live ones and _metadata included (found in C: max over mtimes)
             newest = max(filter(None, map(itemgetter(2), files)), default=0.0)
-            if newest > tolerance_limit:
-                future.extend(f.uri for f in files if f.mtime is not None and f.mtime > tolerance_limit)
+            if newest > rule.tolerance_limit:
+                tally.future.extend(f.uri for f in files if f.mtime is not None and f.mtime > rule.tolerance_limit)
+        return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
 
+    def contexts(self, now: float, retention: Retention, evidence: JobEvidence, forst_parents) -> _Contexts:
+        return _Contexts(self.scopes, retention, forst_parents, now + CLOCK_TOLERANCE, evidence)
+
+    def rule(self, now: float, cutoff: float, check_expired: bool) -> FileRule:
+        # --inventory: a file modified once the report began may be in it as it was, or not at all
+        inventory_created = self.inventory.created if self.inventory is not None else math.inf
+        return FileRule(cutoff, now + CLOCK_TOLERANCE, self.options.margin, min(cutoff, inventory_created),
+                        {"cutoff": cutoff}, {"inventory_created": inventory_created}, check_expired)  # fmt: skip
+
+    def finish(self, now, now_source, cutoff, retention: Retention, folded: Folded, contexts: _Contexts,
+               tally: Tally) -> GcPlan:  # fmt: skip
+        """Everything decided from the per-file outcome as a whole: refusals, caps, the plan."""
+        options = self.options
+        external = folded.external
+        if external and not options.allow_external:
+            first = min(external)  # the same on every run (sets follow the hash seed)
+            self.refuse(
+                Refusal.EXTERNAL_REFERENCES,
+                f"{len(external)} references point outside the scanned roots (first: {first}). They may mean a "
+                "moved directory or a missing --savepoints/--changelog-dir. Scan their location too, map it with "
+                "--rebase, or pass --allow-external (files outside the roots are never deleted)",
+            )
+        external_names = {st.basename(p): p for p in external}
         if contexts.overlaps:
             self.refuse(Refusal.OVERLAPPING_SCOPES, f"overlapping scopes: {contexts.overlaps[0]}")
-        # every listed live file was found once; only when some were not is the set algebra needed
-        missing_paths: set[str] = set()
-        if live_files < len(live) + len(spans):
-            listed = {f.uri for _root, files in listings for f in files}
-            missing_paths = live.union(spans).difference(listed)
+        missing_paths = tally.missing_paths()
         if missing_paths and self.inventory is not None:
             # written after the report (a running job's new files): there now, so live, not missing
             present = self.present_now(missing_paths)
             missing_paths -= present.keys()
-            live_files += len(present)
-            live_bytes += sum(present.values())
+            tally.live_files += len(present)
+            tally.live_bytes += sum(present.values())
             self.inventory_record["live_files_not_in_inventory"] = len(present)
-        missing, relive = self.missing_files(missing_paths, retention, listings)
-        del listings
+        missing, relive = self.missing_files(missing_paths, retention, tally.savepoint_files)
+        tally.drop_listing()
         if relive:  # savepoint files a FLINK-39964 checkpoint uses: live, not merely protected
-            kept = [d for d in protected if d.path not in relive]
-            for d in protected:
-                if d.path in relive:
-                    live_files += 1
-                    live_bytes += d.size
-            protected[:] = kept
-        if future:
+            tally.relive(relive)
+        future_count, future_first = tally.future_files()
+        if future_count:
             self.refuse(
                 Refusal.FUTURE_MTIME,
-                f"{len(future)} files have a modification time in the future of the storage clock ({now_source}), "
-                f"first: {future[0]}; a skewed clock makes age guards meaningless",
+                f"{future_count} files have a modification time in the future of the storage clock ({now_source}), "
+                f"first: {future_first}; a skewed clock makes age guards meaningless",
             )
-        collisions = [c.path for c in candidates if c.path.rpartition("/")[2] in external_names]
-        if collisions:
+        collision = tally.first_collision(external_names) if external_names else None
+        if collision:
             self.refuse(
                 Refusal.NAME_COLLISION,
-                f"candidate {collisions[0]} has the same name as the external reference "
-                f"{external_names[st.basename(collisions[0])]}: a moved directory? pass --rebase",
+                f"candidate {collision} has the same name as the external reference "
+                f"{external_names[st.basename(collision)]}: a moved directory? pass --rebase",
             )
-        if candidates and not live and not spans:
+        n_candidates, candidate_bytes = tally.candidate_totals()
+        if n_candidates and tally.live_set_empty():
             self.refuse(Refusal.EMPTY_LIVE_SET, "the live set is empty but there are candidates: refusing to delete everything")
-        dead_jobs = self.caps(contexts, candidates, total_files, total_bytes, retention)
+        dead_jobs = self.caps(contexts, n_candidates, candidate_bytes, tally.total_files, tally.total_bytes, retention)
         if retention.expired:
-            self.check_no_job_starting(contexts, protected, retention)
-        return GcPlan(
+            self.check_no_job_starting(contexts, tally.kept_paths_since, retention)
+        return tally.plan(
             options, now, now_source, cutoff,
             sorted((folded.info[u] for u in {loc.uri for loc in retention.retained}), key=lambda d: d["path"]),
             sorted((folded.info[u] for u in {loc.uri for loc in retention.expired}), key=lambda d: d["path"]),
-            candidates, protected, live_files, live_bytes, total_files, total_bytes,
-            sorted(external.values(), key=lambda d: d["path"]), missing, partially_live, self.refusals,
+            sorted(external.values(), key=lambda d: d["path"]), missing, self.refusals,
             self.warnings, dead_jobs, {"s3_endpoint": self.storage.options.s3_endpoint}, self.discovery_record(),
             self.inventory_record,
         )  # fmt: skip
@@ -780,7 +746,7 @@ class _Planner:
         }  # fmt: skip
 
     def missing_files(
-        self, missing_paths: set[str], retention: Retention, listings
+        self, missing_paths: set[str], retention: Retention, savepoint_files
     ) -> tuple[list[dict[str, Any]], set[str]]:
         """Files retained checkpoints reference under the scanned roots that are not there.
 
@@ -795,6 +761,8 @@ class _Planner:
         recorded size are a file of a savepoint directory in scope is that file: it is live (also
         when the savepoint's ``_metadata`` is gone: these may be the only copy of the state), and
         the plan says to run ``ckptctl repair``. Returns (missing, savepoint files made live).
+        ``savepoint_files(names)``: the listed files inside savepoint directories with those names,
+        name -> [(uri, size)].
         """
         if not missing_paths:
             return [], set()
@@ -810,7 +778,7 @@ class _Planner:
                 if path in by_path and loc.uri not in by_path[path]:
                     by_path[path].append(loc.uri)
                     sizes[path] = size
-        in_savepoints = self._savepoint_files(listings, {st.basename(p) for p in by_path})
+        in_savepoints = savepoint_files({st.basename(p) for p in by_path})
         misanchored: dict[str, str] = {}
         also_live: set[str] = set()  # every savepoint file it may be (never guess which copy)
         for path in list(by_path):
@@ -853,7 +821,7 @@ class _Planner:
             )
         return missing, also_live
 
-    def check_no_job_starting(self, contexts: _Contexts, protected, retention: Retention) -> None:
+    def check_no_job_starting(self, contexts: _Contexts, kept_paths_since, retention: Retention) -> None:
         """A job directory with fresh files but no completed checkpoint is a job starting up: it may
         have been restored (CLAIM or NO_CLAIM) from a checkpoint ``--keep-last`` is about to expire,
         and its first checkpoint will reference that checkpoint's files. Nothing can be expired then.
@@ -861,19 +829,21 @@ class _Planner:
         Files are not the only sign: right after the restore the job has created its empty
         ``shared/`` and ``taskowned/`` directories (or, on S3A, their directory markers) and
         uploaded nothing yet. A directory of a job without a retained checkpoint that changed after
-        the oldest expiring ``_metadata`` was written is such a sign too."""
+        the oldest expiring ``_metadata`` was written is such a sign too.
+
+        ``kept_paths_since(t)``: the protected files without an mtime or modified at ``t`` or later
+        (one per directory and kind, file or directory marker, is enough)."""
         job_of = {id(stats): job for job, stats in contexts.job_stats.items()}
         since = min((loc.metadata.mtime or 0) for loc in retention.expired)
         starting = set()
-        for d in protected:
+        for path in kept_paths_since(since):
             # any kept file (young, of a dead job, not yet Flink's by evidence, a directory marker)
             # of a job without a retained checkpoint, written after the oldest expiring _metadata
-            if d.mtime is None or d.mtime >= since:
-                job = job_of.get(id(contexts.get(d.path.rpartition("/")[0])[4]))
-                if job is None and d.path.endswith("/"):
-                    job = place_of(self.scopes.scope_of(d.path)[0] or "", d.path.rstrip("/")).job
-                if job is not None and job not in retention.newest_retained:
-                    starting.add(job)
+            job = job_of.get(id(contexts.get(path.rpartition("/")[0])[4]))
+            if job is None and path.endswith("/"):
+                job = place_of(self.scopes.scope_of(path)[0] or "", path.rstrip("/")).job
+            if job is not None and job not in retention.newest_retained:
+                starting.add(job)
         for notes in self.notes.values():
             for directory, mtime in notes.dirs.items():
                 if mtime < since:
@@ -893,17 +863,8 @@ class _Planner:
                 "Run the plan again once it has completed a checkpoint, or without --keep-last",
             )
 
-    def _savepoint_files(self, listings, names: set[str]) -> dict[str, list[tuple[str, int]]]:
-        """Listed files inside savepoint directories whose names are in ``names``."""
-        found: dict[str, list[tuple[str, int]]] = {}
-        for root, files in listings:
-            for f in files:
-                parent, _, name = f.uri.rpartition("/")
-                if name in names and place_of(root, parent).area == "savepoint":
-                    found.setdefault(name, []).append((f.uri, f.size))
-        return found
-
-    def caps(self, contexts: _Contexts, candidates, total_files, total_bytes, retention: Retention) -> list[dict]:
+    def caps(self, contexts: _Contexts, n_candidates: int, candidate_bytes: int, total_files: int, total_bytes: int,
+             retention: Retention) -> list[dict]:  # fmt: skip
         """Blast-radius caps (global and per living job) and the list of dead jobs."""
         options = self.options
         limit = options.max_delete_fraction
@@ -917,7 +878,7 @@ class _Planner:
                                  "candidate_files": cand_files, "candidate_bytes": cand_bytes})  # fmt: skip
                 continue
             share = max(cand_files / max(files, 1), cand_bytes / max(size, 1))
-            if candidates and not options.force and share > limit:
+            if n_candidates and not options.force and share > limit:
                 self.refuse(
                     Refusal.DELETE_FRACTION,
                     f"the plan deletes {cand_files / max(files, 1):.0%} of the files and {cand_bytes / max(size, 1):.0%} "
@@ -939,9 +900,9 @@ class _Planner:
                 "still borrow them. Scan that job's root in the same plan, then pass --collect-dead-jobs (or name "
                 "the job directory as ROOT) to collect them"
             )
-        if candidates and not options.force:
-            files_share = len(candidates) / max(total_files, 1)
-            bytes_share = sum(c.size for c in candidates) / max(total_bytes, 1)
+        if n_candidates and not options.force:
+            files_share = n_candidates / max(total_files, 1)
+            bytes_share = candidate_bytes / max(total_bytes, 1)
             if max(files_share, bytes_share) > limit:
                 self.refuse(
                     Refusal.DELETE_FRACTION,
@@ -984,18 +945,207 @@ def _by_name(name: str, reason: Reason) -> Reason:
     return reason
 
 
+class FileRule:
+    """The per-file rule, one for both planners: given a directory's context (:meth:`_Contexts.get`)
+    and whether the file is live, a segment of a file-merging file, or referenced only by expired
+    checkpoints, what becomes of it. The local planner runs :meth:`decide` over each root's listing
+    with its live sets; the Spark planner over each Arrow batch with sets of the batch's own rows
+    (the join told each row what it is)."""
+
+    __slots__ = ("after_evidence", "check_expired", "cutoff", "margin", "tolerance_limit", "young_evidence",
+                 "young_limit")  # fmt: skip
+
+    def __init__(self, cutoff: float, tolerance_limit: float, margin: float, young_limit: float,
+                 young_evidence: dict, after_evidence: dict, check_expired: bool) -> None:  # fmt: skip
+        self.cutoff, self.tolerance_limit, self.margin, self.young_limit = cutoff, tolerance_limit, margin, young_limit
+        self.young_evidence, self.after_evidence, self.check_expired = young_evidence, after_evidence, check_expired
+
+    def decide(self, files, ctx, live, spans, expired_refs, keep, take, partial, on_dir=None) -> tuple[int, int]:
+        """Append each file of ``files`` ((uri, size, mtime, is_link), grouped by directory for
+        speed) to ``keep`` or ``take`` as a :class:`FileDecision`, or count it live (a partially
+        live file also goes to ``partial``). ``on_dir(stats, i)`` is called at the first file of
+        each run of one directory. Returns (live files, live bytes).
+
+        This loop runs once per file (millions): a directory's context is looked up once per run of
+        its files, and tuples are built directly (FileDecision's constructor is a frame)."""
+        new = tuple.__new__
+        cutoff, tolerance_limit, margin, young_limit = self.cutoff, self.tolerance_limit, self.margin, self.young_limit
+        young_evidence, after_evidence = self.young_evidence, self.after_evidence
+        check_expired = self.check_expired and bool(expired_refs)
+        live_files = live_bytes = 0
+        run_prefix = None
+        for i, (uri, size, mtime, is_link) in enumerate(files):
+            if run_prefix is None or not uri.startswith(run_prefix) or uri.find("/", len(run_prefix)) >= 0:
+                parent = uri.rpartition("/")[0]
+                run_prefix = parent + "/"
+                plen = len(run_prefix)
+                reason, is_candidate, anchor, evidence, stats, unreferenced, forst = ctx(parent)
+                if on_dir is not None:
+                    on_dir(stats, i)
+            if uri in live:
+                live_files += 1
+                live_bytes += size
+                continue
+            if spans:
+                seg = spans.get(uri)
+                if seg is not None:
+                    live_files += 1
+                    live_bytes += size
+                    covered = _covered(seg)
+                    if covered < size:
+                        partial({"path": uri, "size": size, "live_bytes": covered, "dead_bytes": size - covered})
+                    continue
+            if not is_candidate:
+                keep(new(FileDecision, (uri, size, mtime, reason, evidence)))
+                continue
+            r = reason
+            name = uri[plen:]
+            if name in _SPECIAL_NAMES or "\\" in name or (forst and FORST_CONTROL_RE.match(name)):
+                r = _by_name(name, r)
+                if r not in _CANDIDATE:
+                    keep(new(FileDecision, (uri, size, mtime, r, None)))
+                    continue
+            elif check_expired and unreferenced and uri in expired_refs:
+                r = Reason.EXPIRED_ONLY
+            if is_link:
+                keep(new(FileDecision, (uri, size, mtime, Reason.SYMLINK, None)))
+            elif mtime is None or mtime <= 0:
+                keep(new(FileDecision, (uri, size, mtime, Reason.NO_MTIME, None)))
+            elif mtime > tolerance_limit:
+                keep(new(FileDecision, (uri, size, mtime, Reason.FUTURE_MTIME, None)))
+            elif mtime >= young_limit:
+                if mtime >= cutoff:
+                    keep(new(FileDecision, (uri, size, mtime, Reason.YOUNG, young_evidence)))
+                else:
+                    keep(new(FileDecision, (uri, size, mtime, Reason.AFTER_INVENTORY, after_evidence)))
+            elif anchor is not None and mtime >= anchor - margin:
+                keep(new(FileDecision, (uri, size, mtime, Reason.IN_FLIGHT, evidence)))
+            else:
+                take(new(FileDecision, (uri, size, mtime, r, evidence)))
+        return live_files, live_bytes
+
+
+class Tally:
+    """The per-file outcome as :meth:`_Planner.finish` needs it, wherever the files are: in lists
+    here (:class:`_Listed`) or in DataFrames on executors (:mod:`ckptctl.gc.spark`)."""
+
+    live_files: int
+    live_bytes: int
+    total_files: int
+    total_bytes: int
+
+    def missing_paths(self) -> set[str]:
+        """Live paths (files and segments' files) not among the listed files."""
+        raise NotImplementedError
+
+    def savepoint_files(self, names: set[str]) -> dict[str, list[tuple[str, int]]]:
+        """Listed files inside savepoint directories whose names are in ``names``."""
+        raise NotImplementedError
+
+    def drop_listing(self) -> None:
+        """The listing is no longer needed."""
+
+    def relive(self, paths: set[str]) -> None:
+        """Protected files that are live after all: counted live, no longer protected."""
+        raise NotImplementedError
+
+    def future_files(self) -> tuple[int, str | None]:
+        """How many listed files have an mtime past the clock tolerance, and the first of them."""
+        raise NotImplementedError
+
+    def first_collision(self, names: dict[str, str]) -> str | None:
+        """The first candidate whose file name is one of ``names``."""
+        raise NotImplementedError
+
+    def candidate_totals(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def live_set_empty(self) -> bool:
+        raise NotImplementedError
+
+    def kept_paths_since(self, since: float) -> Iterable[str]:
+        """Protected files without an mtime or modified at ``since`` or later."""
+        raise NotImplementedError
+
+    def plan(self, *args) -> GcPlan:
+        """The plan: :class:`GcPlan`'s fields but the per-file ones, in order."""
+        raise NotImplementedError
+
+
+class _Listed(Tally):
+    """The local planner's outcome: every decision in a list, in listing order."""
+
+    def __init__(self, listings, folded: Folded, total_files: int, total_bytes: int) -> None:
+        self.listings, self.folded = listings, folded
+        self.total_files, self.total_bytes = total_files, total_bytes
+        self.live_files = self.live_bytes = 0
+        self.candidates: list[FileDecision] = []
+        self.protected: list[FileDecision] = []
+        self.partially_live: list[dict[str, Any]] = []
+        self.future: list[str] = []
+
+    def missing_paths(self) -> set[str]:
+        live, spans = self.folded.live, self.folded.spans
+        # every listed live file was found once; only when some were not is the set algebra needed
+        if self.live_files < len(live) + len(spans):
+            listed = {f.uri for _root, files in self.listings for f in files}
+            return live.union(spans).difference(listed)
+        return set()
+
+    def savepoint_files(self, names: set[str]) -> dict[str, list[tuple[str, int]]]:
+        found: dict[str, list[tuple[str, int]]] = {}
+        for root, files in self.listings:
+            for f in files:
+                parent, _, name = f.uri.rpartition("/")
+                if name in names and place_of(root, parent).area == "savepoint":
+                    found.setdefault(name, []).append((f.uri, f.size))
+        return found
+
+    def drop_listing(self) -> None:
+        self.listings = None
+
+    def relive(self, paths: set[str]) -> None:
+        kept = [d for d in self.protected if d.path not in paths]
+        for d in self.protected:
+            if d.path in paths:
+                self.live_files += 1
+                self.live_bytes += d.size
+        self.protected[:] = kept
+
+    def future_files(self) -> tuple[int, str | None]:
+        return len(self.future), (self.future[0] if self.future else None)
+
+    def first_collision(self, names: dict[str, str]) -> str | None:
+        return next((c.path for c in self.candidates if c.path.rpartition("/")[2] in names), None)
+
+    def candidate_totals(self) -> tuple[int, int]:
+        return len(self.candidates), sum(c.size for c in self.candidates)
+
+    def live_set_empty(self) -> bool:
+        return not self.folded.live and not self.folded.spans
+
+    def kept_paths_since(self, since: float) -> Iterable[str]:
+        return (d.path for d in self.protected if d.mtime is None or d.mtime >= since)
+
+    def plan(self, options, now, now_source, cutoff, retained, expired, external, missing, *rest) -> GcPlan:
+        return GcPlan(options, now, now_source, cutoff, retained, expired, self.candidates, self.protected,
+                      self.live_files, self.live_bytes, self.total_files, self.total_bytes, external, missing,
+                      self.partially_live, *rest)  # fmt: skip
+
+
 class _Contexts:
     """Per directory: what its files are unless referenced (see :meth:`_anchored`), and job stats."""
 
     def __init__(
-        self, scopes: Scopes, retention: Retention, folded: Folded, future_limit: float, evidence: JobEvidence
-    ) -> None:
+        self, scopes: Scopes, retention: Retention, forst_parents: Callable[[], Iterable[str]], future_limit: float,
+        evidence: JobEvidence,
+    ) -> None:  # fmt: skip
         self.scopes = scopes
         self.evidence = evidence
         self.collect_dead = scopes.options.collect_dead_jobs
         self.named = set(scopes.options.roots)
         self.dead_verdicts: dict[str, Reason | None] = {}  # job without a retained checkpoint -> verdict
-        self.live, self.spans = folded.live, folded.spans
+        self.forst_parents = forst_parents  # directories of live files that may be ForSt's (asked lazily)
         self.future_limit = future_limit
         self.retained_dirs = {loc.uri for loc in retention.retained}
         self.expired_dirs = {loc.uri for loc in retention.expired}
@@ -1016,13 +1166,12 @@ class _Contexts:
     def forst_in_use(self) -> set[str]:
         """ForSt working directories holding a file some retained checkpoint references."""
         used: set[str] = set()
-        for path in itertools.chain(self.live, self.spans):
-            if "/shared/op_" in path or "/shared/_dummy_dir_" in path:  # cheap filter, then the grammar
-                scope, kind = self.scopes.scope_of(path)
-                if kind == "root":
-                    forst = place_of(scope, st.parent(path)).forst
-                    if forst is not None:
-                        used.add(forst)
+        for parent in self.forst_parents():
+            scope, kind = self.scopes.scope_of(parent + "/x")
+            if kind == "root":
+                forst = place_of(scope, parent).forst
+                if forst is not None:
+                    used.add(forst)
         return used
 
     def get(self, parent: str) -> tuple:
@@ -1133,60 +1282,92 @@ class JobEvidence:
     """Whether a directory named like a JobID is Flink's: it has a ``chk-N`` directory, held a
     ``_metadata``, is referenced by a scanned checkpoint, or has changelog (DSTL) files of its id.
     A tenant directory that happens to be 32 hex digits with ``shared/report.csv`` has none.
-    Asked only for jobs without a retained checkpoint (rare): each source is computed once, lazily."""
+    Asked only for jobs without a retained checkpoint (rare): each source is computed once, lazily.
 
-    def __init__(self, scopes: Scopes, retention: Retention, folded: Folded, listings, notes) -> None:
-        self.scopes, self.retention, self.folded, self.listings, self.notes = scopes, retention, folded, listings, notes
+    ``sources``: kind -> a function computing the set of job directories (changelog: job ids) with
+    that evidence. The local planner derives them from its listings (:meth:`of_listings`), the
+    Spark planner from aggregates over its DataFrames: the same sets, so the same verdicts."""
+
+    KINDS = ("metadata", "chk-dir", "referenced", "changelog")
+
+    def __init__(self, sources: dict[str, Callable[[], set[str]]]) -> None:
+        self.sources = sources
         self._sets: dict[str, set[str]] = {}
+
+    @classmethod
+    def of_listings(cls, scopes: Scopes, retention: Retention, folded: Folded, listings, notes) -> JobEvidence:
+        def dirs():  # (root, directory) of every listed file, once per run of one directory
+            for root, files in listings:
+                last = None
+                for f in files:
+                    parent = f.uri.rpartition("/")[0]
+                    if parent != last:
+                        yield root, parent
+                    last = parent
+
+        def changelog_uris():
+            prefixes = tuple(c.rstrip("/") + "/" for c in scopes.options.changelog_dirs)
+            if prefixes:
+                for _root, files in listings:
+                    for f in files:
+                        if f.uri.startswith(prefixes):
+                            yield f.uri
+
+        return cls({
+            "metadata": lambda: metadata_jobs(retention),
+            "chk-dir": lambda: chk_dir_jobs(notes, dirs()),
+            "referenced": lambda: referenced_jobs(itertools.chain(folded.live, folded.spans)),
+            "changelog": lambda: changelog_ids(changelog_uris()),
+        })  # fmt: skip
 
     def of(self, job: str) -> str | None:
         """The first kind of evidence found for ``job``, or ``None``."""
-        for kind in ("metadata", "chk-dir", "referenced", "changelog"):
+        for kind in self.KINDS:
             if kind not in self._sets:
-                self._sets[kind] = getattr(self, "_" + kind.replace("-", "_"))()
+                self._sets[kind] = self.sources[kind]()
             key = st.basename(job) if kind == "changelog" else job
             if key in self._sets[kind]:
                 return kind
         return None
 
-    def _metadata(self) -> set[str]:
-        locs = itertools.chain(self.retention.retained, self.retention.expired)
-        return {st.parent(loc.uri) for loc in locs if loc.kind == "checkpoint"}
 
-    def _chk_dir(self) -> set[str]:
-        jobs: set[str] = set()
-        for root, notes in self.notes.items():
-            for d in notes.dirs:
-                if "/chk-" in d:
-                    place = place_of(root, d)
-                    if place.chk is not None:
-                        jobs.add(place.job)
-        for root, files in self.listings:
-            last = None
-            for f in files:
-                parent = f.uri.rpartition("/")[0]
-                if parent != last and "/chk-" in parent:
-                    place = place_of(root, parent)
-                    if place.chk is not None:
-                        jobs.add(place.job)
-                last = parent
-        return jobs
+def metadata_jobs(retention: Retention) -> set[str]:
+    locs = itertools.chain(retention.retained, retention.expired)
+    return {st.parent(loc.uri) for loc in locs if loc.kind == "checkpoint"}
 
-    def _referenced(self) -> set[str]:
-        jobs = {written_job_dir(p) for p in itertools.chain(self.folded.live, self.folded.spans)}
-        jobs.discard(None)
-        return jobs  # type: ignore[return-value]
 
-    def _changelog(self) -> set[str]:
-        prefixes = tuple(c.rstrip("/") + "/" for c in self.scopes.options.changelog_dirs)
-        ids: set[str] = set()
-        if not prefixes:
-            return ids
-        for _root, files in self.listings:
-            for f in files:
-                if f.uri.startswith(prefixes):
-                    ids.update(p for p in f.uri.split("/") if JOB_ID_RE.match(p))
-        return ids
+def chk_dir_jobs(notes: dict[str, st.WalkNotes], dirs: Iterable[tuple[str, str]]) -> set[str]:
+    """Jobs with a ``chk-N`` directory among the walks' directories and ``dirs`` ((root, directory)
+    of listed files)."""
+    jobs: set[str] = set()
+    walked = ((root, d) for root, n in notes.items() for d in n.dirs)
+    for root, d in itertools.chain(walked, dirs):
+        if "/chk-" in d:
+            place = place_of(root, d)
+            if place.chk is not None:
+                jobs.add(place.job)
+    return jobs
+
+
+def referenced_jobs(paths: Iterable[str]) -> set[str]:
+    """The job directories live paths were written in."""
+    jobs = {written_job_dir(p) for p in paths}
+    jobs.discard(None)
+    return jobs  # type: ignore[return-value]
+
+
+def changelog_ids(uris: Iterable[str]) -> set[str]:
+    """Job ids in the paths of changelog-dir files."""
+    ids: set[str] = set()
+    for uri in uris:
+        ids.update(p for p in uri.split("/") if JOB_ID_RE.match(p))
+    return ids
+
+
+def _forst_parents(paths: Iterable[str]) -> set[str]:
+    """Directories of live paths that may be a ForSt working directory's (a cheap filter; the
+    grammar decides in :attr:`_Contexts.forst_in_use`)."""
+    return {p.rpartition("/")[0] for p in paths if "/shared/op_" in p or "/shared/_dummy_dir_" in p}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1203,6 +1384,7 @@ class Folded:
     external: dict[str, dict[str, Any]]
     info: dict[str, dict[str, Any]]  # checkpoint dir -> what the plan shows of it
     refusals: list[tuple[str, str]]
+    moved: dict[str, list[str]] = field(default_factory=dict)  # inferred --rebase mapping -> checkpoints
 
 
 def _location_info(loc: CheckpointLocation) -> dict[str, Any]:
@@ -1260,13 +1442,18 @@ def fold_references(storage, ordered, retained_set, rebase_pairs, prefixes, prog
             else:
                 out.expired_refs.update(ref[0] for ref in referenced_files(ck))
             del ck
-        for mapping, cks in moved.items():  # one refusal per mapping, not one per checkpoint
-            out.refusals.append((
-                Refusal.MOVED_DIRECTORY.value,
-                f"{len(cks)} checkpoints were written at another location (first: {cks[0]}); their absolute "
-                f"paths point elsewhere. Pass --rebase {mapping} (or the right mapping) to collect garbage here",
-            ))  # fmt: skip
+        out.moved = moved
+        out.refusals.extend(moved_refusals(moved))
         return out
+
+
+def moved_refusals(moved: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """One refusal per inferred mapping (not one per checkpoint): mapping -> checkpoints, in order."""
+    return [(
+        Refusal.MOVED_DIRECTORY.value,
+        f"{len(cks)} checkpoints were written at another location (first: {cks[0]}); their absolute "
+        f"paths point elsewhere. Pass --rebase {mapping} (or the right mapping) to collect garbage here",
+    ) for mapping, cks in moved.items()]  # fmt: skip
 
 
 def fold_references_packed(*args) -> tuple:

@@ -72,22 +72,27 @@ class _Lister:
         ]
         return [o for part in await asyncio.gather(*ranges) for o in part]
 
-    async def walk(self, prefix: str, depth: int) -> list:
+    async def level(self, prefix: str) -> tuple[list, list[str]]:
+        """The objects directly under ``prefix`` and its sub-prefixes (one delimiter listing)."""
         files: list = []
         subdirs: list[str] = []
         async for page in self.pages(Prefix=prefix, Delimiter="/"):
             files.extend(_object(o) for o in page.get("Contents", ()))
             subdirs.extend(p["Prefix"] for p in page.get("CommonPrefixes", ()))
-        tasks = []
-        for sub in subdirs:
-            name = sub[len(prefix) :].rstrip("/")
-            if name in SPLIT_DIRS:
-                tasks.append(self.split(sub))
-            elif depth < MAX_DEPTH:
-                tasks.append(self.walk(sub, depth + 1))
-            else:
-                tasks.append(self.range(sub, None, None))
-        for part in await asyncio.gather(*tasks):
+        return files, subdirs
+
+    async def below(self, prefix: str, sub: str, depth: int) -> list:
+        """Every object under the sub-prefix ``sub`` of ``prefix`` (listed at ``depth``)."""
+        name = sub[len(prefix) :].rstrip("/")
+        if name in SPLIT_DIRS:
+            return await self.split(sub)
+        if depth < MAX_DEPTH:
+            return await self.walk(sub, depth + 1)
+        return await self.range(sub, None, None)
+
+    async def walk(self, prefix: str, depth: int) -> list:
+        files, subdirs = await self.level(prefix)
+        for part in await asyncio.gather(*(self.below(prefix, sub, depth) for sub in subdirs)):
             files.extend(part)
         return files
 
@@ -103,3 +108,14 @@ async def list_prefix(
 
     ``page_size``: keys per request (default S3's 1000; small ones exercise the paging)."""
     return await _Lister(fs, bucket, page_size).walk(prefix, 0)
+
+
+async def list_level(fs: Any, bucket: str, prefix: str) -> tuple[list[tuple[str, int, Any]], list[str]]:
+    """The first step of :func:`list_prefix`: the objects directly under ``prefix`` and its
+    sub-prefixes, each of which :func:`list_below` lists (on another machine, say) in the same order."""
+    return await _Lister(fs, bucket, None).level(prefix)
+
+
+async def list_below(fs: Any, bucket: str, prefix: str, sub: str) -> list[tuple[str, int, Any]]:
+    """Every object under ``sub``, a sub-prefix :func:`list_level` found under ``prefix``."""
+    return await _Lister(fs, bucket, None).below(prefix, sub, 0)

@@ -1,0 +1,729 @@
+"""``gc plan --engine spark``: the plan :func:`ckptctl.gc.plan.build_plan` makes, with the files on executors.
+
+The local planner holds every listed file in one process (~470 bytes each): a bucket of 10^8 objects
+cannot be planned that way. Here the driver holds what is proportional to checkpoints, jobs and
+directories only, and the same code decides:
+
+* driver: options, clock, discovery (fresh pruned walks for ``_metadata``, never a full listing),
+  retention, the per-directory contexts (:class:`ckptctl.gc.plan._Contexts`, computed for the
+  distinct directories and broadcast), every refusal and warning (:meth:`_Planner.finish`);
+* executors: decoding the checkpoints (:func:`fold_references` over slices of them) into the live
+  DataFrame; listing the scopes (S3: one task per sub-prefix of a root, as
+  :func:`ckptctl.storage.s3list.list_prefix` splits them; local roots: one walk, which must see every
+  directory to find aliases) or reading the S3 Inventory's data files; the join of files with the
+  live set, and :meth:`FileRule.decide` over each Arrow batch of the joined rows; aggregates.
+
+Every file has an order key (scope, part of the listing, position, path) that reproduces the local
+planner's listing order, so "first: …" in messages and the order of the lists are the same.
+The per-file lists are written as Parquet next to the plan (:meth:`SparkPlan.write`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import pickle
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ckptctl import storage as st
+from ckptctl.errors import CkptError
+from ckptctl.gc.options import GcOptions
+from ckptctl.gc.plan import (
+    FileDecision,
+    FileRule,
+    Folded,
+    GcPlan,
+    JobEvidence,
+    Tally,
+    _forst_parents,
+    _Planner,
+    changelog_ids,
+    chk_dir_jobs,
+    fold_references,
+    metadata_jobs,
+    moved_refusals,
+    referenced_jobs,
+)
+from ckptctl.gc.reasons import Reason, Refusal
+from ckptctl.layout import place_of
+from ckptctl.pycollector import paused_collector
+from ckptctl.storage import FileInfo, Storage, StorageOptions
+
+MISSING_BOUND = 100_000  # live files missing from the listing collected to the driver at most
+INLINE_FILES = 100_000  # plans with at most this many listed decisions also inline them in the JSON
+LISTING_SCHEMA = (
+    "kind string, root_idx int, part int, pos long, uri string, size long, mtime double, is_link boolean, "
+    "extra string"
+)
+FOLD_SCHEMA = "kind string, path string, offset long, size long, part int, blob binary"
+DECISION_SCHEMA = (
+    "outcome string, root_idx int, part int, pos long, path string, size long, mtime double, reason string, "
+    "evidence string, job string"
+)
+ORDER = ("root_idx", "part", "pos", "path")
+
+
+def build_plan_spark(storage: Storage, options: GcOptions, master: str) -> SparkPlan:
+    """:func:`ckptctl.gc.plan.build_plan` on Spark: the same plan, the per-file lists in a DataFrame."""
+    from ckptctl.engine.spark import spark_session
+
+    spark = spark_session(master)
+    with paused_collector():
+        return _SparkPlanner(storage, options, spark, master).run()
+
+
+# ---------------------------------------------------------------------------------------------
+# executors: listing, folding, deciding
+
+
+def _list_partition(storage_options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
+    """Rows of :data:`LISTING_SCHEMA`: files (``f``), and for local walks what they saw besides
+    (``d`` directory, ``l`` followed symlink, ``a`` alias, ``m`` mount), or inventory read
+    statistics (``s``)."""
+    storage = Storage.shared(storage_options)
+    for task in tasks:
+        kind = task[0]
+        if kind == "local":  # every local scope in one walk: an alias across scopes is one too
+            seen: dict = {}
+            for root_idx, root in task[1]:
+                notes = st.WalkNotes(seen=seen)
+                for pos, f in enumerate(storage.list_files(root, notes)):
+                    yield ("f", root_idx, 0, pos, f.uri, f.size, _seconds(f.mtime), bool(f.is_link), None)
+                for d, mtime in notes.dirs.items():
+                    yield ("d", root_idx, 0, 0, d, 0, _seconds(mtime), False, None)
+                for link, target in notes.followed:
+                    yield ("l", root_idx, 0, 0, link, 0, None, False, target)
+                for uri, first in notes.aliases:
+                    yield ("a", root_idx, 0, 0, uri, 0, None, False, first)
+                for m in notes.mounts:
+                    yield ("m", root_idx, 0, 0, m, 0, None, False, None)
+        elif kind == "s3":
+            from fsspec.asyn import sync
+
+            from ckptctl.storage.s3list import list_below
+
+            _kind, root_idx, part, uri, prefix, sub = task
+            fs, path = storage.fs(uri)
+            bucket = path.partition("/")[0]
+            try:
+                objects = sync(fs.loop, list_below, fs, bucket, prefix, sub)
+            except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+                raise st.StorageError(st.s3_problem(e) or f"cannot list: {type(e).__name__}: {e}",
+                                      path=f"s3://{bucket}/{sub}") from None  # fmt: skip
+            for pos, (key, size, modified) in enumerate(objects):
+                yield ("f", root_idx, part, pos, f"s3://{bucket}/{key}", size,
+                       modified.timestamp() if modified else None, False, None)  # fmt: skip
+        elif kind == "inventory":
+            from ckptctl.inventory import ReadStats, iter_files
+
+            _kind, inv, scopes = task
+            stats = ReadStats()
+            prefixes = [(r.rstrip("/") + "/", i) for i, r in enumerate(scopes)]
+            for f in iter_files(storage, inv, scopes, stats):
+                root_idx = next(i for p, i in prefixes if f.uri.startswith(p))
+                yield ("f", root_idx, 0, 0, f.uri, f.size, _seconds(f.mtime), False, None)
+            yield ("s", 0, 0, stats.rows_kept, None, stats.rows_read, None, False, None)
+        else:  # another fsspec store: one listing
+            _kind, root_idx, root = task
+            for pos, f in enumerate(storage.list_files(root)):
+                yield ("f", root_idx, 0, pos, f.uri, f.size, _seconds(f.mtime), bool(f.is_link), None)
+
+
+def _seconds(mtime) -> float | None:
+    """An mtime as Spark's DoubleType takes it (an int is refused)."""
+    return None if mtime is None else float(mtime)
+
+
+def _fold_partition(storage_options, retained_set, rebase, prefixes, rows: Iterable[tuple]) -> Iterator[tuple]:
+    """Rows of :data:`FOLD_SCHEMA` for a slice of the checkpoints (in order): the live paths, the
+    segments, the paths only expired checkpoints reference, and one ``small`` row with the rest of
+    the :class:`Folded` (pickled; proportional to checkpoints and external references)."""
+    indexed = list(rows)
+    if not indexed:
+        return
+    out = fold_references(storage_options, [loc for _i, loc in indexed], retained_set, rebase, prefixes)
+    part = indexed[0][0]
+    for p in out.live:
+        yield ("live", p, None, None, part, None)
+    for p, spans in out.spans.items():
+        for offset, size in spans:
+            yield ("span", p, offset, size, part, None)
+    for p in out.expired_refs:
+        yield ("expired", p, None, None, part, None)
+    out.live, out.spans, out.expired_refs = set(), {}, set()
+    out.refusals = [r for r in out.refusals if r[0] != Refusal.MOVED_DIRECTORY.value]  # merged on the driver
+    yield ("small", None, None, None, part, pickle.dumps(out))
+
+
+def _decide_partition(rule: FileRule, contexts, rows: Iterable[Any], chunk: int = 65536) -> Iterator[tuple]:
+    """:meth:`FileRule.decide` over a partition of joined rows, a chunk at a time (bounded memory;
+    pandas is not needed, so no ``mapInArrow``). Rows of :data:`DECISION_SCHEMA`: candidates,
+    protected, partially live files, and one ``live`` row per chunk counting its live files
+    (``pos``) and bytes (``size``)."""
+    import itertools
+
+    ctx = contexts.value.get
+    encoded: dict[int, str] = {}
+
+    def encode(evidence) -> str:
+        text = encoded.get(id(evidence))
+        if text is None:
+            text = encoded[id(evidence)] = json.dumps(evidence or {})
+        return text
+
+    rows = iter(rows)
+    while batch := list(itertools.islice(rows, chunk)):
+        order = {r.uri: (r.root_idx, r.part, r.pos) for r in batch}
+        live = {r.uri for r in batch if r.live}
+        spans = {r.uri: [(s.offset, s.size) for s in r.spans] for r in batch if r.spans}
+        expired = {r.uri for r in batch if r.expired}
+        kept: list[FileDecision] = []
+        taken: list[FileDecision] = []
+        partial: list[dict] = []
+        files = ((r.uri, r.size, r.mtime, r.is_link) for r in batch)
+        live_files, live_bytes = rule.decide(files, ctx, live, spans, expired, kept.append, taken.append,
+                                             partial.append)  # fmt: skip
+        for which, decisions in (("candidates", taken), ("protected", kept)):
+            for path, size, mtime, reason, evidence in decisions:
+                yield (which, *order[path], path, size, mtime, str(reason), encode(evidence),
+                       ctx(path.rpartition("/")[0])[4])  # fmt: skip
+        for e in partial:
+            spans_of = json.dumps({"live_bytes": e["live_bytes"], "dead_bytes": e["dead_bytes"]})
+            yield ("partial", *order[e["path"]], e["path"], e["size"], None, None, spans_of, None)
+        yield ("live", 0, 0, live_files, None, live_bytes, None, None, None, None)
+
+
+def _referenced_partition(rows) -> Iterator[str]:
+    yield from referenced_jobs(r[0] for r in rows)
+
+
+def _forst_partition(rows) -> Iterator[str]:
+    yield from _forst_parents(r[0] for r in rows)
+
+
+def _changelog_partition(rows) -> Iterator[str]:
+    yield from changelog_ids(r[0] for r in rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# the driver
+
+
+class _SparkPlanner(_Planner):
+    def __init__(self, storage: Storage, options: GcOptions, spark, master: str) -> None:
+        super().__init__(storage, options, None)
+        self.spark, self.master = spark, master
+        self.sc = spark.sparkContext
+
+    def run(self) -> SparkPlan:
+        from pyspark import StorageLevel
+
+        now, now_source, cutoff = self.start()
+        discovered = self.discover({})  # pruned walks (delimiter listings on S3), never the universe
+        retention = self.retain(discovered, now, cutoff)
+        self.warnings.extend(retention.notes)
+        folded, fold_df = self.fold_on_executors(retention)
+        universe = self.list_on_executors().persist(StorageLevel.MEMORY_AND_DISK)
+        for code, message in folded.refusals:
+            self.refuse(Refusal(code), message)
+        hidden = self.check_checkpoints_unchanged(discovered, self.metadata_listing(universe))
+        self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
+        self.check_no_aliases()
+        plan = self.classify_on_executors(now, now_source, cutoff, retention, folded, fold_df, universe)
+        if self.inventory is not None:
+            self.check_metadata_after_plan()
+        return plan
+
+    # -- fold ------------------------------------------------------------------------------
+    def fold_on_executors(self, retention) -> tuple[Folded, Any]:
+        """Decode the checkpoints on executors, in order, a slice per task. The driver keeps what
+        is proportional to checkpoints; the live paths stay in the returned DataFrame."""
+        from pyspark import StorageLevel
+
+        ordered = retention.retained + retention.expired
+        retained_set = {loc.uri for loc in retention.retained}
+        slices = max(1, min(len(ordered), self.sc.defaultParallelism * 2))
+        fn = functools.partial(_fold_partition, self.storage.options, retained_set, self.options.rebase,
+                               self.scopes.prefixes)  # fmt: skip
+        rdd = self.sc.parallelize(list(enumerate(ordered)), slices).mapPartitions(fn)
+        fold_df = self.spark.createDataFrame(rdd, FOLD_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+        folded = Folded(set(), {}, set(), {}, {}, [])
+        moved: dict[str, list[str]] = {}
+        for row in sorted(fold_df.filter("kind = 'small'").select("part", "blob").collect()):
+            part: Folded = pickle.loads(row.blob)  # noqa: S301 - written by this run's executors
+            folded.refusals.extend(part.refusals)
+            for path, ref in part.external.items():
+                folded.external.setdefault(path, ref)
+            folded.info.update(part.info)
+            for mapping, cks in part.moved.items():
+                moved.setdefault(mapping, []).extend(cks)
+        folded.refusals.extend(moved_refusals(moved))
+        return folded, fold_df
+
+    # -- list ------------------------------------------------------------------------------
+    def list_on_executors(self):
+        """The file universe (``f`` rows of :data:`LISTING_SCHEMA`); what local walks saw besides
+        files is collected into ``self.notes`` (proportional to directories)."""
+        listed = self.scopes.listed
+        tasks: list[tuple] = []
+        driver_rows: list[tuple] = []
+        if self.inventory is not None:
+            tasks = [("inventory", replace(self.inventory, files=(df,)), tuple(listed)) for df in self.inventory.files]
+        else:
+            local = [(i, r) for i, r in enumerate(listed) if st.scheme_of(r) == "file"]
+            if local:
+                tasks.append(("local", local))
+            for i, root in enumerate(listed):
+                if st.scheme_of(root) == "s3":
+                    rows, subs = self._s3_level(i, root)
+                    driver_rows.extend(rows)
+                    tasks.extend(subs)
+                elif st.scheme_of(root) != "file":
+                    tasks.append(("any", i, root))
+        fn = functools.partial(_list_partition, self.storage.options)
+        rdd = self.sc.parallelize(tasks, max(1, len(tasks))).mapPartitions(fn)
+        if driver_rows:
+            rdd = rdd.union(self.sc.parallelize(driver_rows, 1))
+        rows = self.spark.createDataFrame(rdd, LISTING_SCHEMA).persist()
+        try:
+            return self._universe(rows, listed)
+        finally:
+            rows.unpersist()
+
+    def _universe(self, rows, listed):
+        from pyspark.sql import functions as F
+
+        seen: dict = {}
+        for root in listed:
+            self.notes[root] = st.WalkNotes(seen=seen)
+        other = rows.filter("kind <> 'f'").collect()
+        for r in other:
+            notes = self.notes[listed[r.root_idx]]
+            if r.kind == "d":
+                notes.dirs[r.uri] = r.mtime
+            elif r.kind == "l":
+                notes.followed.append((r.uri, r.extra))
+            elif r.kind == "a":
+                notes.aliases.append((r.uri, r.extra))
+            elif r.kind == "m":
+                notes.mounts.append(r.uri)
+        files = rows.filter("kind = 'f'").drop("kind", "extra")
+        if self.inventory is not None:
+            self.record_inventory(sum(r.size for r in other if r.kind == "s"), sum(r.pos for r in other if r.kind == "s"))
+            # two rows of one key: the newest (sorted last, as the local planner sorts) speaks
+            files = (
+                files.groupBy("root_idx", "uri")
+                .agg(F.max(F.struct("size", "mtime", "is_link")).alias("v"))
+                .select("root_idx", F.lit(0).alias("part"), F.lit(0).cast("long").alias("pos"), "uri",
+                        "v.size", "v.mtime", "v.is_link")
+            )  # fmt: skip
+        universe = files.withColumn("parent", F.regexp_extract("uri", r"^(.*)/[^/]*$", 1)).persist()
+        counts = dict(universe.groupBy("root_idx").count().collect())
+        for i, root in enumerate(listed):
+            self.check_listed(root, counts.get(i, 0) > 0)
+        return universe
+
+    def _s3_level(self, root_idx: int, root: str) -> tuple[list[tuple], list[tuple]]:
+        """The first delimiter listing of an S3 root, on the driver: its own objects (rows) and one
+        listing task per sub-prefix, in the order :func:`ckptctl.storage.s3list.list_prefix` lists them."""
+        from fsspec.asyn import sync
+
+        from ckptctl.storage.s3list import list_level
+
+        fs, path = self.storage.fs(root)
+        bucket, _, prefix = path.partition("/")
+        prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+        try:
+            objects, subs = sync(fs.loop, list_level, fs, bucket, prefix)
+        except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+            if st.s3_problem(e):
+                raise st.StorageError(st.s3_problem(e), path=f"s3://{path}") from None
+            if "NoSuchBucket" in str(e) or isinstance(e, FileNotFoundError):
+                raise st.StorageError("no such bucket", path=f"s3://{bucket}") from None
+            raise st.StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}") from None
+        rows = [("f", root_idx, 0, pos, f"s3://{bucket}/{key}", size, modified.timestamp() if modified else None,
+                 False, None) for pos, (key, size, modified) in enumerate(objects)]  # fmt: skip
+        return rows, [("s3", root_idx, i + 1, root, prefix, sub) for i, sub in enumerate(subs)]
+
+    def metadata_listing(self, universe) -> list[tuple[str, list[FileInfo]]]:
+        """The listed ``_metadata`` files per scope (all :meth:`check_checkpoints_unchanged` reads)."""
+        rows = universe.filter(universe.uri.endswith("/_metadata")).orderBy("root_idx", "part", "pos", "uri").collect()
+        out: list[tuple[str, list[FileInfo]]] = [(root, []) for root in self.scopes.listed]
+        for r in rows:
+            out[r.root_idx][1].append(FileInfo(r.uri, r.size, r.mtime, r.is_link))
+        return out
+
+    # -- classify --------------------------------------------------------------------------
+    def classify_on_executors(self, now, now_source, cutoff, retention, folded: Folded, fold_df, universe):
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        listed = self.scopes.listed
+        live_paths = fold_df.filter("kind in ('live', 'span')").select("path")
+        if folded.live or folded.spans:  # checkpoints fold_late read on the driver (found by the listing only)
+            extra = [("live", p, None, None, -1, None) for p in folded.live]
+            extra += [("span", p, o, s, -1, None) for p, spans in folded.spans.items() for o, s in spans]
+            fold_df = fold_df.union(self.spark.createDataFrame(extra, FOLD_SCHEMA))
+            live_paths = fold_df.filter("kind in ('live', 'span')").select("path")
+        live_df = fold_df.filter("kind = 'live'").select(F.col("path").alias("uri")).distinct()
+        live_df = live_df.withColumn("live", F.lit(True))
+        spans_df = (
+            fold_df.filter("kind = 'span'").groupBy(F.col("path").alias("uri"))
+            .agg(F.collect_list(F.struct("offset", "size")).alias("spans"))
+        )  # fmt: skip
+        expired_df = fold_df.filter("kind = 'expired'").select(F.col("path").alias("uri")).distinct()
+        expired_df = expired_df.withColumn("expired", F.lit(True))
+
+        # the contexts of every directory, in listing order (the first overlap found is reported)
+        dirs = (
+            universe.groupBy("parent")
+            .agg(F.min(F.struct(*ORDER[:3], "uri")).alias("first"), F.first("root_idx").alias("root_idx"),
+                 F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
+            .orderBy("first").collect()
+        )  # fmt: skip
+        sources = {
+            "metadata": lambda: metadata_jobs(retention),
+            "chk-dir": lambda: chk_dir_jobs(self.notes, ((listed[d.root_idx], d.parent) for d in dirs)),
+            "referenced": lambda: set(live_paths.rdd.mapPartitions(_referenced_partition).distinct().collect()),
+            "changelog": lambda: self._changelog_ids(universe),
+        }
+        forst = live_paths.filter(F.col("path").contains("/shared/op_") | F.col("path").contains("/shared/_dummy_dir_"))
+        contexts = self.contexts(now, retention, JobEvidence(sources),
+                                 lambda: set(forst.rdd.mapPartitions(_forst_partition).distinct().collect()))  # fmt: skip
+        shipped = {}
+        for d in dirs:
+            ctx = contexts.get(d.parent)
+            stats = ctx[4]
+            stats[0] += d.files
+            stats[1] += d.bytes
+            shipped[d.parent] = ctx
+        job_of = {id(s): job for job, s in contexts.job_stats.items()}
+        shipped = {p: (*c[:4], job_of.get(id(c[4])), *c[5:]) for p, c in shipped.items()}
+        broadcast = self.sc.broadcast(shipped)
+
+        rule = self.rule(now, cutoff, True)
+        joined = universe.join(live_df, "uri", "left").join(spans_df, "uri", "left").join(expired_df, "uri", "left")
+        joined = joined.select("root_idx", "part", "pos", "uri", "size", "mtime", "is_link", "live", "spans", "expired")
+        decided = joined.rdd.mapPartitions(functools.partial(_decide_partition, rule, broadcast))
+        decisions = self.spark.createDataFrame(decided, DECISION_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+        for job, n, size in decisions.filter(F.col("outcome") == "candidates").groupBy("job").agg(
+            F.count(F.lit(1)), F.sum("size")
+        ).collect():
+            if job is not None:
+                stats = contexts.job_stats[job]
+                stats[2] += n
+                stats[3] += size
+        tally = _Frames(self, universe, decisions, live_df, spans_df, rule.tolerance_limit)
+        return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
+
+    def _changelog_ids(self, universe) -> set[str]:
+        from pyspark.sql import functions as F
+
+        prefixes = [c.rstrip("/") + "/" for c in self.options.changelog_dirs]
+        if not prefixes:
+            return set()
+        cond = functools.reduce(lambda a, b: a | b, [F.col("uri").startswith(p) for p in prefixes])
+        return set(universe.filter(cond).select("uri").rdd.mapPartitions(_changelog_partition).distinct().collect())
+
+
+class _Frames(Tally):
+    """The Spark planner's outcome: decisions in a DataFrame, aggregates computed on executors."""
+
+    def __init__(self, planner: _SparkPlanner, universe, decisions, live_df, spans_df, tolerance_limit) -> None:
+        from pyspark.sql import functions as F
+
+        self.planner, self.universe, self.decisions = planner, universe, decisions
+        self.live_df, self.spans_df, self.tolerance_limit = live_df, spans_df, tolerance_limit
+        totals = universe.agg(F.count(F.lit(1)), F.sum("size")).first()
+        self.total_files, self.total_bytes = totals[0], totals[1] or 0
+        live = decisions.filter(F.col("outcome") == "live").agg(F.sum("pos"), F.sum("size")).first()
+        self.live_files, self.live_bytes = live[0] or 0, live[1] or 0
+        self.n_live, self.n_spans = live_df.count(), spans_df.count()
+        self.relived: set[str] = set()
+
+    def missing_paths(self) -> set[str]:
+        if self.live_files >= self.n_live + self.n_spans:
+            return set()
+        keys = self.live_df.select("uri").union(self.spans_df.select("uri")).distinct()
+        rows = keys.join(self.universe, "uri", "left_anti").limit(MISSING_BOUND + 1).collect()
+        if len(rows) > MISSING_BOUND:
+            raise CkptError(
+                f"more than {MISSING_BOUND:,} files retained checkpoints reference are missing from the listing "
+                "(a wrong --rebase or a renamed directory?): look at the checkpoints with `ckptctl verify`"
+            )
+        return {r.uri for r in rows}
+
+    def savepoint_files(self, names: set[str]) -> dict[str, list[tuple[str, int]]]:
+        from pyspark.sql import functions as F
+
+        listed = self.planner.scopes.listed
+        rows = (
+            self.universe.filter(F.substring_index("uri", "/", -1).isin(sorted(names)))
+            .orderBy("root_idx", "part", "pos", "uri").collect()
+        )  # fmt: skip
+        found: dict[str, list[tuple[str, int]]] = {}
+        for r in rows:
+            parent, _, name = r.uri.rpartition("/")
+            if place_of(listed[r.root_idx], parent).area == "savepoint":
+                found.setdefault(name, []).append((r.uri, r.size))
+        return found
+
+    def relive(self, paths: set[str]) -> None:
+        from pyspark.sql import functions as F
+
+        gone = self.decisions.filter((F.col("outcome") == "protected") & F.col("path").isin(sorted(paths)))
+        n, size = gone.agg(F.count(F.lit(1)), F.sum("size")).first()
+        self.live_files += n
+        self.live_bytes += size or 0
+        self.relived |= paths
+
+    def lists(self):
+        """The candidates and protected files (without those made live again)."""
+        from pyspark.sql import functions as F
+
+        listed = self.decisions.filter(F.col("outcome").isin("candidates", "protected"))
+        if self.relived:
+            listed = listed.filter(~((F.col("outcome") == "protected") & F.col("path").isin(sorted(self.relived))))
+        return listed
+
+    def future_files(self) -> tuple[int, str | None]:
+        from pyspark.sql import functions as F
+
+        future = self.universe.filter(F.col("mtime") > self.tolerance_limit)
+        n, first = future.agg(F.count(F.lit(1)), F.min(F.struct("root_idx", "part", "pos", "uri"))).first()
+        return n, (first.uri if first is not None else None)
+
+    def first_collision(self, names: dict[str, str]) -> str | None:
+        from pyspark.sql import functions as F
+
+        hits = self.decisions.filter((F.col("outcome") == "candidates") & F.substring_index("path", "/", -1).isin(sorted(names)))
+        first = hits.agg(F.min(F.struct(*ORDER))).first()[0]
+        return first.path if first is not None else None
+
+    def candidate_totals(self) -> tuple[int, int]:
+        from pyspark.sql import functions as F
+
+        n, size = self.decisions.filter(F.col("outcome") == "candidates").agg(F.count(F.lit(1)), F.sum("size")).first()
+        return n, size or 0
+
+    def live_set_empty(self) -> bool:
+        return not self.n_live and not self.n_spans
+
+    def kept_paths_since(self, since: float) -> Iterable[str]:
+        from pyspark.sql import functions as F
+
+        kept = self.lists().filter((F.col("outcome") == "protected") & (F.col("mtime").isNull() | (F.col("mtime") >= since)))
+        # one path per directory and kind (file, directory marker): all the guard looks at
+        keys = kept.groupBy(F.regexp_extract("path", r"^(.*)/[^/]*$", 1), F.col("path").endswith("/"))
+        return [r[0] for r in keys.agg(F.min("path")).select("min(path)").collect()]
+
+    def plan(self, options, now, now_source, cutoff, retained, expired, external, missing, *rest) -> SparkPlan:
+        from pyspark.sql import functions as F
+
+        partial = [
+            {"path": r.path, "size": r.size, **json.loads(r.evidence)}  # live_bytes, dead_bytes
+            for r in self.decisions.filter(F.col("outcome") == "partial").orderBy(*ORDER).collect()
+        ]
+        files = SparkFiles.of(self.lists())
+        return SparkPlan(options, now, now_source, cutoff, retained, expired, [], [], self.live_files,
+                         self.live_bytes, self.total_files, self.total_bytes, external, missing, partial, *rest,
+                         files=files, engine={"kind": "spark", "master": self.planner.master})  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# the plan and its files
+
+
+@dataclass
+class SparkFiles:
+    """The per-file lists of a Spark plan: a DataFrame of :data:`DECISION_SCHEMA` rows (lists
+    ``candidates`` and ``protected``), and their totals computed once on executors."""
+
+    frame: Any
+    totals: dict[str, Any]
+
+    @classmethod
+    def of(cls, frame) -> SparkFiles:
+        from pyspark.sql import functions as F
+
+        totals: dict[str, Any] = {}
+        for which in ("candidates", "protected"):
+            rows = (
+                frame.filter(F.col("outcome") == which).groupBy("reason")
+                .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes"), F.min("mtime").alias("oldest"),
+                     F.max("mtime").alias("newest"), F.min(F.struct(*ORDER)).alias("first"))
+                .collect()
+            )  # fmt: skip
+            # Counter.most_common(): by count, ties in order of first appearance
+            rows.sort(key=lambda r: (-r.n, tuple(r.first)))
+            totals[which] = {
+                "files": sum(r.n for r in rows), "bytes": sum(r.bytes or 0 for r in rows),
+                "by_reason": {r.reason: r.n for r in rows},
+                "oldest": min((r.oldest for r in rows if r.oldest), default=None),
+                "newest": max((r.newest for r in rows if r.newest), default=None),
+                "digest": _digest(frame.filter(F.col("outcome") == which)),
+            }  # fmt: skip
+        return cls(frame, totals)
+
+    def decisions(self, which: str) -> list[FileDecision]:
+        """The list in the local planner's order, on the driver (small plans, tests)."""
+        rows = self.frame.filter(self.frame.outcome == which).orderBy(*ORDER).collect()
+        cache: dict[str, Any] = {}
+        return [FileDecision(r.path, r.size, r.mtime, Reason(r.reason), cache.setdefault(r.evidence, json.loads(r.evidence)))
+                for r in rows]  # fmt: skip
+
+
+def _digest(frame) -> str:
+    """An order-independent checksum of decision rows (path, size, mtime, reason)."""
+    from pyspark.sql import functions as F
+
+    value = frame.agg(F.sum(F.xxhash64("path", "size", "mtime", "reason").cast("decimal(38,0)"))).first()[0]
+    return f"xxhash64-sum:{int(value or 0)}"
+
+
+@dataclass
+class SparkPlan(GcPlan):
+    """A :class:`GcPlan` whose per-file lists live in :class:`SparkFiles` (``candidates`` and
+    ``protected`` stay empty in memory): the same header, the lists in Parquet."""
+
+    files: SparkFiles | None = None
+    engine: dict[str, Any] = field(default_factory=dict)
+    written: dict[str, Any] | None = None  # where write() put the lists
+
+    @property
+    def candidate_bytes(self) -> int:
+        return self.files.totals["candidates"]["bytes"]
+
+    def summary(self) -> dict[str, Any]:
+        c, p = self.files.totals["candidates"], self.files.totals["protected"]
+        return {
+            **super().summary(),
+            "candidate_files": c["files"], "candidate_bytes": c["bytes"],
+            "protected_files": p["files"], "protected_bytes": p["bytes"],
+            "oldest_candidate_mtime": c["oldest"], "newest_candidate_mtime": c["newest"],
+        }  # fmt: skip
+
+    def _make_header(self) -> dict[str, Any]:
+        head = super()._make_header()
+        head["candidates_by_reason"] = self.files.totals["candidates"]["by_reason"]
+        head["protected_by_reason"] = self.files.totals["protected"]["by_reason"]
+        head["engine"] = self.engine
+        if self.written is not None:
+            head["files"] = self.written
+        return head
+
+    def materialise(self) -> None:
+        """Bring the lists to the driver (for small plans and tests)."""
+        self.candidates = self.files.decisions("candidates")
+        self.protected = self.files.decisions("protected")
+
+    def small(self) -> bool:
+        return self.files.totals["candidates"]["files"] + self.files.totals["protected"]["files"] <= INLINE_FILES
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.candidates and not self.protected:
+            self.materialise()
+        return super().to_json()
+
+    def write_json(self, out) -> None:
+        """The JSON plan; its lists inline when the plan is small, else empty (see :meth:`write`)."""
+        if self.small() and not self.candidates and not self.protected:
+            self.materialise()
+        super().write_json(out)
+
+    def write(self, plan_file: str) -> None:
+        """``PLAN.json`` and, next to it, ``PLAN.parquet/`` (the lists, partitioned by list and job id)."""
+        target = os.path.splitext(plan_file)[0] + ".parquet"
+        from pyspark.sql import functions as F
+
+        frame = self.files.frame.withColumn(
+            "job_id", F.coalesce(F.substring_index("job", "/", -1), F.lit("none"))
+        ).drop("job")
+        frame.write.mode("overwrite").partitionBy("outcome", "job_id").parquet(os.path.abspath(target))
+        c, p = self.files.totals["candidates"], self.files.totals["protected"]
+        self.written = {
+            "format": "parquet", "path": os.path.basename(target), "partitioned_by": ["outcome", "job_id"],
+            "columns": ["path", "size", "mtime", "reason", "evidence", "root_idx", "part", "pos"],
+            "candidates": c["files"], "protected": p["files"],
+            "candidates_digest": c["digest"], "protected_digest": p["digest"], "inline": self.small(),
+        }  # fmt: skip
+        self._header = None
+        with open(plan_file, "wb") as f:
+            self.write_json(f)
+
+
+def read_lists(spark, plan_file: str, record: dict[str, Any]):
+    """A Spark plan's Parquet lists, checked against the row counts and digests its JSON records."""
+    path = os.path.join(os.path.dirname(os.path.abspath(plan_file)), record["path"])
+    if not os.path.isdir(path):
+        raise CkptError(f"the plan's file lists are not there ({path})", path=plan_file)
+    frame = spark.read.parquet(path)
+    for which in ("candidates", "protected"):
+        rows = frame.filter(frame.outcome == which)
+        if rows.count() != record[which] or _digest(rows) != record[f"{which}_digest"]:
+            raise CkptError(f"the plan's {which} in {path} are not those it was written with (edited?)", path=plan_file)
+    return frame
+
+
+# ---------------------------------------------------------------------------------------------
+# apply: re-plan on Spark, keep the unchanged candidates
+
+
+def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str, master: str):
+    """:func:`ckptctl.gc.apply.revalidate` for a plan made on Spark: re-plan on Spark with the
+    plan's options; the candidates still candidates with the same size and mtime are found by a
+    join on executors (:func:`unchanged_candidates`), then handed to :func:`candidates_to_apply`."""
+    from ckptctl.gc.apply import GcApplyRefused
+    from ckptctl.gc.planfile import BlockedPlan, options_from_plan, validate
+
+    validate(plan_data)
+    if plan_data["blocked"]:
+        raise BlockedPlan("this plan was blocked and can never be applied; run `ckptctl gc plan` again")
+    fresh = build_plan_spark(storage, options_from_plan(plan_data), master)
+    if fresh.refusals:
+        raise GcApplyRefused("the re-validated plan is blocked: " + fresh.refusals[0]["message"])
+    spark = fresh.files.frame.sparkSession
+    if plan_data.get("files") and not plan_data["files"].get("inline"):
+        old = read_lists(spark, plan_file, plan_data["files"])
+    else:
+        rows = [(c["path"], c["size"], None if c["mtime"] is None else float(c["mtime"])) for c in plan_data["candidates"]]
+        old = spark.createDataFrame(rows, "path string, size long, mtime double").selectExpr(
+            "'candidates' as outcome", "*"
+        )
+    go, skipped = unchanged_candidates(old, fresh.files.frame)
+    return fresh, *candidates_to_apply(storage, fresh, go, skipped)
+
+
+def unchanged_candidates(old, fresh):
+    """(unchanged, skipped): DataFrames of the old plan's candidates that the fresh plan still
+    proposes with the same size and mtime (the fresh rows), and of the others (path, reason)."""
+    from pyspark.sql import functions as F
+
+    o = old.filter(F.col("outcome") == "candidates").select("path", F.col("size").alias("o_size"),
+                                                            F.col("mtime").alias("o_mtime"))  # fmt: skip
+    f = fresh.filter(F.col("outcome") == "candidates")
+    joined = o.join(f, "path", "left")
+    same = F.col("size").isNotNull() & (F.col("size") == F.col("o_size")) & F.col("mtime").eqNullSafe(F.col("o_mtime"))
+    unchanged = joined.filter(same).select(*[c for c in f.columns])
+    skipped = joined.filter(~same).select(
+        "path",
+        F.when(F.col("size").isNull(), "no longer a candidate (gone, referenced again, or guarded)")
+        .otherwise("changed since the plan (size or mtime)").alias("reason"),
+    )
+    return unchanged, skipped
+
+
+def candidates_to_apply(storage: Storage, fresh: SparkPlan, unchanged, skipped):
+    """The seam to the deletion: today the unchanged candidates are brought to the driver and
+    deleted by :func:`ckptctl.gc.apply.apply_plan` (``_metadata`` of expired checkpoints first);
+    deleting on executors in batches from the ``unchanged`` DataFrame of (path, size, mtime, …)
+    rows replaces this function once it exists."""
+    from ckptctl.gc.apply import order_for_deletion
+
+    go = [FileDecision(r.path, r.size, r.mtime, Reason(r.reason), json.loads(r.evidence))
+          for r in unchanged.orderBy(*ORDER).collect()]  # fmt: skip
+    skipped_rows = [{"path": r.path, "reason": r.reason} for r in skipped.orderBy("path").collect()]
+    return order_for_deletion(storage, fresh, go, skipped_rows)

@@ -1,0 +1,202 @@
+"""``gc plan --engine spark`` makes the local planner's plan: on every fixture root, on attack trees,
+over S3 (listing and inventory), and ``gc apply`` of a Spark plan deletes exactly the local plan's
+candidates. One embedded Spark session (local[2]) serves the whole module; both planners read one
+fixed clock so that the plans can be compared whole (evidence names the cut-off)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from ckptctl.gc import build_plan
+from ckptctl.gc.plan import _Planner
+from ckptctl.storage import Storage, StorageOptions
+from tests.support.fixture_cases import scenario_roots
+from tests.support.gc_support import DAY, T0, Scenario, ckptctl
+
+MASTER = "local[2]"
+NOW = time.time()
+CLOCK = [NOW]  # S3 tests move it past their uploads
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from ckptctl.engine.spark import spark_session
+
+    return spark_session(MASTER)
+
+
+@pytest.fixture(autouse=True)
+def fixed_clock(monkeypatch):
+    CLOCK[0] = NOW
+    monkeypatch.setattr(_Planner, "clock", lambda self: (CLOCK[0], "test clock"))
+
+
+def comparable(plan) -> dict:
+    data = plan.to_json()
+    for key in ("created_at", "engine", "files"):
+        data.pop(key, None)
+    return data
+
+
+def assert_same_plan(storage: Storage, options) -> dict:
+    from ckptctl.gc.spark import build_plan_spark
+
+    local = comparable(build_plan(storage, options))
+    on_spark = comparable(build_plan_spark(storage, options, MASTER))
+    assert on_spark.keys() == local.keys()
+    for key in local:
+        assert on_spark[key] == local[key], key
+    return local
+
+
+@pytest.mark.parametrize(("version", "scenario"), [(v, s) for v, s, _d, _o in scenario_roots()])
+def test_spark_plan_equals_local_plan_on_every_fixture(spark, tmp_path: Path, version: str, scenario: str) -> None:
+    sc = Scenario(version, scenario, tmp_path)
+    job = sc.jobs()[0].name
+    sc.plant(f"checkpoints/{job}/shared/orphan-old")
+    sc.plant(f"checkpoints/{job}/shared/orphan-young", mtime=NOW - 60)
+    sc.plant(f"checkpoints/{job}/chk-999999/aborted")
+    plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0))
+    assert plan["candidates"]  # the planted orphans at least: the comparison is not of two empty plans
+
+
+def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
+    """Build one attack on the scenario's tree; returns GcOptions overrides."""
+    job = sc.jobs()[0]
+    if name == "symlinked-chk":
+        chk = sorted(job.glob("chk-*"))[-1]
+        elsewhere = tmp / "volume" / chk.name
+        elsewhere.parent.mkdir()
+        chk.rename(elsewhere)
+        chk.symlink_to(elsewhere)
+    elif name == "checkpoint-under-shared":
+        (sc.checkpoints / "tenant" / "shared").mkdir(parents=True)
+        sc.plant("checkpoints/tenant/shared/report.csv")
+    elif name == "mount-alias":
+        (job / "alias").symlink_to(sc.checkpoints)
+    elif name == "dead-job":
+        sc.plant("checkpoints/" + "a" * 32 + "/chk-3/leftover")
+        sc.plant("checkpoints/" + "a" * 32 + "/shared/sst-1")
+        sc.plant("checkpoints/" + "b" * 32 + "/shared/report.csv")
+    elif name == "dead-job-collected":
+        sc.plant("checkpoints/" + "a" * 32 + "/chk-3/leftover")
+        return {"collect_dead_jobs": True}
+    elif name == "external-reference":
+        return {"rebase": (), "allow_external": True}
+    elif name == "future-mtime":
+        sc.plant(f"checkpoints/{job.name}/shared/from-the-future", mtime=NOW + 10 * DAY)
+    elif name == "young-and-in-flight":
+        sc.plant(f"checkpoints/{job.name}/shared/young", mtime=NOW - 10)
+        sc.plant(f"checkpoints/{job.name}/taskowned/in-flight", mtime=T0 + 3500)
+    elif name == "starting-job":
+        os.utime(job, (NOW, NOW))
+        fresh = sc.checkpoints / ("c" * 32) / "shared"
+        fresh.mkdir(parents=True)
+        return {"keep_last": 1}
+    elif name == "special-names":
+        sc.plant(f"checkpoints/{job.name}/shared/_metadata")
+        sc.plant(f"checkpoints/{job.name}/taskowned/a\\b")
+    return {}
+
+
+ATTACKS = [
+    ("2.2.0", "basic", "symlinked-chk"), ("2.2.0", "basic", "checkpoint-under-shared"),
+    ("2.2.0", "basic", "mount-alias"), ("2.2.0", "basic", "dead-job"), ("2.2.0", "basic", "dead-job-collected"),
+    ("2.2.0", "basic", "external-reference"), ("2.2.0", "basic", "future-mtime"),
+    ("2.2.0", "basic", "young-and-in-flight"), ("2.2.0", "basic", "starting-job"),
+    ("2.2.0", "basic", "special-names"), ("2.2.0", "filemerging", "young-and-in-flight"),
+    ("2.2.0", "forst", "dead-job"), ("2.2.0", "changelog", "dead-job"), ("2.2.0", "claim_native", "dead-job"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("version", "scenario", "attack"), ATTACKS)
+def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, version, scenario, attack) -> None:
+    sc = Scenario(version, scenario, tmp_path)
+    overrides = _attack(attack, sc, tmp_path)
+    changelog = (str(sc.root / "changelog"),) if (sc.root / "changelog").is_dir() else ()
+    assert_same_plan(Storage(), sc.gc_options(changelog_dirs=changelog, **overrides))
+
+
+def test_spark_plan_of_a_file_merging_root_reports_the_same_partially_live_files(spark, tmp_path: Path) -> None:
+    sc = Scenario("1.20.3", "filemerging", tmp_path)
+    plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0))
+    assert plan["live_files"] > 0
+
+
+def test_apply_of_a_spark_plan_deletes_the_local_plans_candidates(spark, tmp_path: Path) -> None:
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0].name
+    planted = {sc.uri(sc.plant(f"checkpoints/{job}/shared/orphan-{i}")) for i in range(3)}
+    local = build_plan(Storage(), sc.gc_options())
+    expected = {c.path for c in local.candidates}
+    assert planted <= expected
+    plan_file = tmp_path / "plan.json"
+    args = [str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--margin", "10m", "--force"]
+    ckptctl("gc", "plan", *args, "--engine", "spark", "--master", MASTER, "-o", str(plan_file), expect=0)
+    written = json.loads(plan_file.read_text())
+    assert written["engine"] == {"kind": "spark", "master": MASTER}
+    assert written["files"]["candidates"] == len(expected) and (tmp_path / "plan.parquet").is_dir()
+    before = {sc.uri(p) for p in sc.root.rglob("*") if p.is_file()}
+    result = json.loads(ckptctl("gc", "apply", str(plan_file), "--yes", "--json").stdout)
+    after = {sc.uri(p) for p in sc.root.rglob("*") if p.is_file()}
+    assert {d["path"] for d in result["deleted"]} == expected == before - after
+    for loc in local.retained:
+        ckptctl("verify", loc["path"].removeprefix("file:"), *sc.rebase, "--engine", "local", expect=0)
+
+
+def test_spark_plan_lists_in_parquet_are_checked_on_apply(spark, tmp_path: Path) -> None:
+    """Edited Parquet lists (a row dropped) are refused by apply, before anything is deleted."""
+    from ckptctl.errors import CkptError
+    from ckptctl.gc.spark import read_lists
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan")
+    plan_file = tmp_path / "plan.json"
+    ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--margin", "10m", "--force",
+            "--engine", "spark", "--master", MASTER, "-o", str(plan_file))  # fmt: skip
+    record = json.loads(plan_file.read_text())["files"]
+    assert read_lists(spark, str(plan_file), record).count() == record["candidates"] + record["protected"]
+    broken = dict(record, candidates=record["candidates"] + 1)
+    with pytest.raises(CkptError, match="not those it was written with"):
+        read_lists(spark, str(plan_file), broken)
+
+
+# -- S3 (moto) ------------------------------------------------------------------------------------
+
+
+def _s3_options(up: dict, bucket: str, **extra):
+    from ckptctl.gc import GcOptions
+
+    return GcOptions(
+        (f"s3://{bucket}/checkpoints",), older_than=0.0, margin=0.0, force=True,
+        rebase=((up["entry"]["original_root"], f"s3://{bucket}"),), **extra,
+    )  # fmt: skip
+
+
+def test_spark_plan_equals_local_plan_over_s3(spark, s3_server) -> None:
+    from tests.support.inventory import shared
+
+    up = shared(s3_server)
+    CLOCK[0] = time.time()
+    storage = Storage(StorageOptions.from_env(s3_server.endpoint))
+    plan = assert_same_plan(storage, _s3_options(up, up["bucket"]))
+    assert {c["path"] for c in plan["candidates"]} == up["orphans"]
+
+
+@pytest.mark.parametrize("fmt", ["Parquet", "CSV"])
+def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server, fmt: str) -> None:
+    from tests.support.inventory import shared, versioned_rows, write_inventory
+
+    up = shared(s3_server)
+    bucket, rows = up["bucket"], up["rows"]
+    manifest = write_inventory(s3_server, rows + versioned_rows(bucket, up["job"], rows), fmt, source=bucket)
+    CLOCK[0] = time.time()
+    storage = Storage(StorageOptions.from_env(s3_server.endpoint))
+    plan = assert_same_plan(storage, _s3_options(up, bucket, inventory=manifest))
+    assert plan["inventory"]["rows_read"] == len(rows) + 3
+    assert {c["path"] for c in plan["candidates"]} == up["orphans"]
