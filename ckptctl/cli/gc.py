@@ -171,7 +171,11 @@ def plan_command(
         if plan_file:
             with open(plan_file, "wb") as f:
                 plan.write_json(f)
-    out.result(plan, partial(render.plan, written_to=plan_file, term=out.term))
+    try:
+        out.result(plan, partial(render.plan, written_to=plan_file, term=out.term))
+    finally:
+        if spark_master is not None:
+            plan.release()  # written and shown: the lists leave the executors' storage
     if plan.refusals:
         raise typer.Exit(1)
 

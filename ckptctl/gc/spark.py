@@ -217,16 +217,32 @@ class _SparkPlanner(_Planner):
         super().__init__(storage, options, None)
         self.spark, self.master = spark, master
         self.sc = spark.sparkContext
+        self.cached: list = []  # intermediate frames cached while planning, released by run()
 
-    def run(self) -> SparkPlan:
+    def cache(self, frame):
+        """``frame`` kept (memory, spilling to disk) while the plan is made, released after: a
+        long-lived session (a test run, a notebook) making many plans must not fill its executors'
+        storage with old listings until aggregations run out of memory."""
         from pyspark import StorageLevel
 
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        self.cached.append(frame)
+        return frame
+
+    def run(self) -> SparkPlan:
+        try:
+            return self._run()
+        finally:
+            for frame in self.cached:
+                frame.unpersist()
+
+    def _run(self) -> SparkPlan:
         now, now_source, cutoff = self.start()
         discovered = self.discover({})  # pruned walks (delimiter listings on S3), never the universe
         retention = self.retain(discovered, now, cutoff)
         self.warnings.extend(retention.notes)
         folded, fold_df = self.fold_on_executors(retention)
-        universe = self.list_on_executors().persist(StorageLevel.MEMORY_AND_DISK)
+        universe = self.list_on_executors()
         for code, message in folded.refusals:
             self.refuse(Refusal(code), message)
         hidden = self.check_checkpoints_unchanged(discovered, self.metadata_listing(universe))
@@ -241,7 +257,6 @@ class _SparkPlanner(_Planner):
     def fold_on_executors(self, retention) -> tuple[Folded, Any]:
         """Decode the checkpoints on executors, in order, a slice per task. The driver keeps what
         is proportional to checkpoints; the live paths stay in the returned DataFrame."""
-        from pyspark import StorageLevel
 
         ordered = retention.retained + retention.expired
         retained_set = {loc.uri for loc in retention.retained}
@@ -249,7 +264,7 @@ class _SparkPlanner(_Planner):
         fn = functools.partial(_fold_partition, self.storage.options, retained_set, self.options.rebase,
                                self.scopes.prefixes)  # fmt: skip
         rdd = self.sc.parallelize(list(enumerate(ordered)), slices).mapPartitions(fn)
-        fold_df = self.spark.createDataFrame(rdd, FOLD_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+        fold_df = self.cache(self.spark.createDataFrame(rdd, FOLD_SCHEMA))
         folded = Folded(set(), {}, set(), {}, {}, [])
         moved: dict[str, list[str]] = {}
         for row in sorted(fold_df.filter("kind = 'small'").select("part", "blob").collect()):
@@ -320,7 +335,7 @@ class _SparkPlanner(_Planner):
                 .select("root_idx", F.lit(0).alias("part"), F.lit(0).cast("long").alias("pos"), "uri",
                         "v.size", "v.mtime", "v.is_link")
             )  # fmt: skip
-        universe = files.withColumn("parent", F.regexp_extract("uri", r"^(.*)/[^/]*$", 1)).persist()
+        universe = self.cache(files.withColumn("parent", F.regexp_extract("uri", r"^(.*)/[^/]*$", 1)))
         counts = dict(universe.groupBy("root_idx").count().collect())
         for i, root in enumerate(listed):
             self.check_listed(root, counts.get(i, 0) > 0)
@@ -620,6 +635,11 @@ class SparkPlan(GcPlan):
         self.candidates = self.files.decisions("candidates")
         self.protected = self.files.decisions("protected")
 
+    def release(self) -> None:
+        """Drop the cached lists from the executors (the plan is written or no longer needed)."""
+        if self.files is not None:
+            self.files.frame.unpersist()
+
     def small(self) -> bool:
         return self.files.totals["candidates"]["files"] + self.files.totals["protected"]["files"] <= INLINE_FILES
 
@@ -694,7 +714,10 @@ def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str
             "'candidates' as outcome", "*"
         )
     go, skipped = unchanged_candidates(old, fresh.files.frame)
-    return fresh, *candidates_to_apply(storage, fresh, go, skipped)
+    try:
+        return fresh, *candidates_to_apply(storage, fresh, go, skipped)
+    finally:
+        fresh.release()  # what goes is on the driver now
 
 
 def unchanged_candidates(old, fresh):
@@ -717,10 +740,10 @@ def unchanged_candidates(old, fresh):
 
 
 def candidates_to_apply(storage: Storage, fresh: SparkPlan, unchanged, skipped):
-    """The seam to the deletion: today the unchanged candidates are brought to the driver and
-    deleted by :func:`ckptctl.gc.apply.apply_plan` (``_metadata`` of expired checkpoints first);
-    deleting on executors in batches from the ``unchanged`` DataFrame of (path, size, mtime, …)
-    rows replaces this function once it exists."""
+    """The unchanged candidates on the driver, ordered for deletion (``_metadata`` of expired
+    checkpoints first); ``gc apply`` then deletes them on executors
+    (:func:`ckptctl.gc.spark_apply.apply_plan_on_executors`). Left: handing the ``unchanged``
+    DataFrame to the executors directly, so that the driver never holds the candidates."""
     from ckptctl.gc.apply import order_for_deletion
 
     go = [FileDecision(r.path, r.size, r.mtime, Reason(r.reason), json.loads(r.evidence))

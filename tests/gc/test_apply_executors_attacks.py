@@ -77,7 +77,7 @@ def test_a_manifest_of_an_earlier_plan_settles_nothing_for_a_recreated_file(spar
 def test_cli_exit_is_1_when_an_expired_metadata_changes_after_revalidation(spark, tmp_path: Path, monkeypatch) -> None:
     """The driver re-validated the plan, then a checkpoint's _metadata changed before the executors
     listed it: nothing else may go and the command must not exit 0 (it did, with failed_files 0)."""
-    import ckptctl.gc as gc
+    import ckptctl.gc.spark as gc_spark
     from tests.support.cli_runner import cli
 
     sc = Scenario("2.2.0", "basic", tmp_path)
@@ -85,14 +85,14 @@ def test_cli_exit_is_1_when_an_expired_metadata_changes_after_revalidation(spark
     ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--margin", "10m", "--force",
             "--keep-last", "1", "-o", str(plan_file))  # fmt: skip
     expired = sorted(e["path"] for e in json.loads(plan_file.read_text())["expired"])
-    revalidate = gc.revalidate
+    revalidate = gc_spark.revalidate_spark  # --engine spark re-validates on Spark
 
     def then_a_change(*args, **kwargs):
         out = revalidate(*args, **kwargs)
         touch_later(Path(expired[0][5:]) / "_metadata")
         return out
 
-    monkeypatch.setattr(gc, "revalidate", then_a_change)
+    monkeypatch.setattr(gc_spark, "revalidate_spark", then_a_change)
     result = cli("gc", "apply", str(plan_file), "--yes", "--json", "--engine", "spark")
     assert result.exit_code == 1, result.output
     out = json.loads(result.stdout)
