@@ -218,9 +218,6 @@ class Scopes:
                 return scope, kind
         return None, None
 
-    def holds(self, uri: str) -> bool:
-        return uri.startswith(self.prefixes) and not st.escapes(uri)
-
 
 # ---------------------------------------------------------------------------------------------
 # the steps

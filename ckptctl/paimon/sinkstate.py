@@ -114,10 +114,6 @@ class _In(ByteReader):
         self.pos += n
         return out
 
-    def byte_array(self, what: str) -> bytes:
-        """``BytePrimitiveArraySerializer``: int32 length, bytes."""
-        return self.take(self.count(f"{what} length", 1), what)
-
     def utf(self, what: str) -> str:
         """``DataOutput.writeUTF``: uint16 length, modified UTF-8."""
         at = self.pos
