@@ -40,12 +40,13 @@ BUCKET, DEST, ROOT = "bench", "bench-inventory", "ckpt"
 WEEK = 7 * 86400
 ROWS_PER_FILE = 1_000_000
 
-# Runs one command in a child process and reports its peak RSS: the Python driver's from
-# RUSAGE_SELF, its JVM's (a descendant: Spark's gateway) from /proc VmHWM before Spark stops.
+# Runs one command in a child process and reports its peak RSS: the Python driver's and its JVM's
+# (a descendant: Spark's gateway, read before Spark stops) from /proc VmHWM. Not RUSAGE_SELF: its
+# maxrss survives fork and exec, so a child would report this (large) bench process's peak.
 PRELUDE = f"""
-import json, resource, sys, time
+import json, sys, time
 sys.path.insert(0, {str(HERE.parent)!r})
-from bench.bucket_bench import jvm_peak_mib
+from bench.bucket_bench import jvm_peak_mib, vm_hwm_mib
 """
 CLI_DRIVER = PRELUDE + r"""
 start = time.perf_counter()
@@ -60,7 +61,7 @@ jvm = jvm_peak_mib()
 from ckptctl.engine.spark import stop_spark
 stop_spark()
 print(json.dumps({"wall": time.perf_counter() - start, "rc": rc,
-                  "driver_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "driver_rss_mib": vm_hwm_mib("self"),
                   "jvm_rss_mib": jvm}), file=sys.stderr)
 """
 
@@ -80,9 +81,17 @@ n = spark.read.parquet(out).count()
 jvm = jvm_peak_mib()
 stop_spark()
 print(json.dumps({"wall": time.perf_counter() - start, "rc": 0, "orphans": n,
-                  "driver_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "driver_rss_mib": vm_hwm_mib("self"),
                   "jvm_rss_mib": jvm}), file=sys.stderr)
 """
+
+
+def vm_hwm_mib(pid: str) -> float:
+    """A process's peak resident memory (VmHWM) in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def jvm_peak_mib() -> float:
@@ -100,14 +109,11 @@ def jvm_peak_mib() -> float:
         for child in kids.get(todo.pop(), []):
             todo.append(child)
             try:
-                if Path(f"/proc/{child}/comm").read_text().strip() != "java":
-                    continue
-                for line in Path(f"/proc/{child}/status").read_text().splitlines():
-                    if line.startswith("VmHWM:"):
-                        peak = max(peak, int(line.split()[1]))
+                if Path(f"/proc/{child}/comm").read_text().strip() == "java":
+                    peak = max(peak, vm_hwm_mib(str(child)))
             except OSError:
                 pass
-    return peak / 1024
+    return peak
 
 
 def run(script: str, args: list[str], env: dict[str, str]) -> dict:
