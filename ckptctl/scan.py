@@ -84,10 +84,8 @@ class ScanStorage(Storage):
             self._metadata[uri] = kept
         if isinstance(kept, StorageError):
             raise kept
-        if limit is not None and len(kept) > limit:
-            raise StorageError(
-                f"{len(kept):,} bytes, more than the {limit:,} a _metadata may have: not read", path=uri
-            )
+        if limit is not None:
+            self._refuse_larger(uri, len(kept), limit)
         return kept
 
     # -- passed through ------------------------------------------------------------------------
