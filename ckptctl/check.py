@@ -152,7 +152,7 @@ def measure_orphans(
             scan.storage,
             GcOptions(
                 (scan.root,), older_than=0.0, margin=0.0, force=True, allow_external=True,
-                rebase=mappings.mappings, collect_dead_jobs=True,
+                rebase=mappings, collect_dead_jobs=True,
             ),
         )  # fmt: skip
         unreadable = [r for r in plan.refusals if r["code"] == "unreadable-metadata"]

@@ -154,7 +154,7 @@ def plan_command(
     options = GcOptions(
         roots=tuple(roots), savepoint_dirs=tuple(savepoints or ()), changelog_dirs=tuple(changelog_dir or ()),
         keep_last=keep_last, older_than=older_than, margin=margin, max_delete_fraction=max_delete_fraction,
-        force=force, allow_external=allow_external, rebase=mappings.mappings, accept_lost=tuple(accept_lost or ()),
+        force=force, allow_external=allow_external, rebase=mappings, accept_lost=tuple(accept_lost or ()),
         clock=clock, collect_dead_jobs=collect_dead_jobs, older_than_at=older_than_at, inventory=inventory,
     )  # fmt: skip
     if spark_master is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
@@ -24,7 +24,7 @@ class GcOptions:
     max_delete_fraction: float = 0.5
     force: bool = False
     allow_external: bool = False
-    rebase: tuple[tuple[str, str], ...] = ()
+    rebase: Rebase = Rebase()  # --rebase, one value wherever it goes (plan files keep Rebase.to_json)
     accept_lost: tuple[str, ...] = ()  # checkpoints whose missing files the user accepts as lost
     clock: str = "storage"  # "storage": the object store's Date header; "local": this machine
     # jobs without a retained checkpoint (a CLAIM job elsewhere may borrow their files): kept
@@ -43,7 +43,9 @@ class GcOptions:
                              ("--changelog-dir", self.changelog_dirs), ("--accept-lost", self.accept_lost)):  # fmt: skip
             for value in values:
                 st.check_user_path(what, value)
-        for old, new in self.rebase:
+        if not isinstance(self.rebase, Rebase):
+            raise TypeError(f"GcOptions.rebase must be a Rebase, got {type(self.rebase).__name__}")
+        for old, new in self.rebase.mappings:
             st.check_user_path("--rebase", old)
             st.check_user_path("--rebase", new)
         if self.inventory is not None:
@@ -57,10 +59,16 @@ class GcOptions:
             roots=norm(self.roots),
             savepoint_dirs=norm(self.savepoint_dirs),
             changelog_dirs=norm(self.changelog_dirs),
-            rebase=Rebase.of(self.rebase).mappings,
+            rebase=Rebase.of(self.rebase.mappings),
             accept_lost=tuple(st.parent(u) if st.basename(u) == "_metadata" else u for u in norm(self.accept_lost)),
             inventory=None if self.inventory is None else st.normalize_uri(self.inventory),
         )
+
+    def to_json(self) -> dict:
+        """The plan file's ``options`` (read back by :func:`ckptctl.gc.planfile.options_from_plan`)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["rebase"] = self.rebase.to_json()
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
     def validate(self) -> None:
         if not self.roots:

@@ -26,7 +26,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -134,7 +134,7 @@ class GcPlan:
     def _make_header(self) -> dict[str, Any]:
         return {
             "format": PLAN_FORMAT, "tool": f"ckptctl {__version__}", "created_at": time.time(),
-            "options": asdict(self.options), "storage": self.storage,
+            "options": self.options.to_json(), "storage": self.storage,
             "now": self.now, "now_source": self.now_source, "cutoff": self.cutoff,
             "blocked": self.blocked, "refusals": self.refusals, "warnings": self.warnings,
             **self.summary(),
@@ -765,7 +765,7 @@ class _Planner:
             return [], set()
         by_path: dict[str, list[str]] = {p: [] for p in missing_paths}
         sizes: dict[str, int] = {}
-        rebase = Rebase.of(self.options.rebase)
+        rebase = self.options.rebase
         for loc in retention.retained:
             try:
                 ck = load_checkpoint(self.storage, loc, rebase, apply_inferred=False)
@@ -1396,7 +1396,7 @@ def _checkpoint_info(ck: LoadedCheckpoint) -> dict[str, Any]:
     return {**_location_info(ck.location), "checkpoint_id": ck.metadata.checkpoint_id, "kind": ck.kind}
 
 
-def fold_references(storage, ordered, retained_set, rebase_pairs, prefixes, progress=None) -> Folded:
+def fold_references(storage, ordered, retained_set, rebase: Rebase, prefixes, progress=None) -> Folded:
     """Decode each checkpoint in turn and keep only the paths it references (bounded memory).
 
     Runs in this process or in a worker; ``storage`` may be a :class:`Storage` or its options.
@@ -1406,7 +1406,6 @@ def fold_references(storage, ordered, retained_set, rebase_pairs, prefixes, prog
     with paused_collector():
         if not isinstance(storage, Storage):
             storage = Storage(storage)
-        rebase = Rebase.of(rebase_pairs)
         out = Folded(set(), {}, set(), {}, {}, [])
         live, spans, external = out.live, out.spans, out.external
         add = live.add

@@ -13,8 +13,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ckptctl.errors import CkptError
+from ckptctl.errors import CkptError, LayoutError
 from ckptctl.gc.options import CLOCKS, GcOptions
+from ckptctl.rebase import Rebase
 from ckptctl.storage import StorageOptions, check_user_path
 
 PLAN_FORMAT = 2
@@ -94,8 +95,10 @@ def validate(data: Any, path: str | None = None) -> None:
     _check(_is_num(mdf) and 0 < mdf <= 1, "'options.max_delete_fraction' is not in (0, 1]", path)
     for key in ("force", "allow_external"):
         _check(isinstance(o.get(key), bool), f"'options.{key}' is not true/false", path)
-    rb = o.get("rebase")
-    _check(isinstance(rb, list) and all(_is_str_list(m) and len(m) == 2 for m in rb), "'options.rebase'", path)
+    try:
+        Rebase.from_json(o.get("rebase"), "'options.rebase'")
+    except LayoutError:
+        _check(False, "'options.rebase'", path)
     _check(o.get("clock", "storage") in CLOCKS, "'options.clock'", path)
     inv = o.get("inventory")
     _check(inv is None or (isinstance(inv, str) and bool(inv)), "'options.inventory' is not a string", path)
@@ -146,7 +149,7 @@ def options_from_plan(data: dict[str, Any]) -> GcOptions:
         roots=tuple(o["roots"]), savepoint_dirs=tuple(o["savepoint_dirs"]), changelog_dirs=tuple(o["changelog_dirs"]),
         keep_last=o["keep_last"], older_than=float(o["older_than"]), margin=float(o["margin"]),
         max_delete_fraction=float(o["max_delete_fraction"]), force=o["force"], allow_external=o["allow_external"],
-        rebase=tuple((m[0], m[1]) for m in o["rebase"]), accept_lost=tuple(o.get("accept_lost", ())),
+        rebase=Rebase.from_json(o["rebase"], "the plan's options"), accept_lost=tuple(o.get("accept_lost", ())),
         clock=o.get("clock", "storage"), collect_dead_jobs=bool(o.get("collect_dead_jobs", False)),
         older_than_at=None if o.get("older_than_at") is None else float(o["older_than_at"]),
         inventory=o.get("inventory"),

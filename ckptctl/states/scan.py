@@ -18,7 +18,6 @@ from typing import NamedTuple
 
 from ckptctl.errors import MetadataFormatError, StorageError
 from ckptctl.metadata.keyedproxy import parse_backend_header
-from ckptctl.rocksdb.sst import MergeOperandsError, iterate_cf
 from ckptctl.storage import Storage, StorageOptions
 
 DAY_MS = 86_400_000
@@ -166,41 +165,30 @@ def scan_states(storage, task: RocksDBTask) -> Iterator[tuple]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _scan_cf(db, cf, spec, index, prefix_bytes, now_ms, workdir) -> Iterator[tuple]:
-    try:
-        yield from _count_cf(iterate_cf(db, cf), cf, spec, index, prefix_bytes, now_ms, "rocksdb")
-    except MergeOperandsError:
-        from ckptctl.rocksdb.sst import read_column_family
+def _scan_cf(db, cf, spec, index, prefix_bytes, now_ms, workdir) -> list[tuple]:
+    from ckptctl.rocksdb.keygroups import read_counted
 
-        yield from _count_cf(read_column_family(workdir, cf), cf, spec, index, prefix_bytes, now_ms, "sst")
+    return read_counted(db, workdir, cf, lambda rows, source: _count_cf(rows, source, cf, spec, index, prefix_bytes, now_ms))
 
 
-def _count_cf(rows, cf, spec, index, prefix_bytes, now_ms, source) -> list[tuple]:
+def _count_cf(rows, source, cf, spec, index, prefix_bytes, now_ms) -> list[tuple]:
     """Entries and bytes per key group, TTL ages per (key group, bucket); all or nothing (a list, so
     that an iterator failing half-way yields no partial counts)."""
+    from ckptctl.rocksdb.keygroups import count_key_groups
+
     _name, layout, elem_len, ttl_ms = spec
-    counts: dict[int, list[int]] = {}
     ages: dict[tuple[int, int], list[int]] = {}
     expired = [0, 0]
     undecodable = 0
     decoded = 0
     lo_ts = hi_ts = None
-    for k, v in rows:
-        if prefix_bytes == 1:  # noqa: SIM108
-            kg = k[0] if k else -1
-        else:
-            kg = (k[0] << 8) | k[1] if len(k) >= 2 else -1
-        c = counts.get(kg)
-        if c is None:
-            c = counts[kg] = [0, 0]
-        c[0] += 1
-        c[1] += len(k) + len(v)
-        if layout == "none":
-            continue
+
+    def ttl(kg: int, k: bytes, v: bytes) -> None:
+        nonlocal undecodable, decoded, lo_ts, hi_ts
         stamps = _ttl_timestamps(layout, v, elem_len)
         if stamps is None:
             undecodable += 1
-            continue
+            return
         for ts, nbytes in stamps:
             decoded += 1
             if layout != "list":
@@ -216,6 +204,8 @@ def _count_cf(rows, cf, spec, index, prefix_bytes, now_ms, source) -> list[tuple
             if ttl_ms is not None and age >= ttl_ms:
                 expired[0] += 1
                 expired[1] += nbytes
+
+    counts = count_key_groups(rows, prefix_bytes, None if layout == "none" else ttl)
     out: list[tuple] = [KeyGroupEntries(index, cf, kg, n, nbytes) for kg, (n, nbytes) in sorted(counts.items())]
     out.extend(AgeCount(index, cf, kg, bucket, n, nbytes) for (kg, bucket), (n, nbytes) in sorted(ages.items()))
     out.append(TtlSummary(index, cf, layout, decoded, undecodable, expired[0], expired[1], lo_ts, hi_ts, source))
@@ -305,7 +295,7 @@ def scan_full_snapshot(storage, task: SnapshotTask) -> Iterator[tuple]:
     by_name = {spec.name: spec for spec in specs}
     for name in names:
         spec = by_name.get(name) or StateSpec(name, "none", None, None)
-        yield from _count_cf(rows[name], name, spec, index, prefix_bytes, now_ms, "snapshot")
+        yield from _count_cf(rows[name], "snapshot", name, spec, index, prefix_bytes, now_ms)
     yield HandleOutcome(index, True, None)
 
 

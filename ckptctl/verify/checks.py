@@ -230,49 +230,20 @@ def check_handle(storage: Storage, task: HandleTask) -> Iterator[Check | KeyGrou
 
 
 def _scan_rocksdb(path: str, kg_start: int, kg_end: int, prefix_bytes: int):
-    from ckptctl.rocksdb.sst import MergeOperandsError, iterate_cf, read_column_family
+    from ckptctl.rocksdb.keygroups import count_key_groups, read_counted
 
     db, cfs = open_read_only(path)
     counts: dict[tuple[str, int], list[int]] = {}
     outside: dict[str, list[int]] = {}
     try:
         for cf in cfs:
-            # rocksdict's iterator stops at the first unmerged list-state operand (it cannot set
-            # Flink's merge operator); such column families are read from the SST files instead
-            try:
-                cf_counts, bad = _count_keys(iterate_cf(db, cf), kg_start, kg_end, prefix_bytes)
-            except MergeOperandsError:
-                cf_counts, bad = _count_keys(read_column_family(path, cf), kg_start, kg_end, prefix_bytes)
+            cf_counts = read_counted(db, path, cf, lambda rows, _source: count_key_groups(rows, prefix_bytes))
             for kg, c in cf_counts.items():
                 counts[(cf, kg)] = c
-            if bad is not None:
-                outside[cf] = bad
+            bad = [kg for kg in cf_counts if not kg_start <= kg <= kg_end]
+            if bad:  # [keys outside, lowest, highest key group, keys in the column family]
+                outside[cf] = [sum(cf_counts[kg][0] for kg in bad), min(bad), max(bad),
+                               sum(c[0] for c in cf_counts.values())]  # fmt: skip
     finally:
         db.close()
     return counts, outside
-
-
-def _count_keys(rows, kg_start: int, kg_end: int, prefix_bytes: int):
-    counts: dict[int, list[int]] = {}
-    total = 0
-    bad: list[int] | None = None
-    for k, v in rows:
-        total += 1
-        if prefix_bytes == 1:  # noqa: SIM108
-            kg = k[0] if k else -1
-        else:
-            kg = (k[0] << 8) | k[1] if len(k) >= 2 else -1
-        c = counts.get(kg)
-        if c is None:
-            c = counts[kg] = [0, 0]
-        c[0] += 1
-        c[1] += len(k) + len(v)
-        if not kg_start <= kg <= kg_end:
-            if bad is None:
-                bad = [0, kg, kg, 0]
-            bad[0] += 1
-            bad[1] = min(bad[1], kg)
-            bad[2] = max(bad[2], kg)
-    if bad is not None:
-        bad[3] = total
-    return counts, bad

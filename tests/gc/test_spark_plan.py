@@ -14,6 +14,7 @@ import pytest
 
 from ckptctl.gc import build_plan
 from ckptctl.gc.plan import _Planner
+from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.fixture_cases import scenario_roots
 from tests.support.gc_support import DAY, T0, Scenario, ckptctl
@@ -71,7 +72,7 @@ def test_spark_plan_equals_local_plan_on_every_fixture(spark, tmp_path: Path) ->
         sc.plant(f"checkpoints/{job}/chk-999999/aborted")
     options = GcOptions(
         tuple(str(sc.checkpoints) for sc in scenarios), older_than=DAY, margin=600.0, force=True,
-        max_delete_fraction=1.0, rebase=tuple((sc.original, str(sc.root)) for sc in scenarios),
+        max_delete_fraction=1.0, rebase=Rebase.of((sc.original, str(sc.root)) for sc in scenarios),
     )  # fmt: skip
     plan = assert_same_plan(Storage(), options)
     orphans = {c["path"] for c in plan["candidates"] if c["path"].endswith("/orphan-old")}
@@ -188,7 +189,7 @@ def _s3_options(up: dict, bucket: str, **extra):
 
     return GcOptions(
         (f"s3://{bucket}/checkpoints",), older_than=0.0, margin=0.0, force=True,
-        rebase=((up["entry"]["original_root"], f"s3://{bucket}"),), **extra,
+        rebase=Rebase.of([(up["entry"]["original_root"], f"s3://{bucket}")]), **extra,
     )  # fmt: skip
 
 

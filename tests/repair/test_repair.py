@@ -19,6 +19,7 @@ import pytest
 from ckptctl.metadata import read_metadata
 from ckptctl.metadata.model import FileHandle, RelativeFileHandle
 from ckptctl.metadata.transform import map_file_handles
+from ckptctl.rebase import Rebase
 from tests.support.fixture_cases import REPO, manifest
 from tests.support.gc_support import DAY, Scenario, ckptctl
 
@@ -307,7 +308,7 @@ def gc_options(sc: Scenario):
     from ckptctl.gc import GcOptions
 
     return GcOptions(
-        (str(sc.root),), older_than=DAY, margin=600.0, force=True, rebase=((sc.original, str(sc.root)),)
+        (str(sc.root),), older_than=DAY, margin=600.0, force=True, rebase=Rebase.of([(sc.original, str(sc.root))])
     )
 
 

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from ckptctl.gc import GcOptions, build_plan
+from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.faulty_proxy import FaultyProxy, query
 from tests.support.s3_copied import upload_scenario
@@ -72,7 +73,7 @@ def bulk_bucket(s3_server, bucket: str, per_dir: dict[str, int], extra: list[str
 
 def s3_plan(up: dict, bucket: str, endpoint: str):
     options = GcOptions(
-        (f"s3://{bucket}/checkpoints",), rebase=((up["entry"]["original_root"], f"s3://{bucket}"),),
+        (f"s3://{bucket}/checkpoints",), rebase=Rebase.of([(up["entry"]["original_root"], f"s3://{bucket}")]),
         older_than=0.0, margin=0.0, force=True,
     )  # fmt: skip
     plan = build_plan(Storage(StorageOptions.from_env(endpoint)), options)

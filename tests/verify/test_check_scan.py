@@ -106,7 +106,7 @@ def test_check_over_s3_lists_once_and_reads_each_metadata_once(s3_server, s3_fix
     fresh = build_plan(
         Storage(StorageOptions.from_env(s3_server.endpoint)),
         GcOptions((root,), older_than=0.0, margin=0.0, force=True, allow_external=True,
-                  rebase=((e["original_root"], base),)),
+                  rebase=Rebase.of([(e["original_root"], base)])),
     )  # fmt: skip
     orphans = report["orphans"]
     assert (orphans["files"], orphans["bytes"]) == (len(fresh.candidates), fresh.candidate_bytes)
