@@ -143,7 +143,6 @@ def plan_command(
 
     writable_outputs(plan_file)
     chosen = engine_choice(engine, master)
-    spark_master = _spark_master(chosen)
     if isinstance(margin, Instant):
         raise CkptError("--margin expects a duration like 1h or 10m, not a time")
     older_than_at = float(older_than) if isinstance(older_than, Instant) else None
@@ -157,10 +156,11 @@ def plan_command(
         force=force, allow_external=allow_external, rebase=mappings, accept_lost=tuple(accept_lost or ()),
         clock=clock, collect_dead_jobs=collect_dead_jobs, older_than_at=older_than_at, inventory=inventory,
     )  # fmt: skip
+    options.normalized().validate()  # a bad option is refused before a JVM starts for it
+    spark_master = _spark_master(chosen)
     if spark_master is not None:
         from ckptctl.gc.spark import build_plan_spark
 
-        replace(chosen, kind="spark", master=spark_master).start()  # under its status line
         plan = build_plan_spark(storage, options, spark_master)
         if plan_file:
             plan.write(plan_file)  # PLAN.json and its lists in PLAN.parquet/
@@ -234,8 +234,6 @@ def apply_command(
         plan_data = read_plan(plan_file)
     storage = Storage(storage_from_plan(plan_data, s3_endpoint))
     spark_master = _spark_master(chosen, plan_data.get("engine"))
-    if spark_master is not None:
-        replace(chosen, kind="spark", master=spark_master).start()  # under its status line
     if orphans.is_orphan_plan(plan_data):  # `ckptctl paimon orphans -o`: a Paimon table's orphans
         fresh, go, skipped = orphans.revalidate(storage, plan_data)
     elif spark_master is not None:
@@ -278,16 +276,20 @@ def apply_command(
 
 
 def _spark_master(chosen, planned: dict | None = None) -> str | None:
-    """The Spark master gc runs on, or ``None`` for in-process. ``auto`` stays in-process unless
-    ``--master`` is given or (apply) the plan was made on Spark: before the listing nothing tells
-    how many files there are, and the listing is the cost. A plan made on Spark is re-validated on
-    Spark (its lists may be in Parquet only), on its master unless another is named."""
+    """The Spark master gc runs on, started (under its status line), or ``None`` for in-process.
+    ``auto`` stays in-process unless ``--master`` is given or (apply) the plan was made on Spark:
+    before the listing nothing tells how many files there are, and the listing is the cost. A plan
+    made on Spark is re-validated on Spark (its lists may be in Parquet only), on its master unless
+    another is named."""
     from ckptctl.engine import DEFAULT_MASTER
 
     if chosen.kind == "local":
         return None
     if chosen.kind == "spark" or chosen.master:
-        return chosen.master or DEFAULT_MASTER
-    if planned and planned.get("kind") == "spark":
-        return planned.get("master") or DEFAULT_MASTER
-    return None
+        master = chosen.master or DEFAULT_MASTER
+    elif planned and planned.get("kind") == "spark":
+        master = planned.get("master") or DEFAULT_MASTER
+    else:
+        return None
+    replace(chosen, kind="spark", master=master).start()
+    return master
