@@ -62,10 +62,13 @@ class SavepointFiles:
     searched: list[str] = field(default_factory=list)
 
     def add(self, f: FileInfo) -> None:
-        name = st.basename(f.uri)
+        self.add_file(f.uri, f.size)
+
+    def add_file(self, uri: str, size: int) -> None:
+        name = st.basename(uri)
         if name in (METADATA_FILE, BACKUP_NAME) or TMP_MARK in name:
             return
-        self.by_key.setdefault((name, f.size), []).append(f.uri)
+        self.by_key.setdefault((name, size), []).append(uri)
 
     def add_listing(self, files: Iterable[FileInfo], only_savepoint_dirs: bool = True) -> None:
         for f in files:

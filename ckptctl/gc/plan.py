@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 from ckptctl import __version__
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
+from ckptctl.flink39964 import SavepointFiles
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.planfile import PLAN_FORMAT
 from ckptctl.gc.reasons import UNREFERENCED, Reason, Refusal
@@ -758,8 +759,8 @@ class _Planner:
         recorded size are a file of a savepoint directory in scope is that file: it is live (also
         when the savepoint's ``_metadata`` is gone: these may be the only copy of the state), and
         the plan says to run ``ckptctl repair``. Returns (missing, savepoint files made live).
-        ``savepoint_files(names)``: the listed files inside savepoint directories with those names,
-        name -> [(uri, size)].
+        ``savepoint_files(names)``: the listed files inside savepoint directories with those names
+        (a :class:`~ckptctl.flink39964.SavepointFiles`, the index ``verify`` and ``repair`` look in).
         """
         if not missing_paths:
             return [], set()
@@ -779,10 +780,11 @@ class _Planner:
         misanchored: dict[str, str] = {}
         also_live: set[str] = set()  # every savepoint file it may be (never guess which copy)
         for path in list(by_path):
-            for uri, size in in_savepoints.get(st.basename(path), ()):
-                if size == sizes.get(path) and place_of_chk(path):
-                    misanchored.setdefault(path, uri)
-                    also_live.add(uri)
+            size = sizes.get(path)  # None: no retained checkpoint names it (a segment's file, an alias)
+            found = in_savepoints.lookup(st.basename(path), size) if size is not None and place_of_chk(path) else []
+            if found:
+                misanchored[path] = found[0]
+                also_live.update(found)
         if misanchored:
             cks = sorted({c for p in misanchored for c in by_path.pop(p)})
             first = min(misanchored)  # the same on every run (sets follow the hash seed)
@@ -1035,7 +1037,7 @@ class Tally:
         """Live paths (files and segments' files) not among the listed files."""
         raise NotImplementedError
 
-    def savepoint_files(self, names: set[str]) -> dict[str, list[tuple[str, int]]]:
+    def savepoint_files(self, names: set[str]) -> SavepointFiles:
         """Listed files inside savepoint directories whose names are in ``names``."""
         raise NotImplementedError
 
@@ -1089,13 +1091,13 @@ class _Listed(Tally):
             return live.union(spans).difference(listed)
         return set()
 
-    def savepoint_files(self, names: set[str]) -> dict[str, list[tuple[str, int]]]:
-        found: dict[str, list[tuple[str, int]]] = {}
+    def savepoint_files(self, names: set[str]) -> SavepointFiles:
+        found = SavepointFiles()
         for root, files in self.listings:
             for f in files:
                 parent, _, name = f.uri.rpartition("/")
                 if name in names and place_of(root, parent).area == "savepoint":
-                    found.setdefault(name, []).append((f.uri, f.size))
+                    found.add_file(f.uri, f.size)
         return found
 
     def drop_listing(self) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
+from ckptctl.flink39964 import SavepointFiles
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.plan import (
     FileDecision,
@@ -471,19 +472,15 @@ class _Frames(Tally):
             )
         return {r.uri for r in rows}
 
-    def savepoint_files(self, names: set[str]) -> dict[str, list[tuple[str, int]]]:
+    def savepoint_files(self, names: set[str]) -> SavepointFiles:
         from pyspark.sql import functions as F
 
         listed = self.planner.scopes.listed
-        rows = (
-            self.universe.filter(F.substring_index("uri", "/", -1).isin(sorted(names)))
-            .orderBy("root_idx", "part", "pos", "uri").collect()
-        )  # fmt: skip
-        found: dict[str, list[tuple[str, int]]] = {}
+        rows = self.universe.filter(F.substring_index("uri", "/", -1).isin(sorted(names))).collect()
+        found = SavepointFiles()
         for r in rows:
-            parent, _, name = r.uri.rpartition("/")
-            if place_of(listed[r.root_idx], parent).area == "savepoint":
-                found.setdefault(name, []).append((r.uri, r.size))
+            if place_of(listed[r.root_idx], r.uri.rpartition("/")[0]).area == "savepoint":
+                found.add_file(r.uri, r.size)
         return found
 
     def relive(self, paths: set[str]) -> None:

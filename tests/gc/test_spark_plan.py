@@ -101,7 +101,7 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
         sc.plant("checkpoints/" + "a" * 32 + "/chk-3/leftover")
         return {"collect_dead_jobs": True}
     elif name == "external-reference":
-        return {"rebase": (), "allow_external": True}
+        return {"rebase": Rebase(), "allow_external": True}
     elif name == "future-mtime":
         sc.plant(f"checkpoints/{job.name}/shared/from-the-future", mtime=NOW + 10 * DAY)
     elif name == "young-and-in-flight":

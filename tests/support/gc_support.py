@@ -51,12 +51,13 @@ class Scenario:
     def gc_options(self, **overrides):
         """GcOptions for planning this scenario in place (moved from its original root)."""
         from ckptctl.gc import GcOptions
+        from ckptctl.rebase import Rebase
 
         settings = {
             "older_than": DAY,
             "margin": 600.0,
             "force": True,
-            "rebase": ((self.original, str(self.root)),),
+            "rebase": Rebase.of([(self.original, str(self.root))]),
         }
         return GcOptions((str(self.checkpoints),), **{**settings, **overrides})
 
