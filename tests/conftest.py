@@ -106,6 +106,18 @@ def s3_server() -> Iterator[S3Server]:
 
 
 @pytest.fixture(scope="session")
+def flink_sessions():
+    """One restore_job.py --serve process (one gateway JVM) per Flink version for every real-Flink
+    restore of the run (tests/support/flink_harness.py): the JVM and the Table API load once per
+    version, not once per test module (~5 s each on 2 cores); each restore is still a job of its
+    own on a new MiniCluster. Closed at the end of the run."""
+    from tests.support.flink_harness import FlinkSessions
+
+    with FlinkSessions() as sessions:
+        yield sessions
+
+
+@pytest.fixture(scope="session")
 def s3_fixtures(s3_server: S3Server) -> str:
     """All fixture data uploaded to ``s3://ckptctl-fixtures/`` (same relative layout as fixtures/data)."""
     s3_server.create_bucket("ckptctl-fixtures")

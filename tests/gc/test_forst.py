@@ -42,7 +42,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.flink_harness import REPO, flink_python, restore
+from tests.support.flink_harness import REPO, flink_python
 
 VERSION, SCENARIO = "2.2.0", "forst"
 MANIFEST = json.loads((REPO / "fixtures" / "manifest.json").read_text())
@@ -50,7 +50,7 @@ DAY = 86400.0
 # the generating run's options that the live job must not inherit (flink_job.py sets its own)
 DROP = ("pipeline.name", "execution.checkpointing.dir", "execution.state-recovery.", "rest.port")
 FORST_RATE = 4000  # rows/s, as fixtures/generate.sh runs the forst scenario (flushes between checkpoints)
-GC_ROUNDS = 8  # plan + apply rounds against the running job, each right after a checkpoint completed
+GC_ROUNDS = 5  # plan + apply rounds against the running job, each right after a checkpoint completed
 
 
 def entry(version: str = VERSION, scenario: str = SCENARIO) -> dict:
@@ -358,7 +358,7 @@ def dumper_references(tmp: Path, python: Path, metadata: list[Path]) -> set[str]
 
 
 @pytest.mark.flink
-def test_gc_while_forst_job_runs(tmp_path):
+def test_gc_while_forst_job_runs(tmp_path, flink_sessions):
     python = flink_python(VERSION)
     job = LiveJob(tmp_path)
     report: dict = {"gc": []}
@@ -426,7 +426,7 @@ def test_gc_while_forst_job_runs(tmp_path):
         problems.append(f"{len(missing)} referenced files are missing: {missing[:5]}")
 
     newest = retained[-1].parent
-    res = restore(VERSION, SCENARIO, newest, timeout=90, log_out=tmp_path / "restore.log")
+    res = flink_sessions.restore(VERSION, SCENARIO, newest, timeout=90, log_out=tmp_path / "restore.log")
     report["restore"] = {k: res.get(k) for k in ("ok", "status", "error", "seconds")}
     if not res["ok"]:
         problems.append(

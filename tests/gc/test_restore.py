@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.flink_harness import REPO, FlinkSessions, file_lock, flink_python
+from tests.support.flink_harness import REPO, file_lock, flink_python
 
 pytestmark = pytest.mark.flink
 
@@ -79,14 +79,6 @@ def install_copy(e: dict) -> Path:
     root.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(REPO / e["data_dir"], root, symlinks=True)
     return root
-
-
-@pytest.fixture(scope="module")
-def flink_sessions():
-    """One restore_job.py --serve process (one gateway JVM) per Flink version for this module's
-    restores (tests/support/flink_harness.py); each restore is still a job of its own. Closed at the end."""
-    with FlinkSessions() as sessions:
-        yield sessions
 
 
 @pytest.fixture(params=CASES, ids=lambda c: f"{c[0]}-{c[1]}")

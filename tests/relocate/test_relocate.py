@@ -250,16 +250,6 @@ def newest_checkpoint(root: Path) -> Path:
     return max(chks, key=lambda p: int(p.name[4:]))
 
 
-@pytest.fixture(scope="module")
-def flink_sessions():
-    """One restore_job.py --serve process (one gateway JVM) per Flink version for this module's
-    restores (tests/support/flink_harness.py); each restore is still a job of its own. Closed at the end."""
-    from tests.support.flink_harness import FlinkSessions
-
-    with FlinkSessions() as sessions:
-        yield sessions
-
-
 @pytest.mark.flink
 @pytest.mark.parametrize("scenario", ["basic", "filemerging"])
 @pytest.mark.parametrize("version", VERSIONS)

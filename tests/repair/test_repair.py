@@ -354,16 +354,6 @@ def test_gc_keeps_the_savepoint_files_of_a_repaired_checkpoint(scenario: Scenari
 # proof with real Flink
 
 
-@pytest.fixture(scope="module")
-def flink_sessions():
-    """One restore_job.py --serve process (one gateway JVM) per Flink version for this module's
-    restores (tests/support/flink_harness.py); each restore is still a job of its own. Closed at the end."""
-    from tests.support.flink_harness import FlinkSessions
-
-    with FlinkSessions() as sessions:
-        yield sessions
-
-
 @pytest.mark.flink
 @pytest.mark.parametrize("version", VERSIONS)
 def test_flink_fails_on_the_broken_checkpoint_and_restores_the_repaired_copy(
