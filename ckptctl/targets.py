@@ -19,16 +19,10 @@ Progress = Callable[[Sequence[Any], int], Iterable[Any]]
 def checked_path(storage: Storage, path: str) -> str:
     """PATH unchanged if it can name a checkpoint, savepoint, job or root: a directory (or prefix)
     or a ``_metadata`` file. A plain file is refused in one line instead of an OS error later."""
-    from ckptctl.errors import LayoutError
-    from ckptctl.layout import METADATA_FILE
-    from ckptctl.storage import basename, normalize_uri
+    from ckptctl.layout import refuse_a_file
+    from ckptctl.storage import normalize_uri
 
-    uri = normalize_uri(path)
-    if basename(uri) != METADATA_FILE and storage.stat(uri) is not None:
-        raise LayoutError(
-            f"not a checkpoint directory: {path} is a file (name a checkpoint or savepoint directory, "
-            "its _metadata, or a directory of them)"
-        )
+    refuse_a_file(storage, normalize_uri(path), path)
     return path
 
 

@@ -11,7 +11,7 @@ import email.utils
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +28,8 @@ class Storage:
     def __init__(self, options: StorageOptions | None = None) -> None:
         self.options = options or StorageOptions.from_env()
         self._filesystems: dict[str, Any] = {}
+        # called with a running count of the objects a listing of S3 has returned (progress)
+        self.on_listed: Callable[[int], None] | None = None
 
     @classmethod
     def shared(cls, options: StorageOptions) -> Storage:
@@ -155,6 +157,23 @@ class Storage:
             return None
         return FileInfo(uri, int(info.get("size") or 0), _mtime_of(info))
 
+    def is_file(self, uri: str) -> bool:
+        """``uri`` names a file (not a directory, not nothing). On S3 one HEAD of the key, without
+        the listing ``stat`` adds to tell a directory from nothing, and none for a bucket."""
+        if scheme_of(uri) != "s3":
+            return self.stat(uri) is not None
+        fs, path = self.fs(uri)
+        bucket, _, key = path.partition("/")
+        if not key.strip("/"):
+            return False  # a bucket is a directory
+        try:
+            retrying(lambda: fs.call_s3("head_object", Bucket=bucket, Key=key))
+        except FileNotFoundError:
+            return False
+        except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+            raise StorageError(f"cannot stat: {s3_problem(e) or first_line(e)}", path=uri) from None
+        return True
+
     def is_dir(self, uri: str) -> bool:
         fs, path = self.fs(uri)
         try:
@@ -203,6 +222,45 @@ class Storage:
         for key, size, modified in objects:
             yield FileInfo(f"s3://{bucket}/{key}", size, modified.timestamp() if modified else None)
 
+    def present(self, uris: Iterable[str], per_run: int = 5000) -> dict[str, FileInfo]:
+        """Those of the S3 files ``uris`` that a listing shows, by URI, without a request per file.
+
+        Each directory's files are decided by :func:`~ckptctl.storage.s3list.list_present`: listings
+        that start just before the next file not yet seen, so a directory of ``n`` of these files
+        among ``P`` pages of others (orphans) costs at most ``min(n, P + runs)`` requests, ``runs``
+        being ``n / per_run`` rounded up (consecutive runs listed concurrently). Directories are
+        listed concurrently. A directory whose listing fails is left out: its files are then asked
+        for one by one, which words the error. Not S3: nothing (a local stat costs no request)."""
+        from fsspec.asyn import sync
+
+        from ckptctl.storage.s3list import list_present
+
+        by_dir: dict[tuple[str, str], list[str]] = {}
+        for uri in uris:
+            if scheme_of(uri) == "s3":
+                directory, _, name = uri[5:].rpartition("/")
+                bucket, _, prefix = directory.partition("/")
+                if name and prefix:
+                    by_dir.setdefault((bucket, prefix + "/"), []).append(name)
+        if not by_dir:
+            return {}
+        fs, _ = self.fs("s3://" + next(iter(by_dir))[0])
+
+        async def everything():
+            import asyncio
+
+            calls = [list_present(fs, b, p, names, -(-len(names) // per_run)) for (b, p), names in by_dir.items()]
+            return zip(by_dir, await asyncio.gather(*calls, return_exceptions=True), strict=True)
+
+        found: dict[str, FileInfo] = {}
+        for (bucket, _prefix), objects in sync(fs.loop, everything):
+            if isinstance(objects, BaseException):
+                continue
+            for key, size, modified in objects:
+                uri = f"s3://{bucket}/{key}"
+                found[uri] = FileInfo(uri, size, modified.timestamp() if modified else None)
+        return found
+
     def find_metadata(self, uri: str) -> Iterator[FileInfo]:
         """Every ``_metadata`` below ``uri``, without reading the (huge) shared/ and taskowned/ dirs
         of jobs.
@@ -242,53 +300,42 @@ class Storage:
         yield from self._walk_s3(uri)
 
     def _walk_s3(self, uri: str, only: str | None = None) -> Iterator[FileInfo]:
-        """Delimiter listings from ``uri`` down, never into ``<job-id>/shared`` or ``<job-id>/taskowned``.
+        """Every object below ``uri`` except inside ``<job-id>/shared`` and ``<job-id>/taskowned``
+        (and directory marker objects), with one listing that jumps over those areas
+        (:func:`~ckptctl.storage.s3list.list_outside`): the pages of the files outside them (the
+        ``_metadata`` and exclusive files of ``chk-N`` and savepoint directories) plus at most one
+        request per area a page runs into. No request per directory: a root of J jobs costs about
+        J + 1 requests where a walk of delimiter listings took 2 J + 1 (the root, each job, its
+        ``chk-N`` directories)."""
+        from fsspec.asyn import sync
 
-        A job's ``chk-N`` directories (a few, each holding a ``_metadata`` and the exclusive state
-        files) are read with one listing of the ``<job-id>/chk-`` prefix rather than one per
-        directory: never more requests, and one per job instead of one per checkpoint."""
+        from ckptctl.storage.s3list import list_outside
+
         fs, path = self.fs(uri)
-        stack = [path.rstrip("/")]
-        while stack:
-            current = stack.pop()
-            entries = self._s3_call(lambda c=current: fs.ls(c, detail=True, refresh=True), current)
-            in_job = is_job_dir_name(current.rpartition("/")[2])
-            checkpoint_dirs = []
-            for info in entries:
-                name = info["name"].rstrip("/")
-                base = name.rpartition("/")[2]
-                if name == current:
-                    continue  # the directory's own marker object ("…/chk-5/"), not a file in it
-                if info.get("type") == "directory":
-                    if in_job and base in JOB_AREAS:
-                        continue
-                    (checkpoint_dirs if in_job and base.startswith("chk-") else stack).append(name)
-                elif only is None or base == only:
-                    yield FileInfo("s3://" + name, int(info.get("size") or 0), _mtime_of(info))
-            if len(checkpoint_dirs) < 2:
-                stack.extend(checkpoint_dirs)
-                continue
-            below = self._s3_call(lambda c=current: fs.find(c, prefix="chk-", detail=True), current)
-            inside = len(current) + 1
-            for name, info in sorted(below.items()):
-                if info.get("type") == "directory" or name.endswith("/") or "/" not in name[inside:]:
-                    continue  # directories implied by keys, marker objects, files the job's listing gave
-                if only is None or name.rpartition("/")[2] == only:
-                    yield FileInfo("s3://" + name, int(info.get("size") or 0), _mtime_of(info))
+        bucket, _, key = path.rstrip("/").partition("/")
+        prefix = key + "/" if key else ""
+        # the root's own name decides whether its shared/ is a job's (a root that is a job directory)
+        top = (key or bucket).rpartition("/")[2]
 
-    @staticmethod
-    def _s3_call(call, current: str):
-        """One listing call of the walk; a directory gone meanwhile lists as empty."""
+        def area_of(k: str) -> str | None:
+            parts = [top, *k[len(prefix) :].split("/")]
+            for i in range(1, len(parts) - 1):  # a directory: something follows it
+                if parts[i] in JOB_AREAS and is_job_dir_name(parts[i - 1]):
+                    return prefix + "/".join(parts[1 : i + 1]) + "/"
+            return None
+
         try:
-            return retrying(call)
+            objects = sync(fs.loop, list_outside, fs, bucket, prefix, area_of, self.on_listed)
         except FileNotFoundError:
-            return {}
-        except StorageError:
-            raise
+            return  # no such bucket: an empty listing, as for a prefix without keys
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
             if s3_problem(e):
-                raise StorageError(s3_problem(e), path="s3://" + current) from None
-            raise StorageError(f"cannot list: {type(e).__name__}: {e}", path="s3://" + current) from None
+                raise StorageError(s3_problem(e), path=f"s3://{path}") from None
+            raise StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}") from None
+        for name, size, modified in objects:
+            if name.endswith("/") or (only is not None and name.rpartition("/")[2] != only):
+                continue  # a directory marker object ("…/chk-5/"), or not what is asked for
+            yield FileInfo(f"s3://{bucket}/{name}", size, modified.timestamp() if modified else None)
 
     # -- time ----------------------------------------------------------------------------
     def now(self, uri: str) -> tuple[float | None, str]:
