@@ -28,8 +28,9 @@ class Storage:
     def __init__(self, options: StorageOptions | None = None) -> None:
         self.options = options or StorageOptions.from_env()
         self._filesystems: dict[str, Any] = {}
-        # called with a running count of the objects a listing of S3 has returned (progress)
-        self.on_listed: Callable[[int], None] | None = None
+        # progress of S3 listings: (what is listed, objects so far) after each page, and
+        # (what is listed, None) when it is done; set by the CLI to show a running count
+        self.on_listed: Callable[[str, int | None], None] | None = None
 
     @classmethod
     def shared(cls, options: StorageOptions) -> Storage:
@@ -212,7 +213,8 @@ class Storage:
         bucket, _, prefix = path.partition("/")
         prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
         try:
-            objects = sync(fs.loop, list_prefix, fs, bucket, prefix)
+            with self._listing(f"s3://{path}") as on_page:
+                objects = sync(fs.loop, list_prefix, fs, bucket, prefix, None, on_page)
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
             if s3_problem(e):
                 raise StorageError(s3_problem(e), path=f"s3://{path}") from None
@@ -246,20 +248,50 @@ class Storage:
             return {}
         fs, _ = self.fs("s3://" + next(iter(by_dir))[0])
 
-        async def everything():
+        what = f"{len(by_dir)} directories of referenced files"
+        listed: dict[tuple[str, str], int] = {}  # objects listed so far, per directory
+
+        def counted(directory: tuple[str, str], on_page: Callable[[int], None] | None):
+            if on_page is None:
+                return None
+
+            def count(n: int) -> None:
+                listed[directory] = n
+                on_page(sum(listed.values()))
+
+            return count
+
+        async def everything(on_page):
             import asyncio
 
-            calls = [list_present(fs, b, p, names, -(-len(names) // per_run)) for (b, p), names in by_dir.items()]
+            calls = [
+                list_present(fs, d[0], d[1], names, -(-len(names) // per_run), None, counted(d, on_page))
+                for d, names in by_dir.items()
+            ]
             return zip(by_dir, await asyncio.gather(*calls, return_exceptions=True), strict=True)
 
         found: dict[str, FileInfo] = {}
-        for (bucket, _prefix), objects in sync(fs.loop, everything):
+        with self._listing(what) as on_page:
+            answered = sync(fs.loop, everything, on_page)
+        for (bucket, _prefix), objects in answered:
             if isinstance(objects, BaseException):
                 continue
             for key, size, modified in objects:
                 uri = f"s3://{bucket}/{key}"
                 found[uri] = FileInfo(uri, size, modified.timestamp() if modified else None)
         return found
+
+    @contextlib.contextmanager
+    def _listing(self, what: str) -> Iterator[Callable[[int], None] | None]:
+        """The ``on_page`` of one listing: reports to :attr:`on_listed`, and says when it ends."""
+        report = self.on_listed
+        if report is None:
+            yield None
+            return
+        try:
+            yield lambda n: report(what, n)
+        finally:
+            report(what, None)
 
     def find_metadata(self, uri: str) -> Iterator[FileInfo]:
         """Every ``_metadata`` below ``uri``, without reading the (huge) shared/ and taskowned/ dirs
@@ -301,31 +333,34 @@ class Storage:
 
     def _walk_s3(self, uri: str, only: str | None = None) -> Iterator[FileInfo]:
         """Every object below ``uri`` except inside ``<job-id>/shared`` and ``<job-id>/taskowned``
-        (and directory marker objects), with one listing that jumps over those areas
-        (:func:`~ckptctl.storage.s3list.list_outside`): the pages of the files outside them (the
-        ``_metadata`` and exclusive files of ``chk-N`` and savepoint directories) plus at most one
-        request per area a page runs into. No request per directory: a root of J jobs costs about
-        J + 1 requests where a walk of delimiter listings took 2 J + 1 (the root, each job, its
-        ``chk-N`` directories)."""
+        (and directory marker objects), with one listing that leaves those areas out
+        (:func:`~ckptctl.storage.s3list.list_outside`): each job's ``shared/`` rolled up by the
+        delimiter, a page that runs into a ``taskowned/`` going on after it. It costs the pages of
+        the files outside the areas (the ``_metadata`` and exclusive files of ``chk-N`` and
+        savepoint directories): one request for a root of a few jobs, where a walk of delimiter
+        listings took 2 J + 1 (the root, each job, its ``chk-N`` directories)."""
         from fsspec.asyn import sync
 
         from ckptctl.storage.s3list import list_outside
 
         fs, path = self.fs(uri)
         bucket, _, key = path.rstrip("/").partition("/")
-        prefix = key + "/" if key else ""
+        within = key + "/" if key else ""
         # the root's own name decides whether its shared/ is a job's (a root that is a job directory)
         top = (key or bucket).rpartition("/")[2]
+        # a job directory is listed from "…/<job-id>" so that its own shared/ rolls up too
+        prefix = key if key and is_job_dir_name(top) else within
 
         def area_of(k: str) -> str | None:
-            parts = [top, *k[len(prefix) :].split("/")]
+            parts = [top, *k[len(within) :].split("/")]
             for i in range(1, len(parts) - 1):  # a directory: something follows it
                 if parts[i] in JOB_AREAS and is_job_dir_name(parts[i - 1]):
-                    return prefix + "/".join(parts[1 : i + 1]) + "/"
+                    return within + "/".join(parts[1 : i + 1]) + "/"
             return None
 
         try:
-            objects = sync(fs.loop, list_outside, fs, bucket, prefix, area_of, self.on_listed)
+            with self._listing(uri) as on_page:
+                objects = sync(fs.loop, list_outside, fs, bucket, prefix, area_of, None, on_page, within)
         except FileNotFoundError:
             return  # no such bucket: an empty listing, as for a prefix without keys
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors

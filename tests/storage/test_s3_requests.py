@@ -12,7 +12,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 from ckptctl.storage import JOB_AREAS, Storage, StorageOptions, is_job_dir_name
-from tests.support.faulty_proxy import FaultyProxy, Rule, is_list
+from tests.support.faulty_proxy import FaultyProxy, Rule, is_list, query
 from tests.support.fixture_cases import REPO, manifest
 from tests.support.gc_support import ckptctl
 
@@ -46,11 +46,13 @@ def _run(storage: Storage, coro, *args):
     return sync(fs.loop, coro, fs, *args)
 
 
-def test_the_root_listing_jumps_over_job_areas_and_sees_everything_else(s3_server) -> None:
+def test_the_root_listing_leaves_job_areas_out_and_sees_everything_else(s3_server) -> None:
     """Everything outside ``<job-id>/shared`` and ``<job-id>/taskowned`` comes back exactly once --
     a ``shared`` directory holding a fleet's jobs, names next to the areas (``shared0``, a file
-    named ``shared``), a savepoint, markers left out -- in at most the pages of those keys plus
-    one request per area a page ran into, where paging through the areas took 60 pages more."""
+    named ``shared``), a savepoint, markers left out -- with the "/shared/" delimiter in one
+    request plus one per ``shared`` directory that is no job's; without it (page by page, or from
+    a server that refuses it) the same, in at most the pages of those keys plus one request per
+    area a page ran into, where paging through the areas took 60 pages more."""
     from ckptctl.storage.s3list import list_outside
 
     areas = [f"root/{JOB_A}/shared/{i:03d}" for i in range(60)] + [f"root/{JOB_A}/taskowned/t{i}" for i in range(20)]
@@ -59,27 +61,36 @@ def test_the_root_listing_jumps_over_job_areas_and_sees_everything_else(s3_serve
     visible = [
         f"root/{JOB_A}/chk-1/_metadata", f"root/{JOB_A}/chk-1/x", f"root/{JOB_A}/chk-2/_metadata",
         f"root/{JOB_A}/shared0", f"root/{JOB_A}/shared", f"root/{JOB_A}/shared.d/_metadata",
-        f"root/{JOB_A}/zz/_metadata", f"root/{JOB_B}/chk-5/_metadata",
-        f"root/fleet/shared/{JOB_C}/chk-3/_metadata", "root/team/shared/report.csv",
+        f"root/{JOB_A}/zz/_metadata", f"root/{JOB_A}-old/chk-1/_metadata", f"root/{JOB_A}-old/shared/x",
+        f"root/{JOB_B}/chk-5/_metadata", f"root/fleet/shared/{JOB_C}/chk-3/_metadata", "root/team/shared/report.csv",
         f"root/{TENANT}x/shared/y", "root/savepoint-abcdef-0123456789ab/_metadata", "root/é-accent",
     ]  # fmt: skip
     markers = [f"root/{JOB_A}/chk-3/", "root/team/"]
     _put(s3_server, "jumps", areas + visible + markers + ["rootsibling/x", f"other/{JOB_A}/chk-9/_metadata"])
     assert all(_area(k, "root") for k in areas) and not any(_area(k, "root") for k in visible)
+    refused = Rule(lambda _m, p: "shared" in query(p).get("delimiter", ""), fail=10**6,
+                   fault=(400, b"<Error><Code>InvalidArgument</Code><Message>delimiter</Message></Error>"))  # fmt: skip
+    for rules, expected in (([], 1 + 4), ([refused], 1 + 1)):  # 4 shared/ that are no job's; 1 refused
+        with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=rules) as proxy:
+            storage = Storage(StorageOptions(s3_endpoint=proxy.endpoint))
+            found = [f.uri for f in storage.list_checkpoint_areas("s3://jumps/root")]
+            assert sorted(found) == sorted(f"s3://jumps/{k}" for k in visible), rules
+            assert proxy.requests == expected, (proxy.requests, rules)
+    assert refused.seen == 1  # not retried: a refusal is final
     with FaultyProxy(s3_server.endpoint, fault_rate=0.0) as proxy:
         storage = Storage(StorageOptions(s3_endpoint=proxy.endpoint))
-        found = [f.uri for f in storage.list_checkpoint_areas("s3://jumps/root")]
-        assert sorted(found) == sorted(f"s3://jumps/{k}" for k in visible)
-        assert proxy.requests == 1  # one page: 1000 keys hold them all
-        before = proxy.requests
-        kept = _run(storage, list_outside, "jumps", "root/", lambda k: _area(k, "root"), None, 2)
+        for delimiter in ("/shared/", None):
+            before = proxy.requests
+            kept = _run(storage, list_outside, "jumps", "root/", lambda k: _area(k, "root"), 2, None, None, delimiter)
+            assert sorted(k for k, _s, _m in kept) == sorted(visible + markers), delimiter
         paged = proxy.requests - before
-    assert sorted(k for k, _s, _m in kept) == sorted(visible + markers)
+        # a job directory as the root: its own shared/ is an area too, a sibling named like it is not in it
+        before = proxy.requests
+        only_a = [f.uri for f in storage.find_metadata(f"s3://jumps/root/{JOB_A}")]
+        assert sorted(only_a) == [f"s3://jumps/root/{JOB_A}/{d}/_metadata" for d in ("chk-1", "chk-2", "shared.d", "zz")]
+        assert proxy.requests - before == 1
     entered = 5  # JOB_A's shared/ and taskowned/, JOB_B's two, JOB_C's shared/ below the fleet's shared/
     assert paged <= -(-len(visible + markers) // 2) + entered + 1, paged
-    # a job directory as the root: its own shared/ is an area too
-    only_a = [f.uri for f in Storage(StorageOptions(s3_endpoint=s3_server.endpoint)).find_metadata(f"s3://jumps/root/{JOB_A}")]
-    assert sorted(only_a) == [f"s3://jumps/root/{JOB_A}/{d}/_metadata" for d in ("chk-1", "chk-2", "shared.d", "zz")]
 
 
 def test_present_files_cost_no_more_than_their_pages_or_a_request_each(s3_server) -> None:
@@ -111,7 +122,7 @@ def test_present_files_cost_no_more_than_their_pages_or_a_request_each(s3_server
 
 def test_verify_on_s3_lists_only_around_the_referenced_files(s3_server) -> None:
     """Issue 23: verify listed all of a directory once it held 64 referenced files (every orphan
-    in shared/: a page per 1,000) and made a HEAD per file in the others. With 2,400 orphans
+    in shared/: a page per 1,000) and made a HEAD per file in the others. With 1,100 orphans
     around a checkpoint's files it now costs one listing per referenced directory and the
     _metadata's HEAD; the report is the one a HEAD per file gives."""
     import ckptctl.verify.run as run
@@ -121,7 +132,7 @@ def test_verify_on_s3_lists_only_around_the_referenced_files(s3_server) -> None:
     files = {p.relative_to(data).as_posix(): p.read_bytes() for p in data.rglob("*") if p.is_file()}
     job = next(k.split("/")[1] for k in files if k.startswith("checkpoints/") and "/chk-" in k)
     shared = f"checkpoints/{job}/shared"
-    orphans = [f"{shared}/{c}orphan-{i:04d}" for c in "!~" for i in range(1200)]  # before and after the UUIDs
+    orphans = [f"{shared}/{c}orphan-{i:04d}" for c in "!~" for i in range(550)]  # before and after the UUIDs
     _put(s3_server, "verify-orphans", orphans)
     fs = s3_server.filesystem()
     for key, body in files.items():
