@@ -175,3 +175,24 @@ def test_no_listing_request_when_nothing_needs_one(s3_server) -> None:
         assert not storage.is_file("s3://bucketroot") and proxy.requests == 0
         assert not storage.is_file(f"s3://bucketroot/{JOB_A}") and proxy.requests == 1
         assert storage.is_file(f"s3://bucketroot/{JOB_A}/chk-1/x") and proxy.requests == 2
+
+
+def test_listings_report_a_running_count_and_their_end(s3_server) -> None:
+    """Storage.on_listed hears each page of the walk, of the full listing and of verify's listings
+    (objects so far, never decreasing), then ``None`` when the listing is done: what the CLI's
+    running count shows."""
+    keys = [f"{JOB_A}/chk-1/_metadata"] + [f"{JOB_A}/chk-1/f{i}" for i in range(3)] + [f"{JOB_A}/shared/{i}" for i in range(5)]
+    _put(s3_server, "counted", keys)
+    storage = Storage(StorageOptions(s3_endpoint=s3_server.endpoint))
+    heard: list[tuple[str, int | None]] = []
+    storage.on_listed = lambda what, n: heard.append((what, n))
+    for listing, objects in (
+        (lambda: list(storage.list_checkpoint_areas("s3://counted")), {4}),  # shared/ rolled up
+        (lambda: list(storage.list_files("s3://counted")), {9}),
+        (lambda: storage.present([f"s3://counted/{k}" for k in keys[1:3] + keys[-2:]]), set(range(4, 10))),
+    ):
+        heard.clear()
+        listing()
+        counts = [n for _what, n in heard]
+        assert counts[-1] is None and None not in counts[:-1] and len({w for w, _n in heard}) == 1, heard
+        assert counts[:-1] == sorted(counts[:-1]) and counts[-2] in objects, heard
