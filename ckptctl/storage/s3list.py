@@ -43,11 +43,13 @@ class _Lister:
             async with self.sem:
                 return await self.fs._call_s3("list_objects_v2", Bucket=self.bucket, **kwargs)
 
-        page = await (retrying_async(once) if retry else once())
+        return await (retrying_async(once) if retry else once())
+
+    def count(self, n: int) -> None:
+        """``n`` more objects listed (each counted once, however the ranges overlap)."""
         if self.on_page is not None:
-            self.listed += len(page.get("Contents", ()))
+            self.listed += n
             self.on_page(self.listed)
-        return page
 
     async def pages(self, **kwargs: Any):
         token = None
@@ -69,10 +71,13 @@ class _Lister:
         if after is not None:
             kwargs["StartAfter"] = after
         async for page in self.pages(**kwargs):
+            before = len(out)
             for o in page.get("Contents", ()):
                 if upto is not None and o["Key"] > upto:
+                    self.count(len(out) - before)
                     return out
                 out.append(_object(o))
+            self.count(len(out) - before)
         return out
 
     async def split(self, prefix: str) -> list:
@@ -89,6 +94,7 @@ class _Lister:
         subdirs: list[str] = []
         async for page in self.pages(Prefix=prefix, Delimiter="/"):
             files.extend(_object(o) for o in page.get("Contents", ()))
+            self.count(len(page.get("Contents", ())))
             subdirs.extend(p["Prefix"] for p in page.get("CommonPrefixes", ()))
         return files, subdirs
 
@@ -166,6 +172,7 @@ async def _outside(
         if after is not None:
             kwargs["StartAfter"] = after
         page = await lister.call(retry=not (trial and after is None), **kwargs)
+        lister.count(len(page.get("Contents", ())))
         entries = [(o["Key"], o) for o in page.get("Contents", ())]
         entries += [(p["Prefix"], None) for p in page.get("CommonPrefixes", ())]
         skipping = None
@@ -247,6 +254,7 @@ async def _present(lister: _Lister, prefix: str, names: list[str]) -> list:
         if lister.page_size is not None:
             kwargs["MaxKeys"] = lister.page_size
         page = await lister.call(**kwargs)
+        lister.count(len(page.get("Contents", ())))
         ends = [p["Prefix"][len(prefix) :] for p in page.get("CommonPrefixes", ())]
         for o in page.get("Contents", ()):
             name = o["Key"][len(prefix) :]
