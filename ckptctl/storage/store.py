@@ -107,6 +107,46 @@ class Storage:
         except OSError as e:
             raise StorageError(f"cannot read: {e}", path=uri) from None
 
+    def read_small(self, uri: str, limit: int) -> tuple[FileInfo, bytes | None] | None:
+        """A file's stat and, on S3, its bytes; ``None`` if there is no such file.
+
+        On S3 one GET of the first ``limit + 1`` bytes, whose headers give the size and mtime:
+        no HEAD before the read. The bytes are ``None`` when the file is larger than ``limit``
+        (not read: :meth:`read_bytes` refuses it), when the GET could not answer (an empty object,
+        whose range is not satisfiable; any error, which a HEAD and the read then report as
+        before) and off S3 (a stat costs no request there)."""
+        if scheme_of(uri) == "s3":
+            got = self._get_head(uri, limit)
+            if got is not None:
+                return got if got[0] is not None else None
+        info = self.stat(uri)
+        return None if info is None else (info, None)
+
+    def _get_head(self, uri: str, limit: int) -> tuple[FileInfo | None, bytes | None] | None:
+        """``(info, bytes)`` from one ranged GET, ``(None, None)``: no such file; ``None``: ask otherwise."""
+        from fsspec.asyn import sync
+
+        from ckptctl.storage.retry import retrying_async
+
+        fs, path = self.fs(uri)
+        bucket, _, key = path.partition("/")
+
+        async def get():
+            response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes=0-{limit}")
+            return response, await response["Body"].read()
+
+        try:
+            response, data = sync(fs.loop, retrying_async, get)
+        except FileNotFoundError:
+            return None, None
+        except Exception:  # noqa: BLE001 - an empty object, a server without ranges...: a HEAD says
+            return None
+        total = str(response.get("ContentRange") or "").rpartition("/")[2]
+        size = int(total) if total.isdigit() else len(data)
+        modified = response.get("LastModified")
+        info = FileInfo(uri, size, modified.timestamp() if modified else None)
+        return info, (data if size <= limit and len(data) == size else None)
+
     @staticmethod
     def _refuse_larger(uri: str, size: int, limit: int) -> None:
         if size > limit:
