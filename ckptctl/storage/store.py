@@ -112,21 +112,23 @@ class Storage:
 
         On S3 one GET of the first ``limit + 1`` bytes, whose headers give the size and mtime:
         no HEAD before the read. The bytes are ``None`` when the file is larger than ``limit``
-        (not read: :meth:`read_bytes` refuses it), when the GET could not answer (an empty object,
-        whose range is not satisfiable; any error, which a HEAD and the read then report as
-        before) and off S3 (a stat costs no request there)."""
+        (not read: :meth:`read_bytes` refuses it), when the GET could not answer (any error, which
+        a HEAD and the read then report as before) and off S3 (a stat costs no request there). An
+        empty object, whose range no GET can satisfy, is found by the HEAD: nothing to read."""
         if scheme_of(uri) == "s3":
             got = self._get_head(uri, limit)
             if got is not None:
                 return got if got[0] is not None else None
         info = self.stat(uri)
-        return None if info is None else (info, None)
+        if info is None:
+            return None
+        return info, (b"" if info.size == 0 and scheme_of(uri) == "s3" else None)  # nothing to read
 
     def _get_head(self, uri: str, limit: int) -> tuple[FileInfo | None, bytes | None] | None:
-        """``(info, bytes)`` from one ranged GET, ``(None, None)``: no such file; ``None``: ask otherwise."""
+        """``(info, bytes)`` from one ranged GET, ``(None, None)``: no such file; ``None``: ask
+        otherwise. Not retried: an empty object's 416 would be, for seconds; a transient failure
+        costs the HEAD and the read that follow, each retried."""
         from fsspec.asyn import sync
-
-        from ckptctl.storage.retry import retrying_async
 
         fs, path = self.fs(uri)
         bucket, _, key = path.partition("/")
@@ -136,7 +138,7 @@ class Storage:
             return response, await response["Body"].read()
 
         try:
-            response, data = sync(fs.loop, retrying_async, get)
+            response, data = sync(fs.loop, get)
         except FileNotFoundError:
             return None, None
         except Exception:  # noqa: BLE001 - an empty object, a server without ranges...: a HEAD says

@@ -202,7 +202,7 @@ def test_ls_on_s3_costs_no_more_requests_than_checkpoints_and_jobs(s3_server, s3
 def test_a_checkpoint_path_costs_one_get_of_its_metadata(s3_server, s3_fixtures: str) -> None:
     """refs/verify of one checkpoint on S3: one GET of its _metadata, whose headers are the
     location's stat (size, mtime): no HEAD before it, no directory test (HEAD + LIST) of PATH.
-    An empty _metadata (a range it cannot satisfy) is asked with a HEAD, and refused as before."""
+    An empty _metadata (a range no GET satisfies) is found by a HEAD and refused at byte 0."""
     case = next(c for c in cases() if (c.flink_version, c.scenario) == ("2.2.0", "basic"))
     root = f"{s3_fixtures}/2.2.0/basic"
     chk = f"{root}/checkpoints/567bd59a21b856058d9e2ce07240d0f1/chk-9"
@@ -214,8 +214,10 @@ def test_a_checkpoint_path_costs_one_get_of_its_metadata(s3_server, s3_fixtures:
     assert requests.log == [("GET", chk[len("s3:/") :] + "/_metadata")], requests.log
     s3_server.create_bucket("empty-metadata")
     s3_server.filesystem().pipe_file("empty-metadata/ck/chk-1/_metadata", b"")
-    result = runner.invoke(app, ["refs", "--s3-endpoint", s3_server.endpoint, "s3://empty-metadata/ck/chk-1"])
-    assert result.exit_code == 2 and "_metadata" in result.stderr and "Traceback" not in result.stderr, result.output
+    with _RequestLog(s3_server.endpoint) as requests:  # was: a HEAD, then 8 GETs retried for 14 s
+        result = runner.invoke(app, ["refs", "--s3-endpoint", requests.proxy.endpoint, "s3://empty-metadata/ck/chk-1"])
+    assert result.exit_code == 2 and "_metadata: byte 0: truncated" in result.stderr, result.output
+    assert [m for m, _p in requests.log] == ["GET", "HEAD"], requests.log
 
 
 def test_the_checkpoint_directories_listing_yields_each_file_once(s3_server) -> None:
