@@ -272,7 +272,7 @@ def requests_per_object(args, endpoint: str, env: dict[str, str], workdir: Path)
     paths = {r["path"] for r in rows if r.get("path")}
     referenced = len(paths)
     floor = listing_floor(local_root, "s3://listing/", paths)
-    print(f"  verify floor: {floor} listing requests + 2 for the _metadata (any listing: a page holds 1,000 "
+    print(f"  verify floor: {floor} listing requests + 1 for the _metadata (any listing: a page holds 1,000 "
           "consecutive keys; the referenced ones interleave with orphans)")  # fmt: skip
     for name, cmd, target in (
         ("ls", ["ls", "s3://listing"], built["checkpoints"] + 1),
