@@ -200,6 +200,8 @@ def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = No
             job_dirs.setdefault(place.job, JobDirectory(place.job, st.basename(place.job)))
             if place.chk is not None:
                 chk_dirs.add(place.chk)
+    if not seen_dirs:  # nothing below: maybe a file (asked only now: on S3 asking costs a request)
+        refuse_a_file(storage, root, root)
     if empty and not storage.is_dir(root):
         raise LayoutError("no such directory (or it is empty)", path=root)
     savepoints: list[CheckpointLocation] = []
@@ -217,6 +219,16 @@ def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = No
         job.checkpoints.sort(key=lambda c: c.dir_checkpoint_id or 0)
     jobs = sorted(job_dirs.values(), key=lambda j: j.uri)
     return RootLayout(root, jobs, savepoints, others)
+
+
+def refuse_a_file(storage: Storage, uri: str, named: str) -> None:
+    """A plain file (not a ``_metadata``) is refused in one line: it can name no checkpoint, job
+    or root, and an OS error later would not say so."""
+    if st.basename(uri) != METADATA_FILE and storage.is_file(uri):
+        raise LayoutError(
+            f"not a checkpoint directory: {named} is a file (name a checkpoint or savepoint directory, "
+            "its _metadata, or a directory of them)"
+        )
 
 
 def locate_checkpoint(storage: Storage, location: str, metadata: FileInfo | None = None) -> CheckpointLocation:

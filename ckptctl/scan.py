@@ -41,6 +41,15 @@ class ScanStorage(Storage):
         self._prefix = self.root + "/"
         self._metadata: dict[str, bytes | StorageError] = {}
 
+    @classmethod
+    def primed(cls, inner: Storage, metadata: FileInfo, data: bytes) -> ScanStorage:
+        """A storage whose read of one ``_metadata`` (read already, with its stat) is answered
+        from ``data``: loading the checkpoint costs no second request. Its listing of the
+        checkpoint directory is that one file: use it to load the checkpoint, nothing else."""
+        view = cls(inner, st.parent(metadata.uri), [metadata])
+        view._metadata[metadata.uri] = data
+        return view
+
     def covers(self, uri: str) -> bool:
         """``uri`` is the root or lies below it (its listing is part of the scan)."""
         return uri.rstrip("/") == self.root or uri.startswith(self._prefix)

@@ -19,16 +19,10 @@ Progress = Callable[[Sequence[Any], int], Iterable[Any]]
 def checked_path(storage: Storage, path: str) -> str:
     """PATH unchanged if it can name a checkpoint, savepoint, job or root: a directory (or prefix)
     or a ``_metadata`` file. A plain file is refused in one line instead of an OS error later."""
-    from ckptctl.errors import LayoutError
-    from ckptctl.layout import METADATA_FILE
-    from ckptctl.storage import basename, normalize_uri
+    from ckptctl.layout import refuse_a_file
+    from ckptctl.storage import normalize_uri
 
-    uri = normalize_uri(path)
-    if basename(uri) != METADATA_FILE and storage.stat(uri) is not None:
-        raise LayoutError(
-            f"not a checkpoint directory: {path} is a file (name a checkpoint or savepoint directory, "
-            "its _metadata, or a directory of them)"
-        )
+    refuse_a_file(storage, normalize_uri(path), path)
     return path
 
 
@@ -53,21 +47,25 @@ def checkpoints_at(
     """
     from ckptctl.errors import CkptError, StorageError
     from ckptctl.layout import METADATA_FILE, locate_checkpoint, scan_root
-    from ckptctl.refs import load_checkpoint
+    from ckptctl.refs import MAX_METADATA_BYTES, load_checkpoint
+    from ckptctl.scan import ScanStorage
     from ckptctl.storage import basename, join, normalize_uri
 
     uri = normalize_uri(path)
     # the _metadata first: when it is there PATH is a checkpoint, and its stat is the location's
-    # (one request on S3, where a directory test costs a HEAD and a LIST)
+    # (one GET on S3, with the bytes: no HEAD, and no directory test, a HEAD and a LIST)
     try:
-        found = storage.stat(uri if basename(uri) == METADATA_FILE else join(uri, METADATA_FILE))
+        got = storage.read_small(uri if basename(uri) == METADATA_FILE else join(uri, METADATA_FILE),
+                                 MAX_METADATA_BYTES)  # fmt: skip
     except StorageError:  # PATH is a plain file (not a directory), unreadable...: checked_path says
-        found = None
-    if found is None:
+        got = None
+    if got is None:
         uri = normalize_uri(checked_path(storage, path))
-    if found is not None or basename(uri) == METADATA_FILE:
+    if got is not None or basename(uri) == METADATA_FILE:
+        found, data = got if got is not None else (None, None)
         loc = locate_checkpoint(storage, uri, found)
-        return [load_checkpoint(storage, loc, mappings, apply_inferred=apply_inferred)], loc.uri
+        reader = storage if data is None else ScanStorage.primed(storage, loc.metadata, data)
+        return [load_checkpoint(reader, loc, mappings, apply_inferred=apply_inferred)], loc.uri
     layout = scan_root(storage, uri)
     loaded = []
     errors: dict[str, str] = {}

@@ -262,6 +262,6 @@ def _context(s3_endpoint: str | None, rebase: list[Any] | None):
     from ckptctl.rebase import Rebase
     from ckptctl.storage import Storage, StorageOptions
 
-    return Storage(StorageOptions.from_env(s3_endpoint)), Rebase.of(
-        p for r in rebase or () for p in r.mappings
-    )
+    storage = Storage(StorageOptions.from_env(s3_endpoint))
+    storage.on_listed = current_terminal().listing_count()  # a running count while S3 is listed
+    return storage, Rebase.of(p for r in rebase or () for p in r.mappings)

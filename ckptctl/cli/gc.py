@@ -233,6 +233,7 @@ def apply_command(
     else:
         plan_data = read_plan(plan_file)
     storage = Storage(storage_from_plan(plan_data, s3_endpoint))
+    storage.on_listed = out.term.listing_count()  # a running count while S3 is listed
     spark_master = _spark_master(chosen, plan_data.get("engine"))
     if orphans.is_orphan_plan(plan_data):  # `ckptctl paimon orphans -o`: a Paimon table's orphans
         fresh, go, skipped = orphans.revalidate(storage, plan_data)

@@ -74,9 +74,9 @@ def ls_command(
 
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
-    named = checked_path(storage, root)
-    # what ls shows lives outside the jobs' shared/ and taskowned/: never list those (millions)
-    layout = scan_root(storage, named, storage.list_checkpoint_areas(normalize_uri(named)))
+    # what ls shows lives outside the jobs' shared/ and taskowned/: never list those (millions);
+    # a plain file lists as nothing, and scan_root refuses it then (no request before the listing)
+    layout = scan_root(storage, root, storage.list_checkpoint_areas(normalize_uri(root)))
     locations = layout.locations()
     if not locations and not layout.jobs:  # one rule with check and gc: a wrong path is not "nothing"
         raise CkptError(f"no checkpoints under {layout.root}: no job, checkpoint or savepoint")

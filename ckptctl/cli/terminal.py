@@ -154,6 +154,34 @@ class Terminal:
             bar.total(total, minimum=1)
             yield bar.advance
 
+    def listing_count(self) -> Callable[[str, int | None], None] | None:
+        """:attr:`Storage.on_listed <ckptctl.storage.Storage.on_listed>`: a spinner with the
+        running count of the objects an S3 listing has returned (``None``: the listing is done),
+        on a terminal only. A listing made while a bar is shown keeps quiet (one live display)."""
+        if not self.interactive:
+            return None
+        from rich.errors import LiveError
+
+        shown: list[Any] = []
+
+        def on_listed(what: str, n: int | None) -> None:
+            if n is None:
+                while shown:
+                    shown.pop().stop()
+                return
+            text = f"listing {what}: {n:,} objects"
+            if shown:
+                shown[0].update(text)
+                return
+            status = self.err.status(text)
+            try:
+                status.start()
+            except LiveError:
+                return
+            shown.append(status)
+
+        return on_listed
+
     def bar(self, label: str) -> Bar:
         """A progress bar whose total is learnt later (``on_total``), for core callbacks."""
         return Bar(self, label)

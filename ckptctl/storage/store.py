@@ -11,7 +11,7 @@ import email.utils
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +28,9 @@ class Storage:
     def __init__(self, options: StorageOptions | None = None) -> None:
         self.options = options or StorageOptions.from_env()
         self._filesystems: dict[str, Any] = {}
+        # progress of S3 listings: (what is listed, objects so far) after each page, and
+        # (what is listed, None) when it is done; set by the CLI to show a running count
+        self.on_listed: Callable[[str, int | None], None] | None = None
 
     @classmethod
     def shared(cls, options: StorageOptions) -> Storage:
@@ -104,6 +107,48 @@ class Storage:
         except OSError as e:
             raise StorageError(f"cannot read: {e}", path=uri) from None
 
+    def read_small(self, uri: str, limit: int) -> tuple[FileInfo, bytes | None] | None:
+        """A file's stat and, on S3, its bytes; ``None`` if there is no such file.
+
+        On S3 one GET of the first ``limit + 1`` bytes, whose headers give the size and mtime:
+        no HEAD before the read. The bytes are ``None`` when the file is larger than ``limit``
+        (not read: :meth:`read_bytes` refuses it), when the GET could not answer (any error, which
+        a HEAD and the read then report as before) and off S3 (a stat costs no request there). An
+        empty object, whose range no GET can satisfy, is found by the HEAD: nothing to read."""
+        if scheme_of(uri) == "s3":
+            got = self._get_head(uri, limit)
+            if got is not None:
+                return got if got[0] is not None else None
+        info = self.stat(uri)
+        if info is None:
+            return None
+        return info, (b"" if info.size == 0 and scheme_of(uri) == "s3" else None)  # nothing to read
+
+    def _get_head(self, uri: str, limit: int) -> tuple[FileInfo | None, bytes | None] | None:
+        """``(info, bytes)`` from one ranged GET, ``(None, None)``: no such file; ``None``: ask
+        otherwise. Not retried: an empty object's 416 would be, for seconds; a transient failure
+        costs the HEAD and the read that follow, each retried."""
+        from fsspec.asyn import sync
+
+        fs, path = self.fs(uri)
+        bucket, _, key = path.partition("/")
+
+        async def get():
+            response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes=0-{limit}")
+            return response, await response["Body"].read()
+
+        try:
+            response, data = sync(fs.loop, get)
+        except FileNotFoundError:
+            return None, None
+        except Exception:  # noqa: BLE001 - an empty object, a server without ranges...: a HEAD says
+            return None
+        total = str(response.get("ContentRange") or "").rpartition("/")[2]
+        size = int(total) if total.isdigit() else len(data)
+        modified = response.get("LastModified")
+        info = FileInfo(uri, size, modified.timestamp() if modified else None)
+        return info, (data if size <= limit and len(data) == size else None)
+
     @staticmethod
     def _refuse_larger(uri: str, size: int, limit: int) -> None:
         if size > limit:
@@ -155,6 +200,23 @@ class Storage:
             return None
         return FileInfo(uri, int(info.get("size") or 0), _mtime_of(info))
 
+    def is_file(self, uri: str) -> bool:
+        """``uri`` names a file (not a directory, not nothing). On S3 one HEAD of the key, without
+        the listing ``stat`` adds to tell a directory from nothing, and none for a bucket."""
+        if scheme_of(uri) != "s3":
+            return self.stat(uri) is not None
+        fs, path = self.fs(uri)
+        bucket, _, key = path.partition("/")
+        if not key.strip("/"):
+            return False  # a bucket is a directory
+        try:
+            retrying(lambda: fs.call_s3("head_object", Bucket=bucket, Key=key))
+        except FileNotFoundError:
+            return False
+        except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+            raise StorageError(f"cannot stat: {s3_problem(e) or first_line(e)}", path=uri) from None
+        return True
+
     def is_dir(self, uri: str) -> bool:
         fs, path = self.fs(uri)
         try:
@@ -193,7 +255,8 @@ class Storage:
         bucket, _, prefix = path.partition("/")
         prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
         try:
-            objects = sync(fs.loop, list_prefix, fs, bucket, prefix)
+            with self._listing(f"s3://{path}") as on_page:
+                objects = sync(fs.loop, list_prefix, fs, bucket, prefix, None, on_page)
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
             if s3_problem(e):
                 raise StorageError(s3_problem(e), path=f"s3://{path}") from None
@@ -202,6 +265,75 @@ class Storage:
             raise StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}") from None
         for key, size, modified in objects:
             yield FileInfo(f"s3://{bucket}/{key}", size, modified.timestamp() if modified else None)
+
+    def present(self, uris: Iterable[str], per_run: int = 5000) -> dict[str, FileInfo]:
+        """Those of the S3 files ``uris`` that a listing shows, by URI, without a request per file.
+
+        Each directory's files are decided by :func:`~ckptctl.storage.s3list.list_present`: listings
+        that start just before the next file not yet seen, so a directory of ``n`` of these files
+        among ``P`` pages of others (orphans) costs at most ``min(n, P + runs)`` requests, ``runs``
+        being ``n / per_run`` rounded up (consecutive runs listed concurrently). Directories are
+        listed concurrently. A directory whose listing fails is left out: its files are then asked
+        for one by one, which words the error. Not S3: nothing (a local stat costs no request)."""
+        from fsspec.asyn import sync
+
+        from ckptctl.storage.s3list import list_present
+
+        by_dir: dict[tuple[str, str], list[str]] = {}
+        for uri in uris:
+            if scheme_of(uri) == "s3":
+                directory, _, name = uri[5:].rpartition("/")
+                bucket, _, prefix = directory.partition("/")
+                if name and prefix:
+                    by_dir.setdefault((bucket, prefix + "/"), []).append(name)
+        if not by_dir:
+            return {}
+        fs, _ = self.fs("s3://" + next(iter(by_dir))[0])
+
+        what = f"{len(by_dir)} directories of referenced files"
+        listed: dict[tuple[str, str], int] = {}  # objects listed so far, per directory
+
+        def counted(directory: tuple[str, str], on_page: Callable[[int], None] | None):
+            if on_page is None:
+                return None
+
+            def count(n: int) -> None:
+                listed[directory] = n
+                on_page(sum(listed.values()))
+
+            return count
+
+        async def everything(on_page):
+            import asyncio
+
+            calls = [
+                list_present(fs, d[0], d[1], names, -(-len(names) // per_run), None, counted(d, on_page))
+                for d, names in by_dir.items()
+            ]
+            return zip(by_dir, await asyncio.gather(*calls, return_exceptions=True), strict=True)
+
+        found: dict[str, FileInfo] = {}
+        with self._listing(what) as on_page:
+            answered = sync(fs.loop, everything, on_page)
+        for (bucket, _prefix), objects in answered:
+            if isinstance(objects, BaseException):
+                continue
+            for key, size, modified in objects:
+                uri = f"s3://{bucket}/{key}"
+                found[uri] = FileInfo(uri, size, modified.timestamp() if modified else None)
+        return found
+
+    @contextlib.contextmanager
+    def _listing(self, what: str) -> Iterator[Callable[[int], None] | None]:
+        """The ``on_page`` of one listing: reports to :attr:`on_listed`, and says when it ends."""
+        report = self.on_listed
+        if report is None:
+            yield None
+            return
+        try:
+            yield lambda n: report(what, n)
+        finally:
+            report(what, None)
 
     def find_metadata(self, uri: str) -> Iterator[FileInfo]:
         """Every ``_metadata`` below ``uri``, without reading the (huge) shared/ and taskowned/ dirs
@@ -242,53 +374,45 @@ class Storage:
         yield from self._walk_s3(uri)
 
     def _walk_s3(self, uri: str, only: str | None = None) -> Iterator[FileInfo]:
-        """Delimiter listings from ``uri`` down, never into ``<job-id>/shared`` or ``<job-id>/taskowned``.
+        """Every object below ``uri`` except inside ``<job-id>/shared`` and ``<job-id>/taskowned``
+        (and directory marker objects), with one listing that leaves those areas out
+        (:func:`~ckptctl.storage.s3list.list_outside`): each job's ``shared/`` rolled up by the
+        delimiter, a page that runs into a ``taskowned/`` going on after it. It costs the pages of
+        the files outside the areas (the ``_metadata`` and exclusive files of ``chk-N`` and
+        savepoint directories): one request for a root of a few jobs, where a walk of delimiter
+        listings took 2 J + 1 (the root, each job, its ``chk-N`` directories)."""
+        from fsspec.asyn import sync
 
-        A job's ``chk-N`` directories (a few, each holding a ``_metadata`` and the exclusive state
-        files) are read with one listing of the ``<job-id>/chk-`` prefix rather than one per
-        directory: never more requests, and one per job instead of one per checkpoint."""
+        from ckptctl.storage.s3list import list_outside
+
         fs, path = self.fs(uri)
-        stack = [path.rstrip("/")]
-        while stack:
-            current = stack.pop()
-            entries = self._s3_call(lambda c=current: fs.ls(c, detail=True, refresh=True), current)
-            in_job = is_job_dir_name(current.rpartition("/")[2])
-            checkpoint_dirs = []
-            for info in entries:
-                name = info["name"].rstrip("/")
-                base = name.rpartition("/")[2]
-                if name == current:
-                    continue  # the directory's own marker object ("…/chk-5/"), not a file in it
-                if info.get("type") == "directory":
-                    if in_job and base in JOB_AREAS:
-                        continue
-                    (checkpoint_dirs if in_job and base.startswith("chk-") else stack).append(name)
-                elif only is None or base == only:
-                    yield FileInfo("s3://" + name, int(info.get("size") or 0), _mtime_of(info))
-            if len(checkpoint_dirs) < 2:
-                stack.extend(checkpoint_dirs)
-                continue
-            below = self._s3_call(lambda c=current: fs.find(c, prefix="chk-", detail=True), current)
-            inside = len(current) + 1
-            for name, info in sorted(below.items()):
-                if info.get("type") == "directory" or name.endswith("/") or "/" not in name[inside:]:
-                    continue  # directories implied by keys, marker objects, files the job's listing gave
-                if only is None or name.rpartition("/")[2] == only:
-                    yield FileInfo("s3://" + name, int(info.get("size") or 0), _mtime_of(info))
+        bucket, _, key = path.rstrip("/").partition("/")
+        within = key + "/" if key else ""
+        # the root's own name decides whether its shared/ is a job's (a root that is a job directory)
+        top = (key or bucket).rpartition("/")[2]
+        # a job directory is listed from "…/<job-id>" so that its own shared/ rolls up too
+        prefix = key if key and is_job_dir_name(top) else within
 
-    @staticmethod
-    def _s3_call(call, current: str):
-        """One listing call of the walk; a directory gone meanwhile lists as empty."""
+        def area_of(k: str) -> str | None:
+            parts = [top, *k[len(within) :].split("/")]
+            for i in range(1, len(parts) - 1):  # a directory: something follows it
+                if parts[i] in JOB_AREAS and is_job_dir_name(parts[i - 1]):
+                    return within + "/".join(parts[1 : i + 1]) + "/"
+            return None
+
         try:
-            return retrying(call)
+            with self._listing(uri) as on_page:
+                objects = sync(fs.loop, list_outside, fs, bucket, prefix, area_of, None, on_page, within)
         except FileNotFoundError:
-            return {}
-        except StorageError:
-            raise
+            return  # no such bucket: an empty listing, as for a prefix without keys
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
             if s3_problem(e):
-                raise StorageError(s3_problem(e), path="s3://" + current) from None
-            raise StorageError(f"cannot list: {type(e).__name__}: {e}", path="s3://" + current) from None
+                raise StorageError(s3_problem(e), path=f"s3://{path}") from None
+            raise StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}") from None
+        for name, size, modified in objects:
+            if name.endswith("/") or (only is not None and name.rpartition("/")[2] != only):
+                continue  # a directory marker object ("…/chk-5/"), or not what is asked for
+            yield FileInfo(f"s3://{bucket}/{name}", size, modified.timestamp() if modified else None)
 
     # -- time ----------------------------------------------------------------------------
     def now(self, uri: str) -> tuple[float | None, str]:
