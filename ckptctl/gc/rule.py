@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from ckptctl.gc.decisions import FileDecision, Verdicts
+from ckptctl.gc.listed import PathsByDir
 from ckptctl.gc.reasons import Reason
 from ckptctl.layout import FORST_CONTROL_RE, METADATA_FILE
 from ckptctl.storage.listing import DirFiles, dir_runs
@@ -101,16 +102,17 @@ class FileRule:
         code = verdicts.code
         if not is_candidate:
             as_kept = code(reason, evidence)
-            for i, name in enumerate(names):
-                if name in live:
-                    live_files += 1
-                    live_bytes += sizes[i]
-                elif spans and name in spans:
-                    live_files += 1
-                    live_bytes += self._segment(run, i, spans[name], partial)
-                else:
-                    kept(i)
-                    kept_as(as_kept)
+            for start, chunk in names.chunks():
+                for i, name in enumerate(chunk, start):
+                    if name in live:
+                        live_files += 1
+                        live_bytes += sizes[i]
+                    elif spans and name in spans:
+                        live_files += 1
+                        live_bytes += self._segment(run, i, spans[name], partial)
+                    else:
+                        kept(i)
+                        kept_as(as_kept)
             out.live_files, out.live_bytes = live_files, live_bytes
             return out
         cutoff, tolerance_limit, young_limit = self.cutoff, self.tolerance_limit, self.young_limit
@@ -121,41 +123,42 @@ class FileRule:
         as_future, as_young = code(Reason.FUTURE_MTIME, None), code(Reason.YOUNG, self.young_evidence)
         as_after, as_in_flight = code(Reason.AFTER_INVENTORY, self.after_evidence), code(Reason.IN_FLIGHT, evidence)
         special = _SPECIAL_NAMES
-        for i, name in enumerate(names):
-            if name in live:
-                live_files += 1
-                live_bytes += sizes[i]
-                continue
-            if spans and name in spans:
-                live_files += 1
-                live_bytes += self._segment(run, i, spans[name], partial)
-                continue
-            c = as_taken
-            if name in special or "\\" in name or (forst and FORST_CONTROL_RE.match(name)):
-                r = _by_name(name, reason)
-                if r not in _CANDIDATE:
-                    kept(i)
-                    kept_as(code(r, None))
+        for start, chunk in names.chunks():
+            for i, name in enumerate(chunk, start):
+                if name in live:
+                    live_files += 1
+                    live_bytes += sizes[i]
                     continue
-            elif check_expired and name in expired:
-                c = as_expired_only
-            m = mtimes[i]
-            if links[i]:
-                c = as_link
-            elif not m > 0:  # none (NaN), zero or negative
-                c = as_no_mtime
-            elif m > tolerance_limit:
-                c = as_future
-            elif m >= young_limit:
-                c = as_young if m >= cutoff else as_after
-            elif m >= in_flight:
-                c = as_in_flight
-            else:
-                took(i)
-                took_as(c)
-                continue
-            kept(i)
-            kept_as(c)
+                if spans and name in spans:
+                    live_files += 1
+                    live_bytes += self._segment(run, i, spans[name], partial)
+                    continue
+                c = as_taken
+                if name in special or "\\" in name or (forst and FORST_CONTROL_RE.match(name)):
+                    r = _by_name(name, reason)
+                    if r not in _CANDIDATE:
+                        kept(i)
+                        kept_as(code(r, None))
+                        continue
+                elif check_expired and name in expired:
+                    c = as_expired_only
+                m = mtimes[i]
+                if links[i]:
+                    c = as_link
+                elif not m > 0:  # none (NaN), zero or negative
+                    c = as_no_mtime
+                elif m > tolerance_limit:
+                    c = as_future
+                elif m >= young_limit:
+                    c = as_young if m >= cutoff else as_after
+                elif m >= in_flight:
+                    c = as_in_flight
+                else:
+                    took(i)
+                    took_as(c)
+                    continue
+                kept(i)
+                kept_as(c)
         out.live_files, out.live_bytes = live_files, live_bytes
         return out
 
@@ -172,8 +175,6 @@ class FileRule:
         """:meth:`decide_run` over rows ((uri, size, mtime, is_link), grouped by directory for
         speed), with ``live``, ``spans`` and ``expired_refs`` keyed by URI: each decision goes to
         ``keep`` or ``take`` as a :class:`FileDecision`. Returns (live files, live bytes)."""
-        from ckptctl.gc.listed import PathsByDir  # the sets by directory, as the local planner holds them
-
         live, spans, expired = PathsByDir.of(live), PathsByDir.of(spans), PathsByDir.of(expired_refs)
         verdicts = Verdicts()
         pairs = verdicts.pairs
