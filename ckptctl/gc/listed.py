@@ -1,11 +1,13 @@
 """The local planner's per-file data in columns: the live sets by directory (:class:`PathsByDir`)
 and the outcome over a listing of :class:`~ckptctl.storage.listing.DirFiles` (:class:`Listed`).
 
-Measured at a million files (bench/gc_bench.py; 1M files in one shared/, 400k references): as
-``FileInfo`` tuples with a full URI each the listing cost ~250 B per file, the live set of full
-URIs ~180 B per live path and a ``FileDecision`` per candidate ~100 B, ~400 B per file in all.
-Held here as names per directory, arrays of sizes and mtimes, and decisions as positions, the
-same plan costs well under half of that; see :data:`ckptctl.gc.plan.SPARK_HINT_FILES`.
+Measured at a million files (bench/gc_bench.py; 1M files in one shared/, 400k references), as
+tracemalloc saw it when the plan was complete: ``FileInfo`` tuples with a full URI each cost ~250 B
+per listed file (URI 150, tuple 80, mtime float 24), the live set of full URIs ~180 B per live path,
+a ``FileDecision`` per candidate ~100 B: 414 MB, 460 B of RSS per file. Held here as packed names
+per directory, arrays of sizes and mtimes, the live set as names per directory and decisions as
+positions: 123 MB (names 36, arrays 26, live names 57, decisions 4), 185 B of RSS per file (166 at
+3M). The live set is now the largest part; see :data:`ckptctl.gc.plan.SPARK_HINT_FILES`.
 """
 
 from __future__ import annotations

@@ -55,10 +55,11 @@ __all__ = ["FileDecision", "FileRule", "GcPlan", "GcRefused", "Tally", "build_pl
 
 CLOCK_TOLERANCE = 300.0  # seconds a file's mtime may lead the storage clock before we refuse
 # Above this many listed files the in-process plan says to use --engine spark. Measured with
-# bench/gc_bench.py (1M and 3M files): the local planner peaks at ~BYTES_PER_FILE bytes of RSS per
-# listed file (names, sizes, mtimes, live sets, decisions as columns), so 20M files take ~4 GB, about
-# what a CI runner or a small VM has to spare, and ~2 minutes of walking; Spark spreads both.
-BYTES_PER_FILE = 170
+# bench/gc_bench.py: the local planner peaks at 185 bytes of RSS per listed file at 1M files and 166
+# at 3M (names, sizes, mtimes, live sets and decisions as columns; it was ~460), so 20M files take
+# ~3.6 GB, about what a CI runner or a small VM has to spare, besides the fold worker's live set and
+# a walk of minutes. Spark spreads both. A hint, not a refusal: a big machine plans more in-process.
+BYTES_PER_FILE = 180
 SPARK_HINT_FILES = 20_000_000
 PARALLEL_METADATA_BYTES = 8 << 20  # below this, a worker process costs more than it saves
 
