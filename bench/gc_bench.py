@@ -1,10 +1,15 @@
 """GC benchmark: `gc plan` against a bare listing of the same tree, measured in the same run.
 
     .venv/bin/python bench/gc_bench.py [--files 1000000 --refs 400000 --checkpoints 3] [--s3-files 50000]
+        [--baseline-code DIR]
 
 Local: a synthetic root (bench/gc_tree.py: one job, N files in shared/, K checkpoints of R
-references each, written with ckptctl's writer). The floor is ckptctl's own listing of the tree
-(every file with size and mtime, which any GC must read); `find` is printed for reference.
+references each, written with ckptctl's writer). The floor is `find -printf '%s %T@'` (every
+file with size and mtime, which any GC must read, in C); ckptctl's own listing (the walk the
+planner uses) and `gc plan` in-process are measured against it, interleaved, best of --runs:
+wall, ratio to find, peak RSS and RSS bytes per listed file. ``--baseline-code DIR`` runs the
+planner of another checkout's ckptctl package too (e.g. a `git worktree` of the base commit),
+in the same rounds: before/after measured the same way.
 S3: the same shape, smaller (every object is a PUT into moto on loopback), listed and planned
 over HTTP. Prints wall times, the ratio plan/listing and peak RSS (main process and worker).
 """
@@ -33,10 +38,15 @@ def main():
     if mode == "list":
         n = sum(1 for _ in storage.list_files(root))
         extra = {"files": n}
+    elif mode == "walk":  # the columns gc plan lists a local root into
+        from ckptctl.gc.listed import list_runs
+        from ckptctl.storage import WalkNotes
+        extra = {"files": sum(len(run) for run in list_runs(storage, root, WalkNotes()))}
     else:
         from ckptctl.gc import GcOptions, build_plan
         plan = build_plan(storage, GcOptions((root,), older_than=float(sys.argv[4]), margin=0, force=True))
-        extra = {"candidates": len(plan.candidates), "live": plan.live_files, "refusals": plan.refusals}
+        extra = {"candidates": len(plan.candidates), "live": plan.live_files, "refusals": plan.refusals,
+                 "files": plan.total_files}
     wall = time.perf_counter() - t
     ru = resource.getrusage
     print(json.dumps({"wall": wall, "rss_mib": ru(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -46,15 +56,19 @@ if __name__ == "__main__":
 """
 
 
-def run_driver(mode: str, root: str, endpoint: str = "", older_than: float = 86400, runs: int = 2) -> dict:
+def run_driver(
+    mode: str, root: str, endpoint: str = "", older_than: float = 86400, runs: int = 2, code: str | None = None
+) -> dict:
+    """The best of ``runs`` runs of DRIVER; ``code``: the directory of another ckptctl package."""
     best = None
+    env = dict(os.environ, PYTHONSAFEPATH="1", PYTHONPATH=code) if code else None
     for _ in range(runs):
         # through a fresh trampoline: a child forked from this (large) process would inherit its
         # RSS high-water mark, which Linux keeps across exec
         trampoline = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)"
         out = subprocess.run(
             [sys.executable, "-c", trampoline, sys.executable, "-c", DRIVER, mode, root, endpoint, str(older_than)],
-            capture_output=True, text=True,
+            capture_output=True, text=True, env=env,
         )  # fmt: skip
         if out.returncode != 0:
             raise SystemExit(out.stderr)
@@ -74,16 +88,32 @@ def local(args) -> None:
         f"local tree: {info['files']:,} files in shared/, {args.checkpoints} checkpoints × ~{args.refs:,} refs "
         f"(built in {time.time() - t:.0f}s, reused when present)"
     )
-    t = time.perf_counter()
-    subprocess.run(["find", "-L", str(root), "-type", "f"], stdout=subprocess.DEVNULL, check=True)
-    find_s = time.perf_counter() - t
-    # interleaved, best of --runs each: a busy machine slows both alike only on average
-    listing = plan = None
+    def find() -> dict:
+        t = time.perf_counter()
+        subprocess.run(["find", "-L", str(root), "-type", "f", "-printf", "%s %T@\n"], stdout=subprocess.DEVNULL,
+                       check=True)  # fmt: skip
+        return {"wall": time.perf_counter() - t}
+
+    # interleaved, best of --runs each: a busy machine slows all alike only on average
+    rows = {"find -printf (floor)": find, "ckptctl listing": lambda: run_driver("walk", f"file:{root}", runs=1),
+            "gc plan (in-process)": lambda: run_driver("plan", str(root), runs=1)}  # fmt: skip
+    if args.baseline_code:
+        rows[f"gc plan ({args.baseline_code})"] = lambda: run_driver("plan", str(root), runs=1, code=args.baseline_code)
+    best: dict[str, dict] = {}
     for _ in range(args.runs):
-        lst = run_driver("list", f"file:{root}", runs=1)
-        pln = run_driver("plan", str(root), runs=1)
-        listing = lst if listing is None or lst["wall"] < listing["wall"] else listing
-        plan = pln if plan is None or pln["wall"] < plan["wall"] else plan
+        for label, measure in rows.items():
+            r = measure()
+            if label not in best or r["wall"] < best[label]["wall"]:
+                best[label] = r
+    floor = best["find -printf (floor)"]["wall"]
+    for label, r in best.items():
+        line = f"  {label:34} {r['wall']:7.2f} s  {r['wall'] / floor:5.2f}x find"
+        if "rss_mib" in r:
+            line += f"   {r['rss_mib']:6.0f} MiB peak RSS, {r['rss_mib'] * 2**20 / r['files']:4.0f} B/file"
+        if "candidates" in r:
+            line += (f"   (worker {r['worker_rss_mib']:.0f} MiB; {r['candidates']:,} candidates, "
+                     f"{r['live']:,} live of {r['files']:,})")  # fmt: skip
+        print(line)
     ckptctl = str(Path(sys.executable).parent / "ckptctl")
     t = time.perf_counter()
     plan_file = Path(args.workdir) / "plan.json"
@@ -92,18 +122,8 @@ def local(args) -> None:
         stdout=subprocess.DEVNULL, check=True,
     )  # fmt: skip
     cli_s = time.perf_counter() - t
-    print(f"  find (C, no stat)          {find_s:7.2f} s")
-    print(
-        f"  ckptctl listing (floor)    {listing['wall']:7.2f} s   {listing['rss_mib']:6.0f} MiB   {listing['files']:,} files"
-    )
-    print(
-        f"  gc plan (library)          {plan['wall']:7.2f} s   {plan['rss_mib']:6.0f} MiB main, "
-        f"{plan['worker_rss_mib']:.0f} MiB worker   {plan['candidates']:,} candidates, {plan['live']:,} live"
-    )
-    print(f"  gc plan -o plan.json (CLI) {cli_s:7.2f} s   plan file {plan_file.stat().st_size / 1e6:.0f} MB")
-    print(
-        f"  ratio plan / listing: {plan['wall'] / listing['wall']:.2f}x (CLI with plan file: {cli_s / listing['wall']:.2f}x)"
-    )
+    print(f"  {'gc plan -o plan.json (CLI, once)':34} {cli_s:7.2f} s  {cli_s / floor:5.2f}x find   "
+          f"plan file {plan_file.stat().st_size / 1e6:.0f} MB")  # fmt: skip
 
 
 def _in_bucket(md, old: str, new: str):
@@ -197,6 +217,7 @@ def main() -> None:
     ap.add_argument("--skip-local", action="store_true")
     ap.add_argument("--runs", type=int, default=3, help="interleaved runs of listing and plan (best of each)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ckptctl-gc-bench"))
+    ap.add_argument("--baseline-code", help="a directory holding another ckptctl package, planned in the same rounds")
     args = ap.parse_args()
     if not args.skip_local:
         local(args)

@@ -20,26 +20,22 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import math
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
-from ckptctl import __version__
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
-from ckptctl.flink39964 import SavepointFiles
+from ckptctl.gc.decisions import FileDecision, GcPlan
+from ckptctl.gc.listed import Listed, PathsByDir, Tally, list_runs
 from ckptctl.gc.options import GcOptions
-from ckptctl.gc.planfile import PLAN_FORMAT
 from ckptctl.gc.reasons import UNREFERENCED, Reason, Refusal
+from ckptctl.gc.rule import FileRule
 from ckptctl.layout import (
     CHK_RE,
-    FORST_CONTROL_RE,
     JOB_ID_RE,
     METADATA_FILE,
     CheckpointLocation,
@@ -53,8 +49,18 @@ from ckptctl.rebase import Rebase, written_job_dir
 from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_files
 from ckptctl.scan import ScanStorage
 from ckptctl.storage import FileInfo, Storage
+from ckptctl.storage.listing import DirFiles, dir_runs
+
+__all__ = ["FileDecision", "FileRule", "GcPlan", "GcRefused", "Tally", "build_plan"]  # also the Spark planner's
 
 CLOCK_TOLERANCE = 300.0  # seconds a file's mtime may lead the storage clock before we refuse
+# Above this many listed files the in-process plan says to use --engine spark. Measured with
+# bench/gc_bench.py: the local planner peaks at 185 bytes of RSS per listed file at 1M files and 166
+# at 3M (names, sizes, mtimes, live sets and decisions as columns; it was ~460), so 20M files take
+# ~3.6 GB, about what a CI runner or a small VM has to spare, besides the fold worker's live set and
+# a walk of minutes. Spark spreads both. A hint, not a refusal: a big machine plans more in-process.
+BYTES_PER_FILE = 180
+SPARK_HINT_FILES = 20_000_000
 PARALLEL_METADATA_BYTES = 8 << 20  # below this, a worker process costs more than it saves
 
 
@@ -62,129 +68,6 @@ class GcRefused(CkptError):
     """The plan has refusals: nothing may be deleted."""
 
     exit_code = 1
-
-
-class FileDecision(NamedTuple):
-    """The fate of one file. ``evidence`` is shared by all files of a job (it names the anchor)."""
-
-    path: str
-    size: int
-    mtime: float | None
-    reason: Reason
-    evidence: dict[str, Any] | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size, "mtime": self.mtime, "reason": str(self.reason),
-                "evidence": self.evidence or {}}  # fmt: skip
-
-
-@dataclass
-class GcPlan:
-    options: GcOptions
-    now: float
-    now_source: str
-    cutoff: float
-    retained: list[dict[str, Any]]
-    expired: list[dict[str, Any]]
-    candidates: list[FileDecision]
-    protected: list[FileDecision]
-    live_files: int
-    live_bytes: int
-    total_files: int
-    total_bytes: int
-    external: list[dict[str, Any]]
-    missing: list[dict[str, Any]]
-    partially_live: list[dict[str, Any]]
-    refusals: list[dict[str, str]]
-    warnings: list[str]
-    dead_jobs: list[dict[str, Any]] = field(default_factory=list)
-    storage: dict[str, Any] = field(default_factory=dict)
-    discovery: dict[str, Any] = field(default_factory=dict)  # what the walks followed, skipped, found twice
-    inventory: dict[str, Any] | None = None  # --inventory: the report read instead of a listing
-    _header: dict[str, Any] | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def blocked(self) -> bool:
-        return bool(self.refusals)
-
-    @property
-    def candidate_bytes(self) -> int:
-        return sum(c.size for c in self.candidates)
-
-    def summary(self) -> dict[str, Any]:
-        mtimes = [c.mtime for c in self.candidates if c.mtime]
-        return {
-            "live_files": self.live_files, "live_bytes": self.live_bytes,
-            "candidate_files": len(self.candidates), "candidate_bytes": self.candidate_bytes,
-            "protected_files": len(self.protected), "protected_bytes": sum(p.size for p in self.protected),
-            "total_files": self.total_files, "total_bytes": self.total_bytes,
-            "retained_checkpoints": len(self.retained), "expired_checkpoints": len(self.expired),
-            "external_references": len(self.external), "missing_files": len(self.missing),
-            "partially_live_files": len(self.partially_live),
-            "dead_bytes_in_partially_live_files": sum(p["dead_bytes"] for p in self.partially_live),
-            "oldest_candidate_mtime": min(mtimes) if mtimes else None,
-            "newest_candidate_mtime": max(mtimes) if mtimes else None,
-        }  # fmt: skip
-
-    def header(self) -> dict[str, Any]:
-        """Everything in the plan but the (possibly millions of) per-file entries (computed once)."""
-        if self._header is None:
-            self._header = self._make_header()
-        return dict(self._header, created_at=time.time())
-
-    def _make_header(self) -> dict[str, Any]:
-        return {
-            "format": PLAN_FORMAT, "tool": f"ckptctl {__version__}", "created_at": time.time(),
-            "options": self.options.to_json(), "storage": self.storage,
-            "now": self.now, "now_source": self.now_source, "cutoff": self.cutoff,
-            "blocked": self.blocked, "refusals": self.refusals, "warnings": self.warnings,
-            **self.summary(),
-            "candidates_by_reason": {str(k): v for k, v in Counter(c.reason for c in self.candidates).most_common()},
-            "protected_by_reason": {str(k): v for k, v in Counter(p.reason for p in self.protected).most_common()},
-            "retained": self.retained, "expired": self.expired, "dead_jobs": self.dead_jobs,
-            "discovery": self.discovery,
-            **({"inventory": self.inventory} if self.inventory is not None else {}),
-            "external": self.external, "missing": self.missing, "partially_live": self.partially_live,
-        }  # fmt: skip
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **self.header(),
-            "candidates": [c.as_dict() for c in self.candidates],
-            "protected": [p.as_dict() for p in self.protected],
-        }
-
-    def write_json(self, out) -> None:
-        """The plan as JSON on a binary stream, one file entry per line (fast for huge plans)."""
-        head = json.dumps(self.header(), indent=1)
-        out.write(head[:-2].encode("utf-8"))
-        for key, entries in (("candidates", self.candidates), ("protected", self.protected)):
-            out.write(f',\n "{key}": [\n'.encode())
-            _write_entries(entries, out)
-            out.write(b"\n ]")
-        out.write(b"\n}\n")
-
-
-def _write_entries(entries: list[FileDecision], out) -> None:
-    """One JSON object per line. Entries of one job share their reason and evidence objects, so
-    the line's tail is re-encoded only when those change (compared by identity)."""
-    from ckptctl.export import _encode, _needs_escape
-
-    last_reason = last_evidence = object()
-    tail = ""
-    for start in range(0, len(entries), 4096):
-        chunk = entries[start : start + 4096]
-        plain = not _needs_escape(" ".join(e.path for e in chunk))
-        lines = []
-        append = lines.append
-        for path, size, mtime, reason, evidence in chunk:
-            if reason is not last_reason or evidence is not last_evidence:
-                last_reason, last_evidence = reason, evidence
-                tail = f', "reason": "{reason.value}", "evidence": {json.dumps(evidence or {})}}}'
-            p = '"' + path + '"' if plain else _encode(path)
-            m = "null" if mtime is None else repr(mtime)
-            append(f'  {{"path": {p}, "size": {size}, "mtime": {m}{tail}')
-        out.write(((",\n" if start else "") + ",\n".join(lines)).encode("utf-8"))
 
 
 def refusal(code: Refusal, message: str) -> dict[str, str]:
@@ -271,7 +154,7 @@ class _Planner:
         retention = self.retain(discovered, now, cutoff)
         self.warnings.extend(retention.notes)
         folded, listings = self.fold_while_listing(retention, prelisted)
-        hidden = self.check_checkpoints_unchanged(discovered, listings)
+        hidden = self.check_checkpoints_unchanged(discovered, _named(listings, METADATA_FILE))
         self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
         self.check_no_aliases()
         plan = self.classify(now, now_source, cutoff, retention, folded, listings)
@@ -498,17 +381,17 @@ class _Planner:
 
             worker = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
             future = worker.submit(fold_references_packed, storage.options, ordered, retained_set, options.rebase, prefixes)
-        listings: list[tuple[str, list[FileInfo]]] = []
+        listings: list[tuple[str, list[DirFiles]]] = []
         seen: dict = {}  # one (device, inode) map for every scope: an alias across scopes is one too
         from_inventory = self.inventory_listings() if self.inventory is not None else None
         for root in self.scopes.listed:
             notes = self.notes[root] = st.WalkNotes(seen=seen)
             if from_inventory is not None:
-                files = from_inventory.pop(root)
+                runs = list(dir_runs(from_inventory.pop(root)))
             else:
-                files = prelisted.pop(root) if prelisted else list(storage.list_files(root, notes))
-            listings.append((root, files))
-            self.check_listed(root, bool(files))
+                runs = list(dir_runs(prelisted.pop(root))) if prelisted else list_runs(storage, root, notes)
+            listings.append((root, runs))
+            self.check_listed(root, bool(runs))
         if worker is not None:
             try:
                 folded = _unpack(future.result())
@@ -516,6 +399,7 @@ class _Planner:
                 worker.shutdown()
         else:
             folded = fold_references(storage, ordered, retained_set, options.rebase, prefixes, self.progress)
+            folded.live, folded.expired_refs = PathsByDir.of(folded.live), PathsByDir.of(folded.expired_refs)
         for code, message in folded.refusals:
             self.refuse(Refusal(code), message)
         return folded, listings
@@ -624,35 +508,38 @@ class _Planner:
     def classify(self, now, now_source, cutoff, retention: Retention, folded: Folded, listings) -> GcPlan:
         """The fate of every listed file, in this process (the Spark planner runs the same
         :meth:`FileRule.decide` on executors and the same :meth:`finish`)."""
-        total_files = sum(len(files) for _root, files in listings)
-        total_bytes = sum(sum(map(itemgetter(1), files)) for _root, files in listings)
+        live, spans, expired = PathsByDir.of(folded.live), PathsByDir.of(folded.spans), PathsByDir.of(folded.expired_refs)
         evidence = JobEvidence.of_listings(self.scopes, retention, folded, listings, self.notes)
         contexts = self.contexts(now, retention, evidence,
                                  lambda: _forst_parents(itertools.chain(folded.live, folded.spans)))  # fmt: skip
         rule = self.rule(now, cutoff, bool(folded.expired_refs))
-        tally = _Listed(listings, folded, total_files, total_bytes)
-        candidates, protected = tally.candidates, tally.protected
-        for _root, files in listings:
-            runs: list[tuple] = []  # (job stats, first file, first candidate) per run of one directory
-            lf, lb = rule.decide(
-                files, contexts.get, folded.live, folded.spans, folded.expired_refs,
-                protected.append, candidates.append, tally.partially_live.append,
-                lambda stats, i, runs=runs: runs.append((stats, i, len(candidates))),
-            )  # fmt: skip
-            tally.live_files += lf
-            tally.live_bytes += lb
-            # per-job totals from the runs, summed in C rather than per file
-            runs.append((None, len(files), len(candidates)))
-            size_of = itemgetter(1)
-            for (stats, a, ca), (_next, b, cb) in zip(runs, runs[1:], strict=False):
-                stats[0] += b - a
-                stats[1] += sum(map(size_of, files[a:b]))
-                stats[2] += cb - ca
-                stats[3] += sum(map(size_of, candidates[ca:cb]))
-            # any file in the future, live ones and _metadata included (found in C: max over mtimes)
-            newest = max(filter(None, map(itemgetter(2), files)), default=0.0)
-            if newest > rule.tolerance_limit:
-                tally.future.extend(f.uri for f in files if f.mtime is not None and f.mtime > rule.tolerance_limit)
+        tally = Listed(listings, live, spans)
+        if tally.total_files > SPARK_HINT_FILES:
+            self.warnings.append(
+                f"{tally.total_files:,} files listed: planning in this process holds ~{BYTES_PER_FILE} bytes per file "
+                f"(~{tally.total_files * BYTES_PER_FILE / 1e9:.0f} GB); above {SPARK_HINT_FILES:,} files use --engine spark"
+            )
+        future_limit = rule.tolerance_limit
+        for _root, runs in listings:
+            for run in runs:
+                parent = run.parent
+                context = contexts.get(parent)
+                decided = rule.decide_run(run, context, live.names_in(parent), spans.names_in(parent),
+                                          expired.names_in(parent), tally.verdicts, tally.partially_live.append)  # fmt: skip
+                tally.live_files += decided.live_files
+                tally.live_bytes += decided.live_bytes
+                tally.candidates.add(run, decided.took, decided.took_as)
+                tally.protected.add(run, decided.kept, decided.kept_as)
+                # per-job totals, summed in C rather than per file
+                stats, sizes = context[4], run.sizes
+                stats[0] += len(run)
+                stats[1] += sum(sizes)
+                stats[2] += len(decided.took)
+                stats[3] += sum(map(sizes.__getitem__, decided.took))
+                # any file in the future, live ones and _metadata included (found in C: max over mtimes)
+                if run.newest() > future_limit:
+                    tally.future.extend(run.prefix + n for n, m in zip(run.names, run.mtimes, strict=True)
+                                        if m > future_limit)  # fmt: skip
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
 
     def contexts(self, now: float, retention: Retention, evidence: JobEvidence, forst_parents) -> _Contexts:
@@ -911,14 +798,6 @@ class _Planner:
         return dead
 
 
-_CANDIDATE = frozenset(
-    {
-        Reason.UNREFERENCED_SHARED, Reason.UNREFERENCED_TASKOWNED, Reason.UNREFERENCED_CHANGELOG,
-        Reason.UNREFERENCED_FORST, Reason.INCOMPLETE_CHECKPOINT, Reason.EXPIRED_CHECKPOINT,
-    }
-)  # fmt: skip
-
-
 def _first_names(jobs: list[dict[str, Any]], n: int = 5) -> str:
     """The first ``n`` job ids of a dead-jobs list, '...' when there are more."""
     return ", ".join(st.basename(d["job"]) for d in jobs[:n]) + (" ..." if len(jobs) > n else "")
@@ -927,209 +806,6 @@ def _first_names(jobs: list[dict[str, Any]], n: int = 5) -> str:
 def place_of_chk(path: str) -> bool:
     """True if ``path`` lies directly in a ``chk-N`` directory (where relative names resolve)."""
     return CHK_RE.match(st.basename(st.parent(path))) is not None
-
-
-_SPECIAL_NAMES = frozenset({"", ".", "..", METADATA_FILE})
-
-
-def _by_name(name: str, reason: Reason) -> Reason:
-    """Rules that depend on the file's own name (called only for the names that need them)."""
-    if name in ("", ".", "..") or "\\" in name:
-        return Reason.ABNORMAL_PATH
-    if name == METADATA_FILE and reason in (Reason.UNREFERENCED_SHARED, Reason.UNREFERENCED_TASKOWNED,
-                                            Reason.UNREFERENCED_FORST):  # fmt: skip
-        return Reason.NOT_FLINK_FILE  # Flink never writes one there
-    if reason is Reason.UNREFERENCED_FORST and FORST_CONTROL_RE.match(name):
-        return Reason.FORST_CONTROL_FILE
-    return reason
-
-
-class FileRule:
-    """The per-file rule, one for both planners: given a directory's context (:meth:`_Contexts.get`)
-    and whether the file is live, a segment of a file-merging file, or referenced only by expired
-    checkpoints, what becomes of it. The local planner runs :meth:`decide` over each root's listing
-    with its live sets; the Spark planner over each Arrow batch with sets of the batch's own rows
-    (the join told each row what it is)."""
-
-    __slots__ = ("after_evidence", "check_expired", "cutoff", "margin", "tolerance_limit", "young_evidence",
-                 "young_limit")  # fmt: skip
-
-    def __init__(self, cutoff: float, tolerance_limit: float, margin: float, young_limit: float,
-                 young_evidence: dict, after_evidence: dict, check_expired: bool) -> None:  # fmt: skip
-        self.cutoff, self.tolerance_limit, self.margin, self.young_limit = cutoff, tolerance_limit, margin, young_limit
-        self.young_evidence, self.after_evidence, self.check_expired = young_evidence, after_evidence, check_expired
-
-    def decide(self, files, ctx, live, spans, expired_refs, keep, take, partial, on_dir=None) -> tuple[int, int]:
-        """Append each file of ``files`` ((uri, size, mtime, is_link), grouped by directory for
-        speed) to ``keep`` or ``take`` as a :class:`FileDecision`, or count it live (a partially
-        live file also goes to ``partial``). ``on_dir(stats, i)`` is called at the first file of
-        each run of one directory. Returns (live files, live bytes).
-
-        This loop runs once per file (millions): a directory's context is looked up once per run of
-        its files, and tuples are built directly (FileDecision's constructor is a frame)."""
-        new = tuple.__new__
-        cutoff, tolerance_limit, margin, young_limit = self.cutoff, self.tolerance_limit, self.margin, self.young_limit
-        young_evidence, after_evidence = self.young_evidence, self.after_evidence
-        check_expired = self.check_expired and bool(expired_refs)
-        live_files = live_bytes = 0
-        run_prefix = None
-        for i, (uri, size, mtime, is_link) in enumerate(files):
-            if run_prefix is None or not uri.startswith(run_prefix) or uri.find("/", len(run_prefix)) >= 0:
-                parent = uri.rpartition("/")[0]
-                run_prefix = parent + "/"
-                plen = len(run_prefix)
-                reason, is_candidate, anchor, evidence, stats, unreferenced, forst = ctx(parent)
-                if on_dir is not None:
-                    on_dir(stats, i)
-            if uri in live:
-                live_files += 1
-                live_bytes += size
-                continue
-            if spans:
-                seg = spans.get(uri)
-                if seg is not None:
-                    live_files += 1
-                    live_bytes += size
-                    covered = _covered(seg)
-                    if covered < size:
-                        partial({"path": uri, "size": size, "live_bytes": covered, "dead_bytes": size - covered})
-                    continue
-            if not is_candidate:
-                keep(new(FileDecision, (uri, size, mtime, reason, evidence)))
-                continue
-            r = reason
-            name = uri[plen:]
-            if name in _SPECIAL_NAMES or "\\" in name or (forst and FORST_CONTROL_RE.match(name)):
-                r = _by_name(name, r)
-                if r not in _CANDIDATE:
-                    keep(new(FileDecision, (uri, size, mtime, r, None)))
-                    continue
-            elif check_expired and unreferenced and uri in expired_refs:
-                r = Reason.EXPIRED_ONLY
-            if is_link:
-                keep(new(FileDecision, (uri, size, mtime, Reason.SYMLINK, None)))
-            elif mtime is None or mtime <= 0:
-                keep(new(FileDecision, (uri, size, mtime, Reason.NO_MTIME, None)))
-            elif mtime > tolerance_limit:
-                keep(new(FileDecision, (uri, size, mtime, Reason.FUTURE_MTIME, None)))
-            elif mtime >= young_limit:
-                if mtime >= cutoff:
-                    keep(new(FileDecision, (uri, size, mtime, Reason.YOUNG, young_evidence)))
-                else:
-                    keep(new(FileDecision, (uri, size, mtime, Reason.AFTER_INVENTORY, after_evidence)))
-            elif anchor is not None and mtime >= anchor - margin:
-                keep(new(FileDecision, (uri, size, mtime, Reason.IN_FLIGHT, evidence)))
-            else:
-                take(new(FileDecision, (uri, size, mtime, r, evidence)))
-        return live_files, live_bytes
-
-
-class Tally:
-    """The per-file outcome as :meth:`_Planner.finish` needs it, wherever the files are: in lists
-    here (:class:`_Listed`) or in DataFrames on executors (:mod:`ckptctl.gc.spark`)."""
-
-    live_files: int
-    live_bytes: int
-    total_files: int
-    total_bytes: int
-
-    def missing_paths(self) -> set[str]:
-        """Live paths (files and segments' files) not among the listed files."""
-        raise NotImplementedError
-
-    def savepoint_files(self, names: set[str]) -> SavepointFiles:
-        """Listed files inside savepoint directories whose names are in ``names``."""
-        raise NotImplementedError
-
-    def drop_listing(self) -> None:
-        """The listing is no longer needed."""
-
-    def relive(self, paths: set[str]) -> None:
-        """Protected files that are live after all: counted live, no longer protected."""
-        raise NotImplementedError
-
-    def future_files(self) -> tuple[int, str | None]:
-        """How many listed files have an mtime past the clock tolerance, and the first of them."""
-        raise NotImplementedError
-
-    def first_collision(self, names: dict[str, str]) -> str | None:
-        """The first candidate whose file name is one of ``names``."""
-        raise NotImplementedError
-
-    def candidate_totals(self) -> tuple[int, int]:
-        raise NotImplementedError
-
-    def live_set_empty(self) -> bool:
-        raise NotImplementedError
-
-    def kept_paths_since(self, since: float) -> Iterable[str]:
-        """Protected files without an mtime or modified at ``since`` or later."""
-        raise NotImplementedError
-
-    def plan(self, *args) -> GcPlan:
-        """The plan: :class:`GcPlan`'s fields but the per-file ones, in order."""
-        raise NotImplementedError
-
-
-class _Listed(Tally):
-    """The local planner's outcome: every decision in a list, in listing order."""
-
-    def __init__(self, listings, folded: Folded, total_files: int, total_bytes: int) -> None:
-        self.listings, self.folded = listings, folded
-        self.total_files, self.total_bytes = total_files, total_bytes
-        self.live_files = self.live_bytes = 0
-        self.candidates: list[FileDecision] = []
-        self.protected: list[FileDecision] = []
-        self.partially_live: list[dict[str, Any]] = []
-        self.future: list[str] = []
-
-    def missing_paths(self) -> set[str]:
-        live, spans = self.folded.live, self.folded.spans
-        # every listed live file was found once; only when some were not is the set algebra needed
-        if self.live_files < len(live) + len(spans):
-            listed = {f.uri for _root, files in self.listings for f in files}
-            return live.union(spans).difference(listed)
-        return set()
-
-    def savepoint_files(self, names: set[str]) -> SavepointFiles:
-        found = SavepointFiles()
-        for root, files in self.listings:
-            for f in files:
-                parent, _, name = f.uri.rpartition("/")
-                if name in names and place_of(root, parent).area == "savepoint":
-                    found.add_file(f.uri, f.size)
-        return found
-
-    def drop_listing(self) -> None:
-        self.listings = None
-
-    def relive(self, paths: set[str]) -> None:
-        kept = [d for d in self.protected if d.path not in paths]
-        for d in self.protected:
-            if d.path in paths:
-                self.live_files += 1
-                self.live_bytes += d.size
-        self.protected[:] = kept
-
-    def future_files(self) -> tuple[int, str | None]:
-        return len(self.future), (self.future[0] if self.future else None)
-
-    def first_collision(self, names: dict[str, str]) -> str | None:
-        return next((c.path for c in self.candidates if c.path.rpartition("/")[2] in names), None)
-
-    def candidate_totals(self) -> tuple[int, int]:
-        return len(self.candidates), sum(c.size for c in self.candidates)
-
-    def live_set_empty(self) -> bool:
-        return not self.folded.live and not self.folded.spans
-
-    def kept_paths_since(self, since: float) -> Iterable[str]:
-        return (d.path for d in self.protected if d.mtime is None or d.mtime >= since)
-
-    def plan(self, options, now, now_source, cutoff, retained, expired, external, missing, *rest) -> GcPlan:
-        return GcPlan(options, now, now_source, cutoff, retained, expired, self.candidates, self.protected,
-                      self.live_files, self.live_bytes, self.total_files, self.total_bytes, external, missing,
-                      self.partially_live, *rest)  # fmt: skip
 
 
 class _Contexts:
@@ -1296,21 +972,17 @@ class JobEvidence:
     @classmethod
     def of_listings(cls, scopes: Scopes, retention: Retention, folded: Folded, listings, notes) -> JobEvidence:
         def dirs():  # (root, directory) of every listed file, once per run of one directory
-            for root, files in listings:
-                last = None
-                for f in files:
-                    parent = f.uri.rpartition("/")[0]
-                    if parent != last:
-                        yield root, parent
-                    last = parent
+            for root, runs in listings:
+                for run in runs:
+                    yield root, run.parent
 
         def changelog_uris():
             prefixes = tuple(c.rstrip("/") + "/" for c in scopes.options.changelog_dirs)
             if prefixes:
-                for _root, files in listings:
-                    for f in files:
-                        if f.uri.startswith(prefixes):
-                            yield f.uri
+                for _root, runs in listings:
+                    for run in runs:
+                        if run.prefix.startswith(prefixes):
+                            yield from (run.prefix + name for name in run.names)
 
         return cls({
             "metadata": lambda: metadata_jobs(retention),
@@ -1455,36 +1127,22 @@ def moved_refusals(moved: dict[str, list[str]]) -> list[tuple[str, str]]:
 
 
 def fold_references_packed(*args) -> tuple:
-    """:func:`fold_references` for a worker process: the path sets travel as single NUL-joined
-    strings, which pickle in one piece instead of half a million small ones."""
+    """:func:`fold_references` for a worker process: the path sets travel by directory, names
+    NUL-joined (:meth:`PathsByDir.pack`), which pickle in a few pieces instead of half a million
+    small ones and unpack into names only."""
     out = fold_references(*args)
-    live, expired = _pack(out.live), _pack(out.expired_refs)
+    live, expired = PathsByDir.pack(out.live), PathsByDir.pack(out.expired_refs)
     out.live, out.expired_refs = set(), set()
     return live, expired, out
 
 
-def _pack(paths: set[str]) -> str | set[str]:
-    return paths if any("\0" in p for p in paths) else "\0".join(paths)
-
-
-def _unpack_paths(value: str | set[str]) -> set[str]:
-    if isinstance(value, set):
-        return value
-    return set(value.split("\0")) if value else set()
-
-
 def _unpack(packed: tuple) -> Folded:
     live, expired, out = packed
-    out.live, out.expired_refs = _unpack_paths(live), _unpack_paths(expired)
+    out.live, out.expired_refs = PathsByDir.unpack(live), PathsByDir.unpack(expired)
     return out
 
 
-def _covered(spans: list[tuple[int, int]]) -> int:
-    total = end = 0
-    for start, size in sorted(spans):
-        stop = start + size
-        if stop <= end:
-            continue
-        total += stop - max(start, end)
-        end = stop
-    return total
+def _named(listings: list[tuple[str, list[DirFiles]]], name: str) -> list[tuple[str, list[FileInfo]]]:
+    """The listed files called ``name``, per scope."""
+    return [(root, [run.file(run.names.index(name)) for run in runs if name in run.names])
+            for root, runs in listings]  # fmt: skip

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -70,10 +71,165 @@ class WalkNotes:
     seen: dict[tuple[int, int], str] = field(default_factory=dict, repr=False)
 
 
+NAMES_CHUNK = 4096
+
+
+class Names:
+    """A directory's file names, packed: every :data:`NAMES_CHUNK` names joined by ``/`` (which no
+    name holds) into one string. A 36-character name costs 37 bytes this way instead of ~93 (a
+    string object and a list slot); readers split one chunk at a time (:meth:`chunks`), and
+    reading by position splits the chunk it falls in once for the positions after it."""
+
+    __slots__ = ("_chunk", "_packed", "_pending", "_split", "_split_at")
+
+    def __init__(self) -> None:
+        self._chunk = NAMES_CHUNK
+        self._packed: list[str] = []
+        self._pending: list[str] = []
+        self._split: list[str] = []
+        self._split_at = -1
+
+    def append(self, name: str) -> None:
+        self._pending.append(name)
+        if len(self._pending) >= self._chunk:
+            self._pack()
+
+    def extend(self, names: list[str]) -> None:
+        self._pending.extend(names)
+        if len(self._pending) >= self._chunk:
+            self._pack()
+
+    def _pack(self) -> None:
+        pending, chunk = self._pending, self._chunk
+        while len(pending) >= chunk:
+            self._packed.append("/".join(pending[:chunk]))
+            del pending[:chunk]
+
+    def __len__(self) -> int:
+        return len(self._packed) * self._chunk + len(self._pending)
+
+    def chunks(self) -> Iterator[tuple[int, list[str]]]:
+        """(position of the first, names) per chunk."""
+        for k, packed in enumerate(self._packed):
+            yield k * self._chunk, packed.split("/")
+        if self._pending:
+            yield len(self._packed) * self._chunk, self._pending
+
+    def __iter__(self) -> Iterator[str]:
+        for _start, names in self.chunks():
+            yield from names
+
+    def __getitem__(self, i: int) -> str:
+        k, j = divmod(i, self._chunk)
+        if k == len(self._packed):
+            return self._pending[j]
+        if k != self._split_at:
+            self._split, self._split_at = self._packed[k].split("/"), k
+        return self._split[j]
+
+    def __contains__(self, name: str) -> bool:
+        if "/" in name:
+            return False
+        inner = "/" + name + "/"
+        return name in self._pending or any(
+            p == name or p.startswith(name + "/") or p.endswith("/" + name) or inner in p for p in self._packed
+        )
+
+    def index(self, name: str) -> int:
+        for start, names in self.chunks():
+            if name in names:
+                return start + names.index(name)
+        raise ValueError(name)
+
+
+class DirFiles:
+    """The files of one directory as columns: the directory's URI prefix once, then one entry per
+    file in each column (names packed, :class:`Names`; sizes and mtimes in arrays; link flags as
+    bytes).
+
+    A million files cost ~55 bytes each this way, against ~260 as :class:`FileInfo` tuples with a
+    full URI each: listings of millions of files are held as these. ``mtimes`` holds NaN for a
+    file without an mtime. ``prefix`` ends with ``/``; a file's URI is ``prefix + name`` and its
+    parent ``prefix[:-1]`` (names hold no ``/``).
+    """
+
+    __slots__ = ("links", "mtimes", "names", "prefix", "sizes")
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.names = Names()
+        self.sizes = array("q")
+        self.mtimes = array("d")
+        self.links = bytearray()
+
+    @property
+    def parent(self) -> str:
+        return self.prefix[:-1]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def add(self, name: str, size: int, mtime: float | None, is_link: bool = False) -> None:
+        self.names.append(name)
+        self.sizes.append(size)
+        self.mtimes.append(NAN if mtime is None else mtime)
+        self.links.append(is_link)
+
+    def mtime(self, i: int) -> float | None:
+        m = self.mtimes[i]
+        return None if m != m else m
+
+    def newest(self) -> float:
+        """The largest mtime (NaN, none, compares false: ``max`` skips it unless it comes first)."""
+        newest = max(self.mtimes)
+        if newest != newest:
+            newest = max((m for m in self.mtimes if m == m), default=0.0)
+        return newest
+
+    def file(self, i: int) -> FileInfo:
+        return FileInfo(self.prefix + self.names[i], self.sizes[i], self.mtime(i), bool(self.links[i]))
+
+    def __iter__(self) -> Iterator[FileInfo]:
+        return map(self.file, range(len(self.names)))
+
+
+NAN = float("nan")
+
+
+def dir_runs(files: Iterable[FileInfo]) -> Iterator[DirFiles]:
+    """Consecutive files of one directory as :class:`DirFiles` (a directory may come back later in
+    an object store's listing: ``a/b/c/x`` sorts between ``a/b/b`` and ``a/b/d``). An mtime that is
+    no float (an int from a test's storage) keeps the files as they were: only floats round-trip
+    through an array of doubles unchanged."""
+    run: DirFiles | None = None
+    for uri, size, mtime, is_link in files:
+        parent, _, name = uri.rpartition("/")
+        if run is None or len(run.prefix) != len(parent) + 1 or not run.prefix.startswith(parent):
+            if run is not None:
+                yield run
+            run = DirFiles(parent + "/")
+            if type(mtime) is not float and mtime is not None:
+                run.mtimes = []  # type: ignore[assignment]
+        elif type(mtime) is not float and mtime is not None and isinstance(run.mtimes, array):
+            run.mtimes = list(run.mtimes)  # type: ignore[assignment]
+        run.add(name, size, mtime, is_link)
+    if run is not None:
+        yield run
+
+
 def walk_local(
     root: str, prune_job_areas: bool = False, only: str | None = None, notes: WalkNotes | None = None
 ) -> Iterator[FileInfo]:
-    """os.scandir walk: one stat per file; directory symlinks followed once.
+    """:func:`walk_local_dirs`, one :class:`FileInfo` at a time."""
+    for run in walk_local_dirs(root, prune_job_areas, only, notes):
+        yield from run
+
+
+def walk_local_dirs(
+    root: str, prune_job_areas: bool = False, only: str | None = None, notes: WalkNotes | None = None
+) -> Iterator[DirFiles]:
+    """os.scandir walk: one stat per file, each directory's files as one :class:`DirFiles`;
+    directory symlinks followed once.
 
     A directory symlink (``chk-N`` moved to another volume) is walked into, and every file below
     it is flagged ``is_link`` (kept by gc, never deleted through a link); each directory is entered
@@ -81,7 +237,10 @@ def walk_local(
     recorded in ``notes.aliases`` instead of listed twice. ``prune_job_areas`` skips
     ``<job-id>/shared`` and ``<job-id>/taskowned`` (no ``_metadata`` there, millions of files).
     Entries are consumed as the directory is read (a flat shared/ with a million files must not be
-    held as a million DirEntry objects). Any OS error is one line naming the directory.
+    held as a million DirEntry objects). A directory is read through its file descriptor, so each
+    file's stat resolves one name, not the whole path (a quarter faster at a million files), and a
+    regular file (known from the directory entry) costs no other call. Any OS error is one line
+    naming the directory.
     """
     try:
         top = os.stat(root)
@@ -91,7 +250,7 @@ def walk_local(
         raise StorageError(f"cannot list: {e.strerror or e}", path="file:" + root) from None
     if not stat_mod.S_ISDIR(top.st_mode):
         if only is None or os.path.basename(root) == only:
-            yield FileInfo("file:" + clean_local(root), top.st_size, top.st_mtime)
+            yield next(dir_runs([FileInfo("file:" + clean_local(root), top.st_size, top.st_mtime)]))
         return
     seen: dict[tuple[int, int], str] = notes.seen if notes is not None else {}
     first_top = seen.get((top.st_dev, top.st_ino))
@@ -106,22 +265,37 @@ def walk_local(
         prefix = "file:" + clean + "/"
         prune_here = prune_job_areas and is_job_dir_name(clean.rpartition("/")[2])
         try:
-            it = os.scandir(current)
+            fd = os.open(current, os.O_RDONLY | os.O_DIRECTORY)
         except FileNotFoundError:
             continue  # removed while we walked
         except PermissionError:
             raise StorageError("permission denied", path="file:" + clean) from None
         except OSError as e:
             raise StorageError(f"cannot list: {e.strerror or e}", path="file:" + clean) from None
+        run = DirFiles(prefix)
+        batch: list[str] = []  # names, packed every NAMES_CHUNK entries
+        names, sizes, mtimes, links = batch.append, run.sizes.append, run.mtimes.append, run.links.append
         try:
-            with it:
-                for entry in it:
+            with os.scandir(fd) as it:
+                for n, entry in enumerate(it, 1):
+                    if not n % NAMES_CHUNK:
+                        run.names.extend(batch)
+                        batch.clear()
+                    if entry.is_file(follow_symlinks=False):  # from the entry's type: no system call
+                        if only is None or entry.name == only:
+                            fs = entry.stat(follow_symlinks=False)
+                            names(entry.name)
+                            sizes(fs.st_size)
+                            mtimes(fs.st_mtime)
+                            links(linked)
+                        continue
+                    path = os.path.join(current, entry.name)
                     is_symlink = entry.is_symlink()
                     try:
                         is_dir = entry.is_dir(follow_symlinks=True)
                     except OSError:  # a symlink loop (ELOOP) or an unreadable target: a link, kept
                         is_dir = False
-                    if is_dir and is_symlink and _contains_walk_root(entry.path, root):
+                    if is_dir and is_symlink and _contains_walk_root(path, root):
                         # a link to the root or above it (`up -> /`): following it would walk the
                         # machine; it is the root under another name, an alias
                         if notes is not None:
@@ -140,20 +314,28 @@ def walk_local(
                             if notes is not None:
                                 notes.aliases.append((uri, "file:" + clean_local(first)))
                             continue
-                        seen[(ds.st_dev, ds.st_ino)] = entry.path
+                        seen[(ds.st_dev, ds.st_ino)] = path
                         if notes is not None:
                             notes.dirs[uri] = ds.st_mtime
                             if is_symlink:
-                                notes.followed.append((uri, "file:" + os.path.realpath(entry.path)))
+                                notes.followed.append((uri, "file:" + os.path.realpath(path)))
                             if ds.st_dev != dev:
                                 notes.mounts.append(uri)
-                        stack.append((entry.path, linked or is_symlink, ds.st_dev))
+                        stack.append((path, linked or is_symlink, ds.st_dev))
                     elif only is not None and entry.name != only:
                         continue
                     else:
                         fs = entry.stat(follow_symlinks=False)
-                        yield FileInfo(prefix + entry.name, fs.st_size, fs.st_mtime, linked or is_symlink)
+                        names(entry.name)
+                        sizes(fs.st_size)
+                        mtimes(fs.st_mtime)
+                        links(linked or is_symlink)
         except StorageError:
             raise
         except OSError as e:  # a name too long (PATH_MAX), an I/O error while reading the directory
             raise StorageError(f"cannot list: {e.strerror or e}", path="file:" + clean) from None
+        finally:
+            os.close(fd)
+        run.names.extend(batch)
+        if run.names:
+            yield run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING, Any
 
 from ckptctl.cli.output import _escape, human_bytes, human_time
@@ -64,7 +65,8 @@ def plan(console: Any, result: GcPlan, written_to: str | None, term: Terminal) -
             for reason, n in counter.items():
                 table.add_row(_escape(describe(reason)), f"{n:,}")
             console.print(table)
-    largest = sorted(candidates, key=lambda c: -c.size)[:SHOWN_CANDIDATES]
+    # the same as sorted(...)[:n], holding n entries: the local plan builds each as it is read
+    largest = heapq.nsmallest(SHOWN_CANDIDATES, candidates, key=lambda c: -c.size)
     if largest:
         table = Table(title=f"largest orphans (of {len(candidates):,})", title_justify="left")
         table.add_column("path", overflow="fold")

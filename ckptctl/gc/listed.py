@@ -1,0 +1,234 @@
+"""The local planner's per-file data in columns: the live sets by directory (:class:`PathsByDir`)
+and the outcome over a listing of :class:`~ckptctl.storage.listing.DirFiles` (:class:`Listed`).
+
+Measured at a million files (bench/gc_bench.py; 1M files in one shared/, 400k references), as
+tracemalloc saw it when the plan was complete: ``FileInfo`` tuples with a full URI each cost ~250 B
+per listed file (URI 150, tuple 80, mtime float 24), the live set of full URIs ~180 B per live path,
+a ``FileDecision`` per candidate ~100 B: 414 MB, 460 B of RSS per file. Held here as packed names
+per directory, arrays of sizes and mtimes, the live set as names per directory and decisions as
+positions: 123 MB (names 36, arrays 26, live names 57, decisions 4), 185 B of RSS per file (166 at
+3M). The live set is now the largest part; see :data:`ckptctl.gc.plan.SPARK_HINT_FILES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ckptctl import storage as st
+from ckptctl.flink39964 import SavepointFiles
+from ckptctl.gc.decisions import Decisions, GcPlan, Verdicts
+from ckptctl.layout import place_of
+from ckptctl.storage import Storage, WalkNotes
+from ckptctl.storage.listing import DirFiles, dir_runs, walk_local_dirs
+
+_EMPTY: frozenset = frozenset()
+
+
+class PathsByDir:
+    """A set of paths (or a mapping of paths) held by directory: parent -> the names in it (a set,
+    or a dict name -> value). Directory strings are held once; a run of a directory's listed files
+    asks for its names once. Iterates full paths, tests ``path in``."""
+
+    __slots__ = ("dirs",)
+
+    def __init__(self, dirs: dict[str, Any] | None = None) -> None:
+        self.dirs: dict[str, Any] = dirs if dirs is not None else {}
+
+    @classmethod
+    def of(cls, paths: Iterable[str] | dict[str, Any] | PathsByDir) -> PathsByDir:
+        """From paths (a set) or a mapping path -> value (a dict)."""
+        if isinstance(paths, PathsByDir):
+            return paths
+        dirs: dict[str, Any] = {}
+        if isinstance(paths, dict):
+            for path, value in paths.items():
+                parent, _, name = path.rpartition("/")
+                d = dirs.get(parent)
+                if d is None:
+                    d = dirs[parent] = {}
+                d[name] = value
+            return cls(dirs)
+        for path in paths:
+            parent, _, name = path.rpartition("/")
+            d = dirs.get(parent)
+            if d is None:
+                d = dirs[parent] = set()
+            d.add(name)
+        return cls(dirs)
+
+    @classmethod
+    def unpack(cls, packed: dict[str, str] | set[str]) -> PathsByDir:
+        """From :meth:`pack`'s form."""
+        if isinstance(packed, set):
+            return cls.of(packed)
+        return cls({parent: set(names.split("\0")) for parent, names in packed.items()})
+
+    @staticmethod
+    def pack(paths: set[str]) -> dict[str, str] | set[str]:
+        """Paths as parent -> NUL-joined names: a worker's live set pickles in a few pieces instead
+        of half a million, and is unpacked into names only (the set as is if a path holds a NUL)."""
+        if any("\0" in p for p in paths):
+            return paths
+        return {parent: "\0".join(names) for parent, names in PathsByDir.of(paths).dirs.items()}
+
+    def names_in(self, parent: str):
+        return self.dirs.get(parent, _EMPTY)
+
+    def __contains__(self, path: str) -> bool:
+        parent, _, name = path.rpartition("/")
+        return name in self.dirs.get(parent, _EMPTY)
+
+    def __iter__(self) -> Iterator[str]:
+        for parent, names in self.dirs.items():
+            prefix = parent + "/"
+            for name in names:
+                yield prefix + name
+
+    def __len__(self) -> int:
+        return sum(map(len, self.dirs.values()))
+
+    def __bool__(self) -> bool:
+        return any(self.dirs.values())
+
+    def __ior__(self, paths: Iterable[str]) -> PathsByDir:
+        for path in paths:
+            parent, _, name = path.rpartition("/")
+            self.dirs.setdefault(parent, set()).add(name)
+        return self
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        """(path, value) of a mapping."""
+        for parent, names in self.dirs.items():
+            prefix = parent + "/"
+            for name, value in names.items():
+                yield prefix + name, value
+
+
+def list_runs(storage: Storage, root: str, notes: WalkNotes) -> list[DirFiles]:
+    """Every file below ``root`` as runs of one directory's files. A local root is walked into
+    columns directly; a storage that answers ``list_files`` itself (a scan's, a test's) and object
+    stores are asked through ``list_files`` and grouped."""
+    if st.scheme_of(root) == "file" and type(storage).list_files is Storage.list_files:
+        return list(walk_local_dirs(storage.fs(root)[1], notes=notes))
+    return list(dir_runs(storage.list_files(root, notes)))
+
+
+class Tally:
+    """The per-file outcome as :meth:`_Planner.finish` needs it, wherever the files are: in columns
+    here (:class:`Listed`) or in DataFrames on executors (:mod:`ckptctl.gc.spark`)."""
+
+    live_files: int
+    live_bytes: int
+    total_files: int
+    total_bytes: int
+
+    def missing_paths(self) -> set[str]:
+        """Live paths (files and segments' files) not among the listed files."""
+        raise NotImplementedError
+
+    def savepoint_files(self, names: set[str]) -> SavepointFiles:
+        """Listed files inside savepoint directories whose names are in ``names``."""
+        raise NotImplementedError
+
+    def drop_listing(self) -> None:
+        """The listing is no longer needed."""
+
+    def relive(self, paths: set[str]) -> None:
+        """Protected files that are live after all: counted live, no longer protected."""
+        raise NotImplementedError
+
+    def future_files(self) -> tuple[int, str | None]:
+        """How many listed files have an mtime past the clock tolerance, and the first of them."""
+        raise NotImplementedError
+
+    def first_collision(self, names: dict[str, str]) -> str | None:
+        """The first candidate whose file name is one of ``names``."""
+        raise NotImplementedError
+
+    def candidate_totals(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def live_set_empty(self) -> bool:
+        raise NotImplementedError
+
+    def kept_paths_since(self, since: float) -> Iterable[str]:
+        """Protected files without an mtime or modified at ``since`` or later."""
+        raise NotImplementedError
+
+    def plan(self, *args) -> GcPlan:
+        """The plan: :class:`GcPlan`'s fields but the per-file ones, in order."""
+        raise NotImplementedError
+
+
+class Listed(Tally):
+    """The local planner's outcome: decisions as columns over the listing (runs of
+    :class:`DirFiles` per scope), in listing order."""
+
+    def __init__(self, listings: list[tuple[str, list[DirFiles]]], live: PathsByDir, spans: PathsByDir) -> None:
+        self.listings, self.live, self.spans = listings, live, spans
+        self.total_files = sum(len(run) for _root, runs in listings for run in runs)
+        self.total_bytes = sum(sum(run.sizes) for _root, runs in listings for run in runs)
+        self.live_files = self.live_bytes = 0
+        self.verdicts = Verdicts()
+        self.candidates = Decisions(self.verdicts)
+        self.protected = Decisions(self.verdicts)
+        self.partially_live: list[dict[str, Any]] = []
+        self.future: list[str] = []
+
+    def missing_paths(self) -> set[str]:
+        live, spans = self.live, self.spans
+        # every listed live file was found once; only when some were not is the set algebra needed
+        if self.live_files >= len(live) + len(spans):
+            return set()
+        listed: dict[str, set[str]] = {}
+        for _root, runs in self.listings:
+            for run in runs:
+                if run.parent in live.dirs or run.parent in spans.dirs:
+                    listed.setdefault(run.parent, set()).update(run.names)
+        missing = set()
+        for by_dir in (live, spans):
+            for parent, names in by_dir.dirs.items():
+                here = listed.get(parent, _EMPTY)
+                missing.update(parent + "/" + n for n in names if n not in here)
+        return missing
+
+    def savepoint_files(self, names: set[str]) -> SavepointFiles:
+        found = SavepointFiles()
+        for root, runs in self.listings:
+            for run in runs:
+                if names.isdisjoint(run.names) or place_of(root, run.parent).area != "savepoint":
+                    continue
+                for i, name in enumerate(run.names):
+                    if name in names:
+                        found.add_file(run.prefix + name, run.sizes[i])
+        return found
+
+    def relive(self, paths: set[str]) -> None:
+        files, size = self.protected.without(paths)
+        self.live_files += files
+        self.live_bytes += size
+
+    def future_files(self) -> tuple[int, str | None]:
+        return len(self.future), (self.future[0] if self.future else None)
+
+    def first_collision(self, names: dict[str, str]) -> str | None:
+        for run, at, _codes in self.candidates.segments:
+            for i in at:
+                if run.names[i] in names:
+                    return run.prefix + run.names[i]
+        return None
+
+    def candidate_totals(self) -> tuple[int, int]:
+        return len(self.candidates), self.candidates.total_size()
+
+    def live_set_empty(self) -> bool:
+        return not self.live and not self.spans
+
+    def kept_paths_since(self, since: float) -> Iterable[str]:
+        return (d.path for d in self.protected if d.mtime is None or d.mtime >= since)
+
+    def plan(self, options, now, now_source, cutoff, retained, expired, external, missing, *rest) -> GcPlan:
+        return GcPlan(options, now, now_source, cutoff, retained, expired, self.candidates, self.protected,
+                      self.live_files, self.live_bytes, self.total_files, self.total_bytes, external, missing,
+                      self.partially_live, *rest)  # fmt: skip
