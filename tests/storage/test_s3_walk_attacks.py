@@ -157,3 +157,19 @@ def test_present_shows_exactly_the_existing_names_and_their_sizes(s3_server) -> 
     assert {u: f.size for u, f in found.items()} == {
         u: len(_body(u[len("s3://present-attack/") :])) for u in uris if not u.endswith(("a.sst.2", "/c"))
     }
+
+
+def test_a_full_page_of_an_area_past_the_jump_ends_at_s3s_page_size(s3_server) -> None:
+    """At S3's own page size (1000 keys): a page that ends among 1,000 keys of ``taskowned/`` lying
+    past the jump point took the walk back to that page forever; the checkpoint after it is found."""
+    from ckptctl.storage.s3list import list_outside
+
+    keys = [f"{A}/chk-1/_metadata", *(f"{A}/taskowned/\U0010ffff{i:04d}" for i in range(1001)), f"{A}/zz/_metadata"]
+    _put(s3_server, "full-page", keys)
+    storage = Storage(StorageOptions(s3_endpoint=s3_server.endpoint))
+
+    def area_of(k: str) -> str | None:
+        return f"{A}/taskowned/" if k.startswith(f"{A}/taskowned/") else None
+
+    got = _run(storage, list_outside, "full-page", "", area_of, None, None, "", None)
+    assert sorted(k for k, _s, _m in got) == [f"{A}/chk-1/_metadata", f"{A}/zz/_metadata"]
