@@ -144,7 +144,8 @@ async def list_below(fs: Any, bucket: str, prefix: str, sub: str) -> list[tuple[
 # not only a key: a listing can jump over a range it does not need. ``prefix + AFTER_ALL`` lies
 # after every key that starts with ``prefix`` and before every other key above ``prefix`` (a key
 # above ``prefix`` not starting with it differs at some position inside ``prefix`` by a larger
-# character), so starting after it skips exactly that prefix's keys.
+# character), so starting after it skips exactly that prefix's keys -- all but those holding
+# U+10FFFF right after the prefix (legal in a key, if odd): a jump never assumes it got past them.
 
 AFTER_ALL = "\U0010ffff"  # the largest code point: UTF-8 order is code point order
 # A ListObjectsV2 delimiter may be any string: "/shared/" rolls every shared/ directory up into one
@@ -163,21 +164,28 @@ async def _outside(
     out: list = []
     below: list[str] = []  # common prefixes that are no job's area: listed on their own
     after: str | None = None
+    token: str | None = None  # the page's own continuation, when a jump would not get past it
     while True:
         kwargs: dict[str, Any] = {"Prefix": prefix}
         if delimiter is not None:
             kwargs["Delimiter"] = delimiter
         if lister.page_size is not None:
             kwargs["MaxKeys"] = lister.page_size
-        if after is not None:
+        if token is not None:
+            kwargs["ContinuationToken"] = token
+        elif after is not None:
             kwargs["StartAfter"] = after
-        page = await lister.call(retry=not (trial and after is None), **kwargs)
+        page = await lister.call(retry=not (trial and after is None and token is None), **kwargs)
         lister.count(len(page.get("Contents", ())))
         entries = [(o["Key"], o) for o in page.get("Contents", ())]
         entries += [(p["Prefix"], None) for p in page.get("CommonPrefixes", ())]
         skipping = None
         last = None
         for name, o in sorted(entries, key=lambda e: e[0]):
+            if o is None and after is not None and token is None and name < after:
+                # a key past ``prefix + AFTER_ALL`` (names may hold U+10FFFF) brings back the common
+                # prefix the last jump went past: it was listed (or skipped) already
+                continue
             last = name if o is not None else name + AFTER_ALL  # a common prefix stands for its keys
             if (skipping is not None and name.startswith(skipping)) or not name.startswith(within):
                 continue
@@ -192,9 +200,15 @@ async def _outside(
                 out.append(_object(o))
         if not page.get("IsTruncated"):
             break
-        if last is None:
-            raise OSError(f"a truncated listing without keys under s3://{lister.bucket}/{prefix}")
-        after = skipping + AFTER_ALL if skipping is not None and last.startswith(skipping) else last
+        jump = skipping + AFTER_ALL if skipping is not None and last is not None and last.startswith(skipping) else last
+        # keys inside an area may sort after area + AFTER_ALL ("taskowned/\U0010ffff…"): a jump that
+        # does not get past the page's last entry would fetch the same page forever; go on from it
+        if jump is None or (last is not None and jump < last) or (after is not None and jump <= after):
+            token = page.get("NextContinuationToken")
+            if token is None:
+                raise OSError(f"a truncated listing without keys under s3://{lister.bucket}/{prefix}")
+        else:
+            after, token = jump, None
     for part in await asyncio.gather(*(_outside(lister, d, d, area_of, delimiter) for d in below)):
         out.extend(part)
     return out
