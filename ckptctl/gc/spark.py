@@ -686,13 +686,17 @@ def read_lists(spark, plan_file: str, record: dict[str, Any]):
 
 
 # ---------------------------------------------------------------------------------------------
-# apply: re-plan on Spark, keep the unchanged candidates
+# apply: re-plan on Spark, keep the unchanged candidates on the executors
+
+
+WAITING = "its expired checkpoint's _metadata is not deleted this time"
 
 
 def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str, master: str):
     """:func:`ckptctl.gc.apply.revalidate` for a plan made on Spark: re-plan on Spark with the
     plan's options; the candidates still candidates with the same size and mtime are found by a
-    join on executors (:func:`unchanged_candidates`), then handed to :func:`candidates_to_apply`."""
+    join on executors (:func:`unchanged_candidates`) and stay there (:func:`candidates_to_apply`).
+    Returns (fresh plan, :class:`ckptctl.gc.spark_apply.ToApply`)."""
     from ckptctl.gc.apply import GcApplyRefused
     from ckptctl.gc.planfile import BlockedPlan, options_from_plan, validate
 
@@ -700,21 +704,21 @@ def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str
     if plan_data["blocked"]:
         raise BlockedPlan("this plan was blocked and can never be applied; run `ckptctl gc plan` again")
     fresh = build_plan_spark(storage, options_from_plan(plan_data), master)
-    if fresh.refusals:
-        raise GcApplyRefused("the re-validated plan is blocked: " + fresh.refusals[0]["message"])
-    spark = fresh.files.frame.sparkSession
-    if plan_data.get("files") and not plan_data["files"].get("inline"):
-        old = read_lists(spark, plan_file, plan_data["files"])
-    else:
-        rows = [(c["path"], c["size"], None if c["mtime"] is None else float(c["mtime"])) for c in plan_data["candidates"]]
-        old = spark.createDataFrame(rows, "path string, size long, mtime double").selectExpr(
-            "'candidates' as outcome", "*"
-        )
-    go, skipped = unchanged_candidates(old, fresh.files.frame)
     try:
-        return fresh, *candidates_to_apply(storage, fresh, go, skipped)
+        if fresh.refusals:
+            raise GcApplyRefused("the re-validated plan is blocked: " + fresh.refusals[0]["message"])
+        spark = fresh.files.frame.sparkSession
+        if plan_data.get("files") and not plan_data["files"].get("inline"):
+            old = read_lists(spark, plan_file, plan_data["files"])
+        else:  # the plan's lists are inline (at most INLINE_FILES): already on the driver
+            rows = [(c["path"], c["size"], None if c["mtime"] is None else float(c["mtime"]))
+                    for c in plan_data["candidates"]]  # fmt: skip
+            old = spark.createDataFrame(rows, "path string, size long, mtime double").selectExpr(
+                "'candidates' as outcome", "*"
+            )
+        return fresh, candidates_to_apply(fresh, *unchanged_candidates(old, fresh.files.frame))
     finally:
-        fresh.release()  # what goes is on the driver now
+        fresh.release()  # what goes is persisted on its own
 
 
 def unchanged_candidates(old, fresh):
@@ -736,14 +740,28 @@ def unchanged_candidates(old, fresh):
     return unchanged, skipped
 
 
-def candidates_to_apply(storage: Storage, fresh: SparkPlan, unchanged, skipped):
-    """The unchanged candidates on the driver, ordered for deletion (``_metadata`` of expired
-    checkpoints first); ``gc apply`` then deletes them on executors
-    (:func:`ckptctl.gc.spark_apply.apply_plan_on_executors`). Left: handing the ``unchanged``
-    DataFrame to the executors directly, so that the driver never holds the candidates."""
-    from ckptctl.gc.apply import order_for_deletion
+def candidates_to_apply(fresh: SparkPlan, unchanged, skipped):
+    """:func:`ckptctl.gc.apply.order_for_deletion` on executors: nothing of an expired checkpoint
+    whose ``_metadata`` does not go (the driver looks up only the expired ``_metadata``, one per
+    expired checkpoint). The ``_metadata`` go first by :func:`ckptctl.gc.spark_apply.delete_on_executors`,
+    which also lists every directory again: the check that an inventory plan's candidates are
+    unchanged now (a HEAD per file on the driver in-process) is that listing's."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
-    go = [FileDecision(r.path, r.size, r.mtime, Reason(r.reason), json.loads(r.evidence))
-          for r in unchanged.orderBy(*ORDER).collect()]  # fmt: skip
-    skipped_rows = [{"path": r.path, "reason": r.reason} for r in skipped.orderBy("path").collect()]
-    return order_for_deletion(storage, fresh, go, skipped_rows)
+    from ckptctl.gc.spark_apply import SAMPLE, ToApply
+    from ckptctl.layout import METADATA_FILE
+
+    expired_metadata = sorted(st.join(e["path"], METADATA_FILE) for e in fresh.expired)
+    going = {r.path for r in unchanged.filter(F.col("path").isin(expired_metadata)).select("path").collect()}
+    stuck = sorted({st.parent(m) for m in expired_metadata if m not in going})
+    waits = F.lit(False)
+    if stuck:
+        under = functools.reduce(lambda a, b: a | b, [F.col("path").startswith(s + "/") for s in stuck])
+        waits = (F.col("reason") == str(Reason.EXPIRED_ONLY)) | ((F.col("reason") == str(Reason.EXPIRED_CHECKPOINT)) & under)
+    go = unchanged.filter(~waits).select("path", "size", "mtime", "reason").persist(StorageLevel.MEMORY_AND_DISK)
+    files, size = go.agg(F.count(F.lit(1)), F.sum("size")).first()
+    skipped = skipped.union(unchanged.filter(waits).select("path", F.lit(WAITING).alias("reason")))
+    n_skipped = skipped.count()
+    skips = [{"path": r.path, "reason": r.reason} for r in skipped.orderBy("path").limit(SAMPLE).collect()]
+    return ToApply(go, files, size or 0, n_skipped, skips)
