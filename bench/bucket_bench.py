@@ -19,6 +19,9 @@ the Python driver and, separately, of its JVM):
 - ``gc plan --engine spark --inventory ...`` (when the CLI has the option)
 - ``gc plan --engine local --inventory ...`` (the in-process planner; skip it above ~3M rows
   on a small machine: it holds the universe in memory)
+
+``--actions`` also prints where a Spark plan's time went: every Spark action (collect, count,
+write, ...) timed and attributed to the line of ckptctl that asked for it.
 """
 
 from __future__ import annotations
