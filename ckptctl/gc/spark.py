@@ -363,7 +363,7 @@ class _SparkPlanner(_Planner):
                 .select("root_idx", F.lit(0).alias("part"), F.lit(0).cast("long").alias("pos"), "uri",
                         "v.size", "v.mtime", "v.is_link")
             )  # fmt: skip
-        universe = self.cache(files.withColumn("parent", F.regexp_extract("uri", r"^(.*)/[^/]*$", 1)))
+        universe = self.cache(files)  # the parent directory is derived where needed: not cached twice
         counts = dict(universe.groupBy("root_idx").count().collect())
         for i, root in enumerate(listed):
             self.check_listed(root, counts.get(i, 0) > 0)
@@ -413,18 +413,10 @@ class _SparkPlanner(_Planner):
             extra += [("span", p, o, s, -1, None) for p, spans in folded.spans.items() for o, s in spans]
             fold_df = fold_df.union(self.spark.createDataFrame(extra, FOLD_SCHEMA))
             live_paths = fold_df.filter("kind in ('live', 'span')").select("path")
-        live_df = fold_df.filter("kind = 'live'").select(F.col("path").alias("uri")).distinct()
-        live_df = live_df.withColumn("live", F.lit(True))
-        spans_df = (
-            fold_df.filter("kind = 'span'").groupBy(F.col("path").alias("uri"))
-            .agg(F.collect_list(F.struct("offset", "size")).alias("spans"))
-        )  # fmt: skip
-        expired_df = fold_df.filter("kind = 'expired'").select(F.col("path").alias("uri")).distinct()
-        expired_df = expired_df.withColumn("expired", F.lit(True))
 
         # the contexts of every directory, in listing order (the first overlap found is reported)
         dirs = (
-            universe.groupBy("parent")
+            universe.groupBy(F.regexp_extract("uri", r"^(.*)/[^/]*$", 1).alias("parent"))
             .agg(F.min(F.struct(*ORDER[:3], "uri")).alias("first"), F.first("root_idx").alias("root_idx"),
                  F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
             .orderBy("first").collect()
@@ -450,7 +442,14 @@ class _SparkPlanner(_Planner):
         broadcast = self.sc.broadcast(shipped)
 
         rule = self.rule(now, cutoff, True)
-        joined = universe.join(live_df, "uri", "left").join(spans_df, "uri", "left").join(expired_df, "uri", "left")
+        # what the checkpoints say of each path, in one row (one join of the listing, not three)
+        refs = (
+            fold_df.filter("kind in ('live', 'span', 'expired')").groupBy(F.col("path").alias("uri"))
+            .agg(F.max(F.col("kind") == "live").alias("live"),
+                 F.collect_list(F.when(F.col("kind") == "span", F.struct("offset", "size"))).alias("spans"),
+                 F.max(F.col("kind") == "expired").alias("expired"))
+        )  # fmt: skip
+        joined = universe.join(refs, "uri", "left")
         joined = joined.select("root_idx", "part", "pos", "uri", "size", "mtime", "is_link", "live", "spans", "expired")
         decided = map_in_arrow(joined, functools.partial(_decide_batches, rule, broadcast), DECISION_SCHEMA)
         decisions = decided.persist(StorageLevel.MEMORY_AND_DISK)
@@ -466,7 +465,7 @@ class _SparkPlanner(_Planner):
                 stats = contexts.job_stats[job]
                 stats[2] += n
                 stats[3] += size
-        tally = _Frames(self, universe, decisions, fold_df, live_df, spans_df, rule.tolerance_limit, counted)
+        tally = _Frames(self, universe, decisions, fold_df, live_paths, rule.tolerance_limit, counted)
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
 
     def _changelog_ids(self, universe) -> set[str]:
@@ -482,13 +481,13 @@ class _SparkPlanner(_Planner):
 class _Frames(Tally):
     """The Spark planner's outcome: decisions in a DataFrame, aggregates computed on executors."""
 
-    def __init__(self, planner: _SparkPlanner, universe, decisions, fold_df, live_df, spans_df, tolerance_limit,
+    def __init__(self, planner: _SparkPlanner, universe, decisions, fold_df, live_paths, tolerance_limit,
                  counted: dict[str, list[int]]) -> None:  # fmt: skip
         """``counted``: (files, bytes) of the live files and of the candidates, from the decisions."""
         from pyspark.sql import functions as F
 
         self.planner, self.universe, self.decisions = planner, universe, decisions
-        self.live_df, self.spans_df = live_df, spans_df
+        self.live_paths = live_paths  # files and segments' files retained checkpoints reference
         self.live_files, self.live_bytes = counted["live"]
         self.candidates = tuple(counted["candidates"])
         future = F.col("mtime") > tolerance_limit  # one job for every total of the listing
@@ -503,7 +502,7 @@ class _Frames(Tally):
     def missing_paths(self) -> set[str]:
         if self.live_files >= self.n_live + self.n_spans:
             return set()
-        keys = self.live_df.select("uri").union(self.spans_df.select("uri")).distinct()
+        keys = self.live_paths.selectExpr("path as uri").distinct()
         rows = keys.join(self.universe, "uri", "left_anti").limit(MISSING_BOUND + 1).collect()
         if len(rows) > MISSING_BOUND:
             raise CkptError(
