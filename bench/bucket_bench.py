@@ -2,7 +2,7 @@
 against the floor any such plan has to pay, measured in the same run.
 
     .venv/bin/python bench/bucket_bench.py [--rows 10000000] [--jobs 20] [--checkpoints 2] [--refs 100000]
-                                           [--skip-local] [--skip-spark] [--workdir DIR]
+                                           [--skip-local] [--skip-spark] [--actions] [--workdir DIR]
 
 The bucket (moto on loopback) holds only what discovery reads: each job's ``_metadata`` files,
 written with ckptctl's writer (bench/synth.py shape: shared SSTs drawn from a pool, three private
@@ -19,6 +19,9 @@ the Python driver and, separately, of its JVM):
 - ``gc plan --engine spark --inventory ...`` (when the CLI has the option)
 - ``gc plan --engine local --inventory ...`` (the in-process planner; skip it above ~3M rows
   on a small machine: it holds the universe in memory)
+
+``--actions`` also prints where a Spark plan's time went: every Spark action (collect, count,
+write, ...) timed and attributed to the line of ckptctl that asked for it.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ from bench.bucket_bench import jvm_peak_mib, vm_hwm_mib
 """
 CLI_DRIVER = PRELUDE + r"""
 start = time.perf_counter()
+from bench.bucket_bench import SparkActions
+actions = SparkActions()
 from ckptctl.cli import main
 try:
     main(sys.argv[1:])
@@ -62,8 +67,55 @@ from ckptctl.engine.spark import stop_spark
 stop_spark()
 print(json.dumps({"wall": time.perf_counter() - start, "rc": rc,
                   "driver_rss_mib": vm_hwm_mib("self"),
-                  "jvm_rss_mib": jvm}), file=sys.stderr)
+                  "jvm_rss_mib": jvm, "actions": actions.table()}), file=sys.stderr)
 """
+
+ACTIONS = {  # the DataFrame and RDD methods that run Spark jobs and return to the driver
+    "DataFrame": ("collect", "count", "toLocalIterator", "toArrow"),
+    "RDD": ("collect", "count", "fold", "reduce", "countByValue", "take", "toLocalIterator"),
+    "DataFrameWriter": ("parquet",),
+}
+
+
+class SparkActions:
+    """Where a Spark run's time goes: every action (a job or more) timed and attributed to the
+    line of ckptctl that asked for it (outermost action only: ``first()`` is one, not three)."""
+
+    def __init__(self) -> None:
+        self.sites: dict[str, list[float]] = {}
+        self.depth = 0
+        try:
+            from pyspark import RDD
+            from pyspark.sql import DataFrameWriter
+            from pyspark.sql.classic.dataframe import DataFrame  # what a session's frames are
+        except ImportError:
+            return
+        for cls in (DataFrame, RDD, DataFrameWriter):
+            for name in ACTIONS[cls.__name__]:
+                setattr(cls, name, self.timed(getattr(cls, name), f"{cls.__name__}.{name}"))
+
+    def timed(self, method, label: str):
+        import functools
+        import traceback
+
+        @functools.wraps(method)
+        def run(*args, **kwargs):
+            if self.depth:
+                return method(*args, **kwargs)
+            frames = [f for f in traceback.extract_stack()[:-1] if "/ckptctl/" in f.filename]
+            site = f"{label} <- {Path(frames[-1].filename).name}:{frames[-1].lineno} {frames[-1].name}" if frames else label
+            self.depth += 1
+            t = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.depth -= 1
+                self.sites.setdefault(site, []).append(time.perf_counter() - t)
+
+        return run
+
+    def table(self) -> list[tuple[str, int, float]]:
+        return sorted(((s, len(t), sum(t)) for s, t in self.sites.items()), key=lambda r: -r[2])
 
 FLOOR_DRIVER = PRELUDE + r"""
 start = time.perf_counter()
@@ -325,6 +377,7 @@ def main() -> None:
     ap.add_argument("--listing-refs", type=int, default=8_000)
     ap.add_argument("--skip-local", action="store_true")
     ap.add_argument("--skip-spark", action="store_true")
+    ap.add_argument("--actions", action="store_true", help="time every Spark action of gc plan, by line of ckptctl")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ckptctl-bucket-bench"))
     args = ap.parse_args()
     from tests.conftest import free_port
@@ -377,6 +430,11 @@ def main() -> None:
             ratio = f"{r['wall'] / base:5.2f}x" if base else "   - "
             print(f"  {name:32} {r['wall']:7.1f} s  {ratio} floor   driver {r['driver_rss_mib']:6.0f} MiB   "
                   f"JVM {r['jvm_rss_mib']:6.0f} MiB{summary}")  # fmt: skip
+            if args.actions and r.get("actions"):
+                total = sum(t for _s, _n, t in r["actions"])
+                print(f"    {sum(n for _s, n, _t in r['actions'])} Spark actions, {total:.1f} s:")
+                for site, n, t in r["actions"]:
+                    print(f"    {t:7.1f} s  {n:3}x  {site}")
         if args.listing_files:
             requests_per_object(args, endpoint, env, workdir)
     finally:

@@ -235,36 +235,44 @@ def apply_command(
     storage = Storage(storage_from_plan(plan_data, s3_endpoint))
     storage.on_listed = out.term.listing_count()  # a running count while S3 is listed
     spark_master = _spark_master(chosen, plan_data.get("engine"))
+    to_apply = None  # what executors delete (spark_apply.ToApply), the driver holding only counts
     if orphans.is_orphan_plan(plan_data):  # `ckptctl paimon orphans -o`: a Paimon table's orphans
         fresh, go, skipped = orphans.revalidate(storage, plan_data)
     elif spark_master is not None:
         from ckptctl.gc.spark import revalidate_spark
 
-        fresh, go, skipped = revalidate_spark(storage, plan_data, plan_file, spark_master)
+        fresh, to_apply = revalidate_spark(storage, plan_data, plan_file, spark_master)
     else:
         fresh, go, skipped = revalidate(storage, plan_data, progress=out.term.iterate("reading _metadata"))
-    total = sum(d.size for d in go)
-    if not go:
+    if spark_master is not None and to_apply is None:
+        from ckptctl.gc.spark_apply import ToApply
+
+        to_apply = ToApply.of(go, skipped)
+    n, total = (to_apply.files, to_apply.bytes) if to_apply is not None else (len(go), sum(d.size for d in go))
+    if not n:
         out.warn("nothing to delete: no candidate of the plan is still an orphan")
     elif not yes:
         what = "move" if trash else "delete"
         if not out.term.confirm(
-            f"{what} {len(go)} files ({total:,} bytes)?",
+            f"{what} {n} files ({total:,} bytes)?",
             no_terminal="refusing to delete without confirmation: pass --yes (no terminal to ask)",
         ):
             out.warn("aborted; nothing deleted")
             raise typer.Exit(1)
-    if spark_master is not None and go:  # deleted on the executors of the master that re-validated
+    if to_apply is not None and n:  # deleted on the executors of the master that re-validated
         from ckptctl.gc.spark_apply import apply_plan_on_executors
 
         executors = apply_plan_on_executors(
-            storage, fresh, go, skipped, master=spark_master,
+            storage, fresh, to_apply, master=spark_master,
             manifest_dir=manifest or plan_file + ".manifest.d", trash=trash, batch=batch_size,
         )  # fmt: skip
         out.result(executors, partial(render.applied_on_executors, term=out.term))
         if not executors.complete:
             raise typer.Exit(1)
         return
+    if to_apply is not None:  # nothing to delete: reported as in-process (the first skips)
+        to_apply.release()
+        go, skipped = [], to_apply.skips
     with out.term.counter(len(go), "moving" if trash else "deleting") as advance:
         result = apply_plan(
             storage, fresh, go, skipped,

@@ -91,6 +91,10 @@ def spark_session(master: str) -> Any:
             .config("spark.pyspark.python", sys.executable)
             .config("spark.pyspark.driver.python", sys.executable)
             .config("spark.python.worker.reuse", "true")
+            # a persisted join keeps spark.sql.shuffle.partitions (200) partitions unless adaptive
+            # execution may coalesce it: every later job over it ran 200 tasks, a partitioned write
+            # made 200 files per directory
+            .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
         )
         if _loopback_master(master):
             builder = builder.config("spark.driver.host", "127.0.0.1").config(
@@ -370,3 +374,38 @@ def _collect_with_progress(sc, rdd, partitions: int, total: int, progress) -> li
     if total > reported:
         progress(total - reported)
     return result["rows"]
+
+
+def map_in_arrow(frame: Any, fn: Callable[[Iterator[Any]], Iterator[Any]], schema: str) -> Any:
+    """``frame.mapInArrow(fn, schema)``: ``fn`` maps the partition's Arrow record batches to
+    record batches of ``schema``. PySpark's own method builds its UDF with ``pandas_udf``, which
+    refuses to start without pandas although Arrow batches never touch it (pandas is not a
+    dependency of ckptctl): the same UDF is made here by ``vectorized_udf``, as ``pandas_udf``
+    makes it once pandas is found."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql.pandas.functions import vectorized_udf
+    from pyspark.util import PythonEvalType
+
+    udf = vectorized_udf(fn, schema, PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+    column = udf(*[frame[c] for c in frame.columns])
+    return DataFrame(frame._jdf.mapInArrow(column._jc, False, None), frame.sparkSession)
+
+
+_ARROW_TYPES = {"string": "string", "int": "int32", "long": "int64", "double": "float64", "boolean": "bool_",
+                "binary": "binary"}  # fmt: skip
+
+
+def arrow_batches(rows: Iterable[tuple], ddl: str, chunk: int = 65536) -> Iterator[Any]:
+    """Tuples in the order of the fields of ``ddl`` (``"name type, ..."`` of flat Spark types) as
+    Arrow record batches of at most ``chunk`` rows: what a task hands back through
+    :func:`map_in_arrow`, columns at a time instead of a pickled row each."""
+    import itertools
+
+    import pyarrow as pa
+
+    schema = pa.schema([(n, getattr(pa, _ARROW_TYPES[t])()) for n, t in (f.split() for f in ddl.split(","))])
+    rows = iter(rows)
+    while batch := list(itertools.islice(rows, chunk)):
+        columns = list(zip(*batch, strict=True))
+        yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)],
+                                         schema=schema)  # fmt: skip

@@ -159,12 +159,15 @@ def _fold_partition(storage_options, retained_set, rebase, prefixes, rows: Itera
     yield ("small", None, None, None, part, pickle.dumps(out))
 
 
-def _decide_partition(rule: FileRule, contexts, rows: Iterable[Any], chunk: int = 65536) -> Iterator[tuple]:
-    """:meth:`FileRule.decide` over a partition of joined rows, a chunk at a time (bounded memory;
-    pandas is not needed, so no ``mapInArrow``). Rows of :data:`DECISION_SCHEMA`: candidates,
-    protected, partially live files, and one ``live`` row per chunk counting its live files
-    (``pos``) and bytes (``size``)."""
-    import itertools
+def _decide_batches(rule: FileRule, contexts, batches: Iterable[Any]) -> Iterator[Any]:
+    """:meth:`FileRule.decide` over the Arrow batches of a partition of joined rows. Rows of
+    :data:`DECISION_SCHEMA` (in Arrow batches): candidates, protected, partially live files, and
+    one ``live`` row per batch counting its live files (``pos``) and bytes (``size``). The live
+    files (most of a bucket's listed files but orphans) are counted by Arrow, never made Python
+    objects; the rule sees the others, in the same order."""
+    import pyarrow.compute as pc
+
+    from ckptctl.engine.spark import arrow_batches
 
     ctx = contexts.value.get
     encoded: dict[int, str] = {}
@@ -175,18 +178,22 @@ def _decide_partition(rule: FileRule, contexts, rows: Iterable[Any], chunk: int 
             text = encoded[id(evidence)] = json.dumps(evidence or {})
         return text
 
-    rows = iter(rows)
-    while batch := list(itertools.islice(rows, chunk)):
-        order = {r.uri: (r.root_idx, r.part, r.pos) for r in batch}
-        live = {r.uri for r in batch if r.live}
-        spans = {r.uri: [(s.offset, s.size) for s in r.spans] for r in batch if r.spans}
-        expired = {r.uri for r in batch if r.expired}
+    def decided(batch) -> Iterator[tuple]:
+        live = pc.fill_null(batch.column("live"), False)
+        live_files = pc.sum(pc.cast(live, "int64")).as_py() or 0
+        live_bytes = pc.sum(pc.filter(batch.column("size"), live)).as_py() or 0
+        rest = batch.filter(pc.invert(live))
+        uris = rest.column("uri").to_pylist()
+        order = dict(zip(uris, zip(*(rest.column(c).to_pylist() for c in ("root_idx", "part", "pos")), strict=True),
+                         strict=True))  # fmt: skip
+        spans = {u: [(s["offset"], s["size"]) for s in spans_of]
+                 for u, spans_of in zip(uris, rest.column("spans").to_pylist(), strict=True) if spans_of}  # fmt: skip
+        expired = {u for u, e in zip(uris, rest.column("expired").to_pylist(), strict=True) if e}
         kept: list[FileDecision] = []
         taken: list[FileDecision] = []
         partial: list[dict] = []
-        files = ((r.uri, r.size, r.mtime, r.is_link) for r in batch)
-        live_files, live_bytes = rule.decide(files, ctx, live, spans, expired, kept.append, taken.append,
-                                             partial.append)  # fmt: skip
+        files = zip(uris, *(rest.column(c).to_pylist() for c in ("size", "mtime", "is_link")), strict=True)
+        more_files, more_bytes = rule.decide(files, ctx, (), spans, expired, kept.append, taken.append, partial.append)
         for which, decisions in (("candidates", taken), ("protected", kept)):
             for path, size, mtime, reason, evidence in decisions:
                 yield (which, *order[path], path, size, mtime, str(reason), encode(evidence),
@@ -194,7 +201,18 @@ def _decide_partition(rule: FileRule, contexts, rows: Iterable[Any], chunk: int 
         for e in partial:
             spans_of = json.dumps({"live_bytes": e["live_bytes"], "dead_bytes": e["dead_bytes"]})
             yield ("partial", *order[e["path"]], e["path"], e["size"], None, None, spans_of, None)
-        yield ("live", 0, 0, live_files, None, live_bytes, None, None, None, None)
+        yield ("live", 0, 0, live_files + more_files, None, live_bytes + more_bytes, None, None, None, None)
+
+    for batch in batches:
+        yield from arrow_batches(decided(batch), DECISION_SCHEMA)
+
+
+def _unpickled(fn, ddl: str, batches) -> Iterator[Any]:
+    """:meth:`_SparkPlanner.on_executors` in a task: its items unpickled, ``fn``'s rows in Arrow batches."""
+    from ckptctl.engine.spark import arrow_batches
+
+    items = (pickle.loads(b) for batch in batches for b in batch.column(0).to_pylist())  # noqa: S301 - the driver's
+    yield from arrow_batches(fn(items), ddl)
 
 
 def _referenced_partition(rows) -> Iterator[str]:
@@ -230,6 +248,16 @@ class _SparkPlanner(_Planner):
         self.cached.append(frame)
         return frame
 
+    def on_executors(self, items: list, slices: int, fn, ddl: str):
+        """The rows (tuples of ``ddl``) ``fn`` makes of each of ``slices`` slices of ``items`` (in
+        order), on executors, handed to the JVM in Arrow batches: a pickled Python row each costs
+        more than making it (10^7 listed files)."""
+        from ckptctl.engine.spark import map_in_arrow
+
+        pickled = self.sc.parallelize([(pickle.dumps(x),) for x in items], slices)
+        return map_in_arrow(self.spark.createDataFrame(pickled, "item binary"),
+                            functools.partial(_unpickled, fn, ddl), ddl)  # fmt: skip
+
     def run(self) -> SparkPlan:
         try:
             return self._run()
@@ -264,8 +292,7 @@ class _SparkPlanner(_Planner):
         slices = max(1, min(len(ordered), self.sc.defaultParallelism * 2))
         fn = functools.partial(_fold_partition, self.storage.options, retained_set, self.options.rebase,
                                self.scopes.prefixes)  # fmt: skip
-        rdd = self.sc.parallelize(list(enumerate(ordered)), slices).mapPartitions(fn)
-        fold_df = self.cache(self.spark.createDataFrame(rdd, FOLD_SCHEMA))
+        fold_df = self.cache(self.on_executors(list(enumerate(ordered)), slices, fn, FOLD_SCHEMA))
         folded = Folded(set(), {}, set(), {}, {}, [])
         moved: dict[str, list[str]] = {}
         for row in sorted(fold_df.filter("kind = 'small'").select("part", "blob").collect()):
@@ -299,11 +326,11 @@ class _SparkPlanner(_Planner):
                     tasks.extend(subs)
                 elif st.scheme_of(root) != "file":
                     tasks.append(("any", i, root))
-        fn = functools.partial(_list_partition, self.storage.options)
-        rdd = self.sc.parallelize(tasks, max(1, len(tasks))).mapPartitions(fn)
+        rows = self.on_executors(tasks, max(1, len(tasks)), functools.partial(_list_partition, self.storage.options),
+                                 LISTING_SCHEMA)  # fmt: skip
         if driver_rows:
-            rdd = rdd.union(self.sc.parallelize(driver_rows, 1))
-        rows = self.spark.createDataFrame(rdd, LISTING_SCHEMA).persist()
+            rows = rows.union(self.spark.createDataFrame(driver_rows, LISTING_SCHEMA))
+        rows = rows.persist()
         try:
             return self._universe(rows, listed)
         finally:
@@ -336,7 +363,7 @@ class _SparkPlanner(_Planner):
                 .select("root_idx", F.lit(0).alias("part"), F.lit(0).cast("long").alias("pos"), "uri",
                         "v.size", "v.mtime", "v.is_link")
             )  # fmt: skip
-        universe = self.cache(files.withColumn("parent", F.regexp_extract("uri", r"^(.*)/[^/]*$", 1)))
+        universe = self.cache(files)  # the parent directory is derived where needed: not cached twice
         counts = dict(universe.groupBy("root_idx").count().collect())
         for i, root in enumerate(listed):
             self.check_listed(root, counts.get(i, 0) > 0)
@@ -377,6 +404,8 @@ class _SparkPlanner(_Planner):
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
+        from ckptctl.engine.spark import map_in_arrow
+
         listed = self.scopes.listed
         live_paths = fold_df.filter("kind in ('live', 'span')").select("path")
         if folded.live or folded.spans:  # checkpoints fold_late read on the driver (found by the listing only)
@@ -384,18 +413,10 @@ class _SparkPlanner(_Planner):
             extra += [("span", p, o, s, -1, None) for p, spans in folded.spans.items() for o, s in spans]
             fold_df = fold_df.union(self.spark.createDataFrame(extra, FOLD_SCHEMA))
             live_paths = fold_df.filter("kind in ('live', 'span')").select("path")
-        live_df = fold_df.filter("kind = 'live'").select(F.col("path").alias("uri")).distinct()
-        live_df = live_df.withColumn("live", F.lit(True))
-        spans_df = (
-            fold_df.filter("kind = 'span'").groupBy(F.col("path").alias("uri"))
-            .agg(F.collect_list(F.struct("offset", "size")).alias("spans"))
-        )  # fmt: skip
-        expired_df = fold_df.filter("kind = 'expired'").select(F.col("path").alias("uri")).distinct()
-        expired_df = expired_df.withColumn("expired", F.lit(True))
 
         # the contexts of every directory, in listing order (the first overlap found is reported)
         dirs = (
-            universe.groupBy("parent")
+            universe.groupBy(F.regexp_extract("uri", r"^(.*)/[^/]*$", 1).alias("parent"))
             .agg(F.min(F.struct(*ORDER[:3], "uri")).alias("first"), F.first("root_idx").alias("root_idx"),
                  F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
             .orderBy("first").collect()
@@ -421,18 +442,30 @@ class _SparkPlanner(_Planner):
         broadcast = self.sc.broadcast(shipped)
 
         rule = self.rule(now, cutoff, True)
-        joined = universe.join(live_df, "uri", "left").join(spans_df, "uri", "left").join(expired_df, "uri", "left")
+        # what the checkpoints say of each path, in one row (one join of the listing, not three)
+        refs = (
+            fold_df.filter("kind in ('live', 'span', 'expired')").groupBy(F.col("path").alias("uri"))
+            .agg(F.max(F.col("kind") == "live").alias("live"),
+                 F.collect_list(F.when(F.col("kind") == "span", F.struct("offset", "size"))).alias("spans"),
+                 F.max(F.col("kind") == "expired").alias("expired"))
+        )  # fmt: skip
+        joined = universe.join(refs, "uri", "left")
         joined = joined.select("root_idx", "part", "pos", "uri", "size", "mtime", "is_link", "live", "spans", "expired")
-        decided = joined.rdd.mapPartitions(functools.partial(_decide_partition, rule, broadcast))
-        decisions = self.spark.createDataFrame(decided, DECISION_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
-        for job, n, size in decisions.filter(F.col("outcome") == "candidates").groupBy("job").agg(
-            F.count(F.lit(1)), F.sum("size")
-        ).collect():
-            if job is not None:
+        decided = map_in_arrow(joined, functools.partial(_decide_batches, rule, broadcast), DECISION_SCHEMA)
+        decisions = decided.persist(StorageLevel.MEMORY_AND_DISK)
+        # one job: the candidates of each job (the caps), all of them, and the live files
+        counted = {"live": [0, 0], "candidates": [0, 0]}
+        for outcome, job, n, size, live_n in decisions.filter(F.col("outcome").isin("candidates", "live")).groupBy(
+            "outcome", "job"
+        ).agg(F.count(F.lit(1)), F.sum("size"), F.sum("pos")).collect():  # fmt: skip
+            total = counted[outcome]
+            total[0] += live_n if outcome == "live" else n
+            total[1] += size or 0
+            if outcome == "candidates" and job is not None:
                 stats = contexts.job_stats[job]
                 stats[2] += n
                 stats[3] += size
-        tally = _Frames(self, universe, decisions, live_df, spans_df, rule.tolerance_limit)
+        tally = _Frames(self, universe, decisions, fold_df, live_paths, rule.tolerance_limit, counted)
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
 
     def _changelog_ids(self, universe) -> set[str]:
@@ -448,22 +481,28 @@ class _SparkPlanner(_Planner):
 class _Frames(Tally):
     """The Spark planner's outcome: decisions in a DataFrame, aggregates computed on executors."""
 
-    def __init__(self, planner: _SparkPlanner, universe, decisions, live_df, spans_df, tolerance_limit) -> None:
+    def __init__(self, planner: _SparkPlanner, universe, decisions, fold_df, live_paths, tolerance_limit,
+                 counted: dict[str, list[int]]) -> None:  # fmt: skip
+        """``counted``: (files, bytes) of the live files and of the candidates, from the decisions."""
         from pyspark.sql import functions as F
 
         self.planner, self.universe, self.decisions = planner, universe, decisions
-        self.live_df, self.spans_df, self.tolerance_limit = live_df, spans_df, tolerance_limit
-        totals = universe.agg(F.count(F.lit(1)), F.sum("size")).first()
+        self.live_paths = live_paths  # files and segments' files retained checkpoints reference
+        self.live_files, self.live_bytes = counted["live"]
+        self.candidates = tuple(counted["candidates"])
+        future = F.col("mtime") > tolerance_limit  # one job for every total of the listing
+        totals = universe.agg(F.count(F.lit(1)), F.sum("size"), F.count_if(future),
+                              F.min(F.when(future, F.struct(*ORDER[:3], "uri")))).first()  # fmt: skip
         self.total_files, self.total_bytes = totals[0], totals[1] or 0
-        live = decisions.filter(F.col("outcome") == "live").agg(F.sum("pos"), F.sum("size")).first()
-        self.live_files, self.live_bytes = live[0] or 0, live[1] or 0
-        self.n_live, self.n_spans = live_df.count(), spans_df.count()
+        self.future = totals[2], (totals[3].uri if totals[3] is not None else None)
+        kinds = dict(fold_df.filter("kind in ('live', 'span')").groupBy("kind").agg(F.countDistinct("path")).collect())
+        self.n_live, self.n_spans = kinds.get("live", 0), kinds.get("span", 0)
         self.relived: set[str] = set()
 
     def missing_paths(self) -> set[str]:
         if self.live_files >= self.n_live + self.n_spans:
             return set()
-        keys = self.live_df.select("uri").union(self.spans_df.select("uri")).distinct()
+        keys = self.live_paths.selectExpr("path as uri").distinct()
         rows = keys.join(self.universe, "uri", "left_anti").limit(MISSING_BOUND + 1).collect()
         if len(rows) > MISSING_BOUND:
             raise CkptError(
@@ -502,11 +541,7 @@ class _Frames(Tally):
         return listed
 
     def future_files(self) -> tuple[int, str | None]:
-        from pyspark.sql import functions as F
-
-        future = self.universe.filter(F.col("mtime") > self.tolerance_limit)
-        n, first = future.agg(F.count(F.lit(1)), F.min(F.struct("root_idx", "part", "pos", "uri"))).first()
-        return n, (first.uri if first is not None else None)
+        return self.future
 
     def first_collision(self, names: dict[str, str]) -> str | None:
         from pyspark.sql import functions as F
@@ -516,10 +551,7 @@ class _Frames(Tally):
         return first.path if first is not None else None
 
     def candidate_totals(self) -> tuple[int, int]:
-        from pyspark.sql import functions as F
-
-        n, size = self.decisions.filter(F.col("outcome") == "candidates").agg(F.count(F.lit(1)), F.sum("size")).first()
-        return n, size or 0
+        return self.candidates
 
     def live_set_empty(self) -> bool:
         return not self.n_live and not self.n_spans
@@ -561,14 +593,17 @@ class SparkFiles:
     def of(cls, frame) -> SparkFiles:
         from pyspark.sql import functions as F
 
+        by_reason: dict[str, list] = {"candidates": [], "protected": []}
+        rows = (  # one job for both lists
+            frame.groupBy("outcome", "reason")
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes"), F.min("mtime").alias("oldest"),
+                 F.max("mtime").alias("newest"), F.min(F.struct(*ORDER)).alias("first"), _hash_sum().alias("digest"))
+            .collect()
+        )  # fmt: skip
+        for r in rows:
+            by_reason[r.outcome].append(r)
         totals: dict[str, Any] = {}
-        for which in ("candidates", "protected"):
-            rows = (
-                frame.filter(F.col("outcome") == which).groupBy("reason")
-                .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes"), F.min("mtime").alias("oldest"),
-                     F.max("mtime").alias("newest"), F.min(F.struct(*ORDER)).alias("first"))
-                .collect()
-            )  # fmt: skip
+        for which, rows in by_reason.items():
             # Counter.most_common(): by count, ties in order of first appearance
             rows.sort(key=lambda r: (-r.n, tuple(r.first)))
             totals[which] = {
@@ -576,7 +611,7 @@ class SparkFiles:
                 "by_reason": {r.reason: r.n for r in rows},
                 "oldest": min((r.oldest for r in rows if r.oldest), default=None),
                 "newest": max((r.newest for r in rows if r.newest), default=None),
-                "digest": _digest(frame.filter(F.col("outcome") == which)),
+                "digest": _digest_text(sum(int(r.digest or 0) for r in rows)),
             }  # fmt: skip
         return cls(frame, totals)
 
@@ -588,12 +623,21 @@ class SparkFiles:
                 for r in rows]  # fmt: skip
 
 
-def _digest(frame) -> str:
-    """An order-independent checksum of decision rows (path, size, mtime, reason)."""
+def _hash_sum():
+    """The sum of ``xxhash64(path, size, mtime, reason)`` over rows, exact (decimal)."""
     from pyspark.sql import functions as F
 
-    value = frame.agg(F.sum(F.xxhash64("path", "size", "mtime", "reason").cast("decimal(38,0)"))).first()[0]
-    return f"xxhash64-sum:{int(value or 0)}"
+    return F.sum(F.xxhash64("path", "size", "mtime", "reason").cast("decimal(38,0)"))
+
+
+def _digest_text(value: int) -> str:
+    return f"xxhash64-sum:{value}"
+
+
+def _digest(frame) -> str:
+    """An order-independent checksum of decision rows (path, size, mtime, reason): sums of
+    :func:`_hash_sum` add up, so lists are summed by reason in one job (:meth:`SparkFiles.of`)."""
+    return _digest_text(int(frame.agg(_hash_sum()).first()[0] or 0))
 
 
 @dataclass
@@ -659,7 +703,12 @@ class SparkPlan(GcPlan):
         frame = self.files.frame.withColumn(
             "job_id", F.coalesce(F.substring_index("job", "/", -1), F.lit("none"))
         ).drop("job")
-        frame.write.mode("overwrite").partitionBy("outcome", "job_id").parquet(os.path.abspath(target))
+        # one task per directory (job and list), files of at most a million rows: not a file per
+        # directory and partition of the decisions
+        frame = frame.repartition("outcome", "job_id")
+        frame.write.mode("overwrite").option("maxRecordsPerFile", 1_000_000).partitionBy("outcome", "job_id").parquet(
+            os.path.abspath(target)
+        )
         c, p = self.files.totals["candidates"], self.files.totals["protected"]
         self.written = {
             "format": "parquet", "path": os.path.basename(target), "partitioned_by": ["outcome", "job_id"],
@@ -686,13 +735,17 @@ def read_lists(spark, plan_file: str, record: dict[str, Any]):
 
 
 # ---------------------------------------------------------------------------------------------
-# apply: re-plan on Spark, keep the unchanged candidates
+# apply: re-plan on Spark, keep the unchanged candidates on the executors
+
+
+WAITING = "its expired checkpoint's _metadata is not deleted this time"
 
 
 def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str, master: str):
     """:func:`ckptctl.gc.apply.revalidate` for a plan made on Spark: re-plan on Spark with the
     plan's options; the candidates still candidates with the same size and mtime are found by a
-    join on executors (:func:`unchanged_candidates`), then handed to :func:`candidates_to_apply`."""
+    join on executors (:func:`unchanged_candidates`) and stay there (:func:`candidates_to_apply`).
+    Returns (fresh plan, :class:`ckptctl.gc.spark_apply.ToApply`)."""
     from ckptctl.gc.apply import GcApplyRefused
     from ckptctl.gc.planfile import BlockedPlan, options_from_plan, validate
 
@@ -700,21 +753,21 @@ def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str
     if plan_data["blocked"]:
         raise BlockedPlan("this plan was blocked and can never be applied; run `ckptctl gc plan` again")
     fresh = build_plan_spark(storage, options_from_plan(plan_data), master)
-    if fresh.refusals:
-        raise GcApplyRefused("the re-validated plan is blocked: " + fresh.refusals[0]["message"])
-    spark = fresh.files.frame.sparkSession
-    if plan_data.get("files") and not plan_data["files"].get("inline"):
-        old = read_lists(spark, plan_file, plan_data["files"])
-    else:
-        rows = [(c["path"], c["size"], None if c["mtime"] is None else float(c["mtime"])) for c in plan_data["candidates"]]
-        old = spark.createDataFrame(rows, "path string, size long, mtime double").selectExpr(
-            "'candidates' as outcome", "*"
-        )
-    go, skipped = unchanged_candidates(old, fresh.files.frame)
     try:
-        return fresh, *candidates_to_apply(storage, fresh, go, skipped)
+        if fresh.refusals:
+            raise GcApplyRefused("the re-validated plan is blocked: " + fresh.refusals[0]["message"])
+        spark = fresh.files.frame.sparkSession
+        if plan_data.get("files") and not plan_data["files"].get("inline"):
+            old = read_lists(spark, plan_file, plan_data["files"])
+        else:  # the plan's lists are inline (at most INLINE_FILES): already on the driver
+            rows = [(c["path"], c["size"], None if c["mtime"] is None else float(c["mtime"]))
+                    for c in plan_data["candidates"]]  # fmt: skip
+            old = spark.createDataFrame(rows, "path string, size long, mtime double").selectExpr(
+                "'candidates' as outcome", "*"
+            )
+        return fresh, candidates_to_apply(fresh, *unchanged_candidates(old, fresh.files.frame))
     finally:
-        fresh.release()  # what goes is on the driver now
+        fresh.release()  # what goes is persisted on its own
 
 
 def unchanged_candidates(old, fresh):
@@ -736,14 +789,28 @@ def unchanged_candidates(old, fresh):
     return unchanged, skipped
 
 
-def candidates_to_apply(storage: Storage, fresh: SparkPlan, unchanged, skipped):
-    """The unchanged candidates on the driver, ordered for deletion (``_metadata`` of expired
-    checkpoints first); ``gc apply`` then deletes them on executors
-    (:func:`ckptctl.gc.spark_apply.apply_plan_on_executors`). Left: handing the ``unchanged``
-    DataFrame to the executors directly, so that the driver never holds the candidates."""
-    from ckptctl.gc.apply import order_for_deletion
+def candidates_to_apply(fresh: SparkPlan, unchanged, skipped):
+    """:func:`ckptctl.gc.apply.order_for_deletion` on executors: nothing of an expired checkpoint
+    whose ``_metadata`` does not go (the driver looks up only the expired ``_metadata``, one per
+    expired checkpoint). The ``_metadata`` go first by :func:`ckptctl.gc.spark_apply.delete_on_executors`,
+    which also lists every directory again: the check that an inventory plan's candidates are
+    unchanged now (a HEAD per file on the driver in-process) is that listing's."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
-    go = [FileDecision(r.path, r.size, r.mtime, Reason(r.reason), json.loads(r.evidence))
-          for r in unchanged.orderBy(*ORDER).collect()]  # fmt: skip
-    skipped_rows = [{"path": r.path, "reason": r.reason} for r in skipped.orderBy("path").collect()]
-    return order_for_deletion(storage, fresh, go, skipped_rows)
+    from ckptctl.gc.spark_apply import SAMPLE, ToApply
+    from ckptctl.layout import METADATA_FILE
+
+    expired_metadata = sorted(st.join(e["path"], METADATA_FILE) for e in fresh.expired)
+    going = {r.path for r in unchanged.filter(F.col("path").isin(expired_metadata)).select("path").collect()}
+    stuck = sorted({st.parent(m) for m in expired_metadata if m not in going})
+    waits = F.lit(False)
+    if stuck:
+        under = functools.reduce(lambda a, b: a | b, [F.col("path").startswith(s + "/") for s in stuck])
+        waits = (F.col("reason") == str(Reason.EXPIRED_ONLY)) | ((F.col("reason") == str(Reason.EXPIRED_CHECKPOINT)) & under)
+    go = unchanged.filter(~waits).select("path", "size", "mtime", "reason").persist(StorageLevel.MEMORY_AND_DISK)
+    files, size = go.agg(F.count(F.lit(1)), F.sum("size")).first()
+    skipped = skipped.union(unchanged.filter(waits).select("path", F.lit(WAITING).alias("reason")))
+    n_skipped = skipped.count()
+    skips = [{"path": r.path, "reason": r.reason} for r in skipped.orderBy("path").limit(SAMPLE).collect()]
+    return ToApply(go, files, size or 0, n_skipped, skips)

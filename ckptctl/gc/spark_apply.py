@@ -213,29 +213,55 @@ def _delete_in_stages(
     return ExecutorApplyResult(totals, earlier, 0, trash_root, manifest_dir)
 
 
+@dataclass
+class ToApply:
+    """What ``gc apply`` deletes on executors: the candidates (a DataFrame of ``path, size, mtime,
+    reason``, persisted, when a Spark plan was re-validated on Spark: the driver never holds them,
+    ``tests/gc/test_apply_spark_driver.py``; or rows of the same), their totals for the
+    confirmation, and the candidates re-validation skipped, counted, the first :data:`SAMPLE` by path."""
+
+    frame: Any
+    files: int
+    bytes: int
+    skipped: int
+    skips: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, go: list[FileDecision], skipped: list[dict[str, Any]]) -> ToApply:
+        """What an in-process re-validation kept and skipped (lists on the driver already)."""
+        rows = [(d.path, d.size, d.mtime, str(d.reason)) for d in go]
+        return cls(rows, len(go), sum(d.size for d in go), len(skipped), skipped[:SAMPLE])
+
+    def release(self) -> None:
+        if hasattr(self.frame, "unpersist"):
+            self.frame.unpersist()
+
+
 def apply_plan_on_executors(
     storage: Storage,
     fresh: GcPlan,
-    go: list[FileDecision],
-    skipped: list[dict[str, Any]],
+    go: ToApply,
     *,
     master: str,
     manifest_dir: str,
     trash: str | None = None,
     batch: int = 1000,
 ) -> ExecutorApplyResult:
-    """``gc apply --engine spark``: what :func:`~ckptctl.gc.apply.revalidate` kept, deleted on the
-    executors of ``master``; its skips counted with the executors', and the local directories the
-    run emptied removed as :func:`~ckptctl.gc.apply.apply_plan` removes them."""
+    """``gc apply --engine spark``: what re-validation kept, deleted on the executors of
+    ``master``; its skips counted with the executors', and the local directories the run emptied
+    removed as :func:`~ckptctl.gc.apply.apply_plan` removes them."""
     from ckptctl.engine.spark import spark_session
 
-    rows = [(d.path, d.size, d.mtime, str(d.reason)) for d in go]
     roots = fresh.options.scopes()
-    result = delete_on_executors(
-        spark_session(master), storage.options, rows, roots, manifest_dir, trash=trash, batch=batch
-    )
-    for s in skipped:
-        result.totals.count(SKIPPED, 0)
+    try:
+        result = delete_on_executors(
+            spark_session(master), storage.options, go.frame, roots, manifest_dir, trash=trash, batch=batch
+        )
+    finally:
+        go.release()
+    if go.skipped:
+        result.totals.count(SKIPPED, 0, go.skipped)
+    for s in go.skips:
         result.totals.note(SKIPPED, s["path"], s["reason"])
     remover = Remover(storage, roots)
     try:
