@@ -14,38 +14,37 @@ can ever be candidates.
 Lessons taken from other systems' orphan GC (see the project's anchors notes): Iceberg's age
 floor and scheme normalisation, Paimon's fail-closed reads, Delta's retention check anchored on
 the newest commit, Fluss's keep-when-mtime-unknown, plus blast-radius caps and a plan file.
+
+This module holds the orchestration (the steps in order and what they hand each other); the
+parts it drives live by what they hold: the checks that block a plan in
+:mod:`ckptctl.gc.guards`, the S3 Inventory report in :mod:`ckptctl.gc.inventory_source`, the
+per-directory context of the rule in :mod:`ckptctl.gc.contexts`, the rule itself in
+:mod:`ckptctl.gc.rule` and the per-file outcome in :mod:`ckptctl.gc.listed`.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
+from ckptctl.gc.contexts import JobEvidence, _Contexts, _forst_parents
 from ckptctl.gc.decisions import FileDecision, GcPlan
+from ckptctl.gc.guards import Guards
+from ckptctl.gc.inventory_source import InventorySource
 from ckptctl.gc.listed import Listed, PathsByDir, Tally, list_runs
 from ckptctl.gc.options import GcOptions
-from ckptctl.gc.reasons import UNREFERENCED, Reason, Refusal
+from ckptctl.gc.reasons import Refusal
 from ckptctl.gc.rule import FileRule
-from ckptctl.layout import (
-    CHK_RE,
-    JOB_ID_RE,
-    METADATA_FILE,
-    CheckpointLocation,
-    classify,
-    is_checkpoint_metadata,
-    place_of,
-    scan_root,
-)
+from ckptctl.layout import METADATA_FILE, CheckpointLocation, classify, scan_root
 from ckptctl.pycollector import paused_collector
-from ckptctl.rebase import Rebase, written_job_dir
+from ckptctl.rebase import Rebase
 from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_files
 from ckptctl.scan import ScanStorage
 from ckptctl.storage import FileInfo, Storage
@@ -130,7 +129,10 @@ class Retention:
     notes: list[str]
 
 
-class _Planner:
+class _Planner(InventorySource, Guards):
+    """The local planner: every step in this process. The Spark planner subclasses it and runs
+    the same steps, except folding, listing and classifying, on executors."""
+
     def __init__(self, storage: Storage, options: GcOptions, progress) -> None:
         options = options.normalized()
         options.validate()
@@ -183,81 +185,6 @@ class _Planner:
         if options.inventory is not None:
             self.open_inventory()
         return now, now_source, cutoff
-
-    # -- --inventory: an S3 Inventory report instead of a listing of the roots' files ----------
-    def open_inventory(self) -> None:
-        """Read the manifest; it must be of the roots' bucket and, when re-validating a plan, the
-        very report the plan was made from (same creation time, same number of rows)."""
-        from ckptctl.inventory import InventoryError, read_manifest
-
-        options = self.options
-        inv = read_manifest(self.storage, options.inventory)
-        bucket = options.roots[0][5:].split("/")[0]
-        if inv.source_bucket != bucket:
-            raise InventoryError(
-                f"the inventory is of bucket {inv.source_bucket!r}, the roots are in {bucket!r}", path=inv.uri
-            )
-        if options.inventory_created is not None and options.inventory_created != inv.created:
-            raise InventoryError(
-                f"the inventory was created at {inv.created}, the plan was made from one created at "
-                f"{options.inventory_created}: not the same report; run `ckptctl gc plan` again", path=inv.uri,
-            )  # fmt: skip
-        self.inventory = inv
-        age = time.time() - inv.created
-        if age > 8 * 86400:
-            self.warnings.append(
-                f"the inventory is {age / 86400:.0f} days old: files written since are kept, and live files not in "
-                "it are looked up one by one; a fresher report finds more garbage, faster"
-            )
-
-    def inventory_listings(self) -> dict[str, list[FileInfo]]:
-        """The inventory's current objects under each listed scope, sorted like a listing."""
-        from ckptctl.inventory import ReadStats, iter_files
-
-        inv = self.inventory
-        stats = ReadStats()
-        by_root: dict[str, list[FileInfo]] = {root: [] for root in self.scopes.listed}
-        prefixes = [(r.rstrip("/") + "/", r) for r in self.scopes.listed]
-        for f in iter_files(self.storage, inv, self.scopes.listed, stats):
-            root = next(r for p, r in prefixes if f.uri.startswith(p))
-            by_root[root].append(f)
-        for root, files in by_root.items():
-            files.sort()
-            deduped = [f for i, f in enumerate(files) if i + 1 == len(files) or files[i + 1].uri != f.uri]
-            by_root[root] = deduped  # two rows of one key: the newest (sorted last) speaks
-        self.record_inventory(stats.rows_read, stats.rows_kept)
-        return by_root
-
-    def record_inventory(self, rows_read: int, rows_kept: int) -> None:
-        """The report read: the same as the plan's (when re-validating), and recorded in the plan."""
-        from ckptctl.inventory import InventoryError
-
-        inv, options = self.inventory, self.options
-        if options.inventory_rows is not None and options.inventory_rows != rows_read:
-            raise InventoryError(
-                f"the inventory has {rows_read} rows, the plan was made from one with "
-                f"{options.inventory_rows}: not the same report; run `ckptctl gc plan` again", path=inv.uri,
-            )  # fmt: skip
-        self.options = replace(options, inventory_created=inv.created, inventory_rows=rows_read)
-        self.inventory_record = {
-            **inv.describe(), "rows_read": rows_read, "rows_in_scope": rows_kept,
-            "created_iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(inv.created)),
-        }  # fmt: skip
-
-    def check_metadata_after_plan(self) -> None:
-        """The ``_metadata`` files listed afresh once the plan is built must be exactly those
-        discovery saw (same size and mtime): the inventory is old, discovery is what is true now."""
-        after = set()
-        for root in self.scopes.listed:
-            after |= {(f.uri, f.size, f.mtime) for f in self.storage.find_metadata(root)}
-        changed = after ^ self.metadata_seen
-        if changed:
-            first = sorted(changed)[0][0]
-            self.refuse(
-                Refusal.CHECKPOINTS_CHANGED,
-                f"_metadata files changed while the plan was built ({len(changed)} changed, first: {first}): "
-                "a job is running here; run the plan again",
-            )
 
     # -- clock ----------------------------------------------------------------------------
     def clock(self) -> tuple[float, str]:
@@ -404,48 +331,6 @@ class _Planner:
             self.refuse(Refusal(code), message)
         return folded, listings
 
-    def check_listed(self, root: str, has_files: bool) -> None:
-        """A ROOT must hold something, as for ``ls`` and ``check``: directories or aliases (refused
-        later) mean it is not empty."""
-        walked = self.notes[root]
-        if root in self.options.roots and not has_files and not walked.aliases and not walked.dirs:
-            if self.inventory is not None:
-                raise CkptError(f"the inventory {self.options.inventory} has no object under this ROOT: nothing to "
-                                "collect (a report of another prefix?)", path=root)  # fmt: skip
-            raise CkptError("no such directory (or it is empty): nothing to collect", path=root)
-
-    def check_checkpoints_unchanged(self, discovered, listings) -> list[FileInfo]:
-        """The set of ``_metadata`` files must be the same in discovery, in the full listing and in
-        a second pruned listing made after it: otherwise a checkpoint completed (or was
-        discarded) while we looked, and the live set may already be stale."""
-        in_listing: set[str] = set()
-        hidden: list[FileInfo] = []
-        for root, files in listings:
-            for f in files:
-                uri = f.uri
-                if uri.endswith("/_metadata"):
-                    if is_checkpoint_metadata(root, uri):
-                        in_listing.add(uri[: -len("/_metadata")])
-                    else:
-                        hidden.append(f)
-        after: set[str] = set()
-        for root in self.scopes.listed:
-            for f in self.storage.find_metadata(root):
-                if is_checkpoint_metadata(root, f.uri):
-                    after.add(f.uri[: -len("/_metadata")])
-        known = set(discovered) - {st.parent(f.uri) for f in hidden}  # the searched part only
-        # with --inventory the report is older than discovery: checkpoints completed or subsumed
-        # since differ from it by design, so discovery and the fresh listing must agree
-        changed = (after ^ known) if self.inventory is not None else (in_listing ^ known) | (after ^ in_listing)
-        if changed:
-            first = sorted(changed)[0]
-            self.refuse(
-                Refusal.CHECKPOINTS_CHANGED,
-                f"checkpoints completed or disappeared while the roots were scanned ({len(changed)} changed, "
-                f"first: {first}): a job is running here; run the plan again",
-            )
-        return hidden
-
     def fold_late(self, hidden: list[FileInfo], retention: Retention, folded: Folded) -> None:
         """``_metadata`` files of ``chk-N`` or savepoint directories that the full listing found
         inside a job's ``shared/`` or ``taskowned/``, where discovery does not look (Flink writes none there, and those directories hold millions
@@ -475,34 +360,6 @@ class _Planner:
             "Flink writes none: read as checkpoints and kept with everything they reference. A checkpoint root "
             "below a directory named like a JobID? Scan it as its own root"
         )
-
-    def check_no_aliases(self) -> None:
-        """The same directory reached under two names (a second mount of the volume inside a root,
-        a symlink back into it) makes every live file also an "unreferenced" file under the other
-        name: refuse. Directory symlinks to elsewhere (a ``chk-N`` moved to another volume) are
-        followed, their files kept as links; say so."""
-        aliases = [a for notes in self.notes.values() for a in notes.aliases]
-        if aliases:
-            uri, first = aliases[0]
-            self.refuse(
-                Refusal.ALIASED_PATH,
-                f"{len(aliases)} directories are reachable under two names (first: {uri} is {first}): a bind "
-                "mount or a symlink makes one file look both live and unreferenced. Remove the alias, or scan "
-                "the real location only",
-            )
-        followed = [f for notes in self.notes.values() for f in notes.followed]
-        if followed:
-            link, target = followed[0]
-            self.warnings.append(
-                f"{len(followed)} directory symlinks were followed (first: {link} -> {target}); the files below "
-                "them are read and kept, never deleted through a link"
-            )
-        mounts = [m for notes in self.notes.values() for m in notes.mounts]
-        if mounts:
-            self.warnings.append(
-                f"{len(mounts)} directories below the roots are other mounts (first: {mounts[0]}); their files "
-                "are classified like the rest"
-            )
 
     # -- 4. classify every listed file ------------------------------------------------------
     def classify(self, now, now_source, cutoff, retention: Retention, folded: Folded, listings) -> GcPlan:
@@ -608,15 +465,6 @@ class _Planner:
             self.inventory_record,
         )  # fmt: skip
 
-    def present_now(self, paths: set[str]) -> dict[str, int]:
-        """Which of ``paths`` exist now (HEAD each, concurrently): path -> size."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        ordered = sorted(paths)
-        with ThreadPoolExecutor(32) as pool:
-            found = list(pool.map(lambda p: self.storage.stat(p, fresh=True), ordered))
-        return {p: f.size for p, f in zip(ordered, found, strict=True) if f is not None}
-
     def discovery_record(self) -> dict[str, Any]:
         """What discovery did besides listing files, for the plan: directory symlinks followed,
         directories not descended into because they were reached a second time (aliases), other
@@ -629,416 +477,6 @@ class _Planner:
             "mounts": [m for n in notes for m in n.mounts],
             "found_by_listing_only": self.late,
         }  # fmt: skip
-
-    def missing_files(
-        self, missing_paths: set[str], retention: Retention, savepoint_files
-    ) -> tuple[list[dict[str, Any]], set[str]]:
-        """Files retained checkpoints reference under the scanned roots that are not there.
-
-        Such a checkpoint is already broken, or the references are mapped wrongly (a renamed job
-        directory, a wrong ``--rebase``): in the second case the files they really mean look
-        unreferenced. Either way nothing may be deleted until a human has looked, unless every
-        such checkpoint is named with ``--accept-lost``.
-
-        One known case is recognised: after a CLAIM restore from a native savepoint, Flink up to
-        1.20.3/2.1.3/2.3.0 writes the savepoint's SSTs into the new checkpoints as relative names
-        (FLINK-39964), which resolve inside ``chk-N/``. A missing ``chk-N/<name>`` whose name and
-        recorded size are a file of a savepoint directory in scope is that file: it is live (also
-        when the savepoint's ``_metadata`` is gone: these may be the only copy of the state), and
-        the plan says to run ``ckptctl repair``. Returns (missing, savepoint files made live).
-        ``savepoint_files(names)``: the listed files inside savepoint directories with those names
-        (a :class:`~ckptctl.flink39964.SavepointFiles`, the index ``verify`` and ``repair`` look in).
-        """
-        if not missing_paths:
-            return [], set()
-        by_path: dict[str, list[str]] = {p: [] for p in missing_paths}
-        sizes: dict[str, int] = {}
-        rebase = self.options.rebase
-        for loc in retention.retained:
-            try:
-                ck = load_checkpoint(self.storage, loc, rebase, apply_inferred=False)
-            except CkptError:
-                continue  # already a refusal
-            for path, _scope, _offset, size in referenced_files(ck):
-                if path in by_path and loc.uri not in by_path[path]:
-                    by_path[path].append(loc.uri)
-                    sizes[path] = size
-        in_savepoints = savepoint_files({st.basename(p) for p in by_path})
-        misanchored: dict[str, str] = {}
-        also_live: set[str] = set()  # every savepoint file it may be (never guess which copy)
-        for path in list(by_path):
-            size = sizes.get(path)  # None: no retained checkpoint names it (a segment's file, an alias)
-            found = in_savepoints.lookup(st.basename(path), size) if size is not None and place_of_chk(path) else []
-            if found:
-                misanchored[path] = found[0]
-                also_live.update(found)
-        if misanchored:
-            cks = sorted({c for p in misanchored for c in by_path.pop(p)})
-            first = min(misanchored)  # the same on every run (sets follow the hash seed)
-            self.warnings.append(
-                f"{len(cks)} retained checkpoints reference {len(misanchored)} savepoint files by relative names "
-                f"that resolve inside their own directory (FLINK-39964: a CLAIM restore from a native savepoint), "
-                f"e.g. {first} is {misanchored[first]}. Flink cannot restore them as they are: run `ckptctl repair` "
-                f"on {', '.join(cks[:3])}{' ...' if len(cks) > 3 else ''}. The savepoint files are kept."
-            )
-        if not by_path:
-            return [], also_live
-        missing = [{"path": p, "checkpoints": cks} for p, cks in sorted(by_path.items())]
-        broken = sorted({c for m in missing for c in m["checkpoints"]})
-        not_accepted = [c for c in broken if c not in self.options.accept_lost]
-        first = missing[0]["path"]
-        if not_accepted:
-            self.refuse(
-                Refusal.MISSING_LIVE_FILES,
-                f"{len(missing)} files referenced by retained checkpoints are missing (first: {first}), in "
-                f"{len(broken)} checkpoints: {', '.join(not_accepted[:5])}{' ...' if len(not_accepted) > 5 else ''}. "
-                "A wrong --rebase or a renamed directory makes the files they mean look unreferenced. "
-                + (
-                    "Files missing directly in chk-N/ may be a native savepoint's, after a CLAIM restore "
-                    "(FLINK-39964): pass that savepoint's directory with --savepoints. "
-                    if any(place_of_chk(m["path"]) for m in missing) else ""
-                )
-                + "Run `ckptctl verify` on them; if they are lost for good, name each with --accept-lost to go on",
-            )
-        else:
-            self.warnings.append(
-                f"{len(missing)} files referenced by checkpoints accepted as lost (--accept-lost) are missing "
-                f"(first: {first})"
-            )
-        return missing, also_live
-
-    def check_no_job_starting(self, contexts: _Contexts, kept_paths_since, retention: Retention) -> None:
-        """A job directory with fresh files but no completed checkpoint is a job starting up: it may
-        have been restored (CLAIM or NO_CLAIM) from a checkpoint ``--keep-last`` is about to expire,
-        and its first checkpoint will reference that checkpoint's files. Nothing can be expired then.
-
-        Files are not the only sign: right after the restore the job has created its empty
-        ``shared/`` and ``taskowned/`` directories (or, on S3A, their directory markers) and
-        uploaded nothing yet. A directory of a job without a retained checkpoint that changed after
-        the oldest expiring ``_metadata`` was written is such a sign too.
-
-        ``kept_paths_since(t)``: the protected files without an mtime or modified at ``t`` or later
-        (one per directory and kind, file or directory marker, is enough)."""
-        job_of = {id(stats): job for job, stats in contexts.job_stats.items()}
-        since = min((loc.metadata.mtime or 0) for loc in retention.expired)
-        starting = set()
-        for path in kept_paths_since(since):
-            # any kept file (young, of a dead job, not yet Flink's by evidence, a directory marker)
-            # of a job without a retained checkpoint, written after the oldest expiring _metadata
-            job = job_of.get(id(contexts.get(path.rpartition("/")[0])[4]))
-            if job is None and path.endswith("/"):
-                job = place_of(self.scopes.scope_of(path)[0] or "", path.rstrip("/")).job
-            if job is not None and job not in retention.newest_retained:
-                starting.add(job)
-        for notes in self.notes.values():
-            for directory, mtime in notes.dirs.items():
-                if mtime < since:
-                    continue
-                scope, kind = self.scopes.scope_of(directory)
-                if kind != "root":
-                    continue
-                place = place_of(scope, directory)
-                if place.area in ("shared", "taskowned", "chk") and place.job not in retention.newest_retained:
-                    starting.add(place.job)
-        if starting:
-            first = sorted(starting)[0]
-            self.refuse(
-                Refusal.JOB_STARTING,
-                f"{len(starting)} job directories have fresh files or directories but no completed checkpoint "
-                f"(first: {first}): a job starting up may restore from a checkpoint --keep-last would expire. "
-                "Run the plan again once it has completed a checkpoint, or without --keep-last",
-            )
-
-    def caps(self, contexts: _Contexts, n_candidates: int, candidate_bytes: int, total_files: int, total_bytes: int,
-             retention: Retention) -> list[dict]:  # fmt: skip
-        """Blast-radius caps (global and per living job) and the list of dead jobs."""
-        options = self.options
-        limit = options.max_delete_fraction
-        dead: list[dict[str, Any]] = []
-        for job, (files, size, cand_files, cand_bytes) in sorted(contexts.job_stats.items()):
-            if job not in retention.newest_retained:
-                verdict = contexts.dead_verdicts.get(job, Reason.NOT_FLINK_FILE)
-                if verdict is not Reason.NOT_FLINK_FILE and files:
-                    dead.append({"job": job, "files": files, "bytes": size, "collected": verdict is None,
-                                 "evidence": contexts.evidence.of(job) or "named as ROOT",
-                                 "candidate_files": cand_files, "candidate_bytes": cand_bytes})  # fmt: skip
-                continue
-            share = max(cand_files / max(files, 1), cand_bytes / max(size, 1))
-            if n_candidates and not options.force and share > limit:
-                self.refuse(
-                    Refusal.DELETE_FRACTION,
-                    f"the plan deletes {cand_files / max(files, 1):.0%} of the files and {cand_bytes / max(size, 1):.0%} "
-                    f"of the bytes of job {job}, more than --max-delete-fraction {limit:.0%}; review it, then run "
-                    "`ckptctl gc plan` again with --force (or a higher --max-delete-fraction)",
-                )
-        collected = [d for d in dead if d["collected"] and d["candidate_files"]]
-        if collected:
-            self.warnings.append(
-                f"{len(collected)} jobs have no retained checkpoint and all their old files are candidates "
-                f"({_first_names(collected)}): if another job was restored from one of them in CLAIM mode "
-                "and writes its checkpoints elsewhere, scan that root in the same plan, or it loses the files it borrows"
-            )
-        kept = [d for d in dead if not d["collected"]]
-        if kept:
-            self.warnings.append(
-                f"{len(kept)} jobs have no retained checkpoint; their files are kept ({_first_names(kept)}): "
-                "a job restored from one of them in CLAIM mode elsewhere may "
-                "still borrow them. Scan that job's root in the same plan, then pass --collect-dead-jobs (or name "
-                "the job directory as ROOT) to collect them"
-            )
-        if n_candidates and not options.force:
-            files_share = n_candidates / max(total_files, 1)
-            bytes_share = candidate_bytes / max(total_bytes, 1)
-            if max(files_share, bytes_share) > limit:
-                self.refuse(
-                    Refusal.DELETE_FRACTION,
-                    f"the plan deletes {files_share:.0%} of the files and {bytes_share:.0%} of the bytes, more than "
-                    f"--max-delete-fraction {limit:.0%}; review it, then run `ckptctl gc plan` again with --force",
-                )
-        return dead
-
-
-def _first_names(jobs: list[dict[str, Any]], n: int = 5) -> str:
-    """The first ``n`` job ids of a dead-jobs list, '...' when there are more."""
-    return ", ".join(st.basename(d["job"]) for d in jobs[:n]) + (" ..." if len(jobs) > n else "")
-
-
-def place_of_chk(path: str) -> bool:
-    """True if ``path`` lies directly in a ``chk-N`` directory (where relative names resolve)."""
-    return CHK_RE.match(st.basename(st.parent(path))) is not None
-
-
-class _Contexts:
-    """Per directory: what its files are unless referenced (see :meth:`_anchored`), and job stats."""
-
-    def __init__(
-        self, scopes: Scopes, retention: Retention, forst_parents: Callable[[], Iterable[str]], future_limit: float,
-        evidence: JobEvidence,
-    ) -> None:  # fmt: skip
-        self.scopes = scopes
-        self.evidence = evidence
-        self.collect_dead = scopes.options.collect_dead_jobs
-        self.named = set(scopes.options.roots)
-        self.dead_verdicts: dict[str, Reason | None] = {}  # job without a retained checkpoint -> verdict
-        self.forst_parents = forst_parents  # directories of live files that may be ForSt's (asked lazily)
-        self.future_limit = future_limit
-        self.retained_dirs = {loc.uri for loc in retention.retained}
-        self.expired_dirs = {loc.uri for loc in retention.expired}
-        self.newest = retention.newest_retained
-        # a fixed job id may run in several roots sharing one changelog dir: the anchor of its DSTL
-        # files is the oldest of their newest checkpoints (the slower job may still upload)
-        self.newest_by_name: dict[str, CheckpointLocation] = {}
-        for j, loc in retention.newest_retained.items():
-            had = self.newest_by_name.get(st.basename(j))
-            if had is None or (loc.metadata.mtime or 0) < (had.metadata.mtime or 0):
-                self.newest_by_name[st.basename(j)] = loc
-        self.job_stats: dict[str, list[int]] = {}
-        self.overlaps: list[str] = []  # scope problems only seen while classifying
-        self._cache: dict[str, tuple] = {}
-        self._orphan_stats = [0, 0, 0, 0]
-
-    @functools.cached_property
-    def forst_in_use(self) -> set[str]:
-        """ForSt working directories holding a file some retained checkpoint references."""
-        used: set[str] = set()
-        for parent in self.forst_parents():
-            scope, kind = self.scopes.scope_of(parent + "/x")
-            if kind == "root":
-                forst = place_of(scope, parent).forst
-                if forst is not None:
-                    used.add(forst)
-        return used
-
-    def get(self, parent: str) -> tuple:
-        c = self._cache.get(parent)
-        if c is None:
-            c = self._cache[parent] = self._make(parent)
-        return c
-
-    def _stats(self, job: str | None) -> list[int]:
-        if job is None:
-            return self._orphan_stats
-        s = self.job_stats.get(job)
-        if s is None:
-            s = self.job_stats[job] = [0, 0, 0, 0]
-        return s
-
-    def _kept(self, reason: Reason, job: str | None = None) -> tuple:
-        return reason, False, None, None, self._stats(job), False, False
-
-    def _anchored(self, reason: Reason, job: str | None, newest: CheckpointLocation | None) -> tuple:
-        """A candidate directory: (reason, True, anchor mtime, evidence, job stats, unreferenced, forst)."""
-        stats = self._stats(job)
-        unreferenced = reason in UNREFERENCED
-        forst = reason is Reason.UNREFERENCED_FORST  # control-file names matter there
-        if newest is None:
-            return reason, True, None, None, stats, unreferenced, forst
-        anchor = newest.metadata.mtime or 0
-        evidence = {"newest_retained": newest.uri, "newest_retained_mtime": anchor}
-        if anchor > self.future_limit:
-            anchor = math.inf  # no believable checkpoint time in this job: every file may be in flight
-        return reason, True, anchor, evidence, stats, unreferenced, forst
-
-    def _make(self, parent: str) -> tuple:
-        scope, kind = self.scopes.scope_of(parent + "/x")
-        if not st.is_normal(parent):
-            return self._kept(Reason.ABNORMAL_PATH)
-        if kind is None:
-            return self._kept(Reason.NOT_FLINK_FILE)
-        if kind == "changelog":
-            # DSTL files: <dir>/<job-id>/dstl/<uuid>. Checkpoint structure in here (chk-N, shared/,
-            # taskowned/ of a job, seen from the changelog dir or from a root holding it) means
-            # the scope is wrong: those files are kept and the plan is blocked.
-            outer = [r for r in self.scopes.options.roots if st.is_under(parent, r)]
-            for base in [scope, *outer]:
-                area = place_of(base, parent).area
-                if area != "other":
-                    self.overlaps.append(f"--changelog-dir {scope} holds Flink checkpoint files ({parent})")
-                    return self._kept(Reason.NOT_FLINK_FILE)
-            job_name = next((p for p in parent[len(scope) :].split("/") if JOB_ID_RE.match(p)), None)
-            newest = self.newest_by_name.get(job_name) if job_name else None
-            if newest is None:
-                # a changelog dir is usually cluster-wide: a job whose checkpoints are not scanned
-                # (or a dead one) may reference these files, and nothing anchors their age
-                return self._kept(Reason.CHANGELOG_UNSCANNED_JOB)
-            return self._anchored(Reason.UNREFERENCED_CHANGELOG, None, newest)
-        place = place_of(scope, parent)
-        if place.area == "savepoint":
-            return self._kept(Reason.IN_SAVEPOINT)
-        if place.area == "other" or kind == "savepoints":
-            return self._kept(Reason.NOT_FLINK_FILE, place.job)
-        newest = self.newest.get(place.job)
-        if newest is None and place.job is not None:
-            verdict = self.dead_verdict(place.job)
-            if verdict is not None:
-                return self._kept(verdict, place.job)
-        if place.area == "chk":
-            if place.chk in self.retained_dirs:
-                return self._kept(Reason.RETAINED_CHECKPOINT_DIR, place.job)
-            if place.chk in self.expired_dirs:
-                # completed long ago, not in flight: no anchor, so that the _metadata goes exactly
-                # when retain() decided it would (the unit rule)
-                return self._anchored(Reason.EXPIRED_CHECKPOINT, place.job, None)
-            return self._anchored(Reason.INCOMPLETE_CHECKPOINT, place.job, newest)
-        if place.area == "shared":
-            if place.forst is None:
-                return self._anchored(Reason.UNREFERENCED_SHARED, place.job, newest)
-            # A ForSt database works inside shared/: a file it flushed after a snapshot but before
-            # that checkpoint's _metadata landed is older than every anchor and referenced by
-            # nothing yet, but live. While a retained checkpoint uses the working directory the
-            # job may be running, so nothing in it is collected (ForSt deletes its own garbage);
-            # a directory no retained checkpoint uses (a superseded attempt, a dead job) is.
-            if place.forst in self.forst_in_use:
-                return self._kept(Reason.FORST_IN_USE, place.job)
-            return self._anchored(Reason.UNREFERENCED_FORST, place.job, newest)
-        return self._anchored(Reason.UNREFERENCED_TASKOWNED, place.job, newest)
-
-
-    def dead_verdict(self, job: str) -> Reason | None:
-        """For a job directory without a retained checkpoint: ``None`` to collect its old files as
-        usual, or the reason they are kept. A directory is a (dead) Flink job only on evidence
-        (:class:`JobEvidence`); a dead job is collected only with ``--collect-dead-jobs`` or when
-        it is named as a ROOT: a job restored from it in CLAIM mode may live in a root not scanned
-        and still borrow its files."""
-        if job in self.dead_verdicts:
-            return self.dead_verdicts[job]
-        named = job in self.named
-        if not named and not self.evidence.of(job):
-            verdict: Reason | None = Reason.NOT_FLINK_FILE
-        elif named or self.collect_dead:
-            verdict = None
-        else:
-            verdict = Reason.DEAD_JOB
-        self.dead_verdicts[job] = verdict
-        return verdict
-
-
-class JobEvidence:
-    """Whether a directory named like a JobID is Flink's: it has a ``chk-N`` directory, held a
-    ``_metadata``, is referenced by a scanned checkpoint, or has changelog (DSTL) files of its id.
-    A tenant directory that happens to be 32 hex digits with ``shared/report.csv`` has none.
-    Asked only for jobs without a retained checkpoint (rare): each source is computed once, lazily.
-
-    ``sources``: kind -> a function computing the set of job directories (changelog: job ids) with
-    that evidence. The local planner derives them from its listings (:meth:`of_listings`), the
-    Spark planner from aggregates over its DataFrames: the same sets, so the same verdicts."""
-
-    KINDS = ("metadata", "chk-dir", "referenced", "changelog")
-
-    def __init__(self, sources: dict[str, Callable[[], set[str]]]) -> None:
-        self.sources = sources
-        self._sets: dict[str, set[str]] = {}
-
-    @classmethod
-    def of_listings(cls, scopes: Scopes, retention: Retention, folded: Folded, listings, notes) -> JobEvidence:
-        def dirs():  # (root, directory) of every listed file, once per run of one directory
-            for root, runs in listings:
-                for run in runs:
-                    yield root, run.parent
-
-        def changelog_uris():
-            prefixes = tuple(c.rstrip("/") + "/" for c in scopes.options.changelog_dirs)
-            if prefixes:
-                for _root, runs in listings:
-                    for run in runs:
-                        if run.prefix.startswith(prefixes):
-                            yield from (run.prefix + name for name in run.names)
-
-        return cls({
-            "metadata": lambda: metadata_jobs(retention),
-            "chk-dir": lambda: chk_dir_jobs(notes, dirs()),
-            "referenced": lambda: referenced_jobs(itertools.chain(folded.live, folded.spans)),
-            "changelog": lambda: changelog_ids(changelog_uris()),
-        })  # fmt: skip
-
-    def of(self, job: str) -> str | None:
-        """The first kind of evidence found for ``job``, or ``None``."""
-        for kind in self.KINDS:
-            if kind not in self._sets:
-                self._sets[kind] = self.sources[kind]()
-            key = st.basename(job) if kind == "changelog" else job
-            if key in self._sets[kind]:
-                return kind
-        return None
-
-
-def metadata_jobs(retention: Retention) -> set[str]:
-    locs = itertools.chain(retention.retained, retention.expired)
-    return {st.parent(loc.uri) for loc in locs if loc.kind == "checkpoint"}
-
-
-def chk_dir_jobs(notes: dict[str, st.WalkNotes], dirs: Iterable[tuple[str, str]]) -> set[str]:
-    """Jobs with a ``chk-N`` directory among the walks' directories and ``dirs`` ((root, directory)
-    of listed files)."""
-    jobs: set[str] = set()
-    walked = ((root, d) for root, n in notes.items() for d in n.dirs)
-    for root, d in itertools.chain(walked, dirs):
-        if "/chk-" in d:
-            place = place_of(root, d)
-            if place.chk is not None:
-                jobs.add(place.job)
-    return jobs
-
-
-def referenced_jobs(paths: Iterable[str]) -> set[str]:
-    """The job directories live paths were written in."""
-    jobs = {written_job_dir(p) for p in paths}
-    jobs.discard(None)
-    return jobs  # type: ignore[return-value]
-
-
-def changelog_ids(uris: Iterable[str]) -> set[str]:
-    """Job ids in the paths of changelog-dir files."""
-    ids: set[str] = set()
-    for uri in uris:
-        ids.update(p for p in uri.split("/") if JOB_ID_RE.match(p))
-    return ids
-
-
-def _forst_parents(paths: Iterable[str]) -> set[str]:
-    """Directories of live paths that may be a ForSt working directory's (a cheap filter; the
-    grammar decides in :attr:`_Contexts.forst_in_use`)."""
-    return {p.rpartition("/")[0] for p in paths if "/shared/op_" in p or "/shared/_dummy_dir_" in p}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ cannot be planned that way. Here the driver holds what is proportional to checkp
 directories only, and the same code decides:
 
 * driver: options, clock, discovery (fresh pruned walks for ``_metadata``, never a full listing),
-  retention, the per-directory contexts (:class:`ckptctl.gc.plan._Contexts`, computed for the
+  retention, the per-directory contexts (:class:`ckptctl.gc.contexts._Contexts`, computed for the
   distinct directories and broadcast), every refusal and warning (:meth:`_Planner.finish`);
 * executors: decoding the checkpoints (:func:`fold_references` over slices of them) into the live
   DataFrame; listing the scopes (S3: one task per sub-prefix of a root, as
@@ -31,22 +31,24 @@ from typing import Any
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
 from ckptctl.flink39964 import SavepointFiles
+from ckptctl.gc.contexts import (
+    JobEvidence,
+    _forst_parents,
+    changelog_ids,
+    chk_dir_jobs,
+    metadata_jobs,
+    referenced_jobs,
+)
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.plan import (
     FileDecision,
     FileRule,
     Folded,
     GcPlan,
-    JobEvidence,
     Tally,
-    _forst_parents,
     _Planner,
-    changelog_ids,
-    chk_dir_jobs,
     fold_references,
-    metadata_jobs,
     moved_refusals,
-    referenced_jobs,
 )
 from ckptctl.gc.reasons import Reason, Refusal
 from ckptctl.layout import place_of

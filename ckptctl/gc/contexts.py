@@ -1,0 +1,260 @@
+"""Per directory, what its files are unless a checkpoint references them: the context of the rule.
+
+:class:`~ckptctl.gc.rule.FileRule` decides one file from its name, size and mtime and from the
+context of its directory, computed once per directory (millions of files, thousands of
+directories): its reason if unreferenced, whether it may be a candidate at all, the anchor of the
+in-flight guard (the job's newest retained ``_metadata``) and the job's running totals. The Spark
+planner computes the same contexts for the distinct directories and broadcasts them.
+
+Whether a directory named like a JobID is a (dead) Flink job is decided on evidence
+(:class:`JobEvidence`), from the listings or from the Spark planner's aggregates alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from ckptctl import storage as st
+from ckptctl.gc.reasons import UNREFERENCED, Reason
+from ckptctl.layout import JOB_ID_RE, CheckpointLocation, place_of
+from ckptctl.rebase import written_job_dir
+
+if TYPE_CHECKING:
+    from ckptctl.gc.plan import Folded, Retention, Scopes
+
+
+class _Contexts:
+    """Per directory: what its files are unless referenced (see :meth:`_anchored`), and job stats."""
+
+    def __init__(
+        self, scopes: Scopes, retention: Retention, forst_parents: Callable[[], Iterable[str]], future_limit: float,
+        evidence: JobEvidence,
+    ) -> None:  # fmt: skip
+        self.scopes = scopes
+        self.evidence = evidence
+        self.collect_dead = scopes.options.collect_dead_jobs
+        self.named = set(scopes.options.roots)
+        self.dead_verdicts: dict[str, Reason | None] = {}  # job without a retained checkpoint -> verdict
+        self.forst_parents = forst_parents  # directories of live files that may be ForSt's (asked lazily)
+        self.future_limit = future_limit
+        self.retained_dirs = {loc.uri for loc in retention.retained}
+        self.expired_dirs = {loc.uri for loc in retention.expired}
+        self.newest = retention.newest_retained
+        # a fixed job id may run in several roots sharing one changelog dir: the anchor of its DSTL
+        # files is the oldest of their newest checkpoints (the slower job may still upload)
+        self.newest_by_name: dict[str, CheckpointLocation] = {}
+        for j, loc in retention.newest_retained.items():
+            had = self.newest_by_name.get(st.basename(j))
+            if had is None or (loc.metadata.mtime or 0) < (had.metadata.mtime or 0):
+                self.newest_by_name[st.basename(j)] = loc
+        self.job_stats: dict[str, list[int]] = {}
+        self.overlaps: list[str] = []  # scope problems only seen while classifying
+        self._cache: dict[str, tuple] = {}
+        self._orphan_stats = [0, 0, 0, 0]
+
+    @functools.cached_property
+    def forst_in_use(self) -> set[str]:
+        """ForSt working directories holding a file some retained checkpoint references."""
+        used: set[str] = set()
+        for parent in self.forst_parents():
+            scope, kind = self.scopes.scope_of(parent + "/x")
+            if kind == "root":
+                forst = place_of(scope, parent).forst
+                if forst is not None:
+                    used.add(forst)
+        return used
+
+    def get(self, parent: str) -> tuple:
+        c = self._cache.get(parent)
+        if c is None:
+            c = self._cache[parent] = self._make(parent)
+        return c
+
+    def _stats(self, job: str | None) -> list[int]:
+        if job is None:
+            return self._orphan_stats
+        s = self.job_stats.get(job)
+        if s is None:
+            s = self.job_stats[job] = [0, 0, 0, 0]
+        return s
+
+    def _kept(self, reason: Reason, job: str | None = None) -> tuple:
+        return reason, False, None, None, self._stats(job), False, False
+
+    def _anchored(self, reason: Reason, job: str | None, newest: CheckpointLocation | None) -> tuple:
+        """A candidate directory: (reason, True, anchor mtime, evidence, job stats, unreferenced, forst)."""
+        stats = self._stats(job)
+        unreferenced = reason in UNREFERENCED
+        forst = reason is Reason.UNREFERENCED_FORST  # control-file names matter there
+        if newest is None:
+            return reason, True, None, None, stats, unreferenced, forst
+        anchor = newest.metadata.mtime or 0
+        evidence = {"newest_retained": newest.uri, "newest_retained_mtime": anchor}
+        if anchor > self.future_limit:
+            anchor = math.inf  # no believable checkpoint time in this job: every file may be in flight
+        return reason, True, anchor, evidence, stats, unreferenced, forst
+
+    def _make(self, parent: str) -> tuple:
+        scope, kind = self.scopes.scope_of(parent + "/x")
+        if not st.is_normal(parent):
+            return self._kept(Reason.ABNORMAL_PATH)
+        if kind is None:
+            return self._kept(Reason.NOT_FLINK_FILE)
+        if kind == "changelog":
+            # DSTL files: <dir>/<job-id>/dstl/<uuid>. Checkpoint structure in here (chk-N, shared/,
+            # taskowned/ of a job, seen from the changelog dir or from a root holding it) means
+            # the scope is wrong: those files are kept and the plan is blocked.
+            outer = [r for r in self.scopes.options.roots if st.is_under(parent, r)]
+            for base in [scope, *outer]:
+                area = place_of(base, parent).area
+                if area != "other":
+                    self.overlaps.append(f"--changelog-dir {scope} holds Flink checkpoint files ({parent})")
+                    return self._kept(Reason.NOT_FLINK_FILE)
+            job_name = next((p for p in parent[len(scope) :].split("/") if JOB_ID_RE.match(p)), None)
+            newest = self.newest_by_name.get(job_name) if job_name else None
+            if newest is None:
+                # a changelog dir is usually cluster-wide: a job whose checkpoints are not scanned
+                # (or a dead one) may reference these files, and nothing anchors their age
+                return self._kept(Reason.CHANGELOG_UNSCANNED_JOB)
+            return self._anchored(Reason.UNREFERENCED_CHANGELOG, None, newest)
+        place = place_of(scope, parent)
+        if place.area == "savepoint":
+            return self._kept(Reason.IN_SAVEPOINT)
+        if place.area == "other" or kind == "savepoints":
+            return self._kept(Reason.NOT_FLINK_FILE, place.job)
+        newest = self.newest.get(place.job)
+        if newest is None and place.job is not None:
+            verdict = self.dead_verdict(place.job)
+            if verdict is not None:
+                return self._kept(verdict, place.job)
+        if place.area == "chk":
+            if place.chk in self.retained_dirs:
+                return self._kept(Reason.RETAINED_CHECKPOINT_DIR, place.job)
+            if place.chk in self.expired_dirs:
+                # completed long ago, not in flight: no anchor, so that the _metadata goes exactly
+                # when retain() decided it would (the unit rule)
+                return self._anchored(Reason.EXPIRED_CHECKPOINT, place.job, None)
+            return self._anchored(Reason.INCOMPLETE_CHECKPOINT, place.job, newest)
+        if place.area == "shared":
+            if place.forst is None:
+                return self._anchored(Reason.UNREFERENCED_SHARED, place.job, newest)
+            # A ForSt database works inside shared/: a file it flushed after a snapshot but before
+            # that checkpoint's _metadata landed is older than every anchor and referenced by
+            # nothing yet, but live. While a retained checkpoint uses the working directory the
+            # job may be running, so nothing in it is collected (ForSt deletes its own garbage);
+            # a directory no retained checkpoint uses (a superseded attempt, a dead job) is.
+            if place.forst in self.forst_in_use:
+                return self._kept(Reason.FORST_IN_USE, place.job)
+            return self._anchored(Reason.UNREFERENCED_FORST, place.job, newest)
+        return self._anchored(Reason.UNREFERENCED_TASKOWNED, place.job, newest)
+
+
+    def dead_verdict(self, job: str) -> Reason | None:
+        """For a job directory without a retained checkpoint: ``None`` to collect its old files as
+        usual, or the reason they are kept. A directory is a (dead) Flink job only on evidence
+        (:class:`JobEvidence`); a dead job is collected only with ``--collect-dead-jobs`` or when
+        it is named as a ROOT: a job restored from it in CLAIM mode may live in a root not scanned
+        and still borrow its files."""
+        if job in self.dead_verdicts:
+            return self.dead_verdicts[job]
+        named = job in self.named
+        if not named and not self.evidence.of(job):
+            verdict: Reason | None = Reason.NOT_FLINK_FILE
+        elif named or self.collect_dead:
+            verdict = None
+        else:
+            verdict = Reason.DEAD_JOB
+        self.dead_verdicts[job] = verdict
+        return verdict
+
+
+class JobEvidence:
+    """Whether a directory named like a JobID is Flink's: it has a ``chk-N`` directory, held a
+    ``_metadata``, is referenced by a scanned checkpoint, or has changelog (DSTL) files of its id.
+    A tenant directory that happens to be 32 hex digits with ``shared/report.csv`` has none.
+    Asked only for jobs without a retained checkpoint (rare): each source is computed once, lazily.
+
+    ``sources``: kind -> a function computing the set of job directories (changelog: job ids) with
+    that evidence. The local planner derives them from its listings (:meth:`of_listings`), the
+    Spark planner from aggregates over its DataFrames: the same sets, so the same verdicts."""
+
+    KINDS = ("metadata", "chk-dir", "referenced", "changelog")
+
+    def __init__(self, sources: dict[str, Callable[[], set[str]]]) -> None:
+        self.sources = sources
+        self._sets: dict[str, set[str]] = {}
+
+    @classmethod
+    def of_listings(cls, scopes: Scopes, retention: Retention, folded: Folded, listings, notes) -> JobEvidence:
+        def dirs():  # (root, directory) of every listed file, once per run of one directory
+            for root, runs in listings:
+                for run in runs:
+                    yield root, run.parent
+
+        def changelog_uris():
+            prefixes = tuple(c.rstrip("/") + "/" for c in scopes.options.changelog_dirs)
+            if prefixes:
+                for _root, runs in listings:
+                    for run in runs:
+                        if run.prefix.startswith(prefixes):
+                            yield from (run.prefix + name for name in run.names)
+
+        return cls({
+            "metadata": lambda: metadata_jobs(retention),
+            "chk-dir": lambda: chk_dir_jobs(notes, dirs()),
+            "referenced": lambda: referenced_jobs(itertools.chain(folded.live, folded.spans)),
+            "changelog": lambda: changelog_ids(changelog_uris()),
+        })  # fmt: skip
+
+    def of(self, job: str) -> str | None:
+        """The first kind of evidence found for ``job``, or ``None``."""
+        for kind in self.KINDS:
+            if kind not in self._sets:
+                self._sets[kind] = self.sources[kind]()
+            key = st.basename(job) if kind == "changelog" else job
+            if key in self._sets[kind]:
+                return kind
+        return None
+
+
+def metadata_jobs(retention: Retention) -> set[str]:
+    locs = itertools.chain(retention.retained, retention.expired)
+    return {st.parent(loc.uri) for loc in locs if loc.kind == "checkpoint"}
+
+
+def chk_dir_jobs(notes: dict[str, st.WalkNotes], dirs: Iterable[tuple[str, str]]) -> set[str]:
+    """Jobs with a ``chk-N`` directory among the walks' directories and ``dirs`` ((root, directory)
+    of listed files)."""
+    jobs: set[str] = set()
+    walked = ((root, d) for root, n in notes.items() for d in n.dirs)
+    for root, d in itertools.chain(walked, dirs):
+        if "/chk-" in d:
+            place = place_of(root, d)
+            if place.chk is not None:
+                jobs.add(place.job)
+    return jobs
+
+
+def referenced_jobs(paths: Iterable[str]) -> set[str]:
+    """The job directories live paths were written in."""
+    jobs = {written_job_dir(p) for p in paths}
+    jobs.discard(None)
+    return jobs  # type: ignore[return-value]
+
+
+def changelog_ids(uris: Iterable[str]) -> set[str]:
+    """Job ids in the paths of changelog-dir files."""
+    ids: set[str] = set()
+    for uri in uris:
+        ids.update(p for p in uri.split("/") if JOB_ID_RE.match(p))
+    return ids
+
+
+def _forst_parents(paths: Iterable[str]) -> set[str]:
+    """Directories of live paths that may be a ForSt working directory's (a cheap filter; the
+    grammar decides in :attr:`_Contexts.forst_in_use`)."""
+    return {p.rpartition("/")[0] for p in paths if "/shared/op_" in p or "/shared/_dummy_dir_" in p}

@@ -1,0 +1,278 @@
+"""The checks that block a plan or refuse to make one, apart from the steps that decide files.
+
+Each one fails closed on something the per-file rule cannot see: a ROOT that holds nothing,
+checkpoints completing while the roots are listed, a directory reached under two names, files
+retained checkpoints reference that are missing (FLINK-39964's relative names recognised), a job
+starting up beside checkpoints about to expire, and the blast-radius caps. Kept apart from the
+orchestration (:mod:`ckptctl.gc.plan`) so that what may block a plan is read in one place.
+
+A mixin of the planners (:class:`ckptctl.gc.plan._Planner` and the Spark one, which calls these
+same methods with its own listings): it reads their ``storage``, ``options``, ``scopes``,
+``notes`` and ``inventory``, adds to ``warnings`` and refuses through ``refuse``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ckptctl import storage as st
+from ckptctl.errors import CkptError
+from ckptctl.gc.reasons import Reason, Refusal
+from ckptctl.layout import CHK_RE, is_checkpoint_metadata, place_of
+from ckptctl.refs import load_checkpoint, referenced_files
+from ckptctl.storage import FileInfo
+
+if TYPE_CHECKING:
+    from ckptctl.gc.contexts import _Contexts
+    from ckptctl.gc.plan import Retention
+
+
+class Guards:
+    """The planner's refusals that look at more than one file at a time."""
+
+    def check_listed(self, root: str, has_files: bool) -> None:
+        """A ROOT must hold something, as for ``ls`` and ``check``: directories or aliases (refused
+        later) mean it is not empty."""
+        walked = self.notes[root]
+        if root in self.options.roots and not has_files and not walked.aliases and not walked.dirs:
+            if self.inventory is not None:
+                raise CkptError(f"the inventory {self.options.inventory} has no object under this ROOT: nothing to "
+                                "collect (a report of another prefix?)", path=root)  # fmt: skip
+            raise CkptError("no such directory (or it is empty): nothing to collect", path=root)
+
+    def check_checkpoints_unchanged(self, discovered, listings) -> list[FileInfo]:
+        """The set of ``_metadata`` files must be the same in discovery, in the full listing and in
+        a second pruned listing made after it: otherwise a checkpoint completed (or was
+        discarded) while we looked, and the live set may already be stale."""
+        in_listing: set[str] = set()
+        hidden: list[FileInfo] = []
+        for root, files in listings:
+            for f in files:
+                uri = f.uri
+                if uri.endswith("/_metadata"):
+                    if is_checkpoint_metadata(root, uri):
+                        in_listing.add(uri[: -len("/_metadata")])
+                    else:
+                        hidden.append(f)
+        after: set[str] = set()
+        for root in self.scopes.listed:
+            for f in self.storage.find_metadata(root):
+                if is_checkpoint_metadata(root, f.uri):
+                    after.add(f.uri[: -len("/_metadata")])
+        known = set(discovered) - {st.parent(f.uri) for f in hidden}  # the searched part only
+        # with --inventory the report is older than discovery: checkpoints completed or subsumed
+        # since differ from it by design, so discovery and the fresh listing must agree
+        changed = (after ^ known) if self.inventory is not None else (in_listing ^ known) | (after ^ in_listing)
+        if changed:
+            first = sorted(changed)[0]
+            self.refuse(
+                Refusal.CHECKPOINTS_CHANGED,
+                f"checkpoints completed or disappeared while the roots were scanned ({len(changed)} changed, "
+                f"first: {first}): a job is running here; run the plan again",
+            )
+        return hidden
+
+    def check_no_aliases(self) -> None:
+        """The same directory reached under two names (a second mount of the volume inside a root,
+        a symlink back into it) makes every live file also an "unreferenced" file under the other
+        name: refuse. Directory symlinks to elsewhere (a ``chk-N`` moved to another volume) are
+        followed, their files kept as links; say so."""
+        aliases = [a for notes in self.notes.values() for a in notes.aliases]
+        if aliases:
+            uri, first = aliases[0]
+            self.refuse(
+                Refusal.ALIASED_PATH,
+                f"{len(aliases)} directories are reachable under two names (first: {uri} is {first}): a bind "
+                "mount or a symlink makes one file look both live and unreferenced. Remove the alias, or scan "
+                "the real location only",
+            )
+        followed = [f for notes in self.notes.values() for f in notes.followed]
+        if followed:
+            link, target = followed[0]
+            self.warnings.append(
+                f"{len(followed)} directory symlinks were followed (first: {link} -> {target}); the files below "
+                "them are read and kept, never deleted through a link"
+            )
+        mounts = [m for notes in self.notes.values() for m in notes.mounts]
+        if mounts:
+            self.warnings.append(
+                f"{len(mounts)} directories below the roots are other mounts (first: {mounts[0]}); their files "
+                "are classified like the rest"
+            )
+
+    def missing_files(
+        self, missing_paths: set[str], retention: Retention, savepoint_files
+    ) -> tuple[list[dict[str, Any]], set[str]]:
+        """Files retained checkpoints reference under the scanned roots that are not there.
+
+        Such a checkpoint is already broken, or the references are mapped wrongly (a renamed job
+        directory, a wrong ``--rebase``): in the second case the files they really mean look
+        unreferenced. Either way nothing may be deleted until a human has looked, unless every
+        such checkpoint is named with ``--accept-lost``.
+
+        One known case is recognised: after a CLAIM restore from a native savepoint, Flink up to
+        1.20.3/2.1.3/2.3.0 writes the savepoint's SSTs into the new checkpoints as relative names
+        (FLINK-39964), which resolve inside ``chk-N/``. A missing ``chk-N/<name>`` whose name and
+        recorded size are a file of a savepoint directory in scope is that file: it is live (also
+        when the savepoint's ``_metadata`` is gone: these may be the only copy of the state), and
+        the plan says to run ``ckptctl repair``. Returns (missing, savepoint files made live).
+        ``savepoint_files(names)``: the listed files inside savepoint directories with those names
+        (a :class:`~ckptctl.flink39964.SavepointFiles`, the index ``verify`` and ``repair`` look in).
+        """
+        if not missing_paths:
+            return [], set()
+        by_path: dict[str, list[str]] = {p: [] for p in missing_paths}
+        sizes: dict[str, int] = {}
+        rebase = self.options.rebase
+        for loc in retention.retained:
+            try:
+                ck = load_checkpoint(self.storage, loc, rebase, apply_inferred=False)
+            except CkptError:
+                continue  # already a refusal
+            for path, _scope, _offset, size in referenced_files(ck):
+                if path in by_path and loc.uri not in by_path[path]:
+                    by_path[path].append(loc.uri)
+                    sizes[path] = size
+        in_savepoints = savepoint_files({st.basename(p) for p in by_path})
+        misanchored: dict[str, str] = {}
+        also_live: set[str] = set()  # every savepoint file it may be (never guess which copy)
+        for path in list(by_path):
+            size = sizes.get(path)  # None: no retained checkpoint names it (a segment's file, an alias)
+            found = in_savepoints.lookup(st.basename(path), size) if size is not None and place_of_chk(path) else []
+            if found:
+                misanchored[path] = found[0]
+                also_live.update(found)
+        if misanchored:
+            cks = sorted({c for p in misanchored for c in by_path.pop(p)})
+            first = min(misanchored)  # the same on every run (sets follow the hash seed)
+            self.warnings.append(
+                f"{len(cks)} retained checkpoints reference {len(misanchored)} savepoint files by relative names "
+                f"that resolve inside their own directory (FLINK-39964: a CLAIM restore from a native savepoint), "
+                f"e.g. {first} is {misanchored[first]}. Flink cannot restore them as they are: run `ckptctl repair` "
+                f"on {', '.join(cks[:3])}{' ...' if len(cks) > 3 else ''}. The savepoint files are kept."
+            )
+        if not by_path:
+            return [], also_live
+        missing = [{"path": p, "checkpoints": cks} for p, cks in sorted(by_path.items())]
+        broken = sorted({c for m in missing for c in m["checkpoints"]})
+        not_accepted = [c for c in broken if c not in self.options.accept_lost]
+        first = missing[0]["path"]
+        if not_accepted:
+            self.refuse(
+                Refusal.MISSING_LIVE_FILES,
+                f"{len(missing)} files referenced by retained checkpoints are missing (first: {first}), in "
+                f"{len(broken)} checkpoints: {', '.join(not_accepted[:5])}{' ...' if len(not_accepted) > 5 else ''}. "
+                "A wrong --rebase or a renamed directory makes the files they mean look unreferenced. "
+                + (
+                    "Files missing directly in chk-N/ may be a native savepoint's, after a CLAIM restore "
+                    "(FLINK-39964): pass that savepoint's directory with --savepoints. "
+                    if any(place_of_chk(m["path"]) for m in missing) else ""
+                )
+                + "Run `ckptctl verify` on them; if they are lost for good, name each with --accept-lost to go on",
+            )
+        else:
+            self.warnings.append(
+                f"{len(missing)} files referenced by checkpoints accepted as lost (--accept-lost) are missing "
+                f"(first: {first})"
+            )
+        return missing, also_live
+
+    def check_no_job_starting(self, contexts: _Contexts, kept_paths_since, retention: Retention) -> None:
+        """A job directory with fresh files but no completed checkpoint is a job starting up: it may
+        have been restored (CLAIM or NO_CLAIM) from a checkpoint ``--keep-last`` is about to expire,
+        and its first checkpoint will reference that checkpoint's files. Nothing can be expired then.
+
+        Files are not the only sign: right after the restore the job has created its empty
+        ``shared/`` and ``taskowned/`` directories (or, on S3A, their directory markers) and
+        uploaded nothing yet. A directory of a job without a retained checkpoint that changed after
+        the oldest expiring ``_metadata`` was written is such a sign too.
+
+        ``kept_paths_since(t)``: the protected files without an mtime or modified at ``t`` or later
+        (one per directory and kind, file or directory marker, is enough)."""
+        job_of = {id(stats): job for job, stats in contexts.job_stats.items()}
+        since = min((loc.metadata.mtime or 0) for loc in retention.expired)
+        starting = set()
+        for path in kept_paths_since(since):
+            # any kept file (young, of a dead job, not yet Flink's by evidence, a directory marker)
+            # of a job without a retained checkpoint, written after the oldest expiring _metadata
+            job = job_of.get(id(contexts.get(path.rpartition("/")[0])[4]))
+            if job is None and path.endswith("/"):
+                job = place_of(self.scopes.scope_of(path)[0] or "", path.rstrip("/")).job
+            if job is not None and job not in retention.newest_retained:
+                starting.add(job)
+        for notes in self.notes.values():
+            for directory, mtime in notes.dirs.items():
+                if mtime < since:
+                    continue
+                scope, kind = self.scopes.scope_of(directory)
+                if kind != "root":
+                    continue
+                place = place_of(scope, directory)
+                if place.area in ("shared", "taskowned", "chk") and place.job not in retention.newest_retained:
+                    starting.add(place.job)
+        if starting:
+            first = sorted(starting)[0]
+            self.refuse(
+                Refusal.JOB_STARTING,
+                f"{len(starting)} job directories have fresh files or directories but no completed checkpoint "
+                f"(first: {first}): a job starting up may restore from a checkpoint --keep-last would expire. "
+                "Run the plan again once it has completed a checkpoint, or without --keep-last",
+            )
+
+    def caps(self, contexts: _Contexts, n_candidates: int, candidate_bytes: int, total_files: int, total_bytes: int,
+             retention: Retention) -> list[dict]:  # fmt: skip
+        """Blast-radius caps (global and per living job) and the list of dead jobs."""
+        options = self.options
+        limit = options.max_delete_fraction
+        dead: list[dict[str, Any]] = []
+        for job, (files, size, cand_files, cand_bytes) in sorted(contexts.job_stats.items()):
+            if job not in retention.newest_retained:
+                verdict = contexts.dead_verdicts.get(job, Reason.NOT_FLINK_FILE)
+                if verdict is not Reason.NOT_FLINK_FILE and files:
+                    dead.append({"job": job, "files": files, "bytes": size, "collected": verdict is None,
+                                 "evidence": contexts.evidence.of(job) or "named as ROOT",
+                                 "candidate_files": cand_files, "candidate_bytes": cand_bytes})  # fmt: skip
+                continue
+            share = max(cand_files / max(files, 1), cand_bytes / max(size, 1))
+            if n_candidates and not options.force and share > limit:
+                self.refuse(
+                    Refusal.DELETE_FRACTION,
+                    f"the plan deletes {cand_files / max(files, 1):.0%} of the files and {cand_bytes / max(size, 1):.0%} "
+                    f"of the bytes of job {job}, more than --max-delete-fraction {limit:.0%}; review it, then run "
+                    "`ckptctl gc plan` again with --force (or a higher --max-delete-fraction)",
+                )
+        collected = [d for d in dead if d["collected"] and d["candidate_files"]]
+        if collected:
+            self.warnings.append(
+                f"{len(collected)} jobs have no retained checkpoint and all their old files are candidates "
+                f"({_first_names(collected)}): if another job was restored from one of them in CLAIM mode "
+                "and writes its checkpoints elsewhere, scan that root in the same plan, or it loses the files it borrows"
+            )
+        kept = [d for d in dead if not d["collected"]]
+        if kept:
+            self.warnings.append(
+                f"{len(kept)} jobs have no retained checkpoint; their files are kept ({_first_names(kept)}): "
+                "a job restored from one of them in CLAIM mode elsewhere may "
+                "still borrow them. Scan that job's root in the same plan, then pass --collect-dead-jobs (or name "
+                "the job directory as ROOT) to collect them"
+            )
+        if n_candidates and not options.force:
+            files_share = n_candidates / max(total_files, 1)
+            bytes_share = candidate_bytes / max(total_bytes, 1)
+            if max(files_share, bytes_share) > limit:
+                self.refuse(
+                    Refusal.DELETE_FRACTION,
+                    f"the plan deletes {files_share:.0%} of the files and {bytes_share:.0%} of the bytes, more than "
+                    f"--max-delete-fraction {limit:.0%}; review it, then run `ckptctl gc plan` again with --force",
+                )
+        return dead
+
+
+def _first_names(jobs: list[dict[str, Any]], n: int = 5) -> str:
+    """The first ``n`` job ids of a dead-jobs list, '...' when there are more."""
+    return ", ".join(st.basename(d["job"]) for d in jobs[:n]) + (" ..." if len(jobs) > n else "")
+
+
+def place_of_chk(path: str) -> bool:
+    """True if ``path`` lies directly in a ``chk-N`` directory (where relative names resolve)."""
+    return CHK_RE.match(st.basename(st.parent(path))) is not None
