@@ -179,6 +179,33 @@ def test_row14_s3_stray_metadata_in_shared_is_just_a_file(s3_server, tmp_path: P
         assert exists(up.s3, uri), f"live object deleted: {uri}"
 
 
+# ---------------------------------------------------------------------------------------------
+# a savepoint written inside a job's shared/ (state.savepoints.dir pointed there): ls's S3 walk rolls
+# job areas up, gc's discovery must still find it and keep every file it needs
+
+SAVEPOINT = REPO / "fixtures/data/2.2.0/savepoints/savepoints/savepoint-2cadc2-3ac213755ad4"
+
+
+def test_a_savepoint_inside_a_jobs_shared_dir_is_retained(tmp_path: Path) -> None:
+    sc = Scenario("2.2.0", "savepoints", tmp_path)
+    inside = sc.jobs()[0] / "shared" / SAVEPOINT.name
+    shutil.move(str(sc.root / "savepoints" / SAVEPOINT.name), inside)
+    p = plan_json(str(sc.checkpoints), *sc.rebase, *OLD, "--force")
+    assert not p["blocked"], p["refusals"]
+    assert sc.uri(inside) in {r["path"] for r in p["retained"]}
+    assert not {c for c in candidates(p) if SAVEPOINT.name in c}
+
+
+def test_s3_a_savepoint_inside_a_jobs_shared_dir_is_retained(s3_server) -> None:
+    job = fixture_entry()["job_ids"][0]
+    inside = f"checkpoints/{job}/shared/{SAVEPOINT.name}"
+    up = Upload(s3_server, "savepoint-in-shared", extra={f"{inside}/{f.name}": f.read_bytes() for f in SAVEPOINT.iterdir()})
+    p = plan(s3_server.endpoint, up.root, "--older-than", "0s", "--margin", "0s", "--force", "--clock", "local")
+    assert not p["blocked"], p["refusals"]
+    assert up.uri(inside) in {r["path"] for r in p["retained"]}
+    assert not {c for c in candidates(p) if SAVEPOINT.name in c}
+
+
 def first_shared_file_handle_path(meta: Path) -> str:
     found: list[str] = []
 
