@@ -577,6 +577,18 @@ PATH_EDITS = [*":/\\?#%[]@.+-~ \x00\x01\x1f\x7f\x85\xa0\u2028\xe99aAZ{}|^`'\"", 
 PATHS = REPO / "fixtures" / "differential" / "paths.json"
 
 
+def _edit(rng: random.Random, s: str, edits: list[str], max_cut: int) -> str:
+    """One random edit of ``s`` at a random position: replace a character with one of ``edits``
+    (half the time), insert one (30 %), or cut 1..``max_cut`` characters."""
+    p = rng.randrange(len(s) + 1)
+    r = rng.random()
+    if r < 0.5:
+        return s[:p] + rng.choice(edits) + s[p + 1 :]
+    if r < 0.8:
+        return s[:p] + rng.choice(edits) + s[p:]
+    return s[:p] + s[p + rng.randint(1, max_cut) :]
+
+
 def path_strings(n: int, seed: int) -> list[str]:
     """``n`` non-empty strings: path-like bases with 1-3 random character edits."""
     rng = random.Random(seed)
@@ -584,14 +596,7 @@ def path_strings(n: int, seed: int) -> list[str]:
     while len(out) < n:
         s = rng.choice(PATH_BASES)
         for _ in range(rng.randint(1, 3)):
-            p = rng.randrange(len(s) + 1)
-            r = rng.random()
-            if r < 0.5:
-                s = s[:p] + rng.choice(PATH_EDITS) + s[p + 1 :]
-            elif r < 0.8:
-                s = s[:p] + rng.choice(PATH_EDITS) + s[p:]
-            else:
-                s = s[:p] + s[p + rng.randint(1, 3) :]
+            s = _edit(rng, s, PATH_EDITS, 3)
         if s:
             out.append(s)
     return out
@@ -637,14 +642,7 @@ def uuid_strings(n: int, seed: int) -> list[str]:
         if rng.random() < 0.3:
             s = s.upper()
         for _ in range(rng.randint(0, 3)):
-            p = rng.randrange(len(s) + 1)
-            r = rng.random()
-            if r < 0.5:
-                s = s[:p] + rng.choice(UUID_EDITS) + s[p + 1 :]
-            elif r < 0.8:
-                s = s[:p] + rng.choice(UUID_EDITS) + s[p:]
-            else:
-                s = s[:p] + s[p + rng.randint(1, 8) :]
+            s = _edit(rng, s, UUID_EDITS, 8)
         out.append(s)
     return out
 
