@@ -34,6 +34,8 @@ JOB_ID_RE = re.compile(r"^[0-9a-f]{32}\Z")  # a JobID as Flink prints it: 16 byt
 FORST_DIR_RE = re.compile(r"^(?:op_.+__[0-9]+_[0-9]+__attempt_[0-9]+|_dummy_dir_.*)\Z")
 # files of a RocksDB/ForSt database that are not data files: never collected from a working dir
 FORST_CONTROL_RE = re.compile(r"^(?:CURRENT|IDENTITY|LOCK|LOG(?:\..*)?|MANIFEST-[0-9]+|OPTIONS-[0-9]+)\Z")
+# how every name FORST_CONTROL_RE matches begins: columnar readers pick the names to test with it by these
+FORST_CONTROL_PREFIXES = ("CURRENT", "IDENTITY", "LOCK", "LOG", "MANIFEST-", "OPTIONS-")
 AREAS_WITHOUT_METADATA = ("shared", "taskowned")
 
 

@@ -364,7 +364,7 @@ class _Planner(InventorySource, Guards):
     # -- 4. classify every listed file ------------------------------------------------------
     def classify(self, now, now_source, cutoff, retention: Retention, folded: Folded, listings) -> GcPlan:
         """The fate of every listed file, in this process (the Spark planner runs the same
-        :meth:`FileRule.decide` on executors and the same :meth:`finish`)."""
+        :meth:`FileRule.verdicts` on executors and the same :meth:`finish`)."""
         live, spans, expired = PathsByDir.of(folded.live), PathsByDir.of(folded.spans), PathsByDir.of(folded.expired_refs)
         evidence = JobEvidence.of_listings(self.scopes, retention, folded, listings, self.notes)
         contexts = self.contexts(now, retention, evidence,
@@ -388,11 +388,11 @@ class _Planner(InventorySource, Guards):
                 tally.candidates.add(run, decided.took, decided.took_as)
                 tally.protected.add(run, decided.kept, decided.kept_as)
                 # per-job totals, summed in C rather than per file
-                stats, sizes = context[4], run.sizes
+                stats = context[4]
                 stats[0] += len(run)
-                stats[1] += sum(sizes)
+                stats[1] += sum(run.sizes)
                 stats[2] += len(decided.took)
-                stats[3] += sum(map(sizes.__getitem__, decided.took))
+                stats[3] += decided.took_bytes
                 # any file in the future, live ones and _metadata included (found in C: max over mtimes)
                 if run.newest() > future_limit:
                     tally.future.extend(run.prefix + n for n, m in zip(run.names, run.mtimes, strict=True)

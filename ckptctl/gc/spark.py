@@ -11,7 +11,7 @@ directories only, and the same code decides:
   DataFrame; listing the scopes (S3: one task per sub-prefix of a root, as
   :func:`ckptctl.storage.s3list.list_prefix` splits them; local roots: one walk, which must see every
   directory to find aliases) or reading the S3 Inventory's data files; the join of files with the
-  live set, and :meth:`FileRule.decide` over each Arrow batch of the joined rows; aggregates.
+  live set, and :meth:`FileRule.verdicts` over each Arrow batch of the joined rows; aggregates.
 
 Every file has an order key (scope, part of the listing, position, path) that reproduces the local
 planner's listing order, so "first: …" in messages and the order of the lists are the same.
@@ -39,6 +39,7 @@ from ckptctl.gc.contexts import (
     metadata_jobs,
     referenced_jobs,
 )
+from ckptctl.gc.decisions import Verdicts
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.plan import (
     FileDecision,
@@ -51,6 +52,7 @@ from ckptctl.gc.plan import (
     moved_refusals,
 )
 from ckptctl.gc.reasons import Reason, Refusal
+from ckptctl.gc.rule import RuleColumns, covered_bytes
 from ckptctl.layout import place_of
 from ckptctl.pycollector import paused_collector
 from ckptctl.storage import FileInfo, Storage, StorageOptions
@@ -162,51 +164,62 @@ def _fold_partition(storage_options, retained_set, rebase, prefixes, rows: Itera
 
 
 def _decide_batches(rule: FileRule, contexts, batches: Iterable[Any]) -> Iterator[Any]:
-    """:meth:`FileRule.decide` over the Arrow batches of a partition of joined rows. Rows of
-    :data:`DECISION_SCHEMA` (in Arrow batches): candidates, protected, partially live files, and
-    one ``live`` row per batch counting its live files (``pos``) and bytes (``size``). The live
-    files (most of a bucket's listed files but orphans) are counted by Arrow, never made Python
-    objects; the rule sees the others, in the same order."""
+    """:meth:`FileRule.verdicts` over the Arrow batches of a partition of joined rows. Arrow
+    batches of :data:`DECISION_SCHEMA` rows: candidates, protected, partially live files, and one
+    ``live`` row per batch counting its live files (``pos``) and bytes (``size``). Each row's
+    directory is found in Arrow (a split at the last ``/``, dictionary-encoded: a context per
+    distinct directory); no file becomes a Python object but a segment's file and the names
+    :func:`ckptctl.gc.rule._by_name` reads."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ckptctl.engine.spark import arrow_batches
+    from ckptctl.engine.spark import arrow_batches, arrow_schema
 
-    ctx = contexts.value.get
-    encoded: dict[int, str] = {}
+    schema = arrow_schema(DECISION_SCHEMA)
+    get = contexts.value.get
+    verdicts = Verdicts()
+    reasons: list[str] = []
+    evidence: list[str] = []
 
-    def encode(evidence) -> str:
-        text = encoded.get(id(evidence))
-        if text is None:
-            text = encoded[id(evidence)] = json.dumps(evidence or {})
-        return text
+    def rows(outcome: str, batch, codes, jobs, mask) -> Any:
+        at = pc.filter(codes, mask)
+        return pa.RecordBatch.from_arrays([
+            pc.fill_null(pa.nulls(len(at), pa.string()), outcome), *(pc.filter(batch.column(n), mask) for n in
+                                                                   ("root_idx", "part", "pos", "uri", "size", "mtime")),
+            pc.take(pa.array(reasons, pa.string()), at), pc.take(pa.array(evidence, pa.string()), at),
+            pc.filter(jobs, mask),
+        ], schema=schema)  # fmt: skip
 
-    def decided(batch) -> Iterator[tuple]:
+    for batch in batches:
         live = pc.fill_null(batch.column("live"), False)
         live_files = pc.sum(pc.cast(live, "int64")).as_py() or 0
         live_bytes = pc.sum(pc.filter(batch.column("size"), live)).as_py() or 0
-        rest = batch.filter(pc.invert(live))
-        uris = rest.column("uri").to_pylist()
-        order = dict(zip(uris, zip(*(rest.column(c).to_pylist() for c in ("root_idx", "part", "pos")), strict=True),
-                         strict=True))  # fmt: skip
-        spans = {u: [(s["offset"], s["size"]) for s in spans_of]
-                 for u, spans_of in zip(uris, rest.column("spans").to_pylist(), strict=True) if spans_of}  # fmt: skip
-        expired = {u for u, e in zip(uris, rest.column("expired").to_pylist(), strict=True) if e}
-        kept: list[FileDecision] = []
-        taken: list[FileDecision] = []
-        partial: list[dict] = []
-        files = zip(uris, *(rest.column(c).to_pylist() for c in ("size", "mtime", "is_link")), strict=True)
-        more_files, more_bytes = rule.decide(files, ctx, (), spans, expired, kept.append, taken.append, partial.append)
-        for which, decisions in (("candidates", taken), ("protected", kept)):
-            for path, size, mtime, reason, evidence in decisions:
-                yield (which, *order[path], path, size, mtime, str(reason), encode(evidence),
-                       ctx(path.rpartition("/")[0])[4])  # fmt: skip
-        for e in partial:
-            spans_of = json.dumps({"live_bytes": e["live_bytes"], "dead_bytes": e["dead_bytes"]})
-            yield ("partial", *order[e["path"]], e["path"], e["size"], None, None, spans_of, None)
-        yield ("live", 0, 0, live_files + more_files, None, live_bytes + more_bytes, None, None, None, None)
-
-    for batch in batches:
-        yield from arrow_batches(decided(batch), DECISION_SCHEMA)
+        segment = pc.and_(pc.fill_null(pc.greater(pc.list_value_length(batch.column("spans")), 0), False),
+                          pc.invert(live))  # fmt: skip
+        partial = []
+        for i in pc.indices_nonzero(segment).to_pylist():  # file-merging files some checkpoint uses a part of
+            row = {c: batch.column(c)[i].as_py() for c in ("root_idx", "part", "pos", "uri", "size", "spans")}
+            covered = covered_bytes([(s["offset"], s["size"]) for s in row["spans"]])
+            live_files += 1
+            live_bytes += row["size"]
+            if covered < row["size"]:
+                partial.append(("partial", row["root_idx"], row["part"], row["pos"], row["uri"], row["size"], None,
+                                None, json.dumps({"live_bytes": covered, "dead_bytes": row["size"] - covered}), None))  # fmt: skip
+        split = pc.split_pattern(batch.column("uri"), "/", max_splits=1, reverse=True)
+        dirs = pc.dictionary_encode(pc.list_element(split, 0))
+        ctxs = [get(d) for d in dirs.dictionary.to_pylist()]
+        codes, taken, kept = rule.verdicts(
+            RuleColumns(ctxs, dirs.indices, pc.list_element(split, 1), batch.column("mtime"), batch.column("is_link"),
+                        pc.or_(live, segment), batch.column("expired")), verdicts,
+        )  # fmt: skip
+        for reason, ev in verdicts.pairs[len(reasons) :]:
+            reasons.append(str(reason))
+            evidence.append(json.dumps(ev or {}))
+        jobs = pc.take(pa.array([c[4] for c in ctxs], pa.string()), dirs.indices)
+        yield rows("candidates", batch, codes, jobs, taken)
+        yield rows("protected", batch, codes, jobs, kept)
+        yield from arrow_batches(partial, DECISION_SCHEMA)
+        yield from arrow_batches([("live", 0, 0, live_files, None, live_bytes, None, None, None, None)], DECISION_SCHEMA)
 
 
 def _unpickled(fn, ddl: str, batches) -> Iterator[Any]:
