@@ -41,7 +41,7 @@ from ckptctl.gc.inventory_source import InventorySource
 from ckptctl.gc.listed import Listed, PathsByDir, Tally, list_runs
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.reasons import Refusal
-from ckptctl.gc.rule import FileRule
+from ckptctl.gc.rule import FileRule, RunToDecide
 from ckptctl.layout import METADATA_FILE, CheckpointLocation, classify, scan_root
 from ckptctl.pycollector import paused_collector
 from ckptctl.rebase import Rebase
@@ -377,26 +377,24 @@ class _Planner(InventorySource, Guards):
                 f"(~{tally.total_files * BYTES_PER_FILE / 1e9:.0f} GB); above {SPARK_HINT_FILES:,} files use --engine spark"
             )
         future_limit = rule.tolerance_limit
-        for _root, runs in listings:
-            for run in runs:
-                parent = run.parent
-                context = contexts.get(parent)
-                decided = rule.decide_run(run, context, live.names_in(parent), spans.names_in(parent),
-                                          expired.names_in(parent), tally.verdicts, tally.partially_live.append)  # fmt: skip
-                tally.live_files += decided.live_files
-                tally.live_bytes += decided.live_bytes
-                tally.candidates.add(run, decided.took, decided.took_as)
-                tally.protected.add(run, decided.kept, decided.kept_as)
-                # per-job totals, summed in C rather than per file
-                stats = context[4]
-                stats[0] += len(run)
-                stats[1] += sum(run.sizes)
-                stats[2] += len(decided.took)
-                stats[3] += decided.took_bytes
-                # any file in the future, live ones and _metadata included (found in C: max over mtimes)
-                if run.newest() > future_limit:
-                    tally.future.extend(run.prefix + n for n, m in zip(run.names, run.mtimes, strict=True)
-                                        if m > future_limit)  # fmt: skip
+        todo = [RunToDecide(run, contexts.get(run.parent), live.names_in(run.parent), spans.names_in(run.parent),
+                            expired.names_in(run.parent)) for _root, runs in listings for run in runs]  # fmt: skip
+        for item, decided in zip(todo, rule.decide_runs(todo, tally.verdicts, tally.partially_live.append), strict=True):
+            run = item.run
+            tally.live_files += decided.live_files
+            tally.live_bytes += decided.live_bytes
+            tally.candidates.add(run, decided.took, decided.took_as)
+            tally.protected.add(run, decided.kept, decided.kept_as)
+            # per-job totals, summed in C rather than per file
+            stats = item.context[4]
+            stats[0] += len(run)
+            stats[1] += sum(run.sizes)
+            stats[2] += len(decided.took)
+            stats[3] += decided.took_bytes
+            # any file in the future, live ones and _metadata included (found in C: max over mtimes)
+            if run.newest() > future_limit:
+                tally.future.extend(run.prefix + n for n, m in zip(run.names, run.mtimes, strict=True)
+                                    if m > future_limit)  # fmt: skip
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
 
     def contexts(self, now: float, retention: Retention, evidence: JobEvidence, forst_parents) -> _Contexts:

@@ -1,0 +1,127 @@
+"""The per-file rule over columns: one directory at a time, the local planner's batches of runs,
+and a batch with a directory per file (the Spark planner's Arrow batches) give every file the
+same verdict.
+
+Random files over every branch of the rule -- symlinks, no mtime, zero and future mtimes, young,
+after the inventory, in flight, expired-only, the names :func:`_by_name` reads (``_metadata``,
+``..``, backslashes, ForSt control files), names that are no UTF-8 -- in directories of every kind
+of context, decided both ways; each verdict must be reached at least once, or the test proves
+nothing."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ckptctl.gc.decisions import Verdicts
+from ckptctl.gc.reasons import Reason
+from ckptctl.gc.rule import FileRule, RuleColumns, RunToDecide
+from ckptctl.layout import FORST_CONTROL_PREFIXES, FORST_CONTROL_RE
+from ckptctl.storage.listing import DirFiles
+
+NOW = 1_800_000_000.0
+CUTOFF = NOW - 86_400
+INVENTORY = CUTOFF - 43_200  # the report began before the cutoff: files between are "after the inventory"
+ANCHOR = NOW - 7 * 86_400
+MARGIN = 3_600.0
+
+NAMES = ["a.sst", "b.sst", "_metadata", "..", ".", "", "x\\y", "CURRENT", "LOG.old.1", "LOG", "LOGx",
+         "MANIFEST-000004", "MANIFEST-x", "OPTIONS-000007", "IDENTITY", "LOCK", "bad\udcff", "\ud800",
+         "LOG.\ud800", "000042.sst", "uuid-1", "uuid-2"]  # fmt: skip
+MTIMES = [math.nan, 0.0, -5.0, NOW + 3_600, NOW + 10, CUTOFF, CUTOFF - 1, INVENTORY, INVENTORY - 1,
+          ANCHOR - MARGIN, ANCHOR - MARGIN - 1, ANCHOR, ANCHOR - 30 * 86_400]  # fmt: skip
+
+
+def _contexts() -> list[tuple]:
+    """Contexts as :meth:`_Contexts.get` makes them: (reason, candidate?, anchor, evidence, stats,
+    unreferenced, forst)."""
+    evidence = {"newest_retained": "file:/r/j/chk-9", "newest_retained_mtime": ANCHOR}
+    return [
+        (Reason.UNREFERENCED_SHARED, True, ANCHOR, evidence, [0] * 4, True, False),
+        (Reason.UNREFERENCED_TASKOWNED, True, None, None, [0] * 4, True, False),
+        (Reason.UNREFERENCED_FORST, True, ANCHOR, evidence, [0] * 4, True, True),
+        (Reason.EXPIRED_CHECKPOINT, True, math.inf, evidence, [0] * 4, False, False),
+        (Reason.RETAINED_CHECKPOINT_DIR, False, None, None, [0] * 4, False, False),
+        (Reason.NOT_FLINK_FILE, False, None, None, [0] * 4, False, False),
+    ]
+
+
+def test_a_run_at_a_time_and_a_batch_of_directories_agree() -> None:
+    rng = random.Random(7)
+    rule = FileRule(CUTOFF, NOW + 60, MARGIN, INVENTORY, {"cutoff": CUTOFF}, {"inventory_created": INVENTORY}, True)
+    contexts = _contexts()
+    runs, live, expired = [], [], []
+    for d, _ctx in enumerate(contexts * 3):
+        run = DirFiles(f"file:/r/d{d}/")
+        for name in rng.sample(NAMES, len(NAMES)) + [f"f{i}" for i in range(rng.randrange(40))]:
+            run.add(name, rng.randrange(1, 1 << 20), rng.choice(MTIMES), rng.random() < 0.1)
+        runs.append(run)
+        live.append({n for n in run.names if rng.random() < 0.2})
+        expired.append({n for n in run.names if rng.random() < 0.3})
+
+    # the local planner's runs: one at a time, and all in one batch
+    items = [RunToDecide(run, contexts[d % len(contexts)], live[d], {}, expired[d]) for d, run in enumerate(runs)]
+    by_run: dict[tuple[int, str], tuple] = {}
+    verdicts = Verdicts()
+    for d, item in enumerate(items):
+        (decided,) = rule.decide_runs([item], verdicts, None)
+        for outcome, at, codes in (("taken", decided.took, decided.took_as), ("kept", decided.kept, decided.kept_as)):
+            for i, code in zip(at, codes, strict=True):
+                by_run[d, item.run.names[i]] = (outcome, *verdicts.pairs[code])
+    together: dict[tuple[int, str], tuple] = {}
+    for d, decided in enumerate(rule.decide_runs(items, verdicts, None)):
+        assert decided.run is runs[d]
+        for outcome, at, codes in (("taken", decided.took, decided.took_as), ("kept", decided.kept, decided.kept_as)):
+            for i, code in zip(at, codes, strict=True):
+                together[d, decided.run.names[i]] = (outcome, *verdicts.pairs[code])
+    assert together == by_run
+    # every file in one batch, each with its directory, as the Spark planner does
+    names, mtimes, links, settled, gone, at = [], [], [], [], [], []
+    for d, run in enumerate(runs):
+        for i, name in enumerate(run.names):
+            names.append(name.encode("utf-8", "surrogatepass"))
+            mtimes.append(run.mtimes[i])
+            links.append(bool(run.links[i]))
+            settled.append(name in live[d])
+            gone.append(name in expired[d])
+            at.append(d)
+    batch_verdicts = Verdicts()
+    codes, taken, kept = rule.verdicts(
+        RuleColumns([contexts[d % len(contexts)] for d in range(len(runs))], pa.array(at, pa.int32()),
+                    pa.array(names, pa.binary()), pa.array(mtimes, pa.float64()), pa.array(links),
+                    pa.array(settled), pa.array(gone)), batch_verdicts,
+    )  # fmt: skip
+    by_batch = {}
+    for k, (code, t, kk) in enumerate(zip(codes.to_pylist(), taken.to_pylist(), kept.to_pylist(), strict=True)):
+        assert not (t and kk)
+        if t or kk:
+            name = names[k].decode("utf-8", "surrogatepass")
+            by_batch[at[k], name] = ("taken" if t else "kept", *batch_verdicts.pairs[code])
+    assert by_batch == by_run
+    assert pc.sum(pc.cast(taken, "int64")).as_py() == sum(1 for v in by_run.values() if v[0] == "taken")
+
+    seen = {(outcome, reason) for outcome, reason, _ev in by_run.values()}
+    for outcome, reason in [
+        ("taken", Reason.UNREFERENCED_SHARED), ("taken", Reason.UNREFERENCED_TASKOWNED),
+        ("taken", Reason.UNREFERENCED_FORST), ("taken", Reason.EXPIRED_CHECKPOINT), ("taken", Reason.EXPIRED_ONLY),
+        ("kept", Reason.SYMLINK), ("kept", Reason.NO_MTIME), ("kept", Reason.FUTURE_MTIME), ("kept", Reason.YOUNG),
+        ("kept", Reason.AFTER_INVENTORY), ("kept", Reason.IN_FLIGHT), ("kept", Reason.ABNORMAL_PATH),
+        ("kept", Reason.NOT_FLINK_FILE), ("kept", Reason.FORST_CONTROL_FILE), ("kept", Reason.RETAINED_CHECKPOINT_DIR),
+    ]:  # fmt: skip
+        assert (outcome, reason) in seen, (outcome, reason)
+    # ForSt control files are kept by name, in ForSt directories only; a near miss is not one
+    forst = {name for (d, name), v in by_run.items() if v[1] is Reason.FORST_CONTROL_FILE}
+    assert forst and all(FORST_CONTROL_RE.match(n) for n in forst)
+    assert "LOGx" not in forst and "MANIFEST-x" not in forst
+
+
+def test_every_forst_control_name_begins_with_a_listed_prefix() -> None:
+    """The columnar rule tests FORST_CONTROL_RE only on names that begin with one of
+    FORST_CONTROL_PREFIXES: each alternative of the pattern must begin with one."""
+    alternatives = FORST_CONTROL_RE.pattern.removeprefix("^(?:").removesuffix(")\\Z").split("|")
+    assert len(alternatives) == 6
+    for alternative in alternatives:
+        assert alternative.startswith(FORST_CONTROL_PREFIXES), alternative
