@@ -181,7 +181,7 @@ class FileRule:
             dirs = pc.take(at, where).to_pylist()
             old = pc.take(codes, where).to_pylist()
             read = pc.take(names, where).to_pylist()
-            if pa.types.is_binary(names.type):
+            if pa.types.is_binary(names.type) or pa.types.is_large_binary(names.type):
                 read = [name.decode("utf-8", "surrogatepass") for name in read]
             by_name = [_by_name(name, ctxs[d][0]) for name, d in zip(read, dirs, strict=True)]
             kept_by_name = [r not in _CANDIDATE for r in by_name]
@@ -329,11 +329,12 @@ def _from_buffer(kind: Any, buffer: Any) -> Any:
 def _split(packed: list[bytes]) -> Any:
     """Names joined by ``/`` (which no name holds) as one Arrow binary array, split in C. Binary,
     not string: a name read from a disk may hold a lone surrogate (bytes that are no UTF-8),
-    which ``surrogatepass`` keeps, one to one."""
+    which ``surrogatepass`` keeps, one to one. Large (64-bit offsets): a directory of tens of
+    millions of names passes 2 GiB."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    return pc.split_pattern(pa.array(packed, pa.binary()), "/").flatten()
+    return pc.split_pattern(pa.array(packed, pa.large_binary()), "/").flatten()
 
 
 def _filled(n: int, value: Any) -> Any:

@@ -91,7 +91,7 @@ def test_a_run_at_a_time_and_a_batch_of_directories_agree() -> None:
     batch_verdicts = Verdicts()
     codes, taken, kept = rule.verdicts(
         RuleColumns([contexts[d % len(contexts)] for d in range(len(runs))], pa.array(at, pa.int32()),
-                    pa.array(names, pa.binary()), pa.array(mtimes, pa.float64()), pa.array(links),
+                    pa.array(names, pa.large_binary()), pa.array(mtimes, pa.float64()), pa.array(links),
                     pa.array(settled), pa.array(gone)), batch_verdicts,
     )  # fmt: skip
     by_batch = {}
