@@ -230,6 +230,14 @@ def _unpickled(fn, ddl: str, batches) -> Iterator[Any]:
     yield from arrow_batches(fn(items), ddl)
 
 
+def _parent(column: str):
+    """The URI's directory, as ``uri.rpartition("/")[0]`` says (no regex: a ``.`` would stop at a
+    line break in a directory's name)."""
+    from pyspark.sql import functions as F
+
+    return F.expr(f"substring({column}, 1, length({column}) - length(substring_index({column}, '/', -1)) - 1)")
+
+
 def _referenced_partition(rows) -> Iterator[str]:
     yield from referenced_jobs(r[0] for r in rows)
 
@@ -431,7 +439,7 @@ class _SparkPlanner(_Planner):
 
         # the contexts of every directory, in listing order (the first overlap found is reported)
         dirs = (
-            universe.groupBy(F.regexp_extract("uri", r"^(.*)/[^/]*$", 1).alias("parent"))
+            universe.groupBy(_parent("uri").alias("parent"))
             .agg(F.min(F.struct(*ORDER[:3], "uri")).alias("first"), F.first("root_idx").alias("root_idx"),
                  F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
             .orderBy("first").collect()
@@ -576,7 +584,7 @@ class _Frames(Tally):
 
         kept = self.lists().filter((F.col("outcome") == "protected") & (F.col("mtime").isNull() | (F.col("mtime") >= since)))
         # one path per directory and kind (file, directory marker): all the guard looks at
-        keys = kept.groupBy(F.regexp_extract("path", r"^(.*)/[^/]*$", 1), F.col("path").endswith("/"))
+        keys = kept.groupBy(_parent("path"), F.col("path").endswith("/"))
         return [r[0] for r in keys.agg(F.min("path")).select("min(path)").collect()]
 
     def plan(self, options, now, now_source, cutoff, retained, expired, external, missing, *rest) -> SparkPlan:

@@ -115,6 +115,9 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
     elif name == "special-names":
         sc.plant(f"checkpoints/{job.name}/shared/_metadata")
         sc.plant(f"checkpoints/{job.name}/taskowned/a\\b")
+    elif name == "newline-names":  # a line break in a directory's name and in a file's
+        sc.plant(f"checkpoints/{job.name}/taskowned/odd\ndir/leftover")
+        sc.plant(f"checkpoints/{job.name}/shared/odd\nname")
     return {}
 
 
@@ -123,7 +126,8 @@ ATTACKS = [
     ("2.2.0", "basic", "mount-alias"), ("2.2.0", "basic", "dead-job"), ("2.2.0", "basic", "dead-job-collected"),
     ("2.2.0", "basic", "external-reference"), ("2.2.0", "basic", "future-mtime"),
     ("2.2.0", "basic", "young-and-in-flight"), ("2.2.0", "basic", "starting-job"),
-    ("2.2.0", "basic", "special-names"), ("2.2.0", "filemerging", "young-and-in-flight"),
+    ("2.2.0", "basic", "special-names"), ("2.2.0", "basic", "newline-names"),
+    ("2.2.0", "filemerging", "young-and-in-flight"),
     ("2.2.0", "forst", "dead-job"), ("2.2.0", "changelog", "dead-job"), ("2.2.0", "claim_native", "dead-job"),
 ]  # fmt: skip
 
