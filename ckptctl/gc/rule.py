@@ -17,6 +17,7 @@ import math
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from itertools import compress
 from typing import Any, NamedTuple
 
 from ckptctl.gc.decisions import Verdicts
@@ -71,7 +72,6 @@ class RuleColumns(NamedTuple):
 
 
 BATCH_FILES = 1 << 16  # files per verdicts call of the local planner
-SMALL_RUN = 512  # a run with fewer files is tested against its sets in Python (an Arrow call costs more)
 
 
 class RunToDecide(NamedTuple):
@@ -84,6 +84,15 @@ class RunToDecide(NamedTuple):
     live: Collection[str]
     spans: Mapping[str, list[tuple[int, int]]]
     expired: Collection[str]
+
+
+class _Piece(NamedTuple):
+    """One name chunk of a run in a batch: its names and the position of the first in the run."""
+
+    item: RunToDecide
+    decided: RunDecided
+    start: int
+    names: list[str]
 
 
 class RunDecided:
@@ -193,80 +202,99 @@ class FileRule:
     def decide_runs(self, runs: Iterable[RunToDecide], verdicts: Verdicts, partial: Callable[[dict], Any],
                     ) -> Iterator[RunDecided]:  # fmt: skip
         """Decide each file of each directory's run, in order: one :class:`RunDecided` per run. A
-        partially live file also goes to ``partial``. Runs are gathered into batches of about
-        :data:`BATCH_FILES` files, one :meth:`verdicts` each: a call costs a fraction of a
-        millisecond, which a directory of three files would otherwise pay alone."""
-        batch: list[RunToDecide] = []
+        partially live file also goes to ``partial``.
+
+        Runs are cut at their name chunks (:meth:`Names.chunks`) and the pieces gathered into
+        batches of about :data:`BATCH_FILES` files, one :meth:`verdicts` each: a call costs a
+        fraction of a millisecond, which a directory of three files would otherwise pay alone,
+        and a batch's arrays stay a few MB however large a directory is."""
+        waiting: list[RunDecided] = []  # in order; all but the last are complete after a batch
+        batch: list[_Piece] = []
         files = 0
         for item in runs:
-            batch.append(item)
-            files += len(item.run)
-            if files >= BATCH_FILES:
-                yield from self._decide_batch(batch, verdicts, partial)
-                batch, files = [], 0
+            decided = RunDecided(item.run)
+            waiting.append(decided)
+            for start, names in item.run.names.chunks():
+                batch.append(_Piece(item, decided, start, names))
+                files += len(names)
+                if files >= BATCH_FILES:
+                    self._decide_batch(batch, verdicts, partial)
+                    batch, files = [], 0
+                    yield from waiting[:-1]
+                    del waiting[:-1]
         if batch:
-            yield from self._decide_batch(batch, verdicts, partial)
+            self._decide_batch(batch, verdicts, partial)
+        yield from waiting
 
-    def _decide_batch(self, batch: list[RunToDecide], verdicts: Verdicts, partial) -> list[RunDecided]:
-        """The runs' columns as Arrow arrays, concatenated (one run's sizes and mtimes without a
-        copy), each file with the index of its run; the verdicts split back by run."""
+    def _decide_batch(self, batch: list[_Piece], verdicts: Verdicts, partial) -> None:
+        """The pieces' columns as Arrow arrays, each file with the index of its piece; the
+        verdicts added to each piece's run. Whether a name is live, a segment's file or expired
+        is looked up in the run's Python sets (they exist already: no Arrow copy of them)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        out = [RunDecided(item.run) for item in batch]
-        n = sum(len(item.run) for item in batch)
-        if not n:
-            return out
-        runs = [item.run for item in batch]
-        names = _split([packed.encode("utf-8", "surrogatepass") for run in runs for packed in run.names.joined()])
-        at = array("i")
-        starts = array("q")
-        for d, run in enumerate(runs):
-            starts.append(len(at))
-            at.extend(array("i", [d]) * len(run))
+        at, offsets = array("i"), array("q")  # per file its piece; per piece its first file's batch index
+        sizes, links = array("q"), bytearray()
+        mtimes: Any = array("d")
+        live: list[bool] = []
+        spans: list[bool] = []
+        expired: list[bool] = []
+        has_expired = self.check_expired and any(p.item.expired for p in batch)
+        has_spans = any(p.item.spans for p in batch)
+        for k, piece in enumerate(batch):
+            run, item, start, names = piece.item.run, piece.item, piece.start, piece.names
+            n, end = len(names), piece.start + len(piece.names)
+            offsets.append(len(at) - start)  # a file's position in its run: batch index - this
+            at.extend(array("i", [k]) * n)
+            sizes.extend(run.sizes[start:end])
+            if isinstance(run.mtimes, array):
+                mtimes.extend(run.mtimes[start:end])
+            else:  # a test storage's int mtimes
+                mtimes.extend(float(m) for m in run.mtimes[start:end])
+            links += run.links[start:end]
+            live.extend(_flags(names, item.live))
+            if has_spans:
+                spans.extend(_flags(names, item.spans))
+            if has_expired:
+                expired.extend(_flags(names, item.expired))
+        names = _split([_joined_names(p.names) for p in batch])
         at_arrow = _from_buffer(pa.int32(), at)
-        sizes = _from_buffer(pa.int64(), _joined("q", [run.sizes for run in runs]))
-        mtimes = _from_buffer(pa.float64(), _joined("d", [run.mtimes for run in runs]))
-        links = pc.cast(_from_buffer(pa.uint8(), _joined("B", [run.links for run in runs])), pa.bool_())
-        is_live = _members(names, batch, "live")
+        is_live = pa.array(live, pa.bool_())
         settled = is_live
-        if any(item.spans for item in batch):
-            segment = pc.and_(_members(names, batch, "spans"), pc.invert(is_live))
+        if has_spans:
+            segment = pc.and_(pa.array(spans, pa.bool_()), pc.invert(is_live))
             for i in pc.indices_nonzero(segment).to_pylist():
-                d = at[i]
-                run, j = runs[d], i - starts[d]
-                out[d].live_files += 1
-                out[d].live_bytes += self._segment(run, j, batch[d].spans[run.names[j]], partial)
+                piece = batch[at[i]]
+                j = i - offsets[at[i]]
+                piece.decided.live_files += 1
+                piece.decided.live_bytes += self._segment(piece.item.run, j, piece.item.spans[piece.item.run.names[j]],
+                                                          partial)  # fmt: skip
             settled = pc.or_(is_live, segment)
-        expired = _members(names, batch, "expired") if self.check_expired and any(x.expired for x in batch) else None
         codes, taken, kept = self.verdicts(
-            RuleColumns([item.context for item in batch], at_arrow, names, mtimes, links, settled, expired), verdicts
-        )
-        # per run: live files and bytes, candidates' bytes (one group-by for the batch)
-        zero = pa.scalar(0, pa.int64())
-        sums = pa.table({
-            "at": at_arrow, "live": pc.cast(is_live, pa.int64()), "live_bytes": pc.if_else(is_live, sizes, zero),
-            "took_bytes": pc.if_else(taken, sizes, zero),
-        }).group_by("at").aggregate([("live", "sum"), ("live_bytes", "sum"), ("took_bytes", "sum")])  # fmt: skip
-        for d, live, live_bytes, took_bytes in zip(*(sums.column(c).to_pylist() for c in
-                                                     ("at", "live_sum", "live_bytes_sum", "took_bytes_sum")), strict=True):  # fmt: skip
-            o = out[d]
-            o.live_files += live
-            o.live_bytes += live_bytes
-            o.took_bytes = took_bytes
-        offsets = _from_buffer(pa.int64(), starts)
+            RuleColumns([p.item.context for p in batch], at_arrow, names, _from_buffer(pa.float64(), mtimes),
+                        pc.cast(_from_buffer(pa.uint8(), links), pa.bool_()), settled,
+                        pa.array(expired, pa.bool_()) if has_expired else None), verdicts,
+        )  # fmt: skip
+        # per piece: live files and bytes (summed in C over the piece's slice of the batch)
+        for k, piece in enumerate(batch):
+            first = offsets[k] + piece.start
+            flags = live[first : first + len(piece.names)]
+            piece.decided.live_files += sum(flags)
+            piece.decided.live_bytes += sum(compress(sizes[first : first + len(flags)], flags))
+        offsets_arrow = _from_buffer(pa.int64(), offsets)
         for mask, positions, codes_of in ((taken, "took", "took_as"), (kept, "kept", "kept_as")):
             where = pc.indices_nonzero(mask)
-            found = _u32(pc, where)  # positions in the batch: each run's are a slice
-            local = _u32(pc, pc.subtract(pc.cast(where, pa.int64()), pc.take(offsets, pc.take(at_arrow, where))))
+            found = _u32(pc, where)  # batch indices: each piece's are a slice
+            local = _u32(pc, pc.subtract(pc.cast(where, pa.int64()), pc.take(offsets_arrow, pc.take(at_arrow, where))))
             chosen = _u32(pc, pc.filter(codes, mask))
             lo = 0
-            for d, run in enumerate(runs):
-                hi = bisect_left(found, starts[d] + len(run), lo)
-                setattr(out[d], positions, local[lo:hi])
-                setattr(out[d], codes_of, chosen[lo:hi])
+            for k, piece in enumerate(batch):
+                hi = bisect_left(found, offsets[k] + piece.start + len(piece.names), lo)
+                getattr(piece.decided, positions).extend(local[lo:hi])
+                getattr(piece.decided, codes_of).extend(chosen[lo:hi])
+                if positions == "took":
+                    piece.decided.took_bytes += sum(map(sizes.__getitem__, found[lo:hi]))
                 lo = hi
-        return out
 
     @staticmethod
     def _segment(run: DirFiles, i: int, spans: list[tuple[int, int]], partial) -> int:
@@ -278,46 +306,16 @@ class FileRule:
         return size
 
 
-def _members(names: Any, batch: list[RunToDecide], which: str) -> Any:
-    """Per file of the batch, whether its name is in its run's set ``which`` (live, spans,
-    expired). A small run is tested in Python, a large one by Arrow against its set."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    parts: list[Any] = []
-    small: list[bool] = []
-    start = 0
-    for item in batch:
-        run, these = item.run, getattr(item, which)
-        k = len(run)
-        if k < SMALL_RUN:
-            small.extend([name in these for name in run.names] if these else [False] * k)
-        else:
-            if small:
-                parts.append(pa.array(small, pa.bool_()))
-                small = []
-            if these:
-                value_set = _split(["/".join(these).encode("utf-8", "surrogatepass")])
-                parts.append(pc.is_in(names.slice(start, k), value_set=value_set))
-            else:
-                parts.append(_filled(k, pa.scalar(False)))
-        start += k
-    if small:
-        parts.append(pa.array(small, pa.bool_()))
-    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+def _flags(names: list[str], these: Collection[str]) -> list[bool]:
+    """Per name, whether it is among ``these`` (a Python set or mapping: a lookup each, no copy)."""
+    if not these:
+        return [False] * len(names)
+    return list(map(these.__contains__, names))
 
 
-def _joined(typecode: str, parts: list) -> Any:
-    """One buffer of the runs' columns (a lone array as it is, without a copy)."""
-    if len(parts) == 1 and isinstance(parts[0], array | bytearray):
-        return parts[0]
-    out = array(typecode)
-    for p in parts:
-        if isinstance(p, bytearray):
-            out.frombytes(p)
-        else:
-            out.extend(p)  # an array of this type is copied in C; a list (a test storage's int mtimes) converted
-    return out
+def _joined_names(names: list[str]) -> bytes:
+    """A chunk's names, ``/``-joined and encoded for :func:`_split`."""
+    return "/".join(names).encode("utf-8", "surrogatepass")
 
 
 def _from_buffer(kind: Any, buffer: Any) -> Any:
@@ -354,7 +352,3 @@ def _u32(pc: Any, values: Any) -> array:
     if len(values):
         out.frombytes(memoryview(values.buffers()[1])[values.offset * 4 : (values.offset + len(values)) * 4])
     return out
-
-
-def _positions(pc: Any, mask: Any) -> array:
-    return _u32(pc, pc.indices_nonzero(mask))

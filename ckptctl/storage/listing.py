@@ -119,12 +119,6 @@ class Names:
         for _start, names in self.chunks():
             yield from names
 
-    def joined(self) -> list[str]:
-        """The names as ``/``-joined strings, in order (splitting them at ``/`` gives the names
-        back): what a columnar reader such as Arrow's ``split_pattern`` takes without a Python
-        string per name."""
-        return [*self._packed, "/".join(self._pending)] if self._pending else list(self._packed)
-
     def __getitem__(self, i: int) -> str:
         k, j = divmod(i, self._chunk)
         if k == len(self._packed):
