@@ -395,6 +395,13 @@ _ARROW_TYPES = {"string": "string", "int": "int32", "long": "int64", "double": "
                 "binary": "binary"}  # fmt: skip
 
 
+def arrow_schema(ddl: str) -> Any:
+    """The Arrow schema of ``ddl`` (``"name type, ..."`` of flat Spark types)."""
+    import pyarrow as pa
+
+    return pa.schema([(n, getattr(pa, _ARROW_TYPES[t])()) for n, t in (f.split() for f in ddl.split(","))])
+
+
 def arrow_batches(rows: Iterable[tuple], ddl: str, chunk: int = 65536) -> Iterator[Any]:
     """Tuples in the order of the fields of ``ddl`` (``"name type, ..."`` of flat Spark types) as
     Arrow record batches of at most ``chunk`` rows: what a task hands back through
@@ -403,7 +410,7 @@ def arrow_batches(rows: Iterable[tuple], ddl: str, chunk: int = 65536) -> Iterat
 
     import pyarrow as pa
 
-    schema = pa.schema([(n, getattr(pa, _ARROW_TYPES[t])()) for n, t in (f.split() for f in ddl.split(","))])
+    schema = arrow_schema(ddl)
     rows = iter(rows)
     while batch := list(itertools.islice(rows, chunk)):
         columns = list(zip(*batch, strict=True))
