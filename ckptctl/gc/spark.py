@@ -148,13 +148,13 @@ def _inventory_batches(storage: Storage, task: tuple) -> Iterator[Any]:
     _kind, inv, scopes = task
     stats = ReadStats()
     schema = arrow_schema(LISTING_SCHEMA)
+    constant = {"kind": pa.scalar("f"), "part": pa.scalar(0, pa.int32()), "pos": pa.scalar(0, pa.int64()),
+                "is_link": pa.scalar(False), "extra": pa.scalar(None, pa.string())}  # fmt: skip
     for batch in iter_batches(storage, inv, scopes, stats):
         uri, n = batch.column("uri"), batch.num_rows
         root_idx = pa.nulls(n, pa.int32())
         for i in reversed(range(len(scopes))):  # the first scope the file is under
             root_idx = pc.if_else(pc.starts_with(uri, scopes[i].rstrip("/") + "/"), pa.scalar(i, pa.int32()), root_idx)
-        constant = {"kind": pa.scalar("f"), "part": pa.scalar(0, pa.int32()), "pos": pa.scalar(0, pa.int64()),
-                    "is_link": pa.scalar(False), "extra": pa.scalar(None, pa.string())}  # fmt: skip
         columns = {"root_idx": root_idx, "uri": uri, "size": batch.column("size"), "mtime": batch.column("mtime")}
         yield pa.RecordBatch.from_arrays(
             [columns[f.name] if f.name in columns else pa.repeat(constant[f.name], n) for f in schema], schema=schema
@@ -402,8 +402,10 @@ class _SparkPlanner(_Planner):
         from pyspark.sql import functions as F
 
         stat = F.col("kind") == "s"
+        # shuffled first: a partial aggregation before the shuffle would sort every row for the
+        # few keys a report has twice (max of a struct aggregates by sorting)
         by_uri = self.cache(
-            rows.groupBy("uri")
+            rows.repartition("uri").groupBy("uri")
             .agg(F.max("root_idx").alias("root_idx"), F.max(F.struct("size", "mtime", "is_link")).alias("v"),
                  F.sum(F.when(stat, F.col("size"))).alias("rows_read"), F.sum(F.when(stat, F.col("pos"))).alias("rows_kept"))
         )  # fmt: skip
@@ -539,12 +541,15 @@ class _Frames(Tally):
                               F.min(F.when(future, F.struct(*ORDER[:3], "uri")))).first()  # fmt: skip
         self.total_files, self.total_bytes = totals[0], totals[1] or 0
         self.future = totals[2], (totals[3].uri if totals[3] is not None else None)
-        kinds = dict(fold_df.filter("kind in ('live', 'span')").groupBy("kind").agg(F.countDistinct("path")).collect())
-        self.n_live, self.n_spans = kinds.get("live", 0), kinds.get("span", 0)
+        # one row per live (or segment's) path and slice of checkpoints: at least as many rows as
+        # distinct paths, counted without a shuffle; those are counted only when that is not enough
+        self.referenced = fold_df.filter("kind in ('live', 'span')").select("kind", "path")
+        self.referenced_rows = self.referenced.count()
         self.relived: set[str] = set()
 
     def missing_paths(self) -> set[str]:
-        if self.live_files >= self.n_live + self.n_spans:
+        # every listed live file was found once (the local planner's test, on the distinct paths)
+        if self.live_files >= self.referenced_rows or self.live_files >= self.referenced.distinct().count():
             return set()
         keys = self.live_paths.selectExpr("path as uri").distinct()
         rows = keys.join(self.universe, "uri", "left_anti").limit(MISSING_BOUND + 1).collect()
@@ -598,7 +603,7 @@ class _Frames(Tally):
         return self.candidates
 
     def live_set_empty(self) -> bool:
-        return not self.n_live and not self.n_spans
+        return not self.referenced_rows
 
     def kept_paths_since(self, since: float) -> Iterable[str]:
         from pyspark.sql import functions as F
