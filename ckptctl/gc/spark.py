@@ -403,17 +403,18 @@ class _SparkPlanner(_Planner):
 
         stat = F.col("kind") == "s"
         # shuffled first: a partial aggregation before the shuffle would sort every row for the
-        # few keys a report has twice (max of a struct aggregates by sorting)
+        # few keys a report has twice (max of a struct aggregates by sorting); cached flat, as
+        # every later job reads it (a struct column is cached row by row)
         by_uri = self.cache(
             rows.repartition("uri").groupBy("uri")
             .agg(F.max("root_idx").alias("root_idx"), F.max(F.struct("size", "mtime", "is_link")).alias("v"),
                  F.sum(F.when(stat, F.col("size"))).alias("rows_read"), F.sum(F.when(stat, F.col("pos"))).alias("rows_kept"))
+            .select("root_idx", F.lit(0).alias("part"), F.lit(0).cast("long").alias("pos"), "uri", "v.size", "v.mtime",
+                    "v.is_link", "rows_read", "rows_kept")
         )  # fmt: skip
         read, kept = by_uri.filter(F.col("uri").isNull()).agg(F.sum("rows_read"), F.sum("rows_kept")).first()
         self.record_inventory(read or 0, kept or 0)
-        return by_uri.filter(F.col("uri").isNotNull()).select(
-            "root_idx", F.lit(0).alias("part"), F.lit(0).cast("long").alias("pos"), "uri", "v.size", "v.mtime", "v.is_link"
-        )  # fmt: skip
+        return by_uri.filter(F.col("uri").isNotNull()).drop("rows_read", "rows_kept")
 
     def _s3_level(self, root_idx: int, root: str) -> tuple[list[tuple], list[tuple]]:
         """The first delimiter listing of an S3 root, on the driver: its own objects (rows) and one
