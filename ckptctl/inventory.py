@@ -350,7 +350,7 @@ def _select(inv: Inventory, batch, by_norm, prefixes, regex, stats: ReadStats, *
     if not len(key):
         return
     stats.rows_kept += len(key)
-    uri = pc.binary_join_element_wise(f"s3://{inv.source_bucket}/", key, "")
+    uri = pc.binary_join_element_wise(f"s3://{inv.source_bucket}/", pc.cast(key, pa.string()), "")  # not large_string
     yield pa.RecordBatch.from_arrays([uri, size, mtime], names=["uri", "size", "mtime"])
 
 
