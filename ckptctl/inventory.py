@@ -6,8 +6,10 @@ in it, and objects deleted after it still are. gc uses it for the files of ``sha
 ``taskowned/`` and ``chk-N/`` only; ``_metadata`` discovery is always a fresh listing, and every
 file the inventory cannot speak for (written after the report began) is kept.
 
-Rows are filtered in Arrow (key prefix, ``IsLatest``, ``IsDeleteMarker``) before anything
-becomes a Python object: only keys under the plan's scopes do. PyArrow is imported lazily.
+Rows are filtered and decoded in Arrow (key prefix, ``IsLatest``, ``IsDeleteMarker``, sizes,
+times): :func:`iter_batches` yields record batches, which the Spark planner hands to the JVM as
+they are; only CSV keys with a ``%`` or ``+`` and times not in S3's own format are decoded by
+Python. :func:`iter_files` is the same reader a row at a time. PyArrow is imported lazily.
 """
 
 from __future__ import annotations
@@ -184,10 +186,12 @@ class _HashingReader:
             pass
 
 
-def iter_files(storage: Storage, inv: Inventory, scopes: Iterable[str], stats: ReadStats | None = None,
-               ) -> Iterator[FileInfo]:  # fmt: skip
+def iter_batches(storage: Storage, inv: Inventory, scopes: Iterable[str], stats: ReadStats | None = None,
+                 ) -> Iterator[Any]:  # fmt: skip
     """Every current object (latest version, not a delete marker) of the inventory whose URI lies
-    under one of ``scopes`` (``s3://sourceBucket/...``), as a :class:`FileInfo`."""
+    under one of ``scopes`` (``s3://sourceBucket/...``), in Arrow record batches of columns ``uri``
+    (string), ``size`` (int64) and ``mtime`` (float64 epoch seconds, null when unknown): the rows of
+    a bucket of 10^8 objects never become Python objects here."""
     stats = stats if stats is not None else ReadStats()
     bucket_prefix = f"s3://{inv.source_bucket}/"
     prefixes = []
@@ -200,6 +204,15 @@ def iter_files(storage: Storage, inv: Inventory, scopes: Iterable[str], stats: R
         prefixes.append(key + "/" if key else "")
     for df in inv.files:
         yield from _read_data_file(storage, inv, df, tuple(prefixes), stats)
+
+
+def iter_files(storage: Storage, inv: Inventory, scopes: Iterable[str], stats: ReadStats | None = None,
+               ) -> Iterator[FileInfo]:  # fmt: skip
+    """:func:`iter_batches` a :class:`FileInfo` at a time (the in-process planner)."""
+    for batch in iter_batches(storage, inv, scopes, stats):
+        columns = (batch.column(c).to_pylist() for c in ("uri", "size", "mtime"))
+        for uri, size, mtime in zip(*columns, strict=True):
+            yield FileInfo(uri, size, mtime)
 
 
 def _read_data_file(storage: Storage, inv: Inventory, df: DataFile, prefixes: tuple[str, ...], stats: ReadStats):
@@ -296,19 +309,17 @@ def _truthy(column):
 
 
 def _select(inv: Inventory, batch, by_norm, prefixes, regex, stats: ReadStats, *, encoded: bool):
+    """The rows of ``batch`` that are current objects under ``prefixes``, as a record batch of
+    :func:`iter_batches` (nothing when none is)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     stats.rows_read += batch.num_rows
     key = batch.column(by_norm[KEY])
+    under = prefixes and "" not in prefixes
     mask = None
-    if prefixes and "" not in prefixes:
-        if encoded:
-            mask = pc.match_substring_regex(key, regex)
-        else:
-            for p in prefixes:
-                m = pc.starts_with(key, p)
-                mask = m if mask is None else pc.or_(mask, m)
+    if under:
+        mask = pc.match_substring_regex(key, regex) if encoded else _starts_with_any(key, prefixes)
     if LATEST in by_norm:
         m = _truthy(batch.column(by_norm[LATEST]))
         mask = m if mask is None else pc.and_(mask, m)
@@ -324,45 +335,81 @@ def _select(inv: Inventory, batch, by_norm, prefixes, regex, stats: ReadStats, *
         if not pc.all(pc.equal(buckets, inv.source_bucket)).as_py():
             other = next(b for b in buckets.to_pylist() if b != inv.source_bucket)
             raise InventoryError(f"a row names bucket {other!r}, the manifest's sourceBucket is {inv.source_bucket!r}")
-    keys = batch.column(by_norm[KEY]).to_pylist()
-    size_col = batch.column(by_norm[SIZE])
-    if not pa.types.is_integer(size_col.type):
-        size_col = pc.cast(size_col, pa.int64())  # a CSV's strings; an empty or bad one raises
-    sizes = size_col.to_pylist()
-    mtimes = _epoch_seconds(batch.column(by_norm[MTIME]))
-    prefix = f"s3://{inv.source_bucket}/"
-    kept = 0
-    for k, size, mtime in zip(keys, sizes, mtimes, strict=True):
-        if k is None or size is None:
-            raise InventoryError("a row of a current object has no key or no size")
-        if encoded:
-            k = unquote_plus(k)
-            if prefixes and "" not in prefixes and not k.startswith(prefixes):
-                continue
-        kept += 1
-        yield FileInfo(prefix + k, size, mtime)
-    stats.rows_kept += kept
+    key = batch.column(by_norm[KEY])
+    size = batch.column(by_norm[SIZE])
+    if not pa.types.is_int64(size.type):
+        size = pc.cast(size, pa.int64())  # a CSV's strings; an empty or bad one raises
+    if key.null_count or size.null_count:
+        raise InventoryError("a row of a current object has no key or no size")
+    mtime = _epoch_seconds(batch.column(by_norm[MTIME]))
+    if encoded:
+        key = _unquoted(key)
+        if under:  # the regex matched the encoded key: the decoded one must be under a prefix too
+            inside = _starts_with_any(key, prefixes)
+            key, size, mtime = (pc.filter(c, inside) for c in (key, size, mtime))
+    if not len(key):
+        return
+    stats.rows_kept += len(key)
+    uri = pc.binary_join_element_wise(f"s3://{inv.source_bucket}/", pc.cast(key, pa.string()), "")  # not large_string
+    yield pa.RecordBatch.from_arrays([uri, size, mtime], names=["uri", "size", "mtime"])
+
+
+def _starts_with_any(key, prefixes):
+    import pyarrow.compute as pc
+
+    mask = None
+    for p in prefixes:
+        m = pc.starts_with(key, p)
+        mask = m if mask is None else pc.or_(mask, m)
+    return mask
+
+
+def _unquoted(key):
+    """CSV's URL-encoded keys decoded (``unquote_plus``): in Python only those with a ``%`` or ``+``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    encoded = pc.match_substring_regex(key, "[%+]")
+    if not pc.any(encoded).as_py():
+        return key
+    decoded = [unquote_plus(k) for k in pc.filter(key, encoded).to_pylist()]
+    return pc.replace_with_mask(key, encoded, pa.array(decoded, pa.string()))
 
 
 _UNIT = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
+# what S3 Inventory writes (2026-01-02T03:04:05.000Z), parsed by Arrow; any other form by Python
+_ISO_UTC = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
 
 
-def _epoch_seconds(column) -> list[float | None]:
+def _epoch_seconds(column):
+    """LastModifiedDate as float64 epoch seconds (null where there is none)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if pa.types.is_timestamp(column.type):
-        factor = _UNIT[column.type.unit]
-        return [None if v is None else v / factor for v in pc.cast(column, pa.int64()).to_pylist()]
+        return pc.divide(pc.cast(pc.cast(column, pa.int64()), pa.float64(), safe=False), _UNIT[column.type.unit])
     if pa.types.is_integer(column.type):  # milliseconds, as Parquet's TIMESTAMP_MILLIS without its annotation
-        return [None if v is None else v / 1e3 for v in column.to_pylist()]
-    out: list[float | None] = []
-    for v in column.to_pylist():
-        if not v:
-            out.append(None)
-            continue
+        return pc.divide(pc.cast(column, pa.float64(), safe=False), 1e3)
+    text = pc.utf8_trim_whitespace(column)
+    fast = pc.fill_null(pc.match_substring_regex(text, _ISO_UTC), False)
+    seconds = pa.nulls(len(text), pa.float64())
+    if pc.any(fast).as_py():
         try:
-            out.append(datetime.fromisoformat(v.strip().replace("Z", "+00:00")).timestamp())
-        except ValueError:
-            raise InventoryError(f"LastModifiedDate {v!r} is not an ISO 8601 time") from None
-    return out
+            micros = pc.cast(pc.cast(pc.filter(text, fast), pa.timestamp("us", "UTC")), pa.int64())
+            seconds = pc.replace_with_mask(seconds, fast, pc.divide(pc.cast(micros, pa.float64()), 1e6))
+        except pa.ArrowInvalid:  # a date that is none (02-30): Python's message names it
+            fast = pa.repeat(False, len(text))
+    slow = pc.invert(fast)
+    if pc.any(slow).as_py():
+        parsed = [_iso_seconds(v) for v in pc.filter(column, slow).to_pylist()]
+        seconds = pc.replace_with_mask(seconds, slow, pa.array(parsed, pa.float64()))
+    return seconds
+
+
+def _iso_seconds(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise InventoryError(f"LastModifiedDate {value!r} is not an ISO 8601 time") from None

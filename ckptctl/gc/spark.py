@@ -84,57 +84,84 @@ def build_plan_spark(storage: Storage, options: GcOptions, master: str) -> Spark
 # executors: listing, folding, deciding
 
 
-def _list_partition(storage_options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[tuple]:
-    """Rows of :data:`LISTING_SCHEMA`: files (``f``), and for local walks what they saw besides
-    (``d`` directory, ``l`` followed symlink, ``a`` alias, ``m`` mount), or inventory read
-    statistics (``s``)."""
+def _list_partition(storage_options: StorageOptions, tasks: Iterable[tuple]) -> Iterator[Any]:
+    """Arrow record batches of :data:`LISTING_SCHEMA`: files (``f``), and for local walks what they
+    saw besides (``d`` directory, ``l`` followed symlink, ``a`` alias, ``m`` mount), or inventory
+    read statistics (``s``)."""
+    from ckptctl.engine.spark import arrow_batches
+
     storage = Storage.shared(storage_options)
     for task in tasks:
-        kind = task[0]
-        if kind == "local":  # every local scope in one walk: an alias across scopes is one too
-            seen: dict = {}
-            for root_idx, root in task[1]:
-                notes = st.WalkNotes(seen=seen)
-                for pos, f in enumerate(storage.list_files(root, notes)):
-                    yield ("f", root_idx, 0, pos, f.uri, f.size, _seconds(f.mtime), bool(f.is_link), None)
-                for d, mtime in notes.dirs.items():
-                    yield ("d", root_idx, 0, 0, d, 0, _seconds(mtime), False, None)
-                for link, target in notes.followed:
-                    yield ("l", root_idx, 0, 0, link, 0, None, False, target)
-                for uri, first in notes.aliases:
-                    yield ("a", root_idx, 0, 0, uri, 0, None, False, first)
-                for m in notes.mounts:
-                    yield ("m", root_idx, 0, 0, m, 0, None, False, None)
-        elif kind == "s3":
-            from fsspec.asyn import sync
+        if task[0] == "inventory":
+            yield from _inventory_batches(storage, task)
+        else:
+            yield from arrow_batches(_listed_rows(storage, task), LISTING_SCHEMA)
 
-            from ckptctl.storage.s3list import list_below
 
-            _kind, root_idx, part, uri, prefix, sub = task
-            fs, path = storage.fs(uri)
-            bucket = path.partition("/")[0]
-            try:
-                objects = sync(fs.loop, list_below, fs, bucket, prefix, sub)
-            except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
-                raise st.StorageError(st.s3_problem(e) or f"cannot list: {type(e).__name__}: {e}",
-                                      path=f"s3://{bucket}/{sub}") from None  # fmt: skip
-            for pos, (key, size, modified) in enumerate(objects):
-                yield ("f", root_idx, part, pos, f"s3://{bucket}/{key}", size,
-                       modified.timestamp() if modified else None, False, None)  # fmt: skip
-        elif kind == "inventory":
-            from ckptctl.inventory import ReadStats, iter_files
-
-            _kind, inv, scopes = task
-            stats = ReadStats()
-            prefixes = [(r.rstrip("/") + "/", i) for i, r in enumerate(scopes)]
-            for f in iter_files(storage, inv, scopes, stats):
-                root_idx = next(i for p, i in prefixes if f.uri.startswith(p))
-                yield ("f", root_idx, 0, 0, f.uri, f.size, _seconds(f.mtime), False, None)
-            yield ("s", 0, 0, stats.rows_kept, None, stats.rows_read, None, False, None)
-        else:  # another fsspec store: one listing
-            _kind, root_idx, root = task
-            for pos, f in enumerate(storage.list_files(root)):
+def _listed_rows(storage: Storage, task: tuple) -> Iterator[tuple]:
+    """The rows of one listing task (tuples of :data:`LISTING_SCHEMA`)."""
+    kind = task[0]
+    if kind == "local":  # every local scope in one walk: an alias across scopes is one too
+        seen: dict = {}
+        for root_idx, root in task[1]:
+            notes = st.WalkNotes(seen=seen)
+            for pos, f in enumerate(storage.list_files(root, notes)):
                 yield ("f", root_idx, 0, pos, f.uri, f.size, _seconds(f.mtime), bool(f.is_link), None)
+            for d, mtime in notes.dirs.items():
+                yield ("d", root_idx, 0, 0, d, 0, _seconds(mtime), False, None)
+            for link, target in notes.followed:
+                yield ("l", root_idx, 0, 0, link, 0, None, False, target)
+            for uri, first in notes.aliases:
+                yield ("a", root_idx, 0, 0, uri, 0, None, False, first)
+            for m in notes.mounts:
+                yield ("m", root_idx, 0, 0, m, 0, None, False, None)
+    elif kind == "s3":
+        from fsspec.asyn import sync
+
+        from ckptctl.storage.s3list import list_below
+
+        _kind, root_idx, part, uri, prefix, sub = task
+        fs, path = storage.fs(uri)
+        bucket = path.partition("/")[0]
+        try:
+            objects = sync(fs.loop, list_below, fs, bucket, prefix, sub)
+        except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
+            raise st.StorageError(st.s3_problem(e) or f"cannot list: {type(e).__name__}: {e}",
+                                  path=f"s3://{bucket}/{sub}") from None  # fmt: skip
+        for pos, (key, size, modified) in enumerate(objects):
+            yield ("f", root_idx, part, pos, f"s3://{bucket}/{key}", size,
+                   modified.timestamp() if modified else None, False, None)  # fmt: skip
+    else:  # another fsspec store: one listing
+        _kind, root_idx, root = task
+        for pos, f in enumerate(storage.list_files(root)):
+            yield ("f", root_idx, 0, pos, f.uri, f.size, _seconds(f.mtime), bool(f.is_link), None)
+
+
+def _inventory_batches(storage: Storage, task: tuple) -> Iterator[Any]:
+    """An inventory data file's current objects under the scopes as ``f`` rows, column by column
+    (10^7 of them: no Python object per row), then its read statistics (one ``s`` row). The order
+    key is (scope, 0, 0, uri): the local planner sorts an inventory's files by URI."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ckptctl.engine.spark import arrow_batches, arrow_schema
+    from ckptctl.inventory import ReadStats, iter_batches
+
+    _kind, inv, scopes = task
+    stats = ReadStats()
+    schema = arrow_schema(LISTING_SCHEMA)
+    constant = {"kind": pa.scalar("f"), "part": pa.scalar(0, pa.int32()), "pos": pa.scalar(0, pa.int64()),
+                "is_link": pa.scalar(False), "extra": pa.scalar(None, pa.string())}  # fmt: skip
+    for batch in iter_batches(storage, inv, scopes, stats):
+        uri, n = batch.column("uri"), batch.num_rows
+        root_idx = pa.nulls(n, pa.int32())
+        for i in reversed(range(len(scopes))):  # the first scope the file is under
+            root_idx = pc.if_else(pc.starts_with(uri, scopes[i].rstrip("/") + "/"), pa.scalar(i, pa.int32()), root_idx)
+        columns = {"root_idx": root_idx, "uri": uri, "size": batch.column("size"), "mtime": batch.column("mtime")}
+        yield pa.RecordBatch.from_arrays(
+            [columns[f.name] if f.name in columns else pa.repeat(constant[f.name], n) for f in schema], schema=schema
+        )
+    yield from arrow_batches([("s", 0, 0, stats.rows_kept, None, stats.rows_read, None, False, None)], LISTING_SCHEMA)
 
 
 def _seconds(mtime) -> float | None:
@@ -222,12 +249,14 @@ def _decide_batches(rule: FileRule, contexts, batches: Iterable[Any]) -> Iterato
         yield from arrow_batches([("live", 0, 0, live_files, None, live_bytes, None, None, None, None)], DECISION_SCHEMA)
 
 
-def _unpickled(fn, ddl: str, batches) -> Iterator[Any]:
-    """:meth:`_SparkPlanner.on_executors` in a task: its items unpickled, ``fn``'s rows in Arrow batches."""
+def _unpickled(fn, ddl: str | None, batches) -> Iterator[Any]:
+    """:meth:`_SparkPlanner.on_executors` in a task: its items unpickled, ``fn``'s rows in Arrow
+    batches of ``ddl`` (``None``: ``fn`` yields record batches itself)."""
     from ckptctl.engine.spark import arrow_batches
 
     items = (pickle.loads(b) for batch in batches for b in batch.column(0).to_pylist())  # noqa: S301 - the driver's
-    yield from arrow_batches(fn(items), ddl)
+    out = fn(items)
+    yield from out if ddl is None else arrow_batches(out, ddl)
 
 
 def _parent(column: str):
@@ -271,15 +300,16 @@ class _SparkPlanner(_Planner):
         self.cached.append(frame)
         return frame
 
-    def on_executors(self, items: list, slices: int, fn, ddl: str):
+    def on_executors(self, items: list, slices: int, fn, ddl: str, *, arrow: bool = False):
         """The rows (tuples of ``ddl``) ``fn`` makes of each of ``slices`` slices of ``items`` (in
         order), on executors, handed to the JVM in Arrow batches: a pickled Python row each costs
-        more than making it (10^7 listed files)."""
+        more than making it (10^7 listed files). ``arrow``: ``fn`` yields the record batches of
+        ``ddl`` itself (rows read as columns stay columns)."""
         from ckptctl.engine.spark import map_in_arrow
 
         pickled = self.sc.parallelize([(pickle.dumps(x),) for x in items], slices)
         return map_in_arrow(self.spark.createDataFrame(pickled, "item binary"),
-                            functools.partial(_unpickled, fn, ddl), ddl)  # fmt: skip
+                            functools.partial(_unpickled, fn, None if arrow else ddl), ddl)  # fmt: skip
 
     def run(self) -> SparkPlan:
         try:
@@ -350,47 +380,62 @@ class _SparkPlanner(_Planner):
                 elif st.scheme_of(root) != "file":
                     tasks.append(("any", i, root))
         rows = self.on_executors(tasks, max(1, len(tasks)), functools.partial(_list_partition, self.storage.options),
-                                 LISTING_SCHEMA)  # fmt: skip
-        if driver_rows:
-            rows = rows.union(self.spark.createDataFrame(driver_rows, LISTING_SCHEMA))
-        rows = rows.persist()
-        try:
-            return self._universe(rows, listed)
-        finally:
-            rows.unpersist()
-
-    def _universe(self, rows, listed):
-        from pyspark.sql import functions as F
-
+                                 LISTING_SCHEMA, arrow=True)  # fmt: skip
         seen: dict = {}
         for root in listed:
             self.notes[root] = st.WalkNotes(seen=seen)
-        other = rows.filter("kind <> 'f'").collect()
-        for r in other:
-            notes = self.notes[listed[r.root_idx]]
-            if r.kind == "d":
-                notes.dirs[r.uri] = r.mtime
-            elif r.kind == "l":
-                notes.followed.append((r.uri, r.extra))
-            elif r.kind == "a":
-                notes.aliases.append((r.uri, r.extra))
-            elif r.kind == "m":
-                notes.mounts.append(r.uri)
-        files = rows.filter("kind = 'f'").drop("kind", "extra")
         if self.inventory is not None:
-            self.record_inventory(sum(r.size for r in other if r.kind == "s"), sum(r.pos for r in other if r.kind == "s"))
-            # two rows of one key: the newest (sorted last, as the local planner sorts) speaks
-            files = (
-                files.groupBy("root_idx", "uri")
-                .agg(F.max(F.struct("size", "mtime", "is_link")).alias("v"))
-                .select("root_idx", F.lit(0).alias("part"), F.lit(0).cast("long").alias("pos"), "uri",
-                        "v.size", "v.mtime", "v.is_link")
-            )  # fmt: skip
-        universe = self.cache(files)  # the parent directory is derived where needed: not cached twice
+            universe = self._inventory_universe(rows)
+        else:
+            if driver_rows:
+                rows = rows.union(self.spark.createDataFrame(driver_rows, LISTING_SCHEMA))
+            universe = self._listed_universe(rows)
         counts = dict(universe.groupBy("root_idx").count().collect())
         for i, root in enumerate(listed):
             self.check_listed(root, counts.get(i, 0) > 0)
         return universe
+
+    def _listed_universe(self, rows):
+        """The listed files; what the walks saw besides files goes to ``self.notes``."""
+        listed = self.scopes.listed
+        rows = rows.persist()
+        try:
+            for r in rows.filter("kind <> 'f'").collect():
+                notes = self.notes[listed[r.root_idx]]
+                if r.kind == "d":
+                    notes.dirs[r.uri] = r.mtime
+                elif r.kind == "l":
+                    notes.followed.append((r.uri, r.extra))
+                elif r.kind == "a":
+                    notes.aliases.append((r.uri, r.extra))
+                elif r.kind == "m":
+                    notes.mounts.append(r.uri)
+            # the parent directory is derived where needed: not cached twice
+            return self.cache(rows.filter("kind = 'f'").drop("kind", "extra"))
+        finally:
+            rows.unpersist()
+
+    def _inventory_universe(self, rows):
+        """The report's files, one row per key: two rows of one key, the newest (sorted last, as
+        the local planner sorts) speaks. Grouped by ``uri`` alone (the scope follows from it); the
+        read statistics (``s`` rows, without a uri) are summed by the same aggregation, so the
+        report is read once and its rows are not cached before they are deduplicated."""
+        from pyspark.sql import functions as F
+
+        stat = F.col("kind") == "s"
+        # shuffled first: a partial aggregation before the shuffle would sort every row for the
+        # few keys a report has twice (max of a struct aggregates by sorting); cached flat, as
+        # every later job reads it (a struct column is cached row by row)
+        by_uri = self.cache(
+            rows.repartition("uri").groupBy("uri")
+            .agg(F.max("root_idx").alias("root_idx"), F.max(F.struct("size", "mtime", "is_link")).alias("v"),
+                 F.sum(F.when(stat, F.col("size"))).alias("rows_read"), F.sum(F.when(stat, F.col("pos"))).alias("rows_kept"))
+            .select("root_idx", F.lit(0).alias("part"), F.lit(0).cast("long").alias("pos"), "uri", "v.size", "v.mtime",
+                    "v.is_link", "rows_read", "rows_kept")
+        )  # fmt: skip
+        read, kept = by_uri.filter(F.col("uri").isNull()).agg(F.sum("rows_read"), F.sum("rows_kept")).first()
+        self.record_inventory(read or 0, kept or 0)
+        return by_uri.filter(F.col("uri").isNotNull()).drop("rows_read", "rows_kept")
 
     def _s3_level(self, root_idx: int, root: str) -> tuple[list[tuple], list[tuple]]:
         """The first delimiter listing of an S3 root, on the driver: its own objects (rows) and one
@@ -518,12 +563,15 @@ class _Frames(Tally):
                               F.min(F.when(future, F.struct(*ORDER[:3], "uri")))).first()  # fmt: skip
         self.total_files, self.total_bytes = totals[0], totals[1] or 0
         self.future = totals[2], (totals[3].uri if totals[3] is not None else None)
-        kinds = dict(fold_df.filter("kind in ('live', 'span')").groupBy("kind").agg(F.countDistinct("path")).collect())
-        self.n_live, self.n_spans = kinds.get("live", 0), kinds.get("span", 0)
+        # one row per live (or segment's) path and slice of checkpoints: at least as many rows as
+        # distinct paths, counted without a shuffle; those are counted only when that is not enough
+        self.referenced = fold_df.filter("kind in ('live', 'span')").select("kind", "path")
+        self.referenced_rows = self.referenced.count()
         self.relived: set[str] = set()
 
     def missing_paths(self) -> set[str]:
-        if self.live_files >= self.n_live + self.n_spans:
+        # every listed live file was found once (the local planner's test, on the distinct paths)
+        if self.live_files >= self.referenced_rows or self.live_files >= self.referenced.distinct().count():
             return set()
         keys = self.live_paths.selectExpr("path as uri").distinct()
         rows = keys.join(self.universe, "uri", "left_anti").limit(MISSING_BOUND + 1).collect()
@@ -577,7 +625,7 @@ class _Frames(Tally):
         return self.candidates
 
     def live_set_empty(self) -> bool:
-        return not self.n_live and not self.n_spans
+        return not self.referenced_rows
 
     def kept_paths_since(self, since: float) -> Iterable[str]:
         from pyspark.sql import functions as F

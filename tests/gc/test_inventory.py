@@ -338,3 +338,35 @@ def test_a_throttled_report_read_is_retried(s3_server) -> None:
             p = plan(gc_args(bucket, up["entry"], proxy.endpoint), "--inventory", manifest)
         assert all(r.failed == 1 for r in rules)
         assert {c["path"] for c in p["candidates"]} == up["orphans"]
+
+
+def test_csv_keys_and_times_decoded_by_arrow_as_row_by_row(tmp_path: Path) -> None:
+    """The batch reader decodes in Arrow what it can (keys without ``%`` or ``+``, S3's own time
+    format) and in Python the rest: every row comes out as ``unquote_plus`` and
+    ``datetime.fromisoformat`` decode it one at a time; a date that is none is one line naming it."""
+    from urllib.parse import unquote_plus
+
+    from ckptctl.inventory import InventoryError, iter_batches, iter_files, read_manifest
+    from ckptctl.storage import Storage
+
+    keys = ["ck/plain", "ck%2Fenc%2Fa+b", "ck/x%2By", "ck/%C3%BC+%2B", "ck/e", "ck/f", "ck/g", "ck%2Dother/z",
+            "other%2Fck/z", "ck+/blank"]  # fmt: skip
+    times = ["2026-01-02T03:04:05.000Z", "2026-01-02T03:04:05Z", " 2026-01-02T03:04:05.5Z ", "2026-01-02T03:04:05+01:00",
+             "", "2026-01-02T03:04:05.1234567Z", "2026-01-02 03:04:05Z"] * 2  # fmt: skip
+    times = times[: len(keys)]
+    lines = [["src", k, str(i), t] for i, (k, t) in enumerate(zip(keys, times, strict=True))]
+    storage = Storage()
+    manifest = _local_csv_report(tmp_path / "a", "Bucket, Key, Size, LastModifiedDate", lines)
+    inv = read_manifest(storage, manifest)
+    expected = [
+        (f"s3://src/{unquote_plus(k)}", i, datetime.fromisoformat(t.strip().replace("Z", "+00:00")).timestamp() if t else None)
+        for i, (k, t) in enumerate(zip(keys, times, strict=True)) if unquote_plus(k).startswith("ck/")
+    ]  # fmt: skip
+    assert len(expected) == 7  # ck-other/z, other/ck/z and "ck /blank" are not under ck/
+    assert [(f.uri, f.size, f.mtime) for f in iter_files(storage, inv, ["s3://src/ck"])] == expected
+    batches = list(iter_batches(storage, inv, ["s3://src/ck"]))
+    assert [str(t) for t in batches[0].schema.types] == ["string", "int64", "double"]
+    bad = _local_csv_report(tmp_path / "b", "Bucket, Key, Size, LastModifiedDate",
+                            [["src", "ck/a", "1", "2026-01-02T03:04:05Z"], ["src", "ck/b", "1", "2026-02-30T00:00:00Z"]])  # fmt: skip
+    with pytest.raises(InventoryError, match="LastModifiedDate '2026-02-30T00:00:00Z' is not an ISO 8601 time"):
+        list(iter_files(storage, read_manifest(storage, bad), ["s3://src/ck"]))

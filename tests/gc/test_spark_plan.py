@@ -209,15 +209,24 @@ def test_spark_plan_equals_local_plan_over_s3(spark, s3_server) -> None:
 
 def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> None:
     """A CSV report (URL-encoded keys, the awkward-name orphan) read on executors; the three formats'
-    decoding is one module (ckptctl.inventory), proven against listings in tests/gc/test_inventory.py."""
+    decoding is one module (ckptctl.inventory), proven against listings in tests/gc/test_inventory.py.
+    An orphan's key is current twice, in the report's two data files (two tasks): one file, the row
+    sorted last (the larger size) speaking, as in the local plan."""
     from tests.support.inventory import shared, versioned_rows, write_inventory
 
     fmt = "CSV"
     up = shared(s3_server)
     bucket, rows = up["bucket"], up["rows"]
-    manifest = write_inventory(s3_server, rows + versioned_rows(bucket, up["job"], rows), fmt, source=bucket)
+    report = rows + versioned_rows(bucket, up["job"], rows)
+    at, twice = next((i, r) for i, r in enumerate(report) if r["key"].endswith("/shared/planted-0"))
+    again = {**twice, "size": twice["size"] + 1000}
+    half = -(-(len(report) + 1) // 2)  # write_inventory's two data files
+    report = [again, *report] if at + 1 >= half else [*report, again]
+    manifest = write_inventory(s3_server, report, fmt, source=bucket)
     CLOCK[0] = time.time()
     storage = Storage(StorageOptions.from_env(s3_server.endpoint))
     plan = assert_same_plan(storage, _s3_options(up, bucket, inventory=manifest))
-    assert plan["inventory"]["rows_read"] == len(rows) + 3
+    assert plan["inventory"]["rows_read"] == len(rows) + 4
     assert {c["path"] for c in plan["candidates"]} == up["orphans"]
+    planted = f"s3://{bucket}/{twice['key']}"
+    assert [c["size"] for c in plan["candidates"] if c["path"] == planted] == [again["size"]]
