@@ -168,13 +168,19 @@ def jvm_peak_mib() -> float:
     return peak
 
 
-def run(script: str, args: list[str], env: dict[str, str]) -> dict:
+def run(script: str, args: list[str], env: dict[str, str], log: Path | None = None) -> dict:
+    """``script`` in a child process: its JSON measurements (the last line of its stderr), its whole
+    stderr in ``log`` when given (a failed Spark run's JVM error is above the last lines)."""
     proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env)
+    if log is not None:
+        log.write_text(proc.stderr)
     last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "{}"
     try:
         result = json.loads(last)
     except ValueError:
         result = {"rc": proc.returncode, "error": proc.stderr[-800:]}
+    if result.get("rc") not in (0, 1):  # the command's own one-line error, before the measurements
+        result.setdefault("error", "\n".join(proc.stderr.strip().splitlines()[-6:-1]))
     result["stdout"] = proc.stdout
     return result
 
@@ -413,7 +419,7 @@ def main() -> None:
             runs.append(("gc plan (in-process)", ["--engine", "local"] if engines else [], workdir / "plan-local.json"))
         for name, extra, out in runs:
             out.unlink(missing_ok=True)
-            results[name] = run(CLI_DRIVER, [*plan, *extra, "-o", str(out)], env)
+            results[name] = run(CLI_DRIVER, [*plan, *extra, "-o", str(out)], env, out.with_suffix(".stderr"))
             results[name]["header"] = plan_header(out)
         base = floor.get("wall")
         for name, r in results.items():

@@ -20,6 +20,7 @@ The per-file lists are written as Parquet next to the plan (:meth:`SparkPlan.wri
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -316,7 +317,10 @@ class _SparkPlanner(_Planner):
             return self._run()
         finally:
             for frame in self.cached:
-                frame.unpersist()
+                # a Spark context that died (a task's OutOfMemoryError) refuses unpersist too:
+                # that error would hide the one that stopped the plan
+                with contextlib.suppress(Exception):
+                    frame.unpersist()
 
     def _run(self) -> SparkPlan:
         now, now_source, cutoff = self.start()

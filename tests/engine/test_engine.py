@@ -48,3 +48,21 @@ def test_a_bad_engine_is_a_usage_error_everywhere(args: list[str]) -> None:
 def test_verify_defaults_to_in_process_for_a_small_root() -> None:
     report = json.loads(ckptctl("verify", str(BASIC), "--json", *data_rebase(FIXTURES / "data")).stdout)
     assert report["ok"] and report["engine"] == "local" and report["master"] is None
+
+
+def test_the_embedded_spark_jvm_gets_a_quarter_of_memory_not_spark_submits_1g() -> None:
+    """spark-submit's default heap (1 GiB) ran out while a gc plan joined 10^7 inventory rows with
+    2M live paths (``local[*]``: the driver JVM is the executor). The JVM ckptctl starts gets
+    :func:`driver_memory` (a quarter of the machine's memory, 1 to 8 GiB) unless
+    ``SPARK_DRIVER_MEMORY`` says otherwise."""
+    import os
+
+    from ckptctl.engine.spark import driver_memory, spark_session
+
+    if os.environ.get("SPARK_DRIVER_MEMORY"):
+        pytest.skip("the user's SPARK_DRIVER_MEMORY decides the heap")
+    spark = spark_session("local[*]")
+    heap = spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory()
+    asked = int(driver_memory().removesuffix("m")) << 20
+    assert asked >= 1 << 30
+    assert 0.8 * asked <= heap <= 1.05 * asked  # the JVM rounds -Xmx to its regions, less a survivor space
