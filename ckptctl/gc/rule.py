@@ -47,6 +47,12 @@ def _by_name(name: str, reason: Reason) -> Reason:
     return reason
 
 
+def _reads_name(name: str, forst: bool) -> bool:
+    """Whether the rule looks at this name on its own (:func:`_by_name`): the special names,
+    backslashes, and in a ForSt directory its control files."""
+    return name in _SPECIAL_NAMES or "\\" in name or bool(forst and FORST_CONTROL_RE.match(name))
+
+
 def covered_bytes(spans: list[tuple[int, int]]) -> int:
     """The bytes of a file the spans (offset, size) cover, overlaps counted once."""
     total = end = 0
@@ -152,8 +158,10 @@ class FileRule:
         cand = pc.and_(per_file([bool(c[1]) for c in ctxs], pa.bool_()), open_)
         m = pc.fill_null(cols.mtimes, math.nan)
         links = pc.fill_null(cols.links, False)
+        # the names _by_name may judge, and those that begin like a ForSt control file (a superset:
+        # Python tells which of them _reads_name)
         special = pc.or_(pc.is_in(names, value_set=pa.array(_SPECIAL_NAMES)), pc.match_substring(names, "\\"))
-        if any(c[6] for c in ctxs):  # ForSt's control files: the names that begin like one
+        if any(c[6] for c in ctxs):
             control = pc.starts_with(names, FORST_CONTROL_PREFIXES[0])
             for prefix in FORST_CONTROL_PREFIXES[1:]:
                 control = pc.or_(control, pc.starts_with(names, prefix))
@@ -161,8 +169,8 @@ class FileRule:
         special = pc.and_(special, cand)
         c = as_dir
         if cols.expired is not None and self.check_expired and any(x[1] and x[5] for x in ctxs):
-            expired_only = pc.and_(pc.and_(per_file([bool(x[1] and x[5]) for x in ctxs], pa.bool_()),
-                                           pc.fill_null(cols.expired, False)), pc.invert(special))  # fmt: skip
+            expired_only = pc.and_(per_file([bool(x[1] and x[5]) for x in ctxs], pa.bool_()),
+                                   pc.fill_null(cols.expired, False))  # fmt: skip
             c = pc.if_else(expired_only, per_file([code(Reason.EXPIRED_ONLY, x[3]) for x in ctxs], u32), c)
         in_flight_at = [math.inf if x[2] is None else x[2] - self.margin for x in ctxs]
         held = {
@@ -188,14 +196,19 @@ class FileRule:
         where = pc.indices_nonzero(special)
         if len(where):  # names the rule reads one by one
             dirs = pc.take(at, where).to_pylist()
-            old = pc.take(codes, where).to_pylist()
+            was = zip(*(pc.take(x, where).to_pylist() for x in (codes, taken, as_dir)), strict=True)
             read = pc.take(names, where).to_pylist()
             if pa.types.is_binary(names.type) or pa.types.is_large_binary(names.type):
                 read = [name.decode("utf-8", "surrogatepass") for name in read]
-            by_name = [_by_name(name, ctxs[d][0]) for name, d in zip(read, dirs, strict=True)]
-            kept_by_name = [r not in _CANDIDATE for r in by_name]
-            codes = pc.replace_with_mask(codes, special, pa.array(
-                [code(r, None) if k else o for r, k, o in zip(by_name, kept_by_name, old, strict=True)], u32))  # fmt: skip
+            new_codes, kept_by_name = [], []
+            for name, d, (old, was_taken, dir_code) in zip(read, dirs, was, strict=True):
+                reason, forst = ctxs[d][0], ctxs[d][6]
+                judged = _reads_name(name, forst)
+                r = _by_name(name, reason) if judged else reason
+                kept_by_name.append(r not in _CANDIDATE)
+                # a name the rule reads is never "expired only": taken, it is taken as its directory says
+                new_codes.append(code(r, None) if r not in _CANDIDATE else dir_code if judged and was_taken else old)
+            codes = pc.replace_with_mask(codes, special, pa.array(new_codes, u32))
             taken = pc.and_(taken, pc.invert(pc.replace_with_mask(special, special, pa.array(kept_by_name))))
         return codes, taken, pc.and_(open_, pc.invert(taken))
 

@@ -125,3 +125,25 @@ def test_every_forst_control_name_begins_with_a_listed_prefix() -> None:
     assert len(alternatives) == 6
     for alternative in alternatives:
         assert alternative.startswith(FORST_CONTROL_PREFIXES), alternative
+
+
+def test_a_name_that_only_looks_like_a_forst_control_file_is_judged_like_any_other() -> None:
+    """The columnar rule reads in Python every ForSt name that begins like a control file; one that
+    is not (``LOGx``) must come out as the row-by-row rule had it: referenced only by expired
+    checkpoints -> ``expired-only`` (the first columnar version said ``unreferenced-forst``)."""
+    rule = FileRule(CUTOFF, NOW + 60, MARGIN, CUTOFF, {"cutoff": CUTOFF}, {"inventory_created": CUTOFF}, True)
+    forst = _contexts()[2]
+    run = DirFiles("file:/r/j/shared/op_x__0_1__attempt_1/db/")
+    old = ANCHOR - 30 * 86_400
+    for name in ("LOGx", "MANIFEST-x", "CURRENT", "000001.sst", "000002.sst"):
+        run.add(name, 1, old)
+    verdicts = Verdicts()
+    (decided,) = rule.decide_runs([RunToDecide(run, forst, set(), {}, {"LOGx", "MANIFEST-x", "CURRENT", "000001.sst"})],
+                                  verdicts, None)  # fmt: skip
+    got = {run.names[i]: ("taken", verdicts.pairs[c][0]) for i, c in zip(decided.took, decided.took_as, strict=True)}
+    got |= {run.names[i]: ("kept", verdicts.pairs[c][0]) for i, c in zip(decided.kept, decided.kept_as, strict=True)}
+    assert got == {
+        "LOGx": ("taken", Reason.EXPIRED_ONLY), "MANIFEST-x": ("taken", Reason.EXPIRED_ONLY),
+        "CURRENT": ("kept", Reason.FORST_CONTROL_FILE), "000001.sst": ("taken", Reason.EXPIRED_ONLY),
+        "000002.sst": ("taken", Reason.UNREFERENCED_FORST),
+    }  # fmt: skip
