@@ -147,3 +147,72 @@ def test_a_name_that_only_looks_like_a_forst_control_file_is_judged_like_any_oth
         "CURRENT": ("kept", Reason.FORST_CONTROL_FILE), "000001.sst": ("taken", Reason.EXPIRED_ONLY),
         "000002.sst": ("taken", Reason.UNREFERENCED_FORST),
     }  # fmt: skip
+
+
+def _one_file(rule: FileRule, context: tuple, name: str, mtime: float, is_link: bool, expired: bool) -> tuple:
+    """The rule for one file that is not live, read from its documentation one condition at a time
+    (the row-by-row rule the columnar one replaced): an oracle independent of ckptctl's code."""
+    reason, is_candidate, anchor, evidence, _stats, unreferenced, forst = context
+    if not is_candidate:
+        return "kept", reason, evidence
+    verdict = (reason, evidence)
+    if name in ("", ".", "..", "_metadata") or "\\" in name or (forst and FORST_CONTROL_RE.match(name)):
+        if name in ("", ".", "..") or "\\" in name:
+            return "kept", Reason.ABNORMAL_PATH, None
+        if name == "_metadata" and reason in (Reason.UNREFERENCED_SHARED, Reason.UNREFERENCED_TASKOWNED,
+                                              Reason.UNREFERENCED_FORST):  # fmt: skip
+            return "kept", Reason.NOT_FLINK_FILE, None
+        if reason is Reason.UNREFERENCED_FORST and FORST_CONTROL_RE.match(name):
+            return "kept", Reason.FORST_CONTROL_FILE, None
+    elif rule.check_expired and unreferenced and expired:
+        verdict = (Reason.EXPIRED_ONLY, evidence)
+    m = math.nan if mtime is None else mtime
+    if is_link:
+        return "kept", Reason.SYMLINK, None
+    if not m > 0:
+        return "kept", Reason.NO_MTIME, None
+    if m > rule.tolerance_limit:
+        return "kept", Reason.FUTURE_MTIME, None
+    if m >= rule.young_limit:
+        return ("kept", Reason.YOUNG, rule.young_evidence) if m >= rule.cutoff else (
+            "kept", Reason.AFTER_INVENTORY, rule.after_evidence)  # fmt: skip
+    if m >= (math.inf if anchor is None else anchor - rule.margin):
+        return "kept", Reason.IN_FLIGHT, evidence
+    return "taken", *verdict
+
+
+def test_the_columnar_rule_decides_as_one_condition_at_a_time() -> None:
+    """Random runs (every context kind, names the rule reads, every mtime threshold and its
+    neighbours, links, live, expired): each file's outcome, reason and evidence are the oracle's."""
+    compared = 0
+    for seed in range(40):
+        rng = random.Random(seed)
+        cutoff = NOW - rng.choice([0, 3_600, 86_400])
+        inventory = cutoff - rng.choice([0, 1, 7_200])
+        margin = rng.choice([0.0, 60.0, MARGIN])
+        rule = FileRule(cutoff, NOW + 60, margin, inventory, {"cutoff": cutoff}, {"inventory_created": inventory},
+                        rng.random() < 0.7)  # fmt: skip
+        edges = [cutoff, inventory, ANCHOR - margin, NOW + 60]
+        old = [1.0, ANCHOR - margin - 1, ANCHOR - 30 * 86_400]
+        times = [math.nan, 0.0, -1.0, *old * 4, *(t + d for t in edges for d in (-1, 0, 1))]
+        items = []
+        for d in range(rng.randrange(1, 5)):
+            run = DirFiles(f"file:/r/d{d}/")
+            for i in range(rng.choice([1, 3, 40, 700])):
+                name = rng.choice(NAMES) if rng.random() < 0.4 else f"f{i}"
+                run.add(name, rng.randrange(1000), rng.choice(times), rng.random() < 0.05)
+            live = {n for n in run.names if rng.random() < 0.3}
+            gone = {n for n in run.names if rng.random() < 0.3}
+            items.append(RunToDecide(run, rng.choice(_contexts()), live, {}, gone))
+        verdicts = Verdicts()
+        for item, decided in zip(items, rule.decide_runs(items, verdicts, None), strict=True):
+            got = {}
+            for outcome, at, codes in (("taken", decided.took, decided.took_as), ("kept", decided.kept, decided.kept_as)):
+                got |= {i: (outcome, *verdicts.pairs[c]) for i, c in zip(at, codes, strict=True)}
+            run = item.run
+            want = {i: _one_file(rule, item.context, name, run.mtime(i), bool(run.links[i]), name in item.expired)
+                    for i, name in enumerate(run.names) if name not in item.live}  # fmt: skip
+            assert got == want
+            assert decided.live_files == sum(1 for n in run.names if n in item.live)
+            compared += len(want)
+    assert compared > 5_000
