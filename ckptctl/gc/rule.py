@@ -1,13 +1,13 @@
 """The per-file rule, one for both planners (:class:`FileRule`): what becomes of a file that is
 not live, given its directory's context, its name, link flag and mtime.
 
-It decides columns and builds no Python object per file: a batch of files (:class:`RuleColumns`:
+It decides columns, with no Python object made per file: a batch of files (:class:`RuleColumns`:
 names, mtimes, link flags, which files the checkpoints settle -- live, or a segment's file -- and
 which only expired checkpoints reference), each with its directory's context, is answered as a
 verdict code per file (see :mod:`ckptctl.gc.decisions`) and whether the file is taken; Arrow's
 compute kernels do the per-file work. The local planner hands it the directories' listed runs
-(:meth:`FileRule.decide_runs`, batched), the Spark planner each Arrow batch of its joined rows with a
-directory per row. Only the names the rule must read one by one (``_metadata``, ``..``, ForSt's
+(:meth:`FileRule.decide_runs`, batched; a name is looked up in the live sets it already holds), the
+Spark planner each Arrow batch of its joined rows with a directory per row. Only the names the rule must read one by one (``_metadata``, ``..``, ForSt's
 control files) reach Python, through :func:`_by_name`.
 """
 
