@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from ckptctl import storage as st
+from ckptctl.columns import starts_with_any
 from ckptctl.errors import CkptError
 from ckptctl.storage import FileInfo, Storage
 
@@ -319,7 +320,7 @@ def _select(inv: Inventory, batch, by_norm, prefixes, regex, stats: ReadStats, *
     under = prefixes and "" not in prefixes
     mask = None
     if under:
-        mask = pc.match_substring_regex(key, regex) if encoded else _starts_with_any(key, prefixes)
+        mask = pc.match_substring_regex(key, regex) if encoded else starts_with_any(key, prefixes)
     if LATEST in by_norm:
         m = _truthy(batch.column(by_norm[LATEST]))
         mask = m if mask is None else pc.and_(mask, m)
@@ -345,23 +346,13 @@ def _select(inv: Inventory, batch, by_norm, prefixes, regex, stats: ReadStats, *
     if encoded:
         key = _unquoted(key)
         if under:  # the regex matched the encoded key: the decoded one must be under a prefix too
-            inside = _starts_with_any(key, prefixes)
+            inside = starts_with_any(key, prefixes)
             key, size, mtime = (pc.filter(c, inside) for c in (key, size, mtime))
     if not len(key):
         return
     stats.rows_kept += len(key)
     uri = pc.binary_join_element_wise(f"s3://{inv.source_bucket}/", pc.cast(key, pa.string()), "")  # not large_string
     yield pa.RecordBatch.from_arrays([uri, size, mtime], names=["uri", "size", "mtime"])
-
-
-def _starts_with_any(key, prefixes):
-    import pyarrow.compute as pc
-
-    mask = None
-    for p in prefixes:
-        m = pc.starts_with(key, p)
-        mask = m if mask is None else pc.or_(mask, m)
-    return mask
 
 
 def _unquoted(key):

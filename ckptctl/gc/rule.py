@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from itertools import compress
 from typing import Any, NamedTuple
 
+from ckptctl.columns import starts_with_any
 from ckptctl.gc.decisions import Verdicts
 from ckptctl.gc.reasons import Reason
 from ckptctl.layout import FORST_CONTROL_PREFIXES, FORST_CONTROL_RE, METADATA_FILE
@@ -53,7 +54,14 @@ def _reads_name(name: str, forst: bool) -> bool:
     return name in _SPECIAL_NAMES or "\\" in name or bool(forst and FORST_CONTROL_RE.match(name))
 
 
-def covered_bytes(spans: list[tuple[int, int]]) -> int:
+def partially_live(size: int, spans: list[tuple[int, int]]) -> dict[str, int] | None:
+    """A file-merging file some retained checkpoint uses segments (offset, size) of is live; when
+    they cover less than all of it, its live and dead bytes (the plan's ``partially_live``)."""
+    covered = _covered(spans)
+    return {"live_bytes": covered, "dead_bytes": size - covered} if covered < size else None
+
+
+def _covered(spans: list[tuple[int, int]]) -> int:
     """The bytes of a file the spans (offset, size) cover, overlaps counted once."""
     total = end = 0
     for start, size in sorted(spans):
@@ -153,7 +161,7 @@ class FileRule:
         open_ = pc.invert(cols.settled)
         as_dir = per_file([code(c[0], c[3]) for c in ctxs], u32)
         if not any(c[1] for c in ctxs):  # no candidate directory: every file kept as its directory says
-            return as_dir, _filled(n, pa.scalar(False)), open_
+            return as_dir, pa.repeat(False, n), open_
         names = cols.names
         cand = pc.and_(per_file([bool(c[1]) for c in ctxs], pa.bool_()), open_)
         m = pc.fill_null(cols.mtimes, math.nan)
@@ -162,9 +170,7 @@ class FileRule:
         # Python tells which of them _reads_name)
         special = pc.or_(pc.is_in(names, value_set=pa.array(_SPECIAL_NAMES)), pc.match_substring(names, "\\"))
         if any(c[6] for c in ctxs):
-            control = pc.starts_with(names, FORST_CONTROL_PREFIXES[0])
-            for prefix in FORST_CONTROL_PREFIXES[1:]:
-                control = pc.or_(control, pc.starts_with(names, prefix))
+            control = starts_with_any(names, FORST_CONTROL_PREFIXES)
             special = pc.or_(special, pc.and_(per_file([bool(c[6]) for c in ctxs], pa.bool_()), control))
         special = pc.and_(special, cand)
         c = as_dir
@@ -297,9 +303,9 @@ class FileRule:
         offsets_arrow = _from_buffer(pa.int64(), offsets)
         for mask, positions, codes_of in ((taken, "took", "took_as"), (kept, "kept", "kept_as")):
             where = pc.indices_nonzero(mask)
-            found = _u32(pc, where)  # batch indices: each piece's are a slice
-            local = _u32(pc, pc.subtract(pc.cast(where, pa.int64()), pc.take(offsets_arrow, pc.take(at_arrow, where))))
-            chosen = _u32(pc, pc.filter(codes, mask))
+            found = _u32(where)  # batch indices: each piece's are a slice
+            local = _u32(pc.subtract(pc.cast(where, pa.int64()), pc.take(offsets_arrow, pc.take(at_arrow, where))))
+            chosen = _u32(pc.filter(codes, mask))
             lo = 0
             for k, piece in enumerate(batch):
                 hi = bisect_left(found, offsets[k] + piece.start + len(piece.names), lo)
@@ -313,9 +319,9 @@ class FileRule:
     def _segment(run: DirFiles, i: int, spans: list[tuple[int, int]], partial) -> int:
         """A file-merging file some retained checkpoint uses a segment of: live; its bytes."""
         size = run.sizes[i]
-        covered = covered_bytes(spans)
-        if covered < size:
-            partial({"path": run.prefix + run.names[i], "size": size, "live_bytes": covered, "dead_bytes": size - covered})
+        part = partially_live(size, spans)
+        if part:
+            partial({"path": run.prefix + run.names[i], "size": size, **part})
         return size
 
 
@@ -348,17 +354,10 @@ def _split(packed: list[bytes]) -> Any:
     return pc.split_pattern(pa.array(packed, pa.large_binary()), "/").flatten()
 
 
-def _filled(n: int, value: Any) -> Any:
-    """An Arrow array of ``n`` times ``value`` (an Arrow scalar), made in C."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    return pc.fill_null(pa.nulls(n, value.type), value)
-
-
-def _u32(pc: Any, values: Any) -> array:
+def _u32(values: Any) -> array:
     """Arrow integers as an ``array('I')`` (one copy of the buffer, no Python int each)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     values = pc.cast(values, pa.uint32())
     out = array("I")

@@ -53,7 +53,7 @@ from ckptctl.gc.plan import (
     moved_refusals,
 )
 from ckptctl.gc.reasons import Reason, Refusal
-from ckptctl.gc.rule import RuleColumns, covered_bytes
+from ckptctl.gc.rule import RuleColumns, partially_live
 from ckptctl.layout import place_of
 from ckptctl.pycollector import paused_collector
 from ckptctl.storage import FileInfo, Storage, StorageOptions
@@ -212,7 +212,7 @@ def _decide_batches(rule: FileRule, contexts, batches: Iterable[Any]) -> Iterato
     def rows(outcome: str, batch, codes, jobs, mask) -> Any:
         at = pc.filter(codes, mask)
         return pa.RecordBatch.from_arrays([
-            pc.fill_null(pa.nulls(len(at), pa.string()), outcome), *(pc.filter(batch.column(n), mask) for n in
+            pa.repeat(outcome, len(at)), *(pc.filter(batch.column(n), mask) for n in
                                                                    ("root_idx", "part", "pos", "uri", "size", "mtime")),
             pc.take(pa.array(reasons, pa.string()), at), pc.take(pa.array(evidence, pa.string()), at),
             pc.filter(jobs, mask),
@@ -227,12 +227,12 @@ def _decide_batches(rule: FileRule, contexts, batches: Iterable[Any]) -> Iterato
         partial = []
         for i in pc.indices_nonzero(segment).to_pylist():  # file-merging files some checkpoint uses a part of
             row = {c: batch.column(c)[i].as_py() for c in ("root_idx", "part", "pos", "uri", "size", "spans")}
-            covered = covered_bytes([(s["offset"], s["size"]) for s in row["spans"]])
+            part = partially_live(row["size"], [(s["offset"], s["size"]) for s in row["spans"]])
             live_files += 1
             live_bytes += row["size"]
-            if covered < row["size"]:
+            if part:
                 partial.append(("partial", row["root_idx"], row["part"], row["pos"], row["uri"], row["size"], None,
-                                None, json.dumps({"live_bytes": covered, "dead_bytes": row["size"] - covered}), None))  # fmt: skip
+                                None, json.dumps(part), None))  # fmt: skip
         split = pc.split_pattern(batch.column("uri"), "/", max_splits=1, reverse=True)
         dirs = pc.dictionary_encode(pc.list_element(split, 0))
         ctxs = [get(d) for d in dirs.dictionary.to_pylist()]
