@@ -167,12 +167,12 @@ def diagnose(
     """
     base = ck.location.uri
     out = []
-    for where, h in relative_handles(ck):
-        if not inherited_relative(ck, where, h):
-            continue
-        uri = relative_uri(base, h.relative_path)
-        present = (uri in exists) if exists is not None else storage.stat(uri) is not None
-        if present:
+    inherited = [(where, h, relative_uri(base, h.relative_path)) for where, h in relative_handles(ck)
+                 if inherited_relative(ck, where, h)]  # fmt: skip
+    if exists is None:  # one listing per directory on S3, not a HEAD per file
+        exists = {u for u, info in storage.stat_many(u for *_, u in inherited).items() if info is not None}
+    for where, h, uri in inherited:
+        if uri in exists:
             continue
         found = [u for u in savepoints.lookup(h.relative_path, h.size) if not st.is_under(u, base)]
         if len(found) > 1 and not _same_bytes(storage, found):

@@ -48,6 +48,7 @@ from ckptctl.rebase import Rebase, written_job_dir
 from ckptctl.refs import LoadedCheckpoint, canonical, file_resolver, load_checkpoint, relative_uri
 from ckptctl.storage import Storage
 from ckptctl.storage.copying import copy_file, write_atomic
+from ckptctl.targets import checkpoint_if_named
 
 PLAN_FORMAT = "ckptctl-relocate-plan/1"
 DSTL_RE = re.compile(r"^(?P<base>.*)/(?P<tail>[0-9a-f]{32}/dstl/.*)$")
@@ -199,7 +200,10 @@ def load_sources(
     """The checkpoints SRC names: one (directory or ``_metadata``), or with ``all_checkpoints``
     every completed checkpoint and savepoint below a job directory or root."""
     uri = st.normalize_uri(src)
-    if st.basename(uri) == METADATA_FILE or storage.stat(st.join(uri, METADATA_FILE)) is not None:
+    named = checkpoint_if_named(storage, uri, rebase)  # one GET on S3 when SRC is a checkpoint
+    if named is not None:
+        return [named], uri
+    if st.basename(uri) == METADATA_FILE:  # no such _metadata: locate_checkpoint says so
         return [load_checkpoint(storage, locate_checkpoint(storage, uri), rebase)], uri
     if not all_checkpoints:
         if not storage.is_dir(uri):
@@ -376,14 +380,8 @@ def _source_area(uri: str) -> str:
 
 
 def _stat_all(storage: Storage, uris: list[str], workers: int) -> dict[str, int | None]:
-    def one(u: str) -> tuple[str, int | None]:
-        info = storage.stat(u)
-        return u, (info.size if info is not None else None)
-
-    if len(uris) < 64 or workers <= 1 or all(st.scheme_of(u) == "file" for u in uris):
-        return dict(one(u) for u in uris)
-    with ThreadPoolExecutor(workers) as pool:
-        return dict(pool.map(one, uris))
+    """Each source's size (``None``: missing), from listings on S3 (:meth:`Storage.stat_many`)."""
+    return {u: (info.size if info is not None else None) for u, info in storage.stat_many(uris, workers).items()}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ckptctl.rebase import Rebase
+    from ckptctl.refs import LoadedCheckpoint
     from ckptctl.storage import Storage
 
 Progress = Callable[[Sequence[Any], int], Iterable[Any]]
@@ -45,27 +46,17 @@ def checkpoints_at(
     there (directory -> one-line error) and the rest are returned; otherwise the first aborts.
     ``apply_inferred=False``: paths as Flink will open them (only the explicit ``--rebase``).
     """
-    from ckptctl.errors import CkptError, StorageError
-    from ckptctl.layout import METADATA_FILE, locate_checkpoint, scan_root
-    from ckptctl.refs import MAX_METADATA_BYTES, load_checkpoint
-    from ckptctl.scan import ScanStorage
-    from ckptctl.storage import basename, join, normalize_uri
+    from ckptctl.errors import CkptError
+    from ckptctl.layout import METADATA_FILE, scan_root
+    from ckptctl.refs import load_checkpoint
+    from ckptctl.storage import basename, normalize_uri
 
-    uri = normalize_uri(path)
-    # the _metadata first: when it is there PATH is a checkpoint, and its stat is the location's
-    # (one GET on S3, with the bytes: no HEAD, and no directory test, a HEAD and a LIST)
-    try:
-        got = storage.read_small(uri if basename(uri) == METADATA_FILE else join(uri, METADATA_FILE),
-                                 MAX_METADATA_BYTES)  # fmt: skip
-    except StorageError:  # PATH is a plain file (not a directory), unreadable...: checked_path says
-        got = None
-    if got is None:
-        uri = normalize_uri(checked_path(storage, path))
-    if got is not None or basename(uri) == METADATA_FILE:
-        found, data = got if got is not None else (None, None)
-        loc = locate_checkpoint(storage, uri, found)
-        reader = storage if data is None else ScanStorage.primed(storage, loc.metadata, data)
-        return [load_checkpoint(reader, loc, mappings, apply_inferred=apply_inferred)], loc.uri
+    single = checkpoint_if_named(storage, path, mappings, apply_inferred)
+    if single is None and basename(normalize_uri(path)) == METADATA_FILE:
+        single = _located(storage, path, mappings, apply_inferred)  # no such _metadata: says so
+    if single is not None:
+        return [single], single.location.uri
+    uri = normalize_uri(checked_path(storage, path))
     layout = scan_root(storage, uri)
     loaded = []
     errors: dict[str, str] = {}
@@ -83,3 +74,46 @@ def checkpoints_at(
     if not loaded and not errors:
         raise CkptError(f"not a checkpoint directory: no completed checkpoints or savepoints under {path}")
     return loaded, layout.root
+
+
+def one_checkpoint(storage: Storage, path: str, mappings: Rebase, apply_inferred: bool = True) -> LoadedCheckpoint:
+    """The checkpoint or savepoint PATH names (its directory or its ``_metadata``), for the
+    commands that take exactly one (``show``, ``states``, ``diff``, ``plan-rescale``,
+    ``relocate``): on S3 one GET when it is there, as for :func:`checkpoints_at`. Anything else
+    is refused in one line: a plain file, a directory without ``_metadata``, nothing at all."""
+    return checkpoint_if_named(storage, path, mappings, apply_inferred) or _located(storage, path, mappings, apply_inferred)
+
+
+def _located(storage: Storage, path: str, mappings: Rebase, apply_inferred: bool) -> LoadedCheckpoint:
+    """PATH's checkpoint found the long way (a stat, a directory test): what is wrong with PATH
+    is said in one line."""
+    from ckptctl.layout import locate_checkpoint
+    from ckptctl.refs import load_checkpoint
+
+    return load_checkpoint(storage, locate_checkpoint(storage, checked_path(storage, path)), mappings,
+                           apply_inferred=apply_inferred)  # fmt: skip
+
+
+def checkpoint_if_named(storage: Storage, path: str, mappings: Rebase | None, apply_inferred: bool = True,
+                        ) -> LoadedCheckpoint | None:  # fmt: skip
+    """PATH's checkpoint when PATH is one (its ``_metadata`` found), else ``None``. The
+    ``_metadata`` is asked for first: on S3 one GET gives its stat and bytes -- no HEAD, and no
+    directory test (a HEAD and a LIST) -- and its stat is the location's."""
+    from ckptctl.errors import StorageError
+    from ckptctl.layout import METADATA_FILE, locate_checkpoint
+    from ckptctl.refs import MAX_METADATA_BYTES, load_checkpoint
+    from ckptctl.scan import ScanStorage
+    from ckptctl.storage import basename, join, normalize_uri
+
+    uri = normalize_uri(path)
+    try:
+        got = storage.read_small(uri if basename(uri) == METADATA_FILE else join(uri, METADATA_FILE),
+                                 MAX_METADATA_BYTES)  # fmt: skip
+    except StorageError:  # PATH is a plain file (not a directory), unreadable...: checked_path says
+        return None
+    if got is None:
+        return None
+    found, data = got
+    loc = locate_checkpoint(storage, uri, found)
+    reader = storage if data is None else ScanStorage.primed(storage, loc.metadata, data)
+    return load_checkpoint(reader, loc, mappings, apply_inferred=apply_inferred)

@@ -25,7 +25,6 @@ from ckptctl.cli.base import (
     get_output,
     writable_outputs,
 )
-from ckptctl.targets import checked_path
 
 
 def warn_moved(out, *checkpoints) -> None:
@@ -122,13 +121,13 @@ def show_command(
     """Show one checkpoint: operators → subtasks → state handles, key groups, sizes and files."""
     from ckptctl.cli.render import show as render
     from ckptctl.errors import LayoutError
-    from ckptctl.refs import load_checkpoint
+    from ckptctl.targets import one_checkpoint
     from ckptctl.views import CheckpointView, checkpoint_view
 
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     try:
-        ck = load_checkpoint(storage, checked_path(storage, path), mappings)
+        ck = one_checkpoint(storage, path, mappings)
     except LayoutError as e:
         raise LayoutError(_not_a_checkpoint_hint(storage, path, e)) from None
     warn_moved(out, ck)
@@ -303,13 +302,13 @@ def diff_command(
 ) -> None:
     """Files added, removed and reused between two checkpoints, and the bytes each uploaded."""
     from ckptctl.cli.render import diff as render
-    from ckptctl.refs import load_checkpoint
+    from ckptctl.targets import one_checkpoint
     from ckptctl.views import diff_view
 
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
-    ck_a = load_checkpoint(storage, checked_path(storage, a), mappings)
-    ck_b = load_checkpoint(storage, checked_path(storage, b), mappings)
+    ck_a = one_checkpoint(storage, a, mappings)
+    ck_b = one_checkpoint(storage, b, mappings)
     warn_moved(out, ck_a, ck_b)
     for warning in diff_warnings(ck_a, ck_b):
         out.warn(warning)

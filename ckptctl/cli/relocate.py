@@ -71,9 +71,8 @@ def repair_command(
     from ckptctl.cli.render import repair as render
     from ckptctl.errors import CkptError
     from ckptctl.flink39964 import savepoint_files_for, search_roots_for
-    from ckptctl.refs import load_checkpoint
     from ckptctl.repair import RepairError, RepairReport, apply_repair, plan_repair
-    from ckptctl.targets import checked_path
+    from ckptctl.targets import one_checkpoint
 
     if in_place and dest:
         raise CkptError("give either -o DEST or --in-place, not both")
@@ -81,7 +80,7 @@ def repair_command(
         raise CkptError("name the repaired copy with -o DEST (or use --in-place, or --dry-run to look first)")
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
-    ck = load_checkpoint(storage, checked_path(storage, path), mappings)
+    ck = one_checkpoint(storage, path, mappings)
     warn_moved(out, ck)
     index = savepoint_files_for(storage, search_roots_for(ck), savepoints or ())
     plan = plan_repair(storage, ck, index)

@@ -68,16 +68,15 @@ def plan_rescale_command(
     """Each new subtask's key groups, the old handles it receives, the base RocksDB handle, and bytes."""
     from ckptctl.cli.render import rescale as render
     from ckptctl.histogram import read_histogram
-    from ckptctl.refs import load_checkpoint
     from ckptctl.rescale import RescalePlan, family_of, plan_or_sweep
-    from ckptctl.targets import checked_path
+    from ckptctl.targets import one_checkpoint
 
     if flink_version is not None:
         family_of(flink_version)  # refuse an unknown version before reading anything
     histogram = read_histogram(data_aware) if data_aware else None
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
-    ck = load_checkpoint(storage, checked_path(storage, checkpoint), mappings)
+    ck = one_checkpoint(storage, checkpoint, mappings)
     result = plan_or_sweep(
         ck.metadata, parallelism, ck.location.uri, histogram, operator=operator, flink_version=flink_version,
         overlap_threshold=overlap_threshold, ingest_db=ingest_db, max_parallelism=max_parallelism,

@@ -79,9 +79,8 @@ def states_command(
     from ckptctl.cli.inspect import warn_moved
     from ckptctl.cli.render import states as render
     from ckptctl.errors import CkptError
-    from ckptctl.refs import load_checkpoint
     from ckptctl.states import catalog, deep_scan, write_histogram
-    from ckptctl.targets import checked_path
+    from ckptctl.targets import one_checkpoint
 
     chosen = engine_choice(engine, master)
     writable_outputs(histogram)
@@ -92,7 +91,7 @@ def states_command(
     ttl_default = next((ms for name, ms in reversed(ttl or ()) if name is None), None)
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
-    ck = load_checkpoint(storage, checked_path(storage, path), mappings)
+    ck = one_checkpoint(storage, path, mappings)
     warn_moved(out, ck)
     cat = catalog(storage, ck)
     result = None

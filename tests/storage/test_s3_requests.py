@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
 
 from ckptctl.storage import JOB_AREAS, Storage, StorageOptions, is_job_dir_name
 from tests.support.faulty_proxy import FaultyProxy, Rule, is_list, query
@@ -196,3 +197,42 @@ def test_listings_report_a_running_count_and_their_end(s3_server) -> None:
         counts = [n for _what, n in heard]
         assert counts[-1] is None and None not in counts[:-1] and len({w for w, _n in heard}) == 1, heard
         assert counts[:-1] == sorted(counts[:-1]) and counts[-2] in objects, heard
+
+
+def test_commands_on_one_checkpoint_ask_s3_for_each_object_once(s3_server, tmp_path) -> None:
+    """Issue 23: show, diff, states, plan-rescale, repair and relocate opened a checkpoint with a
+    HEAD of its ``_metadata`` (two for relocate) before the GET, read each backend meta file with a
+    HEAD and a GET (s3fs asks for the size of a whole-object read), and repair and relocate made a
+    HEAD per file the checkpoint names (25 requests for relocate's plan of this checkpoint, 43 for
+    repair). Now: no HEAD at all, no object asked for twice, one GET per ``_metadata``; the files
+    a checkpoint names are found by one listing per directory."""
+    e = next(x for x in manifest()["entries"] if (x["flink_version"], x["scenario"]) == ("2.2.0", "basic"))
+    data = REPO / e["data_dir"]
+    s3_server.create_bucket("one-checkpoint")
+    fs = s3_server.filesystem()
+    for p in data.rglob("*"):
+        if p.is_file():
+            fs.pipe_file(f"one-checkpoint/{p.relative_to(data).as_posix()}", p.read_bytes())
+    older, newer = (f"s3://one-checkpoint/{p.parent.relative_to(data).as_posix()}"
+                    for p in sorted(data.rglob("_metadata"))[-2:])  # fmt: skip
+    rebase = ["--rebase", f"{e['original_root']}=s3://one-checkpoint"]
+    referenced_dirs = {p.rsplit("/", 1)[0] for p in _referenced(newer, rebase, s3_server.endpoint)}
+    commands = [  # (arguments, _metadata files read, at most this many requests in all)
+        (["show", newer], 1, None),
+        (["show", f"{newer}/_metadata"], 1, None),
+        (["diff", older, newer], 2, 2),
+        (["plan-rescale", newer, "-p", "3"], 1, 1),
+        (["states", newer], 1, None),
+        (["repair", newer, "--dry-run"], 1, None),
+        (["relocate", newer, f"file://{tmp_path}/copy"], 1, 1 + len(referenced_dirs)),
+    ]
+    for args, checkpoints, most in commands:
+        seen: list[tuple[str, str]] = []
+        everything = Rule(lambda m, p, seen=seen: seen.append((m, p)) or False)
+        with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[everything]) as proxy:
+            ckptctl(*args, "--json", "--s3-endpoint", proxy.endpoint, *rebase)
+        reads = [urlsplit(p).path for m, p in seen if not is_list(p)]
+        assert not [p for m, p in seen if m == "HEAD"], (args, seen)
+        assert len(reads) == len(set(reads)), (args, reads)
+        assert sum(p.endswith("/_metadata") for p in reads) == checkpoints, (args, reads)
+        assert most is None or len(seen) <= most, (args, seen)
