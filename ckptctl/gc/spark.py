@@ -646,7 +646,7 @@ class _Frames(Tally):
             {"path": r.path, "size": r.size, **json.loads(r.evidence)}  # live_bytes, dead_bytes
             for r in self.decisions.filter(F.col("outcome") == "partial").orderBy(*ORDER).collect()
         ]
-        files = SparkFiles.of(self.lists())
+        files = SparkFiles.of(self.lists(), self.decisions)
         return SparkPlan(options, now, now_source, cutoff, retained, expired, [], [], self.live_files,
                          self.live_bytes, self.total_files, self.total_bytes, external, missing, partial, *rest,
                          files=files, engine={"kind": "spark", "master": self.planner.master})  # fmt: skip
@@ -663,9 +663,10 @@ class SparkFiles:
 
     frame: Any
     totals: dict[str, Any]
+    cached: Any = None  # the persisted frame ``frame`` is a part of, released with the plan
 
     @classmethod
-    def of(cls, frame) -> SparkFiles:
+    def of(cls, frame, cached=None) -> SparkFiles:
         from pyspark.sql import functions as F
 
         by_reason: dict[str, list] = {"candidates": [], "protected": []}
@@ -688,7 +689,7 @@ class SparkFiles:
                 "newest": max((r.newest for r in rows if r.newest), default=None),
                 "digest": _digest_text(sum(int(r.digest or 0) for r in rows)),
             }  # fmt: skip
-        return cls(frame, totals)
+        return cls(frame, totals, cached)
 
     def decisions(self, which: str) -> list[FileDecision]:
         """The list in the local planner's order, on the driver (small plans, tests)."""
@@ -754,7 +755,8 @@ class SparkPlan(GcPlan):
     def release(self) -> None:
         """Drop the cached lists from the executors (the plan is written or no longer needed)."""
         if self.files is not None:
-            self.files.frame.unpersist()
+            # unpersist() of a frame derived from a cached one (a filter of it) drops nothing
+            (self.files.frame if self.files.cached is None else self.files.cached).unpersist()
 
     def small(self) -> bool:
         return self.files.totals["candidates"]["files"] + self.files.totals["protected"]["files"] <= INLINE_FILES

@@ -59,6 +59,26 @@ def assert_same_plan(storage: Storage, options) -> dict:
     return local
 
 
+def test_a_released_plan_leaves_nothing_cached(spark, tmp_path: Path) -> None:
+    """A long-lived session (a notebook, this test run) makes plan after plan: ``release()`` must
+    drop everything a plan cached on the executors. It dropped nothing of the decisions (the
+    persisted frame was the parent of the lists it unpersisted), so each plan's per-file rows
+    stayed in the executors' storage until the session ended."""
+    from ckptctl.gc import GcOptions
+    from ckptctl.gc.spark import build_plan_spark
+
+    v, s, _d, _o = next(iter(scenario_roots()))
+    sc = Scenario(v, s, tmp_path)
+    sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan-old")
+    options = GcOptions((str(sc.checkpoints),), older_than=DAY, force=True, rebase=Rebase.of([(sc.original, str(sc.root))]))
+    persisted = spark.sparkContext._jsc.getPersistentRDDs
+    before = persisted().size()
+    plan = build_plan_spark(Storage(), options, MASTER)
+    assert persisted().size() > before and plan.summary()["candidate_files"] == 1
+    plan.release()
+    assert persisted().size() == before
+
+
 def test_spark_plan_equals_local_plan_on_every_fixture(spark, tmp_path: Path) -> None:
     """Every fixture root at once (one plan of 33 roots, each mapped from where Flink wrote it):
     one Spark plan instead of 33, each decision still compared file by file."""
