@@ -32,6 +32,11 @@ DRIVER = r"""
 import json, resource, sys, time
 from ckptctl.storage import Storage, StorageOptions
 def main():
+    try:  # what the CLI does first (a --baseline-code checkout may predate it)
+        from ckptctl.columns import return_freed_memory
+        return_freed_memory()
+    except ImportError:
+        pass
     mode, root, endpoint = sys.argv[1], sys.argv[2], sys.argv[3] or None
     storage = Storage(StorageOptions(s3_endpoint=endpoint))
     t = time.perf_counter()

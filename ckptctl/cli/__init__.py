@@ -68,6 +68,9 @@ from ckptctl.cli import verify as _verify  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:
+    from ckptctl.columns import return_freed_memory
+
+    return_freed_memory()
     args = list(sys.argv[1:] if argv is None else argv)
     app(args=gc_alias(args), prog_name="ckptctl")
 

@@ -68,6 +68,31 @@ def test_help_imports_nothing_heavy() -> None:
     assert loaded.isdisjoint({"rich", "pyarrow", "s3fs", "fsspec", "pyspark", "rocksdict", "numpy"})
 
 
+def test_the_cli_gives_arrow_the_system_allocator_unless_told_otherwise() -> None:
+    """PyArrow's mimalloc keeps the pages of freed batches: the in-process gc plan of 1M files
+    peaked 19 MiB higher with it. The CLI chooses the C allocator before PyArrow loads; a user's
+    own ARROW_DEFAULT_MEMORY_POOL wins; and once PyArrow is loaded nothing is changed."""
+    code = (
+        "import sys\n"
+        "from ckptctl.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "import pyarrow as pa\n"
+        "print(pa.default_memory_pool().backend_name)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE.parent), os.environ.get("PYTHONPATH")]))
+
+    def backend(**extra: str) -> str:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**env, **extra})  # fmt: skip
+        return done.stdout.split()[-1]
+
+    assert backend() == "system"
+    assert backend(ARROW_DEFAULT_MEMORY_POOL="mimalloc") == "mimalloc"
+    late = code.replace("from ckptctl.cli import main\n", "import pyarrow\nfrom ckptctl.cli import main\n")
+    done = subprocess.run([sys.executable, "-c", late], capture_output=True, text=True, check=True, env=env)
+    assert done.stdout.split()[-1] != "system"
+
 # ---------------------------------------------------------------------------------------------
 # the import graph: no cycles between modules
 
@@ -190,7 +215,7 @@ def test_command_modules_import_the_base_not_the_cli_package() -> None:
     """The package imports the command modules (they register their commands); they take the
     app and what they share from ``ckptctl.cli.base``, which imports none of them."""
     graph = import_graph(lazy=True)
-    commands = graph["ckptctl.cli"] - {"ckptctl.cli.base"}
+    commands = {m for m in graph["ckptctl.cli"] if m.startswith("ckptctl.cli.")} - {"ckptctl.cli.base"}
     assert {"ckptctl.cli.inspect", "ckptctl.cli.verify", "ckptctl.cli.gc"} <= commands
     assert {m for m in commands if "ckptctl.cli" in graph[m]} == set()
     assert {m for m in commands if "ckptctl.cli.base" not in graph[m]} == set()
