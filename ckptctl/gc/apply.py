@@ -165,7 +165,7 @@ def apply_plan(
     try:
         for number, batch in enumerate(batches):
             remover.close()  # each batch walks from the root again: a swapped-in link is seen
-            targets = {d.path: trash_target(storage, trash_root, d.path) for d in batch} if trash_root else {}
+            targets = trash_targets(storage, trash_root, (d.path for d in batch)) if trash_root else {}
             if manifest:
                 _append_manifest(manifest, [
                     {"batch": number, "path": d.path, "size": d.size, "mtime": d.mtime, "reason": str(d.reason),
@@ -244,12 +244,23 @@ def _batches(go: list[FileDecision], n_first: int, size: int) -> Iterable[list[F
         yield go[start : start + size]
 
 
-def trash_target(storage: Storage, trash_root: str, path: str) -> str:
-    """``TRASH/<scheme>/<the whole original path>``: files of two roots never meet, and an
-    existing file is never overwritten (a ``.~N~`` suffix is added)."""
-    scheme = st.scheme_of(path)
-    body = path[5:].lstrip("/")  # file:/… and s3://… both have a 5-character prefix
-    target = st.join(trash_root, scheme, body)
+def trash_targets(storage: Storage, trash_root: str, paths: Iterable[str]) -> dict[str, str]:
+    """Each path's place in the trash: ``TRASH/<scheme>/<the whole original path>`` (files of two
+    roots never meet), and an existing file is never overwritten (a ``.~N~`` suffix is added).
+    On S3 one listing per trash directory tells which are taken (:meth:`Storage.present`), not a
+    HEAD per file; a file there, or in a directory the listing could not answer, is asked for."""
+    # file:/… and s3://… both have a 5-character prefix
+    wanted = {p: st.join(trash_root, st.scheme_of(p), p[5:].lstrip("/")) for p in paths}
+    unanswered: set[str] = set()
+    listed = storage.present(wanted.values(), unanswered=unanswered)
+    out: dict[str, str] = {}
+    for path, target in wanted.items():
+        free = st.scheme_of(target) == "s3" and target not in listed and target not in unanswered
+        out[path] = target if free else _free_name(storage, target)
+    return out
+
+
+def _free_name(storage: Storage, target: str) -> str:
     n = 0
     candidate = target
     while storage.stat(candidate) is not None:
@@ -446,6 +457,7 @@ class Remover:
     def move(self, targets: dict[str, str], judged: Judgements | None = None) -> list[tuple[str, str]]:
         judged = judged or {}
         errors: list[tuple[str, str]] = []
+        remote: list[tuple[str, str, int | None]] = []  # moved together (Storage.move_many)
         for uri, target in targets.items():
             why = self.refusal(uri)
             if why is None:
@@ -455,11 +467,13 @@ class Remover:
                     elif st.scheme_of(uri) == "file":
                         why = self._local_upload(uri, target, judged.get(uri))
                     else:
-                        self.storage.move(uri, target)
+                        remote.append((uri, target, judged[uri][0] if uri in judged else None))
                 except (CkptError, OSError) as e:
                     why = str(e)
             if why is not None:
                 errors.append((uri, why))
+        if remote:
+            errors += self.storage.move_many(remote)
         return errors
 
     def remove_empty_dir(self, dir_uri: str) -> None:

@@ -43,7 +43,7 @@ from ckptctl.gc.apply import (
     Remover,
     outside_scopes,
     remove_emptied_dirs,
-    trash_target,
+    trash_targets,
     why_changed,
 )
 from ckptctl.gc.plan import FileDecision, GcPlan
@@ -404,7 +404,7 @@ def _apply_batch(
 ) -> None:
     remover.close()  # each batch walks from the root again: a directory swapped for a link is seen
     going = {j[0]: (j[1], j[2]) for j in judged if j[4] == GO}  # checked again at the unlink
-    targets = {uri: trash_target(storage, trash_root, uri) for uri in going} if trash_root else {}
+    targets = trash_targets(storage, trash_root, going) if trash_root else {}
     bad: dict[str, str] = {}
     if going:
         bad = dict(remover.move(targets, going) if trash_root else remover.delete(list(going), going))

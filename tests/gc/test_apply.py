@@ -98,6 +98,47 @@ def test_row12_a_mistyped_trash_bucket_moves_nothing_and_says_so(s3_server, tmp_
     assert all(exists(up["fs"], u) for u in up["orphans"])
 
 
+def test_an_s3_trash_in_the_same_store_copies_server_side_a_request_or_two_per_file(s3_server, tmp_path: Path) -> None:
+    """Issue 23: a move to an S3 trash was five sequential requests per file (a HEAD of the source,
+    s3fs's HEAD before its copy, the copy, a HEAD of the copy, a delete of one key). Now the size
+    the re-validation listed is the source's, the copies run concurrently, each checked by one HEAD,
+    and the sources go 1,000 per DeleteObjects. A copy the store refuses keeps its source and is
+    reported; the others move: the bytes in the trash are the orphans' own."""
+    from tests.support.faulty_proxy import FaultyProxy, Rule
+
+    up = upload_scenario(s3_server, "trash-same-store")
+    s3_server.create_bucket("trash-same-store-t")
+    args = gc_args("trash-same-store", up["entry"], s3_server.endpoint)
+    plan_file = tmp_path / "plan.json"
+    ckptctl("gc", "plan", *args, "-o", str(plan_file))
+    before = {u: up["fs"].cat_file(u[5:]) for u in up["orphans"]}
+    refused = sorted(up["orphans"])[0]
+    refused_key = refused.split("/", 3)[3]
+
+    def copy_of(method: str, path: str, key: str | None = None) -> bool:
+        return method == "PUT" and "/trash-same-store-t/" in path and (key is None or path.endswith(key))
+
+    seen: list[tuple[str, str]] = []
+    every = Rule(lambda m, p: seen.append((m, p)) or False)
+    deny = Rule(lambda m, p: copy_of(m, p, refused_key), fail=10**6, fault=(403, b"<Error><Code>AccessDenied</Code>"
+                b"<Message>Access Denied</Message></Error>"))  # fmt: skip
+    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[deny, every]) as proxy:
+        result = ckptctl("gc", "apply", str(plan_file), "--yes", "--json", "--trash", "s3://trash-same-store-t/t",
+                         "--s3-endpoint", proxy.endpoint, expect=None)  # fmt: skip
+    report = json.loads(result.stdout)
+    assert result.exit_code != 0 and [f["path"] for f in report["failed"]] == [refused]
+    assert {d["path"] for d in report["deleted"]} == up["orphans"] - {refused}
+    assert exists(up["fs"], refused) and not any(exists(up["fs"], u) for u in up["orphans"] - {refused})
+    trashed = {p.rpartition("/")[2]: up["fs"].cat_file(p) for p in up["fs"].find("trash-same-store-t/t")}
+    assert trashed == {u.rpartition("/")[2]: before[u] for u in up["orphans"] - {refused}}
+    moved = len(up["orphans"]) - 1
+    copies = [p for m, p in seen if copy_of(m, p)]
+    heads = [p for m, p in seen if m == "HEAD"]
+    deletes = [p for m, p in seen if m == "POST" and "delete" in p]
+    assert len(copies) == moved and len(heads) == moved and all("/trash-same-store-t/" in p for p in heads), seen
+    assert len(deletes) == 1, deletes
+
+
 # ---------------------------------------------------------------------------------------------
 # row 14: a plan whose candidates lack a field
 
