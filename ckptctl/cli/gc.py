@@ -157,6 +157,8 @@ def plan_command(
         clock=clock, collect_dead_jobs=collect_dead_jobs, older_than_at=older_than_at, inventory=inventory,
     )  # fmt: skip
     options.normalized().validate()  # a bad option is refused before a JVM starts for it
+    if inventory is not None and chosen.kind == "auto" and not chosen.master:
+        chosen = _by_inventory(storage, inventory, chosen, out)
     spark_master = _spark_master(chosen)
     if spark_master is not None:
         from ckptctl.gc.spark import build_plan_spark
@@ -284,10 +286,31 @@ def apply_command(
         raise typer.Exit(1)
 
 
+def _by_inventory(storage, manifest: str, chosen, out):
+    """``auto`` with an S3 Inventory: the manifest tells beforehand how many files the plan holds
+    (at most, from its data files' sizes). Spark when planning them in this process could take
+    more than half this machine's memory -- a bucket of 10^8 objects would need ~18 GB -- else
+    in-process (faster on one machine: no JVM, no shuffles)."""
+    from ckptctl.engine.machine import machine_memory
+    from ckptctl.gc.plan import BYTES_PER_FILE
+    from ckptctl.inventory import most_rows, read_manifest
+
+    rows = most_rows(read_manifest(storage, manifest))
+    need, have = rows * BYTES_PER_FILE, machine_memory()
+    if not have or need <= have // 2:
+        return chosen
+    out.warn(
+        f"the inventory holds up to ~{rows:,} rows: planning them in this process could take ~{need / 1e9:.1f} GB "
+        f"of this machine's {have / 1e9:.1f} GB, so the plan is made on Spark (--engine local: in-process)"
+    )
+    return replace(chosen, kind="spark")
+
+
 def _spark_master(chosen, planned: dict | None = None) -> str | None:
     """The Spark master gc runs on, started (under its status line), or ``None`` for in-process.
     ``auto`` stays in-process unless ``--master`` is given or (apply) the plan was made on Spark:
-    before the listing nothing tells how many files there are, and the listing is the cost. A plan
+    before the listing nothing tells how many files there are, and the listing is the cost (an
+    S3 Inventory does tell: :func:`_by_inventory`). A plan
     made on Spark is re-validated on Spark (its lists may be in Parquet only), on its master unless
     another is named."""
     from ckptctl.engine import DEFAULT_MASTER

@@ -164,11 +164,9 @@ def driver_memory() -> str:
     executor of ``local[*]``, and spark-submit's default heap (1 GiB) ran out while a gc plan
     joined 10^7 inventory rows with 2M live paths (``OutOfMemoryError: Java heap space``, the
     plan failed; nothing deleted). A maximum, not a reservation: the heap grows only as used."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        total = 0
-    return f"{min(8 << 10, max(1 << 10, total // 4 >> 20))}m"
+    from ckptctl.engine.machine import machine_memory
+
+    return f"{min(8 << 10, max(1 << 10, machine_memory() // 4 >> 20))}m"
 
 
 def _short(e: BaseException, limit: int = 200) -> str:

@@ -250,3 +250,30 @@ def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> Non
     assert {c["path"] for c in plan["candidates"]} == up["orphans"]
     planted = f"s3://{bucket}/{twice['key']}"
     assert [c["size"] for c in plan["candidates"] if c["path"] == planted] == [again["size"]]
+
+
+def test_auto_plans_an_inventory_too_big_for_this_process_on_spark(spark, s3_server, monkeypatch) -> None:
+    """``--engine auto`` (the default) with an S3 Inventory: the manifest's data-file sizes bound
+    the rows, so the choice is made before anything is listed. A report that fits in half this
+    machine's memory is planned in-process; one that does not (here: a machine of 64 KiB) on Spark,
+    said on stderr, with the same candidates. Before, auto never chose Spark for gc."""
+    from ckptctl.engine import machine
+    from ckptctl.inventory import most_rows, read_manifest
+    from tests.support.inventory import shared, write_inventory
+
+    up = shared(s3_server)
+    bucket = up["bucket"]
+    manifest = write_inventory(s3_server, up["rows"], "Parquet", source=bucket)
+    args = ["gc", "plan", f"s3://{bucket}/checkpoints", "--s3-endpoint", s3_server.endpoint, "--inventory", manifest,
+            "--rebase", f"{up['entry']['original_root']}=s3://{bucket}", "--older-than", "0s", "--margin", "0s",
+            "--force", "--json"]  # fmt: skip
+    CLOCK[0] = time.time()
+    storage = Storage(StorageOptions.from_env(s3_server.endpoint))
+    assert most_rows(read_manifest(storage, manifest)) >= len(up["rows"])  # an upper bound
+    here = ckptctl(*args)
+    monkeypatch.setattr(machine, "machine_memory", lambda: 64 << 10)
+    small = ckptctl(*args)
+    in_process, on_spark = json.loads(here.stdout), json.loads(small.stdout)
+    assert "engine" not in in_process and "on Spark" not in here.stderr
+    assert on_spark["engine"]["kind"] == "spark" and "so the plan is made on Spark" in small.stderr
+    assert {c["path"] for c in on_spark["candidates"]} == {c["path"] for c in in_process["candidates"]} == up["orphans"]
