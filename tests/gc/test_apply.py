@@ -217,3 +217,23 @@ def test_s3_trash_names_never_meet_nor_overwrite_also_after_an_interrupted_run(s
     assert {now[t[len("s3://trash-names/"):]] for t in second.values()} == {
         hashlib.md5(v).hexdigest() for v in sources.values()  # noqa: S324
     }
+
+
+def test_s3_trash_names_of_concurrent_batches_never_meet(s3_server) -> None:
+    """The executors' batches name their trash files concurrently, each knowing only its own
+    candidates: ``x`` (its trash name taken) in one batch and ``x.~1~`` in another both chose
+    ``x.~1~``. A suffixed name is never one whose own file exists, so they cannot meet."""
+    import boto3
+
+    from ckptctl.gc.apply import trash_targets
+    from ckptctl.storage import Storage, StorageOptions
+
+    s3_server.create_bucket("trash-batches")
+    client = boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1")
+    for key in ("r/x", "r/x.~1~", "t/s3/trash-batches/r/x"):
+        client.put_object(Bucket="trash-batches", Key=key, Body=key.encode())
+    storage = Storage(StorageOptions(s3_endpoint=s3_server.endpoint))
+    one = trash_targets(storage, "s3://trash-batches/t", ["s3://trash-batches/r/x"])
+    other = trash_targets(storage, "s3://trash-batches/t", ["s3://trash-batches/r/x.~1~"])
+    assert other == {"s3://trash-batches/r/x.~1~": "s3://trash-batches/t/s3/trash-batches/r/x.~1~"}
+    assert one == {"s3://trash-batches/r/x": "s3://trash-batches/t/s3/trash-batches/r/x.~2~"}
