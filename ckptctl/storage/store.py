@@ -85,12 +85,16 @@ class Storage:
 
         ``size``: the object's size from a listing or stat just made, so that S3 is not asked
         again (a HEAD per ``_metadata``); the read is then bounded to ``limit + 1`` bytes, so an
-        object that grew past the limit since is refused all the same, never read whole."""
+        object that grew past the limit since is refused all the same, never read whole. An
+        object listed empty is empty, not asked for: no range of it can be read (a 416, retried
+        for seconds, then a "cannot read" where the parser says what is wrong at which byte)."""
         fs, path = self.fs(uri)
         s3 = scheme_of(uri) == "s3"
         bounded = limit is not None and size is not None and s3
         if bounded:
             self._refuse_larger(uri, size, limit)
+            if size == 0:
+                return b""
         elif limit is not None:
             self._check_readable(uri, path, limit)
         try:
