@@ -106,3 +106,25 @@ def test_a_source_is_kept_unless_its_copy_is_there_as_judged(s3_server, monkeypa
     }
     assert "r/kept-ok" not in now and now["t/kept-ok"] == _md5(sources["r/kept-ok"])
     assert "t/gone" not in now and "t/twin" not in now
+
+
+def test_stat_many_asks_for_what_a_listing_does_not_show(s3_server) -> None:
+    """relocate's plan, repair's missing files and FLINK-39964's diagnose trust a listing for what
+    it shows and ask (HEAD) for the rest: a file written just after its directory was listed (a
+    lagging listing) is found, a listing refused (403) is answered file by file, and a file that
+    is nowhere is missing -- the sizes all the store's own."""
+    sizes = {f"d/{i:03d}": i % 5 for i in range(70)}
+    _put_all(s3_server, "stat-lag", {k: b"1" * n for k, n in sizes.items()})
+    client = _client(s3_server)
+    late = Rule(lambda m, p: False, after_response=lambda m, p, _b: m == "GET" and "list-type=2" in p,
+                before=lambda: client.put_object(Bucket="stat-lag", Key="d/late", Body=b"late"))  # fmt: skip
+    denied = (403, b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>")
+    asked = [f"s3://stat-lag/{k}" for k in sizes] + ["s3://stat-lag/d/late", "s3://stat-lag/d/nowhere"]
+    expected = {f"s3://stat-lag/{k}": n for k, n in sizes.items()} | {"s3://stat-lag/d/late": 4, "s3://stat-lag/d/nowhere": None}
+    for rules in ([late], [Rule(lambda m, p: "list-type=2" in p, fail=1, fault=denied)]):
+        with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=rules) as proxy:
+            got = Storage(StorageOptions(s3_endpoint=proxy.endpoint)).stat_many(asked)
+        assert {u: (i.size if i else None) for u, i in got.items()} == expected
+        assert rules[0].fired or rules[0].failed
+        if rules[0] is late:
+            assert proxy.requests <= 2 + 2, proxy.requests  # the listing, and a HEAD each for the two it missed
