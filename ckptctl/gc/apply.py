@@ -248,25 +248,48 @@ def trash_targets(storage: Storage, trash_root: str, paths: Iterable[str]) -> di
     """Each path's place in the trash: ``TRASH/<scheme>/<the whole original path>`` (files of two
     roots never meet), and an existing file is never overwritten (a ``.~N~`` suffix is added).
     On S3 one listing per trash directory tells which are taken (:meth:`Storage.present`), not a
-    HEAD per file; a file there, or in a directory the listing could not answer, is asked for."""
+    HEAD per file; a file there, or in a directory the listing could not answer, is asked for.
+
+    No two paths get one name: ``x`` whose trash name is taken would get ``x.~1~``, the very name
+    of a candidate ``x.~1~`` itself -- on S3 the second copy would overwrite the first, both
+    sources would be deleted, and one file would be lost. The names each path wants as it is are
+    handed out first; a suffixed one skips every name handed out, and every name whose own file
+    (``x.~1~`` beside ``x``) exists: it may be moving there in another batch (the executors' run
+    concurrently). That file is looked at before the trash: it is deleted only after its copy
+    is in place, so one of the two is always seen."""
     # file:/… and s3://… both have a 5-character prefix
     wanted = {p: st.join(trash_root, st.scheme_of(p), p[5:].lstrip("/")) for p in paths}
     unanswered: set[str] = set()
     listed = storage.present(wanted.values(), unanswered=unanswered)
-    out: dict[str, str] = {}
+    out = {
+        path: target for path, target in wanted.items()
+        if st.scheme_of(target) == "s3" and target not in listed and target not in unanswered
+    }  # fmt: skip
+    given = set(out.values())
     for path, target in wanted.items():
-        free = st.scheme_of(target) == "s3" and target not in listed and target not in unanswered
-        out[path] = target if free else _free_name(storage, target)
-    return out
+        if path not in out:
+            out[path] = _free_name(storage, trash_root, target, given)
+            given.add(out[path])
+    return {path: out[path] for path in wanted}
 
 
-def _free_name(storage: Storage, target: str) -> str:
+def _free_name(storage: Storage, trash_root: str, target: str, given: set[str]) -> str:
+    """``target`` if it is free, else ``target.~N~`` with the smallest ``N`` that is: not
+    ``given``, not the trash name of a file that exists (:func:`trash_targets`), not in the
+    storage."""
     n = 0
     candidate = target
-    while storage.stat(candidate) is not None:
+    while (candidate in given or (n and storage.stat(_trashed_from(trash_root, candidate)) is not None)
+           or storage.stat(candidate) is not None):  # fmt: skip
         n += 1
         candidate = f"{target}.~{n}~"
     return candidate
+
+
+def _trashed_from(trash_root: str, target: str) -> str:
+    """The path whose plain trash name is ``target``: ``TRASH/<scheme>/<path>`` read back."""
+    scheme, _, rest = target[len(trash_root.rstrip("/")) + 1 :].partition("/")
+    return f"file:/{rest}" if scheme == "file" else f"{scheme}://{rest}"
 
 
 class Remover:

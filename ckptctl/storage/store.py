@@ -11,6 +11,7 @@ import email.utils
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
@@ -84,12 +85,16 @@ class Storage:
 
         ``size``: the object's size from a listing or stat just made, so that S3 is not asked
         again (a HEAD per ``_metadata``); the read is then bounded to ``limit + 1`` bytes, so an
-        object that grew past the limit since is refused all the same, never read whole."""
+        object that grew past the limit since is refused all the same, never read whole. An
+        object listed empty is empty, not asked for: no range of it can be read (a 416, retried
+        for seconds, then a "cannot read" where the parser says what is wrong at which byte)."""
         fs, path = self.fs(uri)
         s3 = scheme_of(uri) == "s3"
         bounded = limit is not None and size is not None and s3
         if bounded:
             self._refuse_larger(uri, size, limit)
+            if size == 0:
+                return b""
         elif limit is not None:
             self._check_readable(uri, path, limit)
         try:
@@ -521,13 +526,20 @@ class Storage:
         :meth:`move` for each -- copy, check the copy is there with the source's size, delete the
         source; a source already gone is nothing to do; a failure keeps the source -- but within
         one S3 endpoint without a request more than a move needs: concurrent ``CopyObject``s
-        (server side; no HEAD of the source when its size is known), a HEAD of each copy, and the
+        (server side; no HEAD of the source when its size is known), a HEAD of each copy (its size,
+        and its ETag the copy's: not another object written there since), and the
         sources deleted 1,000 per request. :meth:`move` went one file at a time with five
-        requests each (a HEAD of the source, two for the copy, a HEAD of the copy, a delete)."""
-        errors: list[tuple[str, str]] = []
+        requests each (a HEAD of the source, two for the copy, a HEAD of the copy, a delete).
+
+        Two sources given one destination both stay: on S3 the later copy would replace the
+        earlier, and the HEAD of each, same size, would let both sources go."""
+        shared = {dst for dst, n in Counter(m[1] for m in moves).items() if n > 1}
+        errors = [(src, f"another file moves to {dst} too: source kept") for src, dst, _s in moves if dst in shared]
+        moves = [m for m in moves if m[1] not in shared]
         copy_here = [m for m in moves if scheme_of(m[0]) == scheme_of(m[1]) == "s3" and m[2] is not None
                      and m[2] < COPY_OBJECT_LIMIT]  # fmt: skip
-        for src, dst, _size in (m for m in moves if m not in copy_here):
+        elsewhere = set(moves) - set(copy_here)
+        for src, dst, _size in (m for m in moves if m in elsewhere):
             try:
                 self.move(src, dst)
             except StorageError as e:
@@ -544,7 +556,7 @@ class Storage:
             dst_bucket, _, dst_key = dst[5:].partition("/")
             async with gate:
                 try:
-                    await retrying_async(lambda: fs._call_s3(
+                    made = await retrying_async(lambda: fs._call_s3(
                         "copy_object", Bucket=dst_bucket, Key=dst_key, CopySource={"Bucket": src_bucket, "Key": src_key}
                     ))  # fmt: skip
                 except FileNotFoundError:
@@ -562,6 +574,9 @@ class Storage:
                     copied = None
                 if copied is None or copied.get("ContentLength") != size:
                     return f"the copy at {dst} is missing or has the wrong size: source kept"
+                etag = (made.get("CopyObjectResult") or {}).get("ETag")
+                if etag and copied.get("ETag") and etag != copied["ETag"]:  # replaced since, same size
+                    return f"the copy at {dst} was replaced by another object: source kept"
                 return None
 
         async def everything():

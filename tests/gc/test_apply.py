@@ -155,3 +155,85 @@ def test_row14_a_candidate_without_mtime_is_an_invalid_plan(tmp_path: Path) -> N
     assert "not a valid plan" in err and "Traceback" not in err and len(err.splitlines()) == 1
     assert all(o.exists() for o in orphans)
     shutil.rmtree(tmp_path / "unused", ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# trash names on S3: never one for two files, never one already taken
+
+
+def test_s3_trash_names_never_meet_nor_overwrite_also_after_an_interrupted_run(s3_server, monkeypatch) -> None:
+    """``x``'s trash name is taken, so it would get ``x.~1~`` -- the very name of the candidate
+    ``x.~1~``: both copies went to one key, both sources were deleted, one file was lost. Every
+    candidate gets a name of its own, none taken before. A run whose DeleteObjects never go
+    through keeps every source (its copies stay in the trash), and running it again -- its trash
+    listing refused this time, so each name is asked for -- moves each source to a new name,
+    leaving everything earlier in the trash as it was."""
+    import hashlib
+
+    import boto3
+
+    from ckptctl.gc.apply import Remover, trash_targets
+    from ckptctl.storage import Storage, StorageOptions
+    from tests.support.faulty_proxy import FaultyProxy, Rule, lists_inside
+
+    def md5s() -> dict[str, str]:
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket="trash-names")
+        return {o["Key"]: o["ETag"].strip('"') for page in pages for o in page.get("Contents", [])}
+
+    s3_server.create_bucket("trash-names")
+    client = boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1")
+    sources = {"r/x": b"AAAA", "r/x.~1~": b"BBBB", "r/y": b"CCCC"}
+    for key, body in {**sources, "t/s3/trash-names/r/x": b"old!"}.items():
+        client.put_object(Bucket="trash-names", Key=key, Body=body)
+    judged = {f"s3://trash-names/{k}": (len(v), None) for k, v in sources.items()}
+    denied = (403, b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>")
+
+    def run(rules: list[Rule]) -> tuple[dict[str, str], dict[str, str]]:
+        with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=rules) as proxy:
+            storage = Storage(StorageOptions(s3_endpoint=proxy.endpoint))
+            targets = trash_targets(storage, "s3://trash-names/t", judged)
+            return targets, dict(Remover(storage, ["s3://trash-names/r"]).move(targets, judged))
+
+    monkeypatch.setenv("CKPTCTL_S3_DEADLINE", "1")  # DeleteObjects refused for good: given up at once
+    first, errors = run([Rule(lambda m, p: m == "POST" and "delete" in p, fail=10**6)])
+    assert len(set(first.values())) == 3 and "s3://trash-names/t/s3/trash-names/r/x" not in first.values()
+    assert sorted(errors) == sorted(judged) and all("could not delete" in why for why in errors.values())
+    after_first = md5s()
+    assert all(after_first[k] == hashlib.md5(v).hexdigest() for k, v in sources.items())  # noqa: S324
+    assert after_first["t/s3/trash-names/r/x"] == hashlib.md5(b"old!").hexdigest()  # noqa: S324
+    assert {after_first[t[len("s3://trash-names/"):]] for t in first.values()} == {
+        hashlib.md5(v).hexdigest() for v in sources.values()  # noqa: S324
+    }
+
+    refused = Rule(lists_inside("t"), fail=1, fault=denied)
+    second, errors = run([refused])
+    assert refused.failed == 1 and errors == {}
+    assert not set(second.values()) & set(first.values()) and len(set(second.values())) == 3
+    now = md5s()
+    assert {k: now.get(k) for k in after_first if k.startswith("t/")} == {
+        k: v for k, v in after_first.items() if k.startswith("t/")
+    }
+    assert not any(k.startswith("r/") for k in now)
+    assert {now[t[len("s3://trash-names/"):]] for t in second.values()} == {
+        hashlib.md5(v).hexdigest() for v in sources.values()  # noqa: S324
+    }
+
+
+def test_s3_trash_names_of_concurrent_batches_never_meet(s3_server) -> None:
+    """The executors' batches name their trash files concurrently, each knowing only its own
+    candidates: ``x`` (its trash name taken) in one batch and ``x.~1~`` in another both chose
+    ``x.~1~``. A suffixed name is never one whose own file exists, so they cannot meet."""
+    import boto3
+
+    from ckptctl.gc.apply import trash_targets
+    from ckptctl.storage import Storage, StorageOptions
+
+    s3_server.create_bucket("trash-batches")
+    client = boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1")
+    for key in ("r/x", "r/x.~1~", "t/s3/trash-batches/r/x"):
+        client.put_object(Bucket="trash-batches", Key=key, Body=key.encode())
+    storage = Storage(StorageOptions(s3_endpoint=s3_server.endpoint))
+    one = trash_targets(storage, "s3://trash-batches/t", ["s3://trash-batches/r/x"])
+    other = trash_targets(storage, "s3://trash-batches/t", ["s3://trash-batches/r/x.~1~"])
+    assert other == {"s3://trash-batches/r/x.~1~": "s3://trash-batches/t/s3/trash-batches/r/x.~1~"}
+    assert one == {"s3://trash-batches/r/x": "s3://trash-batches/t/s3/trash-batches/r/x.~2~"}

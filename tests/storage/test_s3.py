@@ -218,6 +218,10 @@ def test_a_checkpoint_path_costs_one_get_of_its_metadata(s3_server, s3_fixtures:
         result = runner.invoke(app, ["refs", "--s3-endpoint", requests.proxy.endpoint, "s3://empty-metadata/ck/chk-1"])
     assert result.exit_code == 2 and "_metadata: byte 0: truncated" in result.stderr, result.output
     assert [m for m, _p in requests.log] == ["GET", "HEAD"], requests.log
+    with _RequestLog(s3_server.endpoint) as requests:  # a root: listed empty, not read (was: 11 s, "cannot read")
+        result = runner.invoke(app, ["refs", "--s3-endpoint", requests.proxy.endpoint, "s3://empty-metadata/ck"])
+    assert result.exit_code != 0 and "chk-1/_metadata: byte 0: truncated" in result.output, result.output
+    assert not [p for m, p in requests.log if p.endswith("/chk-1/_metadata")], requests.log
 
 
 def test_the_checkpoint_directories_listing_yields_each_file_once(s3_server) -> None:

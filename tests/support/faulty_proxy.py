@@ -124,7 +124,8 @@ class FaultyProxy:
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
-                    self.wfile.write(payload)
+                    if self.command != "HEAD":  # a HEAD answer has no body: one would be read as the next answer
+                        self.wfile.write(payload)
                     return
                 conn = http.client.HTTPConnection(*proxy.upstream, timeout=30)
                 headers = {
