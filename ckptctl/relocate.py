@@ -47,7 +47,7 @@ from ckptctl.metadata.transform import map_file_handles
 from ckptctl.rebase import Rebase, written_job_dir
 from ckptctl.refs import LoadedCheckpoint, canonical, file_resolver, load_checkpoint, relative_uri
 from ckptctl.storage import Storage
-from ckptctl.storage.copying import copy_file, write_atomic
+from ckptctl.storage.copying import check_copies, copy_file, write_atomic
 from ckptctl.targets import checkpoint_if_named
 
 PLAN_FORMAT = "ckptctl-relocate-plan/1"
@@ -471,18 +471,20 @@ def apply_relocation(
     stats = {"copied": 0, "bytes": 0, "skipped": 0}
     limiter = _Limiter(bwlimit) if bwlimit else None
 
+    copied: list[tuple[str, int]] = []  # checked together, before any _metadata is written
+
     def one(item: CopyItem) -> None:
-        there = storage.stat(item.dst)
-        if there is not None and there.size == item.size:
+        if already(item):
             with lock:
                 stats["skipped"] += 1
         else:
-            n = copy_file(storage, item.src, item.dst, item.size)
+            n = copy_file(storage, item.src, item.dst, item.size, checked=False)
             if limiter is not None:
                 limiter.spend(n)
             with lock:
                 stats["copied"] += 1
                 stats["bytes"] += n
+                copied.append((item.dst, item.size))
         if progress is not None:
             progress(1)
 
@@ -490,13 +492,16 @@ def apply_relocation(
         for outcome in run_spark_copies(storage, plan.copies, chosen, progress):
             stats["skipped" if outcome.skipped else "copied"] += 1
             stats["bytes"] += outcome.copied
-    elif workers <= 1:
-        for item in plan.copies:
-            one(item)
     else:
-        with ThreadPoolExecutor(workers) as pool:
-            for fut in as_completed([pool.submit(one, item) for item in plan.copies]):
-                fut.result()
+        already = _already_copied(storage, plan.copies)
+        if workers <= 1:
+            for item in plan.copies:
+                one(item)
+        else:
+            with ThreadPoolExecutor(workers) as pool:
+                for fut in as_completed([pool.submit(one, item) for item in plan.copies]):
+                    fut.result()
+        check_copies(storage, copied)
     written = []
     for c in plan.checkpoints:  # last: a _metadata never names a file that is not there yet
         write_atomic(storage, c.metadata_uri, c.data)
@@ -519,15 +524,38 @@ class CopyOutcome(NamedTuple):
 def copy_partition(options: st.StorageOptions, items: Iterable[CopyItem]) -> Iterator[CopyOutcome]:
     """The task function of the Spark copies (module level: pickled, with ``options`` bound, by reference)."""
     storage = Storage.shared(options)
+    items = list(items)
+    try:
+        already = _already_copied(storage, items)
+    except CkptError as e:
+        yield from (CopyOutcome(item.src, error=str(e)) for item in items)
+        return
     for item in items:
         try:
-            there = storage.stat(item.dst)
-            if there is not None and there.size == item.size:
+            if already(item):
                 yield CopyOutcome(item.src, skipped=True)
             else:
                 yield CopyOutcome(item.src, copy_file(storage, item.src, item.dst, item.size))
         except CkptError as e:
             yield CopyOutcome(item.src, error=str(e))
+
+
+def _already_copied(storage: Storage, items: list[CopyItem]) -> Callable[[CopyItem], bool]:
+    """Whether an item's destination holds a file of its size already (a repeated run): on S3 one
+    listing per destination directory (:meth:`Storage.present`) instead of a stat each -- for an
+    absent key s3fs's stat is two requests, a HEAD and a listing; a stat where the store is not
+    S3 or a listing could not answer."""
+    unanswered: set[str] = set()
+    listed = storage.present([item.dst for item in items], unanswered=unanswered)
+
+    def already(item: CopyItem) -> bool:
+        if st.scheme_of(item.dst) == "s3" and item.dst not in unanswered:
+            there = listed.get(item.dst)
+        else:
+            there = storage.stat(item.dst)
+        return there is not None and there.size == item.size
+
+    return already
 
 
 def run_spark_copies(

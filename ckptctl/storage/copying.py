@@ -20,10 +20,12 @@ TMP_MARK = ".ckptctl-tmp-"
 CHUNK = 8 << 20
 
 
-def copy_file(storage: Storage, src: str, dst: str, size: int | None = None) -> int:
+def copy_file(storage: Storage, src: str, dst: str, size: int | None = None, *, checked: bool = True) -> int:
     """Copy ``src`` to ``dst`` (any stores); returns the bytes copied. ``dst`` appears complete or not at all.
 
     ``size``: the size the source must have (checked after the copy, on the destination).
+    ``checked=False`` (with ``size``): an object store's copy is not looked at here; the caller
+    checks many at once (:func:`check_copies`: a listing per directory, not a HEAD each).
     """
     if st.scheme_of(dst) == "file":
         final = dst[5:]
@@ -71,12 +73,27 @@ def copy_file(storage: Storage, src: str, dst: str, size: int | None = None) -> 
     except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
         raise StorageError(f"cannot copy to {dst}: {type(e).__name__}: {e}", path=src) from None
     dst_fs.invalidate_cache()
+    if not checked and size is not None:
+        return size
     info = storage.stat(dst)
+    _check_copy(dst, info, size)
+    return info.size
+
+
+def check_copies(storage: Storage, copies: list[tuple[str, int]]) -> None:
+    """Each ``(dst, size)`` copied with ``checked=False`` is there with its size (raises at the
+    first that is not): one listing per destination directory on S3 (:meth:`Storage.stat_many`),
+    a HEAD only for a copy no listing shows."""
+    found = storage.stat_many(dst for dst, _size in copies)
+    for dst, size in copies:
+        _check_copy(dst, found[dst], size)
+
+
+def _check_copy(dst: str, info, size: int | None) -> None:
     if info is None:
         raise StorageError("copied, but the copy is not there", path=dst)
     if size is not None and info.size != size:
         raise StorageError(f"copied {info.size} bytes, expected {size}", path=dst)
-    return info.size
 
 
 def check_writable(storage: Storage, root: str) -> None:

@@ -224,6 +224,41 @@ def s3_relocation(
     return sc, back, remote
 
 
+def test_a_relocation_to_s3_asks_no_head_per_file_and_still_finds_a_copy_that_is_not_there(
+    tmp_path: Path, s3_server
+) -> None:
+    """Issue 23: relocate --apply to S3 asked, for every file, whether the destination held it
+    already (a HEAD, then s3fs's listing when it did not) and whether the copy arrived (a HEAD): 129
+    requests for the 24 files of the 2.2.0 checkpoint. The destination directories are listed
+    once before and once after the copies. A PUT answered 200 that stored nothing is still found:
+    nothing is said to be copied and no _metadata is written; the repeated run copies it."""
+    from tests.support.faulty_proxy import FaultyProxy, Rule
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    chk = str(sorted(sc.checkpoints.rglob("_metadata"))[-1].parent)
+    s3_server.create_bucket("reloc-requests")
+    dest = "s3://reloc-requests/ck"
+    seen: list[tuple[str, str]] = []
+    every = Rule(lambda m, p: seen.append((m, p)) or False)
+    lost = Rule(lambda m, p: m == "PUT" and "/shared/" in p, fail=1, fault=(200, b""))  # answered, not stored
+    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[lost, every]) as proxy:
+        failed = ckptctl("relocate", chk, dest, "--apply", "--json", "--s3-endpoint", proxy.endpoint, *sc.rebase,
+                         expect=None)  # fmt: skip
+    assert failed.exit_code != 0 and "the copy is not there" in failed.stderr, failed.stderr
+    fs = s3_server.filesystem()
+    assert not [k for k in fs.find("reloc-requests/ck") if k.endswith("/_metadata")]
+    seen.clear()
+    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[every]) as proxy:
+        done = run_json("relocate", chk, dest, "--apply", "--no-verify", "--s3-endpoint", proxy.endpoint, *sc.rebase)
+    result = done["result"]
+    files = result["copied_files"] + result["already_there"]
+    assert result["copied_files"] == 1 and files > 20, done
+    heads = [p for m, p in seen if m == "HEAD"]
+    assert len(heads) <= len(done["checkpoints"]), heads  # the conflict check of each _metadata
+    assert len(seen) <= files // 2, (len(seen), files)
+    assert [k for k in fs.find("reloc-requests/ck") if k.endswith("/_metadata")]
+
+
 @pytest.mark.parametrize("scenario", ["filemerging", "changelog"])
 def test_local_to_s3_and_back_keeps_the_model(scenario: str, tmp_path: Path, s3_server) -> None:
     sc, back, remote = s3_relocation("2.2.0", scenario, tmp_path, s3_server, f"reloc-{scenario}")
