@@ -474,7 +474,7 @@ def apply_relocation(
     copied: list[tuple[str, int]] = []  # checked together, before any _metadata is written
 
     def one(item: CopyItem) -> None:
-        if already(item):
+        if item.dst in already:
             with lock:
                 stats["skipped"] += 1
         else:
@@ -532,7 +532,7 @@ def copy_partition(options: st.StorageOptions, items: Iterable[CopyItem]) -> Ite
         return
     for item in items:
         try:
-            if already(item):
+            if item.dst in already:
                 yield CopyOutcome(item.src, skipped=True)
             else:
                 yield CopyOutcome(item.src, copy_file(storage, item.src, item.dst, item.size))
@@ -540,22 +540,11 @@ def copy_partition(options: st.StorageOptions, items: Iterable[CopyItem]) -> Ite
             yield CopyOutcome(item.src, error=str(e))
 
 
-def _already_copied(storage: Storage, items: list[CopyItem]) -> Callable[[CopyItem], bool]:
-    """Whether an item's destination holds a file of its size already (a repeated run): on S3 one
-    listing per destination directory (:meth:`Storage.present`) instead of a stat each -- for an
-    absent key s3fs's stat is two requests, a HEAD and a listing; a stat where the store is not
-    S3 or a listing could not answer."""
-    unanswered: set[str] = set()
-    listed = storage.present([item.dst for item in items], unanswered=unanswered)
-
-    def already(item: CopyItem) -> bool:
-        if st.scheme_of(item.dst) == "s3" and item.dst not in unanswered:
-            there = listed.get(item.dst)
-        else:
-            there = storage.stat(item.dst)
-        return there is not None and there.size == item.size
-
-    return already
+def _already_copied(storage: Storage, items: list[CopyItem]) -> set[str]:
+    """The destinations that hold a file of their item's size already (a repeated run): on S3 one
+    listing per destination directory (:meth:`Storage.stat_many`), not a stat each."""
+    there = storage.stat_many([item.dst for item in items], unlisted_is_absent=True)
+    return {item.dst for item in items if there[item.dst] is not None and there[item.dst].size == item.size}
 
 
 def run_spark_copies(

@@ -247,8 +247,8 @@ def _batches(go: list[FileDecision], n_first: int, size: int) -> Iterable[list[F
 def trash_targets(storage: Storage, trash_root: str, paths: Iterable[str]) -> dict[str, str]:
     """Each path's place in the trash: ``TRASH/<scheme>/<the whole original path>`` (files of two
     roots never meet), and an existing file is never overwritten (a ``.~N~`` suffix is added).
-    On S3 one listing per trash directory tells which are taken (:meth:`Storage.present`), not a
-    HEAD per file; a file there, or in a directory the listing could not answer, is asked for.
+    On S3 one listing per trash directory tells which are taken (:meth:`Storage.stat_many`), not a
+    HEAD per file; a name taken is asked for again with each suffix.
 
     No two paths get one name: ``x`` whose trash name is taken would get ``x.~1~``, the very name
     of a candidate ``x.~1~`` itself -- on S3 the second copy would overwrite the first, both
@@ -259,12 +259,8 @@ def trash_targets(storage: Storage, trash_root: str, paths: Iterable[str]) -> di
     is in place, so one of the two is always seen."""
     # file:/… and s3://… both have a 5-character prefix
     wanted = {p: st.join(trash_root, st.scheme_of(p), p[5:].lstrip("/")) for p in paths}
-    unanswered: set[str] = set()
-    listed = storage.present(wanted.values(), unanswered=unanswered)
-    out = {
-        path: target for path, target in wanted.items()
-        if st.scheme_of(target) == "s3" and target not in listed and target not in unanswered
-    }  # fmt: skip
+    taken = storage.stat_many(wanted.values(), unlisted_is_absent=True)
+    out = {path: target for path, target in wanted.items() if taken[target] is None}
     given = set(out.values())
     for path, target in wanted.items():
         if path not in out:

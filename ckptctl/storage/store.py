@@ -280,7 +280,8 @@ class Storage:
         among ``P`` pages of others (orphans) costs at most ``min(n, P + runs)`` requests, ``runs``
         being ``n / per_run`` rounded up (consecutive runs listed concurrently). Directories are
         listed concurrently. A directory whose listing fails is left out: its files are then asked
-        for one by one, which words the error (``unanswered`` receives their URIs). Not S3:
+        for one by one, which words the error. ``unanswered`` receives the S3 URIs no listing
+        answered for (a failed one, or a key at the top of its bucket, never listed). Not S3:
         nothing (a local stat costs no request)."""
         from fsspec.asyn import sync
 
@@ -293,6 +294,8 @@ class Storage:
                 bucket, _, prefix = directory.partition("/")
                 if name and prefix:
                     by_dir.setdefault((bucket, prefix + "/"), []).append(name)
+                elif unanswered is not None:
+                    unanswered.add(uri)
         if not by_dir:
             return {}
         fs, _ = self.fs("s3://" + next(iter(by_dir))[0])
@@ -332,14 +335,22 @@ class Storage:
                 found[uri] = FileInfo(uri, size, modified.timestamp() if modified else None)
         return found
 
-    def stat_many(self, uris: Iterable[str], workers: int = 16) -> dict[str, FileInfo | None]:
+    def stat_many(self, uris: Iterable[str], workers: int = 16, *, unlisted_is_absent: bool = False,
+                  ) -> dict[str, FileInfo | None]:  # fmt: skip
         """Each URI's stat (``None``: no such file), in the order given, without a request per S3
         file: :meth:`present`'s listings answer for the files they show; a file they do not show
         is asked for itself (a listing may lag behind the store, and its HEAD words any error),
-        in a thread pool when there are many (a checkpoint names hundreds)."""
+        in a thread pool when there are many (a checkpoint names hundreds).
+
+        ``unlisted_is_absent``: a file a listing that answered does not show is absent, with no
+        request -- for the callers a wrong "absent" costs nothing but a repeated copy or a
+        suffixed name (a destination already copied to, a free trash name); an absent key is two
+        requests to s3fs's stat (a HEAD, then a listing)."""
         ordered = list(dict.fromkeys(uris))
-        found: dict[str, FileInfo | None] = dict(self.present(ordered))
-        rest = [u for u in ordered if u not in found]
+        unanswered: set[str] = set()
+        found: dict[str, FileInfo | None] = dict(self.present(ordered, unanswered=unanswered))
+        rest = [u for u in ordered if u not in found
+                and not (unlisted_is_absent and scheme_of(u) == "s3" and u not in unanswered)]  # fmt: skip
         if len(rest) < 64 or workers <= 1 or all(scheme_of(u) == "file" for u in rest):
             found.update((u, self.stat(u)) for u in rest)
         else:
@@ -347,7 +358,7 @@ class Storage:
 
             with ThreadPoolExecutor(workers) as pool:
                 found.update(zip(rest, pool.map(self.stat, rest), strict=True))
-        return {u: found[u] for u in ordered}
+        return {u: found.get(u) for u in ordered}
 
     @contextlib.contextmanager
     def _listing(self, what: str) -> Iterator[Callable[[int], None] | None]:
