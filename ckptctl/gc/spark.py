@@ -27,7 +27,7 @@ import os
 import pickle
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
@@ -108,14 +108,15 @@ def _listed_rows(storage: Storage, task: tuple) -> Iterator[tuple]:
             notes = st.WalkNotes(seen=seen)
             for pos, f in enumerate(storage.list_files(root, notes)):
                 yield ("f", root_idx, 0, pos, f.uri, f.size, _seconds(f.mtime), bool(f.is_link), None)
-            for d, mtime in notes.dirs.items():
-                yield ("d", root_idx, 0, 0, d, 0, _seconds(mtime), False, None)
-            for link, target in notes.followed:
-                yield ("l", root_idx, 0, 0, link, 0, None, False, target)
-            for uri, first in notes.aliases:
-                yield ("a", root_idx, 0, 0, uri, 0, None, False, first)
-            for m in notes.mounts:
-                yield ("m", root_idx, 0, 0, m, 0, None, False, None)
+            # each in the walk's order (pos): the first alias is the one reported
+            for pos, (d, mtime) in enumerate(notes.dirs.items()):
+                yield ("d", root_idx, 0, pos, d, 0, _seconds(mtime), False, None)
+            for pos, (link, target) in enumerate(notes.followed):
+                yield ("l", root_idx, 0, pos, link, 0, None, False, target)
+            for pos, (uri, first) in enumerate(notes.aliases):
+                yield ("a", root_idx, 0, pos, uri, 0, None, False, first)
+            for pos, m in enumerate(notes.mounts):
+                yield ("m", root_idx, 0, pos, m, 0, None, False, None)
     elif kind == "s3":
         from fsspec.asyn import sync
 
@@ -281,6 +282,96 @@ def _changelog_partition(rows) -> Iterator[str]:
 
 
 # ---------------------------------------------------------------------------------------------
+# one row per URI: the listing and the references together
+
+PER_URI = ("kg", "uri", "root_idx", "part", "pos", "n_f", "size", "mtime", "is_link", "live", "has_span", "expired",
+           "rows_read", "rows_kept")  # fmt: skip
+DECIDE_COLUMNS = ("root_idx", "part", "pos", "uri", "size", "mtime", "is_link", "live", "spans", "expired")
+SPAN_LIST = "array<struct<offset:bigint,size:bigint>>"
+BROADCAST_SPANS = 200_000  # segments' rows at most broadcast to the deciding tasks; more are joined
+
+
+def _as_per_uri(fold_rows):
+    """The references of :data:`FOLD_SCHEMA` rows in the columns of :func:`_group_per_uri`."""
+    from pyspark.sql import functions as F
+
+    kind, none = F.col("kind"), F.lit(None)
+    return fold_rows.filter("kind in ('live', 'span', 'expired')").select(
+        F.lit("f").alias("kg"), F.col("path").alias("uri"), none.cast("int").alias("root_idx"),
+        none.cast("int").alias("part"), none.cast("long").alias("pos"), F.lit(0).alias("n_f"),
+        none.cast("long").alias("size"), none.cast("double").alias("mtime"), none.cast("boolean").alias("is_link"),
+        (kind == "live").alias("live"), (kind == "span").alias("has_span"), (kind == "expired").alias("expired"),
+        none.cast("long").alias("rows_read"), none.cast("long").alias("rows_kept"),
+    )  # fmt: skip
+
+
+def _group_per_uri(frame, *, exact: bool):
+    """Rows of :data:`PER_URI` grouped by (``uri``, ``kg``), after one shuffle by ``uri``.
+    ``exact``: of several listing rows of one key, the largest (size, mtime, is_link) speaks
+    whole (a struct: sort-based); else each field's maximum (hash aggregates only)."""
+    from pyspark.sql import functions as F
+
+    carries = (F.col("n_f") > 0) | (F.col("kg") != "f")  # a listed file or a walk's note, not a reference
+    if exact:
+        values = [F.max(F.when(carries, F.struct("size", "mtime", "is_link"))).alias("v")]
+    else:
+        values = [F.max(c).alias(c) for c in ("size", "mtime", "is_link")]
+    grouped = frame.repartition("uri").groupBy("uri", "kg").agg(
+        *[F.max(c).alias(c) for c in ("root_idx", "part", "pos")], F.sum("n_f").alias("n_f"), *values,
+        *[F.max(c).alias(c) for c in ("live", "has_span", "expired")],
+        *[F.sum(c).alias(c) for c in ("rows_read", "rows_kept")],
+    )  # fmt: skip
+    if exact:
+        grouped = grouped.select("*", "v.size", "v.mtime", "v.is_link").drop("v")
+    return grouped.select(*PER_URI)
+
+
+def _with_spans(files, fold_df):
+    """``files`` with the spans of each segment's file (``spans``: null for others). The segments
+    are few or none in most buckets: then they go to every deciding task (or nowhere) and the
+    files are not shuffled again."""
+    from pyspark.sql import functions as F
+
+    spans = fold_df.filter("kind = 'span'")
+    n = spans.count()
+    if not n:
+        return files.withColumn("spans", F.lit(None).cast(SPAN_LIST))
+    lists = spans.groupBy(F.col("path").alias("uri")).agg(F.collect_list(F.struct("offset", "size")).alias("spans"))
+    return files.join(F.broadcast(lists) if n <= BROADCAST_SPANS else lists, "uri", "left")
+
+
+class _Summary:
+    """What :meth:`_SparkPlanner.summarise` collected: a row per directory of files (``kg`` "f",
+    ``key`` the directory), per note of a walk and per inventory statistics; proportional to
+    directories."""
+
+    def __init__(self, rows: list) -> None:
+        self.dirs = sorted((r for r in rows if r.kg == "f"), key=lambda r: r.first)
+        self.notes = sorted(((r.kg[0], r) for r in rows if r.kg[:1] in ("d", "l", "a", "m") and r.kg[1:2] == ":"),
+                            key=lambda n: (n[1].root_idx, n[1].pos))  # fmt: skip
+        stats = [r for r in rows if r.kg == "s:"]
+        self.rows_read = sum(r.rows_read or 0 for r in stats)
+        self.rows_kept = sum(r.rows_kept or 0 for r in stats)
+        self.total_files = sum(d.files for d in self.dirs)
+        self.total_bytes = sum(d.bytes or 0 for d in self.dirs)
+        firsts = [d.first_future for d in self.dirs if d.first_future is not None]
+        self.future = sum(d.future for d in self.dirs), (min(firsts).uri if firsts else None)
+        self.duplicated = sum(d.duplicated for d in self.dirs)
+
+    def files_in(self, root_idx: int) -> int:
+        return sum(d.files for d in self.dirs if d.root_idx == root_idx)
+
+    def metadata_listing(self, listed: list[str]) -> list[tuple[str, list[FileInfo]]]:
+        """The listed ``_metadata`` files per scope, in listing order (all
+        :meth:`ckptctl.gc.guards.Guards.check_checkpoints_unchanged` reads)."""
+        found = sorted((d.root_idx, tuple(d.metadata)) for d in self.dirs if d.metadata is not None)
+        out: list[tuple[str, list[FileInfo]]] = [(root, []) for root in listed]
+        for root_idx, (_part, _pos, uri, size, mtime, is_link) in found:
+            out[root_idx][1].append(FileInfo(uri, size, mtime, is_link))
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
 # the driver
 
 
@@ -328,13 +419,21 @@ class _SparkPlanner(_Planner):
         retention = self.retain(discovered, now, cutoff)
         self.warnings.extend(retention.notes)
         folded, fold_df = self.fold_on_executors(retention)
-        universe = self.list_on_executors()
+        rule = self.rule(now, cutoff, True)
+        rows = self.listing_rows()
+        joined = self.per_uri(rows, fold_df, exact=False)
+        summary = self.summarise(joined, rule.tolerance_limit)
+        if summary.duplicated:  # keys an inventory lists twice: the newest row speaks, as in-process
+            joined.unpersist()
+            joined = self.per_uri(rows, fold_df, exact=True)
+            summary = self.summarise(joined, rule.tolerance_limit)
+        self.take_listing(summary)
         for code, message in folded.refusals:
             self.refuse(Refusal(code), message)
-        hidden = self.check_checkpoints_unchanged(discovered, self.metadata_listing(universe))
+        hidden = self.check_checkpoints_unchanged(discovered, summary.metadata_listing(self.scopes.listed))
         self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
         self.check_no_aliases()
-        plan = self.classify_on_executors(now, now_source, cutoff, retention, folded, fold_df, universe)
+        plan = self.classify_on_executors(now, now_source, cutoff, rule, retention, folded, fold_df, joined, summary)
         if self.inventory is not None:
             self.check_metadata_after_plan()
         return plan
@@ -364,9 +463,11 @@ class _SparkPlanner(_Planner):
         return folded, fold_df
 
     # -- list ------------------------------------------------------------------------------
-    def list_on_executors(self):
-        """The file universe (``f`` rows of :data:`LISTING_SCHEMA`); what local walks saw besides
-        files is collected into ``self.notes`` (proportional to directories)."""
+    def listing_rows(self):
+        """The file universe as the executors list (or read) it: a lazy DataFrame of
+        :data:`LISTING_SCHEMA` rows (``f`` files, and what local walks saw besides, ``s`` the
+        inventory's read statistics). Evaluated once, by :meth:`per_uri`'s cache: a second
+        evaluation would list again."""
         listed = self.scopes.listed
         tasks: list[tuple] = []
         driver_rows: list[tuple] = []
@@ -385,61 +486,77 @@ class _SparkPlanner(_Planner):
                     tasks.append(("any", i, root))
         rows = self.on_executors(tasks, max(1, len(tasks)), functools.partial(_list_partition, self.storage.options),
                                  LISTING_SCHEMA, arrow=True)  # fmt: skip
+        if driver_rows:
+            rows = rows.union(self.spark.createDataFrame(driver_rows, LISTING_SCHEMA))
+        return rows
+
+    def per_uri(self, rows, fold_df, *, exact: bool):
+        """The listing and the checkpoints' references in one row per URI, by one shuffle: what
+        was a deduplication of the listing, a grouping of the references and a join of the two.
+        Every aggregate is a hash aggregate (no strings, no structs: those sort 10^7 rows), so
+        two rows of one key in an inventory take each field's maximum; :meth:`summarise` counts
+        such keys and :meth:`_run` asks again with ``exact`` (the newest row speaks, as the local
+        planner sorts: a sort-based aggregate) when there are any. Rows that are not files keep
+        their kind (and its detail) in ``kg``; files and references have ``kg = 'f'``, ``n_f``
+        the number of listing rows (0: referenced, not listed)."""
+        from pyspark.sql import functions as F
+
+        kind = F.col("kind")
+        is_file, stat = kind == "f", kind == "s"
+        listing = rows.select(
+            F.when(is_file, F.lit("f")).otherwise(F.concat(kind, F.lit(":"), F.coalesce("extra", F.lit("")))).alias("kg"),
+            "uri", "root_idx", "part", F.when(~stat, F.col("pos")).alias("pos"),
+            is_file.cast("int").alias("n_f"), F.when(~stat, F.col("size")).alias("size"), "mtime", "is_link",
+            F.lit(False).alias("live"), F.lit(False).alias("has_span"), F.lit(False).alias("expired"),
+            F.when(stat, F.col("size")).alias("rows_read"), F.when(stat, F.col("pos")).alias("rows_kept"),
+        )  # fmt: skip
+        return self.cache(_group_per_uri(listing.unionByName(_as_per_uri(fold_df)), exact=exact))
+
+    def summarise(self, joined, tolerance_limit: float) -> _Summary:
+        """One pass over the rows per URI for everything the driver needs before deciding: the
+        directories (listing order, files, bytes, the ``_metadata`` in each), the walks' notes,
+        the inventory's read statistics, the totals and the files dated in the future."""
+        from pyspark.sql import functions as F
+
+        is_file = F.col("kg") == "f"
+        future = F.col("mtime") > tolerance_limit
+        order = F.struct(*ORDER[:3], "uri")
+        rows = (
+            joined.filter(~is_file | (F.col("n_f") > 0))
+            .groupBy("kg", F.when(is_file, _parent("uri")).otherwise(F.col("uri")).alias("key"))
+            .agg(F.max("root_idx").alias("root_idx"), F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"),
+                 F.min(order).alias("first"), F.count_if(future).alias("future"),
+                 F.min(F.when(future, order)).alias("first_future"),
+                 F.max(F.when(F.col("uri").endswith("/_metadata"), F.struct("part", "pos", "uri", "size", "mtime", "is_link")))
+                 .alias("metadata"),
+                 F.count_if(F.col("n_f") > 1).alias("duplicated"), F.sum("rows_read").alias("rows_read"),
+                 F.sum("rows_kept").alias("rows_kept"), F.max("mtime").alias("mtime"), F.max("pos").alias("pos"))
+            .collect()
+        )  # fmt: skip
+        return _Summary(rows)
+
+    def take_listing(self, summary: _Summary) -> None:
+        """The walks' notes into ``self.notes``, the inventory's statistics recorded, every ROOT
+        checked to hold something."""
+        listed = self.scopes.listed
         seen: dict = {}
         for root in listed:
             self.notes[root] = st.WalkNotes(seen=seen)
+        for kind, r in summary.notes:
+            notes = self.notes[listed[r.root_idx]]
+            uri, extra = r.key, r.kg[2:]
+            if kind == "d":
+                notes.dirs[uri] = r.mtime
+            elif kind == "l":
+                notes.followed.append((uri, extra))
+            elif kind == "a":
+                notes.aliases.append((uri, extra))
+            elif kind == "m":
+                notes.mounts.append(uri)
         if self.inventory is not None:
-            universe = self._inventory_universe(rows)
-        else:
-            if driver_rows:
-                rows = rows.union(self.spark.createDataFrame(driver_rows, LISTING_SCHEMA))
-            universe = self._listed_universe(rows)
-        counts = dict(universe.groupBy("root_idx").count().collect())
+            self.record_inventory(summary.rows_read, summary.rows_kept)
         for i, root in enumerate(listed):
-            self.check_listed(root, counts.get(i, 0) > 0)
-        return universe
-
-    def _listed_universe(self, rows):
-        """The listed files; what the walks saw besides files goes to ``self.notes``."""
-        listed = self.scopes.listed
-        rows = rows.persist()
-        try:
-            for r in rows.filter("kind <> 'f'").collect():
-                notes = self.notes[listed[r.root_idx]]
-                if r.kind == "d":
-                    notes.dirs[r.uri] = r.mtime
-                elif r.kind == "l":
-                    notes.followed.append((r.uri, r.extra))
-                elif r.kind == "a":
-                    notes.aliases.append((r.uri, r.extra))
-                elif r.kind == "m":
-                    notes.mounts.append(r.uri)
-            # the parent directory is derived where needed: not cached twice
-            return self.cache(rows.filter("kind = 'f'").drop("kind", "extra"))
-        finally:
-            rows.unpersist()
-
-    def _inventory_universe(self, rows):
-        """The report's files, one row per key: two rows of one key, the newest (sorted last, as
-        the local planner sorts) speaks. Grouped by ``uri`` alone (the scope follows from it); the
-        read statistics (``s`` rows, without a uri) are summed by the same aggregation, so the
-        report is read once and its rows are not cached before they are deduplicated."""
-        from pyspark.sql import functions as F
-
-        stat = F.col("kind") == "s"
-        # shuffled first: a partial aggregation before the shuffle would sort every row for the
-        # few keys a report has twice (max of a struct aggregates by sorting); cached flat, as
-        # every later job reads it (a struct column is cached row by row)
-        by_uri = self.cache(
-            rows.repartition("uri").groupBy("uri")
-            .agg(F.max("root_idx").alias("root_idx"), F.max(F.struct("size", "mtime", "is_link")).alias("v"),
-                 F.sum(F.when(stat, F.col("size"))).alias("rows_read"), F.sum(F.when(stat, F.col("pos"))).alias("rows_kept"))
-            .select("root_idx", F.lit(0).alias("part"), F.lit(0).cast("long").alias("pos"), "uri", "v.size", "v.mtime",
-                    "v.is_link", "rows_read", "rows_kept")
-        )  # fmt: skip
-        read, kept = by_uri.filter(F.col("uri").isNull()).agg(F.sum("rows_read"), F.sum("rows_kept")).first()
-        self.record_inventory(read or 0, kept or 0)
-        return by_uri.filter(F.col("uri").isNotNull()).drop("rows_read", "rows_kept")
+            self.check_listed(root, summary.files_in(i) > 0)
 
     def _s3_level(self, root_idx: int, root: str) -> tuple[list[tuple], list[tuple]]:
         """The first delimiter listing of an S3 root, on the driver: its own objects (rows) and one
@@ -463,110 +580,90 @@ class _SparkPlanner(_Planner):
                  False, None) for pos, (key, size, modified) in enumerate(objects)]  # fmt: skip
         return rows, [("s3", root_idx, i + 1, root, prefix, sub) for i, sub in enumerate(subs)]
 
-    def metadata_listing(self, universe) -> list[tuple[str, list[FileInfo]]]:
-        """The listed ``_metadata`` files per scope (all :meth:`check_checkpoints_unchanged` reads)."""
-        rows = universe.filter(universe.uri.endswith("/_metadata")).orderBy("root_idx", "part", "pos", "uri").collect()
-        out: list[tuple[str, list[FileInfo]]] = [(root, []) for root in self.scopes.listed]
-        for r in rows:
-            out[r.root_idx][1].append(FileInfo(r.uri, r.size, r.mtime, r.is_link))
-        return out
-
     # -- classify --------------------------------------------------------------------------
-    def classify_on_executors(self, now, now_source, cutoff, retention, folded: Folded, fold_df, universe):
+    def classify_on_executors(self, now, now_source, cutoff, rule: FileRule, retention, folded: Folded, fold_df,
+                              joined, summary: _Summary):  # fmt: skip
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         from ckptctl.engine.spark import map_in_arrow
 
         listed = self.scopes.listed
+        late = [("live", p, None, None, -1, None) for p in folded.live]
+        late += [("span", p, o, s, -1, None) for p, spans in folded.spans.items() for o, s in spans]
+        if late:  # checkpoints fold_late read on the driver (found by the listing only)
+            fold_df = fold_df.union(self.spark.createDataFrame(late, FOLD_SCHEMA))
+            joined = self.cache(_group_per_uri(joined.unionByName(_as_per_uri(self.spark.createDataFrame(
+                late, FOLD_SCHEMA))), exact=False))  # fmt: skip
         live_paths = fold_df.filter("kind in ('live', 'span')").select("path")
-        if folded.live or folded.spans:  # checkpoints fold_late read on the driver (found by the listing only)
-            extra = [("live", p, None, None, -1, None) for p in folded.live]
-            extra += [("span", p, o, s, -1, None) for p, spans in folded.spans.items() for o, s in spans]
-            fold_df = fold_df.union(self.spark.createDataFrame(extra, FOLD_SCHEMA))
-            live_paths = fold_df.filter("kind in ('live', 'span')").select("path")
+        files = joined.filter((F.col("kg") == "f") & (F.col("n_f") > 0))
 
         # the contexts of every directory, in listing order (the first overlap found is reported)
-        dirs = (
-            universe.groupBy(_parent("uri").alias("parent"))
-            .agg(F.min(F.struct(*ORDER[:3], "uri")).alias("first"), F.first("root_idx").alias("root_idx"),
-                 F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
-            .orderBy("first").collect()
-        )  # fmt: skip
+        dirs = summary.dirs
         sources = {
             "metadata": lambda: metadata_jobs(retention),
-            "chk-dir": lambda: chk_dir_jobs(self.notes, ((listed[d.root_idx], d.parent) for d in dirs)),
+            "chk-dir": lambda: chk_dir_jobs(self.notes, ((listed[d.root_idx], d.key) for d in dirs)),
             "referenced": lambda: set(live_paths.rdd.mapPartitions(_referenced_partition).distinct().collect()),
-            "changelog": lambda: self._changelog_ids(universe),
+            "changelog": lambda: self._changelog_ids(files),
         }
         forst = live_paths.filter(F.col("path").contains("/shared/op_") | F.col("path").contains("/shared/_dummy_dir_"))
         contexts = self.contexts(now, retention, JobEvidence(sources),
                                  lambda: set(forst.rdd.mapPartitions(_forst_partition).distinct().collect()))  # fmt: skip
         shipped = {}
         for d in dirs:
-            ctx = contexts.get(d.parent)
+            ctx = contexts.get(d.key)
             stats = ctx[4]
             stats[0] += d.files
             stats[1] += d.bytes
-            shipped[d.parent] = ctx
+            shipped[d.key] = ctx
         job_of = {id(s): job for job, s in contexts.job_stats.items()}
         shipped = {p: (*c[:4], job_of.get(id(c[4])), *c[5:]) for p, c in shipped.items()}
         broadcast = self.sc.broadcast(shipped)
 
-        rule = self.rule(now, cutoff, True)
-        # what the checkpoints say of each path, in one row (one join of the listing, not three)
-        refs = (
-            fold_df.filter("kind in ('live', 'span', 'expired')").groupBy(F.col("path").alias("uri"))
-            .agg(F.max(F.col("kind") == "live").alias("live"),
-                 F.collect_list(F.when(F.col("kind") == "span", F.struct("offset", "size"))).alias("spans"),
-                 F.max(F.col("kind") == "expired").alias("expired"))
-        )  # fmt: skip
-        joined = universe.join(refs, "uri", "left")
-        joined = joined.select("root_idx", "part", "pos", "uri", "size", "mtime", "is_link", "live", "spans", "expired")
-        decided = map_in_arrow(joined, functools.partial(_decide_batches, rule, broadcast), DECISION_SCHEMA)
+        decided = map_in_arrow(_with_spans(files, fold_df).select(*DECIDE_COLUMNS),
+                               functools.partial(_decide_batches, rule, broadcast), DECISION_SCHEMA)  # fmt: skip
         decisions = decided.persist(StorageLevel.MEMORY_AND_DISK)
-        # one job: the candidates of each job (the caps), all of them, and the live files
+        # one job (no row sorted): the candidates of each job (the caps), all of them, the live
+        # files, and the lists' totals by reason
         counted = {"live": [0, 0], "candidates": [0, 0]}
-        for outcome, job, n, size, live_n in decisions.filter(F.col("outcome").isin("candidates", "live")).groupBy(
-            "outcome", "job"
-        ).agg(F.count(F.lit(1)), F.sum("size"), F.sum("pos")).collect():  # fmt: skip
-            total = counted[outcome]
-            total[0] += live_n if outcome == "live" else n
-            total[1] += size or 0
-            if outcome == "candidates" and job is not None:
-                stats = contexts.job_stats[job]
-                stats[2] += n
-                stats[3] += size
-        tally = _Frames(self, universe, decisions, fold_df, live_paths, rule.tolerance_limit, counted)
+        rows, by_reason = reason_totals(decisions.groupBy("outcome", "job", "reason"))
+        for r in rows:
+            if r.outcome not in counted:
+                continue
+            total = counted[r.outcome]
+            total[0] += r.live_n if r.outcome == "live" else r.n
+            total[1] += r.bytes or 0
+            if r.outcome == "candidates" and r.job is not None:
+                stats = contexts.job_stats[r.job]
+                stats[2] += r.n
+                stats[3] += r.bytes
+        tally = _Frames(self, joined, files, decisions, fold_df, live_paths, summary, counted, by_reason)
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
 
-    def _changelog_ids(self, universe) -> set[str]:
+    def _changelog_ids(self, files) -> set[str]:
         from pyspark.sql import functions as F
 
         prefixes = [c.rstrip("/") + "/" for c in self.options.changelog_dirs]
         if not prefixes:
             return set()
         cond = functools.reduce(lambda a, b: a | b, [F.col("uri").startswith(p) for p in prefixes])
-        return set(universe.filter(cond).select("uri").rdd.mapPartitions(_changelog_partition).distinct().collect())
+        return set(files.filter(cond).select("uri").rdd.mapPartitions(_changelog_partition).distinct().collect())
 
 
 class _Frames(Tally):
     """The Spark planner's outcome: decisions in a DataFrame, aggregates computed on executors."""
 
-    def __init__(self, planner: _SparkPlanner, universe, decisions, fold_df, live_paths, tolerance_limit,
-                 counted: dict[str, list[int]]) -> None:  # fmt: skip
-        """``counted``: (files, bytes) of the live files and of the candidates, from the decisions."""
-        from pyspark.sql import functions as F
-
-        self.planner, self.universe, self.decisions = planner, universe, decisions
+    def __init__(self, planner: _SparkPlanner, joined, files, decisions, fold_df, live_paths, summary: _Summary,
+                 counted: dict[str, list[int]], by_reason: list[ReasonTotals]) -> None:  # fmt: skip
+        """``counted``: (files, bytes) of the live files and of the candidates, ``by_reason`` the
+        lists' totals, from the decisions; the listing's totals are the summary's."""
+        self.by_reason = by_reason
+        self.planner, self.joined, self.files, self.decisions = planner, joined, files, decisions
         self.live_paths = live_paths  # files and segments' files retained checkpoints reference
         self.live_files, self.live_bytes = counted["live"]
         self.candidates = tuple(counted["candidates"])
-        future = F.col("mtime") > tolerance_limit  # one job for every total of the listing
-        totals = universe.agg(F.count(F.lit(1)), F.sum("size"), F.count_if(future),
-                              F.min(F.when(future, F.struct(*ORDER[:3], "uri")))).first()  # fmt: skip
-        self.total_files, self.total_bytes = totals[0], totals[1] or 0
-        self.future = totals[2], (totals[3].uri if totals[3] is not None else None)
+        self.total_files, self.total_bytes = summary.total_files, summary.total_bytes
+        self.future = summary.future
         # one row per live (or segment's) path and slice of checkpoints: at least as many rows as
         # distinct paths, counted without a shuffle; those are counted only when that is not enough
         self.referenced = fold_df.filter("kind in ('live', 'span')").select("kind", "path")
@@ -574,11 +671,13 @@ class _Frames(Tally):
         self.relived: set[str] = set()
 
     def missing_paths(self) -> set[str]:
+        from pyspark.sql import functions as F
+
         # every listed live file was found once (the local planner's test, on the distinct paths)
         if self.live_files >= self.referenced_rows or self.live_files >= self.referenced.distinct().count():
             return set()
-        keys = self.live_paths.selectExpr("path as uri").distinct()
-        rows = keys.join(self.universe, "uri", "left_anti").limit(MISSING_BOUND + 1).collect()
+        missing = self.joined.filter((F.col("kg") == "f") & (F.col("n_f") == 0) & (F.col("live") | F.col("has_span")))
+        rows = missing.select("uri").limit(MISSING_BOUND + 1).collect()
         if len(rows) > MISSING_BOUND:
             raise CkptError(
                 f"more than {MISSING_BOUND:,} files retained checkpoints reference are missing from the listing "
@@ -590,7 +689,7 @@ class _Frames(Tally):
         from pyspark.sql import functions as F
 
         listed = self.planner.scopes.listed
-        rows = self.universe.filter(F.substring_index("uri", "/", -1).isin(sorted(names))).collect()
+        rows = self.files.filter(F.substring_index("uri", "/", -1).isin(sorted(names))).collect()
         found = SavepointFiles()
         for r in rows:
             if place_of(listed[r.root_idx], r.uri.rpartition("/")[0]).area == "savepoint":
@@ -646,7 +745,8 @@ class _Frames(Tally):
             {"path": r.path, "size": r.size, **json.loads(r.evidence)}  # live_bytes, dead_bytes
             for r in self.decisions.filter(F.col("outcome") == "partial").orderBy(*ORDER).collect()
         ]
-        files = SparkFiles.of(self.lists(), self.decisions)
+        # made live again: the lists' totals counted again
+        files = SparkFiles.of(self.lists(), self.decisions, None if self.relived else self.by_reason)
         return SparkPlan(options, now, now_source, cutoff, retained, expired, [], [], self.live_files,
                          self.live_bytes, self.total_files, self.total_bytes, external, missing, partial, *rest,
                          files=files, engine={"kind": "spark", "master": self.planner.master})  # fmt: skip
@@ -666,30 +766,28 @@ class SparkFiles:
     cached: Any = None  # the persisted frame ``frame`` is a part of, released with the plan
 
     @classmethod
-    def of(cls, frame, cached=None) -> SparkFiles:
-        from pyspark.sql import functions as F
-
-        by_reason: dict[str, list] = {"candidates": [], "protected": []}
-        rows = (  # one job for both lists
-            frame.groupBy("outcome", "reason")
-            .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes"), F.min("mtime").alias("oldest"),
-                 F.max("mtime").alias("newest"), F.min(F.struct(*ORDER)).alias("first"), _hash_sum().alias("digest"))
-            .collect()
-        )  # fmt: skip
-        for r in rows:
-            by_reason[r.outcome].append(r)
-        totals: dict[str, Any] = {}
+    def of(cls, frame, cached=None, totals: list[ReasonTotals] | None = None) -> SparkFiles:
+        """The lists' totals: ``totals`` by list and reason when the planner counted them already
+        (:func:`reason_totals`, with the caps' counts: one job), else counted here."""
+        if totals is None:  # one job for both lists
+            _rows, totals = reason_totals(frame.groupBy("outcome", "reason"))
+        by_reason: dict[str, list[ReasonTotals]] = {"candidates": [], "protected": []}
+        for r in totals:
+            if r.outcome in by_reason:
+                by_reason[r.outcome].append(r)
+        out: dict[str, Any] = {}
         for which, rows in by_reason.items():
             # Counter.most_common(): by count, ties in order of first appearance
-            rows.sort(key=lambda r: (-r.n, tuple(r.first)))
-            totals[which] = {
+            first = _first_of_ties(frame, which, rows)
+            rows.sort(key=lambda r: (-r.n, first.get(r.reason, ())))
+            out[which] = {
                 "files": sum(r.n for r in rows), "bytes": sum(r.bytes or 0 for r in rows),
                 "by_reason": {r.reason: r.n for r in rows},
                 "oldest": min((r.oldest for r in rows if r.oldest), default=None),
                 "newest": max((r.newest for r in rows if r.newest), default=None),
                 "digest": _digest_text(sum(int(r.digest or 0) for r in rows)),
             }  # fmt: skip
-        return cls(frame, totals, cached)
+        return cls(frame, out, cached)
 
     def decisions(self, which: str) -> list[FileDecision]:
         """The list in the local planner's order, on the driver (small plans, tests)."""
@@ -697,6 +795,64 @@ class SparkFiles:
         cache: dict[str, Any] = {}
         return [FileDecision(r.path, r.size, r.mtime, Reason(r.reason), cache.setdefault(r.evidence, json.loads(r.evidence)))
                 for r in rows]  # fmt: skip
+
+
+class ReasonTotals(NamedTuple):
+    """Decisions of one list (``outcome``) and reason, over every job."""
+
+    outcome: str
+    reason: str | None
+    n: int
+    bytes: int | None
+    oldest: float | None
+    newest: float | None
+    digest: Any  # Decimal: the sum of :func:`_hash_sum`
+
+
+def reason_totals(grouped) -> tuple[list, list[ReasonTotals]]:
+    """Decisions grouped (by outcome and reason, and perhaps job) counted, with hash aggregates
+    only (no row is sorted): (the groups' rows, their :class:`ReasonTotals` over jobs)."""
+    from pyspark.sql import functions as F
+
+    rows = grouped.agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes"), F.min("mtime").alias("oldest"),
+                       F.max("mtime").alias("newest"), _hash_sum().alias("digest"), F.sum("pos").alias("live_n"))
+    rows = rows.collect()
+    merged: dict[tuple, ReasonTotals] = {}
+    for r in rows:
+        was = merged.get((r.outcome, r.reason))
+        if was is None:
+            merged[r.outcome, r.reason] = ReasonTotals(r.outcome, r.reason, r.n, r.bytes, r.oldest, r.newest, r.digest)
+            continue
+        merged[r.outcome, r.reason] = ReasonTotals(
+            r.outcome, r.reason, was.n + r.n, _add(was.bytes, r.bytes), _least(min, was.oldest, r.oldest),
+            _least(max, was.newest, r.newest), _add(was.digest, r.digest),
+        )  # fmt: skip
+    return rows, list(merged.values())
+
+
+def _add(a, b):
+    return b if a is None else a if b is None else a + b
+
+
+def _least(pick, a, b):
+    return b if a is None else a if b is None else pick(a, b)
+
+
+def _first_of_ties(frame, which: str, rows: list[ReasonTotals]) -> dict[str, tuple]:
+    """The first decision (listing order) of each reason whose count another reason of the list
+    shares: the order of equal counts. Asked only for those (a sort of their rows)."""
+    from collections import Counter
+
+    from pyspark.sql import functions as F
+
+    counts = Counter(r.n for r in rows)
+    tied = sorted(r.reason for r in rows if counts[r.n] > 1)
+    if not tied:
+        return {}
+    firsts = frame.filter((F.col("outcome") == which) & F.col("reason").isin(tied)).groupBy("reason").agg(
+        F.min(F.struct(*ORDER)).alias("first")
+    )  # fmt: skip
+    return {r.reason: tuple(r.first) for r in firsts.collect()}
 
 
 def _hash_sum():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -231,7 +232,8 @@ def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> Non
     """A CSV report (URL-encoded keys, the awkward-name orphan) read on executors; the three formats'
     decoding is one module (ckptctl.inventory), proven against listings in tests/gc/test_inventory.py.
     An orphan's key is current twice, in the report's two data files (two tasks): one file, the row
-    sorted last (the larger size) speaking, as in the local plan."""
+    sorted last (the larger size) speaking whole, as in the local plan: its older mtime too (each
+    field's largest would pair the larger size with the other row's newer mtime)."""
     from tests.support.inventory import shared, versioned_rows, write_inventory
 
     fmt = "CSV"
@@ -239,7 +241,7 @@ def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> Non
     bucket, rows = up["bucket"], up["rows"]
     report = rows + versioned_rows(bucket, up["job"], rows)
     at, twice = next((i, r) for i, r in enumerate(report) if r["key"].endswith("/shared/planted-0"))
-    again = {**twice, "size": twice["size"] + 1000}
+    again = {**twice, "size": twice["size"] + 1000, "last_modified_date": twice["last_modified_date"] - timedelta(days=1)}
     half = -(-(len(report) + 1) // 2)  # write_inventory's two data files
     report = [again, *report] if at + 1 >= half else [*report, again]
     manifest = write_inventory(s3_server, report, fmt, source=bucket)
@@ -249,7 +251,9 @@ def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> Non
     assert plan["inventory"]["rows_read"] == len(rows) + 4
     assert {c["path"] for c in plan["candidates"]} == up["orphans"]
     planted = f"s3://{bucket}/{twice['key']}"
-    assert [c["size"] for c in plan["candidates"] if c["path"] == planted] == [again["size"]]
+    assert [(c["size"], c["mtime"]) for c in plan["candidates"] if c["path"] == planted] == [
+        (again["size"], again["last_modified_date"].timestamp())
+    ]
 
 
 def test_auto_plans_an_inventory_too_big_for_this_process_on_spark(spark, s3_server, monkeypatch) -> None:
