@@ -357,6 +357,7 @@ class _Summary:
         firsts = [d.first_future for d in self.dirs if d.first_future is not None]
         self.future = sum(d.future for d in self.dirs), (min(firsts).uri if firsts else None)
         self.duplicated = sum(d.duplicated for d in self.dirs)
+        self.live = [sum(d.live_files for d in self.dirs), sum(d.live_bytes or 0 for d in self.dirs)]
 
     def files_in(self, root_idx: int) -> int:
         return sum(d.files for d in self.dirs if d.root_idx == root_idx)
@@ -529,7 +530,8 @@ class _SparkPlanner(_Planner):
                  F.min(F.when(future, order)).alias("first_future"),
                  F.max(F.when(F.col("uri").endswith("/_metadata"), F.struct("part", "pos", "uri", "size", "mtime", "is_link")))
                  .alias("metadata"),
-                 F.count_if(F.col("n_f") > 1).alias("duplicated"), F.sum("rows_read").alias("rows_read"),
+                 F.count_if(F.col("n_f") > 1).alias("duplicated"), F.count_if("live").alias("live_files"),
+                 F.sum(F.when(F.col("live"), F.col("size"))).alias("live_bytes"), F.sum("rows_read").alias("rows_read"),
                  F.sum("rows_kept").alias("rows_kept"), F.max("mtime").alias("mtime"), F.max("pos").alias("pos"))
             .collect()
         )  # fmt: skip
@@ -597,6 +599,8 @@ class _SparkPlanner(_Planner):
                 late, FOLD_SCHEMA))), exact=False))  # fmt: skip
         live_paths = fold_df.filter("kind in ('live', 'span')").select("path")
         files = joined.filter((F.col("kg") == "f") & (F.col("n_f") > 0))
+        # the live files are counted, never decided: they stay in the JVM
+        live = summary.live if not late else list(files.filter("live").agg(F.count(F.lit(1)), F.sum("size")).first())
 
         # the contexts of every directory, in listing order (the first overlap found is reported)
         dirs = summary.dirs
@@ -620,12 +624,12 @@ class _SparkPlanner(_Planner):
         shipped = {p: (*c[:4], job_of.get(id(c[4])), *c[5:]) for p, c in shipped.items()}
         broadcast = self.sc.broadcast(shipped)
 
-        decided = map_in_arrow(_with_spans(files, fold_df).select(*DECIDE_COLUMNS),
+        decided = map_in_arrow(_with_spans(files.filter(~F.col("live")), fold_df).select(*DECIDE_COLUMNS),
                                functools.partial(_decide_batches, rule, broadcast), DECISION_SCHEMA)  # fmt: skip
         decisions = decided.persist(StorageLevel.MEMORY_AND_DISK)
         # one job (no row sorted): the candidates of each job (the caps), all of them, the live
         # files, and the lists' totals by reason
-        counted = {"live": [0, 0], "candidates": [0, 0]}
+        counted = {"live": [live[0], live[1] or 0], "candidates": [0, 0]}
         rows, by_reason = reason_totals(decisions.groupBy("outcome", "job", "reason"))
         for r in rows:
             if r.outcome not in counted:

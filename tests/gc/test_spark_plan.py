@@ -161,6 +161,21 @@ def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, versio
     assert_same_plan(Storage(), sc.gc_options(changelog_dirs=changelog, **overrides))
 
 
+def test_spark_plan_reads_a_savepoint_found_by_the_listing_only_as_in_process(spark, tmp_path: Path) -> None:
+    """A savepoint moved into a job's shared/, where discovery does not look: the full listing
+    finds its _metadata and the driver reads it after the listing and the references met; what it
+    references is live (counted as such, never a candidate) in both plans."""
+    import shutil
+
+    sc = Scenario("2.2.0", "savepoints", tmp_path)
+    savepoint = next(p for p in (sc.root / "savepoints").iterdir() if (p / "_metadata").is_file())
+    inside = sc.jobs()[0] / "shared" / savepoint.name
+    shutil.move(str(savepoint), inside)
+    plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0))
+    assert plan["discovery"]["found_by_listing_only"] == [sc.uri(inside)]
+    assert not [c for c in plan["candidates"] if savepoint.name in c["path"]]
+
+
 def test_spark_plan_of_a_file_merging_root_reports_the_same_partially_live_files(spark, tmp_path: Path) -> None:
     sc = Scenario("1.20.3", "filemerging", tmp_path)
     plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0))
