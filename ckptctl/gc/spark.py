@@ -65,9 +65,12 @@ LISTING_SCHEMA = (
     "extra string"
 )
 FOLD_SCHEMA = "kind string, path string, offset long, size long, part int, blob binary"
+# a decision's evidence (JSON) and job are numbers into :class:`Labels`: 10^7 rows persisted with
+# their strings cost several times the rule itself; ``evidence`` holds the text only where no
+# label has it (a partially live file's bytes)
 DECISION_SCHEMA = (
     "outcome string, root_idx int, part int, pos long, path string, size long, mtime double, reason string, "
-    "evidence string, job string"
+    "verdict int, evidence string, job int"
 )
 ORDER = ("root_idx", "part", "pos", "path")
 
@@ -205,18 +208,20 @@ def _decide_batches(rule: FileRule, contexts, batches: Iterable[Any]) -> Iterato
     from ckptctl.engine.spark import arrow_batches, arrow_schema
 
     schema = arrow_schema(DECISION_SCHEMA)
-    get = contexts.value.get
+    shipped, labels = contexts.value
+    get = shipped.get
     verdicts = Verdicts()
     reasons: list[str] = []
-    evidence: list[str] = []
+    ids: list[int | None] = []  # each verdict's evidence as a label, or
+    inline: list[str | None] = []  # its text, when no label has it
 
     def rows(outcome: str, batch, codes, jobs, mask) -> Any:
         at = pc.filter(codes, mask)
         return pa.RecordBatch.from_arrays([
             pa.repeat(outcome, len(at)), *(pc.filter(batch.column(n), mask) for n in
                                                                    ("root_idx", "part", "pos", "uri", "size", "mtime")),
-            pc.take(pa.array(reasons, pa.string()), at), pc.take(pa.array(evidence, pa.string()), at),
-            pc.filter(jobs, mask),
+            pc.take(pa.array(reasons, pa.string()), at), pc.take(pa.array(ids, pa.int32()), at),
+            pc.take(pa.array(inline, pa.string()), at), pc.filter(jobs, mask),
         ], schema=schema)  # fmt: skip
 
     for batch in batches:
@@ -233,7 +238,7 @@ def _decide_batches(rule: FileRule, contexts, batches: Iterable[Any]) -> Iterato
             live_bytes += row["size"]
             if part:
                 partial.append(("partial", row["root_idx"], row["part"], row["pos"], row["uri"], row["size"], None,
-                                None, json.dumps(part), None))  # fmt: skip
+                                None, None, json.dumps(part), None))  # fmt: skip
         split = pc.split_pattern(batch.column("uri"), "/", max_splits=1, reverse=True)
         dirs = pc.dictionary_encode(pc.list_element(split, 0))
         ctxs = [get(d) for d in dirs.dictionary.to_pylist()]
@@ -242,13 +247,16 @@ def _decide_batches(rule: FileRule, contexts, batches: Iterable[Any]) -> Iterato
                         pc.or_(live, segment), batch.column("expired")), verdicts,
         )  # fmt: skip
         for reason, ev in verdicts.pairs[len(reasons) :]:
+            text = json.dumps(ev or {})
             reasons.append(str(reason))
-            evidence.append(json.dumps(ev or {}))
-        jobs = pc.take(pa.array([c[4] for c in ctxs], pa.string()), dirs.indices)
+            ids.append(labels.evidence_id.get(text))
+            inline.append(None if ids[-1] is not None else text)
+        jobs = pc.take(pa.array([c[4] for c in ctxs], pa.int32()), dirs.indices)
         yield rows("candidates", batch, codes, jobs, taken)
         yield rows("protected", batch, codes, jobs, kept)
         yield from arrow_batches(partial, DECISION_SCHEMA)
-        yield from arrow_batches([("live", 0, 0, live_files, None, live_bytes, None, None, None, None)], DECISION_SCHEMA)
+        yield from arrow_batches([("live", 0, 0, live_files, None, live_bytes, None, None, None, None, None)],
+                                 DECISION_SCHEMA)  # fmt: skip
 
 
 def _unpickled(fn, ddl: str | None, batches) -> Iterator[Any]:
@@ -621,8 +629,9 @@ class _SparkPlanner(_Planner):
             stats[1] += d.bytes
             shipped[d.key] = ctx
         job_of = {id(s): job for job, s in contexts.job_stats.items()}
-        shipped = {p: (*c[:4], job_of.get(id(c[4])), *c[5:]) for p, c in shipped.items()}
-        broadcast = self.sc.broadcast(shipped)
+        labels = Labels.of(shipped.values(), rule, job_of)
+        shipped = {p: (*c[:4], labels.job_id.get(job_of.get(id(c[4]))), *c[5:]) for p, c in shipped.items()}
+        broadcast = self.sc.broadcast((shipped, labels))
 
         decided = map_in_arrow(_with_spans(files.filter(~F.col("live")), fold_df).select(*DECIDE_COLUMNS),
                                functools.partial(_decide_batches, rule, broadcast), DECISION_SCHEMA)  # fmt: skip
@@ -638,10 +647,10 @@ class _SparkPlanner(_Planner):
             total[0] += r.live_n if r.outcome == "live" else r.n
             total[1] += r.bytes or 0
             if r.outcome == "candidates" and r.job is not None:
-                stats = contexts.job_stats[r.job]
+                stats = contexts.job_stats[labels.jobs[r.job]]
                 stats[2] += r.n
                 stats[3] += r.bytes
-        tally = _Frames(self, joined, files, decisions, fold_df, live_paths, summary, counted, by_reason)
+        tally = _Frames(self, joined, files, decisions, fold_df, live_paths, summary, counted, by_reason, labels)
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
 
     def _changelog_ids(self, files) -> set[str]:
@@ -658,10 +667,10 @@ class _Frames(Tally):
     """The Spark planner's outcome: decisions in a DataFrame, aggregates computed on executors."""
 
     def __init__(self, planner: _SparkPlanner, joined, files, decisions, fold_df, live_paths, summary: _Summary,
-                 counted: dict[str, list[int]], by_reason: list[ReasonTotals]) -> None:  # fmt: skip
+                 counted: dict[str, list[int]], by_reason: list[ReasonTotals], labels: Labels) -> None:  # fmt: skip
         """``counted``: (files, bytes) of the live files and of the candidates, ``by_reason`` the
         lists' totals, from the decisions; the listing's totals are the summary's."""
-        self.by_reason = by_reason
+        self.by_reason, self.labels = by_reason, labels
         self.planner, self.joined, self.files, self.decisions = planner, joined, files, decisions
         self.live_paths = live_paths  # files and segments' files retained checkpoints reference
         self.live_files, self.live_bytes = counted["live"]
@@ -750,7 +759,7 @@ class _Frames(Tally):
             for r in self.decisions.filter(F.col("outcome") == "partial").orderBy(*ORDER).collect()
         ]
         # made live again: the lists' totals counted again
-        files = SparkFiles.of(self.lists(), self.decisions, None if self.relived else self.by_reason)
+        files = SparkFiles.of(self.lists(), self.labels, self.decisions, None if self.relived else self.by_reason)
         return SparkPlan(options, now, now_source, cutoff, retained, expired, [], [], self.live_files,
                          self.live_bytes, self.total_files, self.total_bytes, external, missing, partial, *rest,
                          files=files, engine={"kind": "spark", "master": self.planner.master})  # fmt: skip
@@ -761,16 +770,53 @@ class _Frames(Tally):
 
 
 @dataclass
+class Labels:
+    """The evidence texts and job names decisions point to by number (:data:`DECISION_SCHEMA`),
+    made on the driver from the directories' contexts and the rule: a handful per job."""
+
+    evidence: list[str]
+    jobs: list[str]
+    evidence_id: dict[str, int]
+    job_id: dict[str, int]
+
+    @classmethod
+    def of(cls, contexts: Iterable[tuple], rule: FileRule, job_of: dict[int, str]) -> Labels:
+        """Every evidence :meth:`FileRule.verdicts` can give (a directory's, the young and
+        after-inventory ones, none) and every job of the directories."""
+        contexts = list(contexts)
+        texts = {json.dumps(c[3] or {}) for c in contexts} | {"{}"}
+        texts |= {json.dumps(ev or {}) for ev in (rule.young_evidence, rule.after_evidence)}
+        jobs = sorted({job for c in contexts if (job := job_of.get(id(c[4]))) is not None})
+        evidence = sorted(texts)
+        return cls(evidence, jobs, {t: i for i, t in enumerate(evidence)}, {j: i for i, j in enumerate(jobs)})
+
+    def attach(self, frame):
+        """``frame`` (:data:`DECISION_SCHEMA`) with ``evidence`` the text and ``job`` the name:
+        two small tables sent to every task, the decisions not shuffled."""
+        from pyspark.sql import functions as F
+
+        spark = frame.sparkSession
+        texts = spark.createDataFrame(list(enumerate(self.evidence)), "verdict int, text string")
+        names = spark.createDataFrame(list(enumerate(self.jobs)), "job int, name string")
+        out = frame.join(F.broadcast(texts), "verdict", "left").join(F.broadcast(names), "job", "left")
+        return out.select(*ORDER_COLUMNS, F.coalesce("evidence", "text").alias("evidence"), F.col("name").alias("job"))
+
+
+ORDER_COLUMNS = ("outcome", "root_idx", "part", "pos", "path", "size", "mtime", "reason")
+
+
+@dataclass
 class SparkFiles:
     """The per-file lists of a Spark plan: a DataFrame of :data:`DECISION_SCHEMA` rows (lists
     ``candidates`` and ``protected``), and their totals computed once on executors."""
 
     frame: Any
+    labels: Labels
     totals: dict[str, Any]
     cached: Any = None  # the persisted frame ``frame`` is a part of, released with the plan
 
     @classmethod
-    def of(cls, frame, cached=None, totals: list[ReasonTotals] | None = None) -> SparkFiles:
+    def of(cls, frame, labels: Labels, cached=None, totals: list[ReasonTotals] | None = None) -> SparkFiles:
         """The lists' totals: ``totals`` by list and reason when the planner counted them already
         (:func:`reason_totals`, with the caps' counts: one job), else counted here."""
         if totals is None:  # one job for both lists
@@ -791,11 +837,16 @@ class SparkFiles:
                 "newest": max((r.newest for r in rows if r.newest), default=None),
                 "digest": _digest_text(sum(int(r.digest or 0) for r in rows)),
             }  # fmt: skip
-        return cls(frame, out, cached)
+        return cls(frame, labels, out, cached)
+
+    def labelled(self):
+        """The lists with their evidence and job names (:meth:`Labels.attach`)."""
+        return self.labels.attach(self.frame)
 
     def decisions(self, which: str) -> list[FileDecision]:
         """The list in the local planner's order, on the driver (small plans, tests)."""
-        rows = self.frame.filter(self.frame.outcome == which).orderBy(*ORDER).collect()
+        frame = self.labelled()
+        rows = frame.filter(frame.outcome == which).orderBy(*ORDER).collect()
         cache: dict[str, Any] = {}
         return [FileDecision(r.path, r.size, r.mtime, Reason(r.reason), cache.setdefault(r.evidence, json.loads(r.evidence)))
                 for r in rows]  # fmt: skip
@@ -937,7 +988,7 @@ class SparkPlan(GcPlan):
         target = os.path.splitext(plan_file)[0] + ".parquet"
         from pyspark.sql import functions as F
 
-        frame = self.files.frame.withColumn(
+        frame = self.files.labelled().withColumn(
             "job_id", F.coalesce(F.substring_index("job", "/", -1), F.lit("none"))
         ).drop("job")
         # one task per directory (job and list), files of at most a million rows: not a file per
