@@ -38,7 +38,7 @@ from ckptctl.gc.contexts import JobEvidence, _Contexts, _forst_parents
 from ckptctl.gc.decisions import FileDecision, GcPlan
 from ckptctl.gc.guards import Guards
 from ckptctl.gc.inventory_source import InventorySource
-from ckptctl.gc.listed import Listed, PathsByDir, Tally, list_runs
+from ckptctl.gc.listed import Listed, PathsByDir, Tally, list_runs, listed_flags
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.reasons import Refusal
 from ckptctl.gc.rule import FileRule, RunToDecide
@@ -321,12 +321,12 @@ class _Planner(InventorySource, Guards):
             self.check_listed(root, bool(runs))
         if worker is not None:
             try:
-                folded = _unpack(future.result())
+                folded = future.result()
             finally:
                 worker.shutdown()
         else:
             folded = fold_references(storage, ordered, retained_set, options.rebase, prefixes, self.progress)
-            folded.live, folded.expired_refs = PathsByDir.of(folded.live), PathsByDir.of(folded.expired_refs)
+            folded.live, folded.expired_refs = PathsByDir.packed(folded.live), PathsByDir.packed(folded.expired_refs)
         for code, message in folded.refusals:
             self.refuse(Refusal(code), message)
         return folded, listings
@@ -370,15 +370,21 @@ class _Planner(InventorySource, Guards):
         contexts = self.contexts(now, retention, evidence,
                                  lambda: _forst_parents(itertools.chain(folded.live, folded.spans)))  # fmt: skip
         rule = self.rule(now, cutoff, bool(folded.expired_refs))
-        tally = Listed(listings, live, spans)
+        # every listed file looked up in the live set (and the expired one) once, before Arrow and
+        # the decisions take their memory: classification reads a byte per file
+        runs = [run for _root, runs in listings for run in runs]
+        live_unlisted: set[str] = set()
+        live_flags = listed_flags(runs, live, live_unlisted)
+        expired_flags = listed_flags(runs, expired) if rule.check_expired else [None] * len(runs)
+        tally = Listed(listings, live, spans, live_unlisted, sum(f.count(1) for f in live_flags if f is not None))
         if tally.total_files > SPARK_HINT_FILES:
             self.warnings.append(
                 f"{tally.total_files:,} files listed: planning in this process holds ~{BYTES_PER_FILE} bytes per file "
                 f"(~{tally.total_files * BYTES_PER_FILE / 1e9:.0f} GB); above {SPARK_HINT_FILES:,} files use --engine spark"
             )
         future_limit = rule.tolerance_limit
-        todo = [RunToDecide(run, contexts.get(run.parent), live.names_in(run.parent), spans.names_in(run.parent),
-                            expired.names_in(run.parent)) for _root, runs in listings for run in runs]  # fmt: skip
+        todo = [RunToDecide(run, contexts.get(run.parent), is_live, spans.dirs.get(run.parent, {}), is_expired)
+                for run, is_live, is_expired in zip(runs, live_flags, expired_flags, strict=True)]  # fmt: skip
         for item, decided in zip(todo, rule.decide_runs(todo, tally.verdicts, tally.partially_live.append), strict=True):
             run = item.run
             tally.live_files += decided.live_files
@@ -562,19 +568,12 @@ def moved_refusals(moved: dict[str, list[str]]) -> list[tuple[str, str]]:
     ) for mapping, cks in moved.items()]  # fmt: skip
 
 
-def fold_references_packed(*args) -> tuple:
-    """:func:`fold_references` for a worker process: the path sets travel by directory, names
-    NUL-joined (:meth:`PathsByDir.pack`), which pickle in a few pieces instead of half a million
-    small ones and unpack into names only."""
+def fold_references_packed(*args) -> Folded:
+    """:func:`fold_references` for a worker process: the path sets travel by directory with the
+    names packed (:meth:`PathsByDir.packed`), which pickle in a few pieces instead of half a
+    million small ones and are held that way (:meth:`_Planner.fold_while_listing`)."""
     out = fold_references(*args)
-    live, expired = PathsByDir.pack(out.live), PathsByDir.pack(out.expired_refs)
-    out.live, out.expired_refs = set(), set()
-    return live, expired, out
-
-
-def _unpack(packed: tuple) -> Folded:
-    live, expired, out = packed
-    out.live, out.expired_refs = PathsByDir.unpack(live), PathsByDir.unpack(expired)
+    out.live, out.expired_refs = PathsByDir.packed(out.live), PathsByDir.packed(out.expired_refs)
     return out
 
 
