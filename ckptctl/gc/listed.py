@@ -13,7 +13,7 @@ positions: 123 MB (names 36, arrays 26, live names 57, decisions 4), 185 B of RS
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from ckptctl import storage as st
 from ckptctl.flink39964 import SavepointFiles
@@ -59,9 +59,9 @@ class PathsByDir:
         return cls(dirs)
 
     @classmethod
-    def packed(cls, paths: set[str]) -> PathsByDir:
+    def packed(cls, paths: set[str] | PathsByDir) -> PathsByDir:
         """Paths with each directory's names packed (:class:`Names`, ~37 bytes a name where a set
-        of strings holds ~115): what the plan keeps of a live set once :func:`listed_flags` has
+        of strings holds ~115): what the plan keeps of a live set once :func:`flag_listed` has
         looked every listed file up in it. A worker's live set pickles this way in a few pieces
         instead of half a million."""
         dirs: dict[str, Any] = {}
@@ -105,32 +105,65 @@ class PathsByDir:
                 yield prefix + name, value
 
 
-def listed_flags(runs: list[DirFiles], paths: PathsByDir, unlisted: set[str] | None = None) -> list[bytearray | None]:
-    """Per run, a byte per file: 1 if its path is one of ``paths`` (``None``: no path is in the
-    run's directory); the paths no run lists are added to ``unlisted`` if given.
+class ListedFlags(NamedTuple):
+    """What :func:`flag_listed` tells classification, per run of listed files a byte per file
+    (``None``: 0 for every file): 1 if it is live, 1 if only expired checkpoints reference it;
+    and the live paths no run lists."""
 
-    Every listed file is looked up here, once, before classification: a directory's names become
-    a set for its runs and are dropped before the next directory's, so the plan holds a byte per
-    listed file through classification instead of a set of names (at 1M files, 1 MB instead of
-    57 for a live set of 500k names, besides the packed names, 18)."""
-    by_parent: dict[str, list[DirFiles]] = {}
-    for run in runs:
+    live: list[bytearray | None]
+    expired: list[bytearray | None]
+    live_unlisted: set[str]
+
+
+def flag_listed(runs: list[DirFiles], live: PathsByDir, expired: PathsByDir | None) -> ListedFlags:
+    """Every listed file looked up, once, in the live set and (unless ``None``) the expired one.
+
+    Before classification: a directory's names become a set for its runs (unless they are one)
+    and are dropped before the next directory's, so the plan holds a byte per listed file
+    through classification instead of a set of names (at 1M files, 1 MB instead of 57 for a
+    live set of 500k names, besides the packed names, 18)."""
+    flags = listed_flags(runs, live)
+    return ListedFlags(flags, [None] * len(runs) if expired is None else listed_flags(runs, expired),
+                       unlisted(runs, live, flags))  # fmt: skip
+
+
+def listed_flags(runs: list[DirFiles], paths: PathsByDir) -> list[bytearray | None]:
+    """Per run, a byte per file: 1 if its path is one of ``paths`` (``None``: no path is in the
+    run's directory)."""
+    by_parent: dict[str, list[int]] = {}
+    for k, run in enumerate(runs):
         if run.parent in paths.dirs:
-            by_parent.setdefault(run.parent, []).append(run)
-    flags: dict[int, bytearray] = {}
+            by_parent.setdefault(run.parent, []).append(k)
+    flags: list[bytearray | None] = [None] * len(runs)
     for parent, names in paths.dirs.items():
         members = names if isinstance(names, set) else set(names)
-        found = 0
-        for run in by_parent.get(parent, ()):
-            here = flags[id(run)] = bytearray()
-            for _start, chunk in run.names.chunks():
-                here += bytes(map(members.__contains__, chunk))
-            found += here.count(1)
-        if unlisted is not None and found < len(members):
-            listed = set().union(*(run.names for run in by_parent.get(parent, ())))
-            unlisted.update(parent + "/" + n for n in members if n not in listed)
+        for k in by_parent.get(parent, ()):
+            flags[k] = name_flags((chunk for _start, chunk in runs[k].names.chunks()), members)
         del members
-    return [flags.get(id(run)) for run in runs]
+    return flags
+
+
+def name_flags(chunks: Iterable[list[str]], members: set[str]) -> bytearray:
+    """A byte per name of the chunks: 1 if it is one of ``members``."""
+    out = bytearray()
+    for names in chunks:
+        out += bytes(map(members.__contains__, names))
+    return out
+
+
+def unlisted(runs: list[DirFiles], paths: PathsByDir, flags: list[bytearray | None]) -> set[str]:
+    """The paths no run lists, given each run's flags (:func:`listed_flags`): none, unless fewer
+    files of a directory are flagged than it has paths."""
+    found: dict[str, int] = {}
+    for run, here in zip(runs, flags, strict=True):
+        if here is not None:
+            found[run.parent] = found.get(run.parent, 0) + here.count(1)
+    missing: set[str] = set()
+    for parent, names in paths.dirs.items():
+        if found.get(parent, 0) < len(names):
+            listed = set().union(*(run.names for run in runs if run.prefix[:-1] == parent))
+            missing.update(parent + "/" + n for n in names if n not in listed)
+    return missing
 
 
 def list_runs(storage: Storage, root: str, notes: WalkNotes) -> list[DirFiles]:
@@ -196,7 +229,7 @@ class Listed(Tally):
     def __init__(self, listings: list[tuple[str, list[DirFiles]]], live: PathsByDir, spans: PathsByDir,
                  live_unlisted: set[str], live_listed: int) -> None:  # fmt: skip
         """``live_unlisted``: the live paths no run lists; ``live_listed``: how many listed files
-        are live (both from :func:`listed_flags`)."""
+        are live (both from :func:`flag_listed`)."""
         self.listings, self.live, self.spans = listings, live, spans
         self.live_unlisted, self.live_listed = live_unlisted, live_listed
         self.total_files = sum(len(run) for _root, runs in listings for run in runs)
@@ -212,7 +245,7 @@ class Listed(Tally):
         spans = self.spans
         missing = set(self.live_unlisted)
         # every segments' file was found once (the other live files are the live set's, counted
-        # by listed_flags): only when some were not is the set algebra needed
+        # by flag_listed): only when some were not is the set algebra needed
         if self.live_files - self.live_listed >= len(spans):
             return missing
         listed: dict[str, set[str]] = {}

@@ -38,7 +38,16 @@ from ckptctl.gc.contexts import JobEvidence, _Contexts, _forst_parents
 from ckptctl.gc.decisions import FileDecision, GcPlan
 from ckptctl.gc.guards import Guards
 from ckptctl.gc.inventory_source import InventorySource
-from ckptctl.gc.listed import Listed, PathsByDir, Tally, list_runs, listed_flags
+from ckptctl.gc.listed import (
+    Listed,
+    ListedFlags,
+    PathsByDir,
+    Tally,
+    flag_listed,
+    list_runs,
+    name_flags,
+    unlisted,
+)
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.reasons import Refusal
 from ckptctl.gc.rule import FileRule, RunToDecide
@@ -61,6 +70,7 @@ CLOCK_TOLERANCE = 300.0  # seconds a file's mtime may lead the storage clock bef
 BYTES_PER_FILE = 180
 SPARK_HINT_FILES = 20_000_000
 PARALLEL_METADATA_BYTES = 8 << 20  # below this, a worker process costs more than it saves
+WORKER_PIECES_BYTES = 4 << 20  # listed names sent to the fold worker at a time (pickled, a transient copy)
 
 
 class GcRefused(CkptError):
@@ -145,11 +155,19 @@ class _Planner(InventorySource, Guards):
         self.inventory = None  # --inventory: the parsed manifest (ckptctl.inventory.Inventory)
         self.inventory_record: dict[str, Any] | None = None
         self.metadata_seen: set[tuple] = set()  # --inventory: the _metadata files discovery listed
+        self.fold_worker = None  # the process that folded the references, until it has flagged the listing
 
     def refuse(self, code: Refusal, message: str) -> None:
         self.refusals.append(refusal(code, message))
 
     def run(self) -> GcPlan:
+        try:
+            return self._run()
+        finally:
+            if self.fold_worker is not None:  # a step before classification failed
+                self.fold_worker.shutdown()
+
+    def _run(self) -> GcPlan:
         now, now_source, cutoff = self.start()
         prelisted = self.prelist()
         discovered = self.discover(prelisted)
@@ -322,8 +340,10 @@ class _Planner(InventorySource, Guards):
         if worker is not None:
             try:
                 folded = future.result()
-            finally:
+            except BaseException:
                 worker.shutdown()
+                raise
+            self.fold_worker = worker  # it holds the live set: it looks the listed files up (flag_listed)
         else:
             folded = fold_references(storage, ordered, retained_set, options.rebase, prefixes, self.progress)
             folded.live, folded.expired_refs = PathsByDir.packed(folded.live), PathsByDir.packed(folded.expired_refs)
@@ -370,13 +390,9 @@ class _Planner(InventorySource, Guards):
         contexts = self.contexts(now, retention, evidence,
                                  lambda: _forst_parents(itertools.chain(folded.live, folded.spans)))  # fmt: skip
         rule = self.rule(now, cutoff, bool(folded.expired_refs))
-        # every listed file looked up in the live set (and the expired one) once, before Arrow and
-        # the decisions take their memory: classification reads a byte per file
         runs = [run for _root, runs in listings for run in runs]
-        live_unlisted: set[str] = set()
-        live_flags = listed_flags(runs, live, live_unlisted)
-        expired_flags = listed_flags(runs, expired) if rule.check_expired else [None] * len(runs)
-        tally = Listed(listings, live, spans, live_unlisted, sum(f.count(1) for f in live_flags if f is not None))
+        flags = self.flag_listed(runs, live, expired if rule.check_expired else None)
+        tally = Listed(listings, live, spans, flags.live_unlisted, sum(f.count(1) for f in flags.live if f is not None))
         if tally.total_files > SPARK_HINT_FILES:
             self.warnings.append(
                 f"{tally.total_files:,} files listed: planning in this process holds ~{BYTES_PER_FILE} bytes per file "
@@ -384,7 +400,7 @@ class _Planner(InventorySource, Guards):
             )
         future_limit = rule.tolerance_limit
         todo = [RunToDecide(run, contexts.get(run.parent), is_live, spans.dirs.get(run.parent, {}), is_expired)
-                for run, is_live, is_expired in zip(runs, live_flags, expired_flags, strict=True)]  # fmt: skip
+                for run, is_live, is_expired in zip(runs, flags.live, flags.expired, strict=True)]  # fmt: skip
         for item, decided in zip(todo, rule.decide_runs(todo, tally.verdicts, tally.partially_live.append), strict=True):
             run = item.run
             tally.live_files += decided.live_files
@@ -402,6 +418,50 @@ class _Planner(InventorySource, Guards):
                 tally.future.extend(run.prefix + n for n, m in zip(run.names, run.mtimes, strict=True)
                                     if m > future_limit)  # fmt: skip
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
+
+    def flag_listed(self, runs: list[DirFiles], live: PathsByDir, expired: PathsByDir | None) -> ListedFlags:
+        """Every listed file looked up in the live set (and the expired one) once, before Arrow and
+        the decisions take their memory: classification reads a byte per file. By the fold worker
+        when there is one, in the sets it holds (:func:`flag_held`): this process never makes a set
+        of half a million names (57 MB at its peak at 1M files), it sends the listing's packed
+        names a few MB at a time. Here unless :meth:`fold_late` added live paths the worker lacks."""
+        worker, self.fold_worker = self.fold_worker, None
+        if worker is None:
+            return flag_listed(runs, live, expired)
+        try:
+            if self.late:
+                return flag_listed(runs, live, expired)
+            flags: tuple[list, list] = ([None] * len(runs), [None] * len(runs))
+            pieces: list[tuple[str, str]] = []
+            owners: list[int] = []
+            size = 0
+
+            def ask() -> None:
+                for k, answer in zip(owners, worker.submit(flag_held, pieces, expired is not None).result(), strict=True):
+                    for column, here in zip(flags, answer, strict=True):
+                        if here is None:
+                            continue
+                        if column[k] is None:
+                            column[k] = here
+                        else:
+                            column[k] += here
+
+            for k, run in enumerate(runs):
+                parent = run.parent
+                if parent not in live.dirs and (expired is None or parent not in expired.dirs):
+                    continue
+                for _start, _count, packed in run.names.packed():
+                    pieces.append((parent, packed))
+                    owners.append(k)
+                    size += len(packed)
+                    if size >= WORKER_PIECES_BYTES:
+                        ask()
+                        pieces, owners, size = [], [], 0
+            if pieces:
+                ask()
+            return ListedFlags(*flags, unlisted(runs, live, flags[0]))
+        finally:
+            worker.shutdown()
 
     def contexts(self, now: float, retention: Retention, evidence: JobEvidence, forst_parents) -> _Contexts:
         return _Contexts(self.scopes, retention, forst_parents, now + CLOCK_TOLERANCE, evidence)
@@ -568,12 +628,35 @@ def moved_refusals(moved: dict[str, list[str]]) -> list[tuple[str, str]]:
     ) for mapping, cks in moved.items()]  # fmt: skip
 
 
+# in a fold worker: the live and expired sets it folded, held for flag_held (the executor has one
+# worker process, so its next tasks run here)
+_HELD: tuple[PathsByDir, PathsByDir] | None = None
+
+
 def fold_references_packed(*args) -> Folded:
     """:func:`fold_references` for a worker process: the path sets travel by directory with the
     names packed (:meth:`PathsByDir.packed`), which pickle in a few pieces instead of half a
-    million small ones and are held that way (:meth:`_Planner.fold_while_listing`)."""
+    million small ones and are held that way; the sets stay in the worker for :func:`flag_held`."""
+    global _HELD
     out = fold_references(*args)
-    out.live, out.expired_refs = PathsByDir.packed(out.live), PathsByDir.packed(out.expired_refs)
+    live, expired = PathsByDir.of(out.live), PathsByDir.of(out.expired_refs)
+    out.live, out.expired_refs = PathsByDir.packed(live), PathsByDir.packed(expired)
+    _HELD = live, expired
+    return out
+
+
+def flag_held(pieces: list[tuple[str, str]], check_expired: bool) -> list[tuple[bytearray | None, bytearray | None]]:
+    """In the fold worker (its next tasks): per piece of a run (its directory, a chunk of its
+    names ``/``-joined), a byte per name, 1 if the path is live, and 1 if only expired
+    checkpoints reference it (``None``: the directory holds no such path), from the sets
+    :func:`fold_references_packed` left this process."""
+    live, expired = _HELD  # type: ignore[misc]  # None: not the fold worker, an error (never "nothing is live")
+    live, expired = live.dirs, expired.dirs if check_expired else {}
+    out: list[tuple[bytearray | None, bytearray | None]] = []
+    for parent, packed in pieces:
+        names = packed.split("/")
+        out.append(tuple(None if (members := held.get(parent)) is None else name_flags([names], members)
+                         for held in (live, expired)))  # type: ignore[misc]  # fmt: skip
     return out
 
 

@@ -7,8 +7,9 @@ which only expired checkpoints reference), each with its directory's context, is
 verdict code per file (see :mod:`ckptctl.gc.decisions`) and whether the file is taken; Arrow's
 compute kernels do the per-file work. The local planner hands it the directories' listed runs
 (:meth:`FileRule.decide_runs`, batched; whether each file is live comes as a byte per file,
-looked up once per plan by :func:`ckptctl.gc.listed.listed_flags`), the Spark planner each Arrow batch of its joined rows with a directory per row. Only the names the rule must read one by one (``_metadata``, ``..``, ForSt's
-control files) reach Python, through :func:`_by_name`.
+looked up once per plan by :func:`ckptctl.gc.listed.flag_listed`), the Spark planner each Arrow
+batch of its joined rows with a directory per row. Only the names the rule must read one by one
+(``_metadata``, ``..``, ForSt's control files) reach Python, through :func:`_by_name`.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ BATCH_FILES = 1 << 16  # files per verdicts call of the local planner
 class RunToDecide(NamedTuple):
     """One directory's listed run for :meth:`FileRule.decide_runs`: a byte per file, 1 if it is
     live, and 1 if only expired checkpoints reference it (``None``: no file is; see
-    :func:`ckptctl.gc.listed.listed_flags`), and the names (not URIs) of the directory that are
+    :func:`ckptctl.gc.listed.flag_listed`), and the names (not URIs) of the directory that are
     segments' files (-> their spans); ``context`` is :meth:`_Contexts.get` of the directory."""
 
     run: DirFiles
@@ -102,12 +103,14 @@ class RunToDecide(NamedTuple):
 
 
 class _Piece(NamedTuple):
-    """One name chunk of a run in a batch: its names and the position of the first in the run."""
+    """One name chunk of a run in a batch: the position of its first file in the run, how many
+    files, their names ``/``-joined (:meth:`Names.packed`: never a string per name)."""
 
     item: RunToDecide
     decided: RunDecided
     start: int
-    names: list[str]
+    count: int
+    packed: str
 
 
 class RunDecided:
@@ -224,7 +227,7 @@ class FileRule:
         """Decide each file of each directory's run, in order: one :class:`RunDecided` per run. A
         partially live file also goes to ``partial``.
 
-        Runs are cut at their name chunks (:meth:`Names.chunks`) and the pieces gathered into
+        Runs are cut at their name chunks (:meth:`Names.packed`) and the pieces gathered into
         batches of about :data:`BATCH_FILES` files, one :meth:`verdicts` each: a call costs a
         fraction of a millisecond, which a directory of three files would otherwise pay alone,
         and a batch's arrays stay a few MB however large a directory is."""
@@ -234,9 +237,9 @@ class FileRule:
         for item in runs:
             decided = RunDecided(item.run)
             waiting.append(decided)
-            for start, names in item.run.names.chunks():
-                batch.append(_Piece(item, decided, start, names))
-                files += len(names)
+            for start, count, packed in item.run.names.packed():
+                batch.append(_Piece(item, decided, start, count, packed))
+                files += count
                 if files >= BATCH_FILES:
                     self._decide_batch(batch, verdicts, partial)
                     batch, files = [], 0
@@ -262,8 +265,8 @@ class FileRule:
         has_expired = self.check_expired and any(p.item.expired is not None for p in batch)
         has_spans = any(p.item.spans for p in batch)
         for k, piece in enumerate(batch):
-            run, item, start, names = piece.item.run, piece.item, piece.start, piece.names
-            n, end = len(names), piece.start + len(piece.names)
+            run, item, start, n = piece.item.run, piece.item, piece.start, piece.count
+            end = start + n
             offsets.append(len(at) - start)  # a file's position in its run: batch index - this
             at.extend(array("i", [k]) * n)
             sizes.extend(run.sizes[start:end])
@@ -274,10 +277,10 @@ class FileRule:
             links += run.links[start:end]
             live += bytes(n) if item.live is None else item.live[start:end]
             if has_spans:
-                spans.extend(_flags(names, item.spans))
+                spans.extend(_flags(piece.packed.split("/"), item.spans))
             if has_expired:
                 expired += bytes(n) if item.expired is None else item.expired[start:end]
-        names = _split([_joined_names(p.names) for p in batch])
+        names = _split([p.packed.encode("utf-8", "surrogatepass") for p in batch])
         at_arrow = _from_buffer(pa.int32(), at)
         is_live = _bools(live)
         settled = is_live
@@ -298,7 +301,7 @@ class FileRule:
         # per piece: live files and bytes (summed in C over the piece's slice of the batch)
         for k, piece in enumerate(batch):
             first = offsets[k] + piece.start
-            flags = live[first : first + len(piece.names)]
+            flags = live[first : first + piece.count]
             piece.decided.live_files += sum(flags)
             piece.decided.live_bytes += sum(compress(sizes[first : first + len(flags)], flags))
         offsets_arrow = _from_buffer(pa.int64(), offsets)
@@ -309,7 +312,7 @@ class FileRule:
             chosen = _u32(pc.filter(codes, mask))
             lo = 0
             for k, piece in enumerate(batch):
-                hi = bisect_left(found, offsets[k] + piece.start + len(piece.names), lo)
+                hi = bisect_left(found, offsets[k] + piece.start + piece.count, lo)
                 getattr(piece.decided, positions).extend(local[lo:hi])
                 getattr(piece.decided, codes_of).extend(chosen[lo:hi])
                 if positions == "took":
@@ -331,11 +334,6 @@ def _flags(names: list[str], these: Collection[str]) -> list[bool]:
     if not these:
         return [False] * len(names)
     return list(map(these.__contains__, names))
-
-
-def _joined_names(names: list[str]) -> bytes:
-    """A chunk's names, ``/``-joined and encoded for :func:`_split`."""
-    return "/".join(names).encode("utf-8", "surrogatepass")
 
 
 def _bools(flags: bytearray) -> Any:
