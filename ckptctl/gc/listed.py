@@ -1,13 +1,20 @@
-"""The local planner's per-file data in columns: the live sets by directory (:class:`PathsByDir`)
-and the outcome over a listing of :class:`~ckptctl.storage.listing.DirFiles` (:class:`Listed`).
+"""The local planner's per-file data in columns: the live sets by directory (:class:`PathsByDir`),
+every listed file looked up in them once (:func:`flag_listed`), and the outcome over a listing of
+:class:`~ckptctl.storage.listing.DirFiles` (:class:`Listed`).
 
 Measured at a million files (bench/gc_bench.py; 1M files in one shared/, 400k references), as
 tracemalloc saw it when the plan was complete: ``FileInfo`` tuples with a full URI each cost ~250 B
 per listed file (URI 150, tuple 80, mtime float 24), the live set of full URIs ~180 B per live path,
-a ``FileDecision`` per candidate ~100 B: 414 MB, 460 B of RSS per file. Held here as packed names
-per directory, arrays of sizes and mtimes, the live set as names per directory and decisions as
-positions: 123 MB (names 36, arrays 26, live names 57, decisions 4), 185 B of RSS per file (166 at
-3M). The live set is now the largest part; see :data:`ckptctl.gc.plan.SPARK_HINT_FILES`.
+a ``FileDecision`` per candidate ~100 B: 414 MB, 460 B of RSS per file. Held as packed names per
+directory, arrays of sizes and mtimes, the live set as a set of names per directory and decisions
+as positions: 185 B of RSS per file, of which the live set was the largest part (57 MB for 500k
+names, ~115 B a name). Now the live names are packed too (18 MB) and never a set in the planner's
+process once the checkpoints are many (the fold worker, which built the set, looks the listed
+files up in it); classification reads a byte per file. RSS probes at the steps of that plan: the
+interpreter and modules 26 MB, the listing 53 (names 37, sizes and mtimes 16), the live names 18,
+the flags, the runs' contexts and the rest 10, pyarrow 35 (loaded at the first batch), the
+batches' buffers 7, decisions 8: 158 MiB peak, 162 B of RSS per file (107 at 3M files). See
+:data:`ckptctl.gc.plan.SPARK_HINT_FILES`.
 """
 
 from __future__ import annotations

@@ -63,10 +63,12 @@ __all__ = ["FileDecision", "FileRule", "GcPlan", "GcRefused", "Tally", "build_pl
 
 CLOCK_TOLERANCE = 300.0  # seconds a file's mtime may lead the storage clock before we refuse
 # Above this many listed files the in-process plan says to use --engine spark. Measured with
-# bench/gc_bench.py: the local planner peaks at 185 bytes of RSS per listed file at 1M files and 166
-# at 3M (names, sizes, mtimes, live sets and decisions as columns; it was ~460), so 20M files take
-# ~3.6 GB, about what a CI runner or a small VM has to spare, besides the fold worker's live set and
-# a walk of minutes. Spark spreads both. A hint, not a refusal: a big machine plans more in-process.
+# bench/gc_bench.py: the local planner peaks at 162 bytes of RSS per listed file at 1M files and 107
+# at 3M (names, sizes, mtimes and decisions as columns, the live names packed and looked up by the
+# fold worker; it was ~460, then 219 and 166), so 20M files take under the ~3.6 GB this bound says,
+# about what a CI runner or a small VM has to spare, besides the fold worker's live set (300 B a
+# listed file at 3M) and a walk of minutes. Spark spreads both. A hint, not a refusal: a big machine
+# plans more in-process.
 BYTES_PER_FILE = 180
 SPARK_HINT_FILES = 20_000_000
 PARALLEL_METADATA_BYTES = 8 << 20  # below this, a worker process costs more than it saves
