@@ -168,7 +168,7 @@ def unlisted(runs: list[DirFiles], paths: PathsByDir, flags: list[bytearray | No
     missing: set[str] = set()
     for parent, names in paths.dirs.items():
         if found.get(parent, 0) < len(names):
-            listed = set().union(*(run.names for run in runs if run.prefix[:-1] == parent))
+            listed = set().union(*(run.names for run in runs if run.parent == parent))
             missing.update(parent + "/" + n for n in names if n not in listed)
     return missing
 
