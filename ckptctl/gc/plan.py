@@ -433,21 +433,12 @@ class _Planner(InventorySource, Guards):
         try:
             if self.late:
                 return flag_listed(runs, live, expired)
-            flags: tuple[list, list] = ([None] * len(runs), [None] * len(runs))
+            # all pieces submitted at once: the executor pickles the next one or two while the worker
+            # looks the last up (no round trip per piece), and holds the rest as references
+            asked: list[tuple[list[int], Any]] = []
             pieces: list[tuple[str, str]] = []
             owners: list[int] = []
             size = 0
-
-            def ask() -> None:
-                for k, answer in zip(owners, worker.submit(flag_held, pieces, expired is not None).result(), strict=True):
-                    for column, here in zip(flags, answer, strict=True):
-                        if here is None:
-                            continue
-                        if column[k] is None:
-                            column[k] = here
-                        else:
-                            column[k] += here
-
             for k, run in enumerate(runs):
                 parent = run.parent
                 if parent not in live.dirs and (expired is None or parent not in expired.dirs):
@@ -457,10 +448,20 @@ class _Planner(InventorySource, Guards):
                     owners.append(k)
                     size += len(packed)
                     if size >= WORKER_PIECES_BYTES:
-                        ask()
+                        asked.append((owners, worker.submit(flag_held, pieces, expired is not None)))
                         pieces, owners, size = [], [], 0
             if pieces:
-                ask()
+                asked.append((owners, worker.submit(flag_held, pieces, expired is not None)))
+            flags: tuple[list, list] = ([None] * len(runs), [None] * len(runs))
+            for owners, future in asked:
+                for k, answer in zip(owners, future.result(), strict=True):
+                    for column, here in zip(flags, answer, strict=True):
+                        if here is None:
+                            continue
+                        if column[k] is None:
+                            column[k] = here
+                        else:
+                            column[k] += here
             return ListedFlags(*flags, unlisted(runs, live, flags[0]))
         finally:
             worker.shutdown()

@@ -382,9 +382,13 @@ def test_gc_alias_is_plan(tmp_path: Path) -> None:
 def test_worker_process_gives_the_same_plan(tmp_path: Path, monkeypatch) -> None:
     """Large metadata is decoded in a worker process while the roots are listed, and the listed
     files are looked up in the live set that process holds: the same plan, also when a file a
-    checkpoint references is missing from the listing."""
+    checkpoint references is missing from the listing. Names packed by threes, sent a few chunks at
+    a time: a directory's flags come back in pieces."""
     from ckptctl.gc import plan as gc_plan
+    from ckptctl.storage import listing
 
+    monkeypatch.setattr(listing, "NAMES_CHUNK", 3)
+    monkeypatch.setattr(gc_plan, "WORKER_PIECES_BYTES", 1000)
     sc = Scenario("1.20.3", "claim", tmp_path)
     sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/planted")
 
