@@ -1,34 +1,42 @@
-"""The local planner's per-file data in columns: the live sets by directory (:class:`PathsByDir`)
-and the outcome over a listing of :class:`~ckptctl.storage.listing.DirFiles` (:class:`Listed`).
+"""The local planner's per-file data in columns: the live sets by directory (:class:`PathsByDir`),
+every listed file looked up in them once (:func:`flag_listed`), and the outcome over a listing of
+:class:`~ckptctl.storage.listing.DirFiles` (:class:`Listed`).
 
 Measured at a million files (bench/gc_bench.py; 1M files in one shared/, 400k references), as
 tracemalloc saw it when the plan was complete: ``FileInfo`` tuples with a full URI each cost ~250 B
 per listed file (URI 150, tuple 80, mtime float 24), the live set of full URIs ~180 B per live path,
-a ``FileDecision`` per candidate ~100 B: 414 MB, 460 B of RSS per file. Held here as packed names
-per directory, arrays of sizes and mtimes, the live set as names per directory and decisions as
-positions: 123 MB (names 36, arrays 26, live names 57, decisions 4), 185 B of RSS per file (166 at
-3M). The live set is now the largest part; see :data:`ckptctl.gc.plan.SPARK_HINT_FILES`.
+a ``FileDecision`` per candidate ~100 B: 414 MB, 460 B of RSS per file. Held as packed names per
+directory, arrays of sizes and mtimes, the live set as a set of names per directory and decisions
+as positions: 185 B of RSS per file, of which the live set was the largest part (57 MB for 500k
+names, ~115 B a name). Now the live names are packed too (18 MB) and never a set in the planner's
+process once the checkpoints are many (the fold worker, which built the set, looks the listed
+files up in it); classification reads a byte per file. RSS probes at the steps of that plan: the
+interpreter and modules 26 MB, the listing 53 (names 37, sizes and mtimes 16), the live names 18,
+the flags, the runs' contexts and the rest 10, pyarrow 35 (loaded at the first batch), the
+batches' buffers 7, decisions 8: 158 MiB peak, 162 B of RSS per file (107 at 3M files). See
+:data:`ckptctl.gc.plan.SPARK_HINT_FILES`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from ckptctl import storage as st
 from ckptctl.flink39964 import SavepointFiles
 from ckptctl.gc.decisions import Decisions, GcPlan, Verdicts
 from ckptctl.layout import place_of
 from ckptctl.storage import Storage, WalkNotes
-from ckptctl.storage.listing import DirFiles, dir_runs, walk_local_dirs
+from ckptctl.storage.listing import NAMES_CHUNK, DirFiles, Names, dir_runs, walk_local_dirs
 
 _EMPTY: frozenset = frozenset()
 
 
 class PathsByDir:
     """A set of paths (or a mapping of paths) held by directory: parent -> the names in it (a set,
-    or a dict name -> value). Directory strings are held once; a run of a directory's listed files
-    asks for its names once. Iterates full paths, tests ``path in``."""
+    the names packed (:meth:`packed`), or a dict name -> value). Directory strings are held once;
+    a run of a directory's listed files asks for its names once. Iterates full paths, tests
+    ``path in``."""
 
     __slots__ = ("dirs",)
 
@@ -58,22 +66,18 @@ class PathsByDir:
         return cls(dirs)
 
     @classmethod
-    def unpack(cls, packed: dict[str, str] | set[str]) -> PathsByDir:
-        """From :meth:`pack`'s form."""
-        if isinstance(packed, set):
-            return cls.of(packed)
-        return cls({parent: set(names.split("\0")) for parent, names in packed.items()})
-
-    @staticmethod
-    def pack(paths: set[str]) -> dict[str, str] | set[str]:
-        """Paths as parent -> NUL-joined names: a worker's live set pickles in a few pieces instead
-        of half a million, and is unpacked into names only (the set as is if a path holds a NUL)."""
-        if any("\0" in p for p in paths):
-            return paths
-        return {parent: "\0".join(names) for parent, names in PathsByDir.of(paths).dirs.items()}
-
-    def names_in(self, parent: str):
-        return self.dirs.get(parent, _EMPTY)
+    def packed(cls, paths: set[str] | PathsByDir) -> PathsByDir:
+        """Paths with each directory's names packed (:class:`Names`, ~37 bytes a name where a set
+        of strings holds ~115): what the plan keeps of a live set once :func:`flag_listed` has
+        looked every listed file up in it. A worker's live set pickles this way in a few pieces
+        instead of half a million."""
+        dirs: dict[str, Any] = {}
+        for parent, names in cls.of(paths).dirs.items():
+            ordered, packed = list(names), Names()
+            for start in range(0, len(ordered), NAMES_CHUNK):
+                packed.extend(ordered[start : start + NAMES_CHUNK])
+            dirs[parent] = packed
+        return cls(dirs)
 
     def __contains__(self, path: str) -> bool:
         parent, _, name = path.rpartition("/")
@@ -94,7 +98,10 @@ class PathsByDir:
     def __ior__(self, paths: Iterable[str]) -> PathsByDir:
         for path in paths:
             parent, _, name = path.rpartition("/")
-            self.dirs.setdefault(parent, set()).add(name)
+            names = self.dirs.get(parent)
+            if not isinstance(names, set):  # none yet, or packed: a set again (a few late checkpoints' paths)
+                names = self.dirs[parent] = set(names or ())
+            names.add(name)
         return self
 
     def items(self) -> Iterator[tuple[str, Any]]:
@@ -103,6 +110,67 @@ class PathsByDir:
             prefix = parent + "/"
             for name, value in names.items():
                 yield prefix + name, value
+
+
+class ListedFlags(NamedTuple):
+    """What :func:`flag_listed` tells classification, per run of listed files a byte per file
+    (``None``: 0 for every file): 1 if it is live, 1 if only expired checkpoints reference it;
+    and the live paths no run lists."""
+
+    live: list[bytearray | None]
+    expired: list[bytearray | None]
+    live_unlisted: set[str]
+
+
+def flag_listed(runs: list[DirFiles], live: PathsByDir, expired: PathsByDir | None) -> ListedFlags:
+    """Every listed file looked up, once, in the live set and (unless ``None``) the expired one.
+
+    Before classification: a directory's names become a set for its runs (unless they are one)
+    and are dropped before the next directory's, so the plan holds a byte per listed file
+    through classification instead of a set of names (at 1M files, 1 MB instead of 57 for a
+    live set of 500k names, besides the packed names, 18)."""
+    flags = listed_flags(runs, live)
+    return ListedFlags(flags, [None] * len(runs) if expired is None else listed_flags(runs, expired),
+                       unlisted(runs, live, flags))  # fmt: skip
+
+
+def listed_flags(runs: list[DirFiles], paths: PathsByDir) -> list[bytearray | None]:
+    """Per run, a byte per file: 1 if its path is one of ``paths`` (``None``: no path is in the
+    run's directory)."""
+    by_parent: dict[str, list[int]] = {}
+    for k, run in enumerate(runs):
+        if run.parent in paths.dirs:
+            by_parent.setdefault(run.parent, []).append(k)
+    flags: list[bytearray | None] = [None] * len(runs)
+    for parent, names in paths.dirs.items():
+        members = names if isinstance(names, set) else set(names)
+        for k in by_parent.get(parent, ()):
+            flags[k] = name_flags((chunk for _start, chunk in runs[k].names.chunks()), members)
+        del members
+    return flags
+
+
+def name_flags(chunks: Iterable[list[str]], members: set[str]) -> bytearray:
+    """A byte per name of the chunks: 1 if it is one of ``members``."""
+    out = bytearray()
+    for names in chunks:
+        out += bytes(map(members.__contains__, names))
+    return out
+
+
+def unlisted(runs: list[DirFiles], paths: PathsByDir, flags: list[bytearray | None]) -> set[str]:
+    """The paths no run lists, given each run's flags (:func:`listed_flags`): none, unless fewer
+    files of a directory are flagged than it has paths."""
+    found: dict[str, int] = {}
+    for run, here in zip(runs, flags, strict=True):
+        if here is not None:
+            found[run.parent] = found.get(run.parent, 0) + here.count(1)
+    missing: set[str] = set()
+    for parent, names in paths.dirs.items():
+        if found.get(parent, 0) < len(names):
+            listed = set().union(*(run.names for run in runs if run.parent == parent))
+            missing.update(parent + "/" + n for n in names if n not in listed)
+    return missing
 
 
 def list_runs(storage: Storage, root: str, notes: WalkNotes) -> list[DirFiles]:
@@ -165,8 +233,12 @@ class Listed(Tally):
     """The local planner's outcome: decisions as columns over the listing (runs of
     :class:`DirFiles` per scope), in listing order."""
 
-    def __init__(self, listings: list[tuple[str, list[DirFiles]]], live: PathsByDir, spans: PathsByDir) -> None:
+    def __init__(self, listings: list[tuple[str, list[DirFiles]]], live: PathsByDir, spans: PathsByDir,
+                 live_unlisted: set[str], live_listed: int) -> None:  # fmt: skip
+        """``live_unlisted``: the live paths no run lists; ``live_listed``: how many listed files
+        are live (both from :func:`flag_listed`)."""
         self.listings, self.live, self.spans = listings, live, spans
+        self.live_unlisted, self.live_listed = live_unlisted, live_listed
         self.total_files = sum(len(run) for _root, runs in listings for run in runs)
         self.total_bytes = sum(sum(run.sizes) for _root, runs in listings for run in runs)
         self.live_files = self.live_bytes = 0
@@ -177,20 +249,20 @@ class Listed(Tally):
         self.future: list[str] = []
 
     def missing_paths(self) -> set[str]:
-        live, spans = self.live, self.spans
-        # every listed live file was found once; only when some were not is the set algebra needed
-        if self.live_files >= len(live) + len(spans):
-            return set()
+        spans = self.spans
+        missing = set(self.live_unlisted)
+        # every segments' file was found once (the other live files are the live set's, counted
+        # by flag_listed): only when some were not is the set algebra needed
+        if self.live_files - self.live_listed >= len(spans):
+            return missing
         listed: dict[str, set[str]] = {}
         for _root, runs in self.listings:
             for run in runs:
-                if run.parent in live.dirs or run.parent in spans.dirs:
+                if run.parent in spans.dirs:
                     listed.setdefault(run.parent, set()).update(run.names)
-        missing = set()
-        for by_dir in (live, spans):
-            for parent, names in by_dir.dirs.items():
-                here = listed.get(parent, _EMPTY)
-                missing.update(parent + "/" + n for n in names if n not in here)
+        for parent, names in spans.dirs.items():
+            here = listed.get(parent, _EMPTY)
+            missing.update(parent + "/" + n for n in names if n not in here)
         return missing
 
     def savepoint_files(self, names: set[str]) -> SavepointFiles:

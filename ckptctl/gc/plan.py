@@ -38,7 +38,16 @@ from ckptctl.gc.contexts import JobEvidence, _Contexts, _forst_parents
 from ckptctl.gc.decisions import FileDecision, GcPlan
 from ckptctl.gc.guards import Guards
 from ckptctl.gc.inventory_source import InventorySource
-from ckptctl.gc.listed import Listed, PathsByDir, Tally, list_runs
+from ckptctl.gc.listed import (
+    Listed,
+    ListedFlags,
+    PathsByDir,
+    Tally,
+    flag_listed,
+    list_runs,
+    name_flags,
+    unlisted,
+)
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.reasons import Refusal
 from ckptctl.gc.rule import FileRule, RunToDecide
@@ -54,13 +63,16 @@ __all__ = ["FileDecision", "FileRule", "GcPlan", "GcRefused", "Tally", "build_pl
 
 CLOCK_TOLERANCE = 300.0  # seconds a file's mtime may lead the storage clock before we refuse
 # Above this many listed files the in-process plan says to use --engine spark. Measured with
-# bench/gc_bench.py: the local planner peaks at 185 bytes of RSS per listed file at 1M files and 166
-# at 3M (names, sizes, mtimes, live sets and decisions as columns; it was ~460), so 20M files take
-# ~3.6 GB, about what a CI runner or a small VM has to spare, besides the fold worker's live set and
-# a walk of minutes. Spark spreads both. A hint, not a refusal: a big machine plans more in-process.
+# bench/gc_bench.py: the local planner peaks at 162 bytes of RSS per listed file at 1M files and 107
+# at 3M (names, sizes, mtimes and decisions as columns, the live names packed and looked up by the
+# fold worker; it was ~460, then 219 and 166), so 20M files take under the ~3.6 GB this bound says,
+# about what a CI runner or a small VM has to spare, besides the fold worker's live set (300 B a
+# listed file at 3M) and a walk of minutes. Spark spreads both. A hint, not a refusal: a big machine
+# plans more in-process.
 BYTES_PER_FILE = 180
 SPARK_HINT_FILES = 20_000_000
 PARALLEL_METADATA_BYTES = 8 << 20  # below this, a worker process costs more than it saves
+WORKER_PIECES_BYTES = 4 << 20  # listed names sent to the fold worker at a time (pickled, a transient copy)
 
 
 class GcRefused(CkptError):
@@ -145,11 +157,19 @@ class _Planner(InventorySource, Guards):
         self.inventory = None  # --inventory: the parsed manifest (ckptctl.inventory.Inventory)
         self.inventory_record: dict[str, Any] | None = None
         self.metadata_seen: set[tuple] = set()  # --inventory: the _metadata files discovery listed
+        self.fold_worker = None  # the process that folded the references, until it has flagged the listing
 
     def refuse(self, code: Refusal, message: str) -> None:
         self.refusals.append(refusal(code, message))
 
     def run(self) -> GcPlan:
+        try:
+            return self._run()
+        finally:
+            if self.fold_worker is not None:  # a step before classification failed
+                self.fold_worker.shutdown()
+
+    def _run(self) -> GcPlan:
         now, now_source, cutoff = self.start()
         prelisted = self.prelist()
         discovered = self.discover(prelisted)
@@ -321,12 +341,14 @@ class _Planner(InventorySource, Guards):
             self.check_listed(root, bool(runs))
         if worker is not None:
             try:
-                folded = _unpack(future.result())
-            finally:
+                folded = future.result()
+            except BaseException:
                 worker.shutdown()
+                raise
+            self.fold_worker = worker  # it holds the live set: it looks the listed files up (flag_listed)
         else:
             folded = fold_references(storage, ordered, retained_set, options.rebase, prefixes, self.progress)
-            folded.live, folded.expired_refs = PathsByDir.of(folded.live), PathsByDir.of(folded.expired_refs)
+            folded.live, folded.expired_refs = PathsByDir.packed(folded.live), PathsByDir.packed(folded.expired_refs)
         for code, message in folded.refusals:
             self.refuse(Refusal(code), message)
         return folded, listings
@@ -370,15 +392,17 @@ class _Planner(InventorySource, Guards):
         contexts = self.contexts(now, retention, evidence,
                                  lambda: _forst_parents(itertools.chain(folded.live, folded.spans)))  # fmt: skip
         rule = self.rule(now, cutoff, bool(folded.expired_refs))
-        tally = Listed(listings, live, spans)
+        runs = [run for _root, runs in listings for run in runs]
+        flags = self.flag_listed(runs, live, expired if rule.check_expired else None)
+        tally = Listed(listings, live, spans, flags.live_unlisted, sum(f.count(1) for f in flags.live if f is not None))
         if tally.total_files > SPARK_HINT_FILES:
             self.warnings.append(
                 f"{tally.total_files:,} files listed: planning in this process holds ~{BYTES_PER_FILE} bytes per file "
                 f"(~{tally.total_files * BYTES_PER_FILE / 1e9:.0f} GB); above {SPARK_HINT_FILES:,} files use --engine spark"
             )
         future_limit = rule.tolerance_limit
-        todo = [RunToDecide(run, contexts.get(run.parent), live.names_in(run.parent), spans.names_in(run.parent),
-                            expired.names_in(run.parent)) for _root, runs in listings for run in runs]  # fmt: skip
+        todo = [RunToDecide(run, contexts.get(run.parent), is_live, spans.dirs.get(run.parent, {}), is_expired)
+                for run, is_live, is_expired in zip(runs, flags.live, flags.expired, strict=True)]  # fmt: skip
         for item, decided in zip(todo, rule.decide_runs(todo, tally.verdicts, tally.partially_live.append), strict=True):
             run = item.run
             tally.live_files += decided.live_files
@@ -396,6 +420,51 @@ class _Planner(InventorySource, Guards):
                 tally.future.extend(run.prefix + n for n, m in zip(run.names, run.mtimes, strict=True)
                                     if m > future_limit)  # fmt: skip
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
+
+    def flag_listed(self, runs: list[DirFiles], live: PathsByDir, expired: PathsByDir | None) -> ListedFlags:
+        """Every listed file looked up in the live set (and the expired one) once, before Arrow and
+        the decisions take their memory: classification reads a byte per file. By the fold worker
+        when there is one, in the sets it holds (:func:`flag_held`): this process never makes a set
+        of half a million names (57 MB at its peak at 1M files), it sends the listing's packed
+        names a few MB at a time. Here unless :meth:`fold_late` added live paths the worker lacks."""
+        worker, self.fold_worker = self.fold_worker, None
+        if worker is None:
+            return flag_listed(runs, live, expired)
+        try:
+            if self.late:
+                return flag_listed(runs, live, expired)
+            # all pieces submitted at once: the executor pickles the next one or two while the worker
+            # looks the last up (no round trip per piece), and holds the rest as references
+            asked: list[tuple[list[int], Any]] = []
+            pieces: list[tuple[str, str]] = []
+            owners: list[int] = []
+            size = 0
+            for k, run in enumerate(runs):
+                parent = run.parent
+                if parent not in live.dirs and (expired is None or parent not in expired.dirs):
+                    continue
+                for _start, _count, packed in run.names.packed():
+                    pieces.append((parent, packed))
+                    owners.append(k)
+                    size += len(packed)
+                    if size >= WORKER_PIECES_BYTES:
+                        asked.append((owners, worker.submit(flag_held, pieces, expired is not None)))
+                        pieces, owners, size = [], [], 0
+            if pieces:
+                asked.append((owners, worker.submit(flag_held, pieces, expired is not None)))
+            flags: tuple[list, list] = ([None] * len(runs), [None] * len(runs))
+            for owners, future in asked:
+                for k, answer in zip(owners, future.result(), strict=True):
+                    for column, here in zip(flags, answer, strict=True):
+                        if here is None:
+                            continue
+                        if column[k] is None:
+                            column[k] = here
+                        else:
+                            column[k] += here
+            return ListedFlags(*flags, unlisted(runs, live, flags[0]))
+        finally:
+            worker.shutdown()
 
     def contexts(self, now: float, retention: Retention, evidence: JobEvidence, forst_parents) -> _Contexts:
         return _Contexts(self.scopes, retention, forst_parents, now + CLOCK_TOLERANCE, evidence)
@@ -562,19 +631,35 @@ def moved_refusals(moved: dict[str, list[str]]) -> list[tuple[str, str]]:
     ) for mapping, cks in moved.items()]  # fmt: skip
 
 
-def fold_references_packed(*args) -> tuple:
-    """:func:`fold_references` for a worker process: the path sets travel by directory, names
-    NUL-joined (:meth:`PathsByDir.pack`), which pickle in a few pieces instead of half a million
-    small ones and unpack into names only."""
+# in a fold worker: the live and expired sets it folded, held for flag_held (the executor has one
+# worker process, so its next tasks run here)
+_HELD: tuple[PathsByDir, PathsByDir] | None = None
+
+
+def fold_references_packed(*args) -> Folded:
+    """:func:`fold_references` for a worker process: the path sets travel by directory with the
+    names packed (:meth:`PathsByDir.packed`), which pickle in a few pieces instead of half a
+    million small ones and are held that way; the sets stay in the worker for :func:`flag_held`."""
+    global _HELD
     out = fold_references(*args)
-    live, expired = PathsByDir.pack(out.live), PathsByDir.pack(out.expired_refs)
-    out.live, out.expired_refs = set(), set()
-    return live, expired, out
+    live, expired = PathsByDir.of(out.live), PathsByDir.of(out.expired_refs)
+    out.live, out.expired_refs = PathsByDir.packed(live), PathsByDir.packed(expired)
+    _HELD = live, expired
+    return out
 
 
-def _unpack(packed: tuple) -> Folded:
-    live, expired, out = packed
-    out.live, out.expired_refs = PathsByDir.unpack(live), PathsByDir.unpack(expired)
+def flag_held(pieces: list[tuple[str, str]], check_expired: bool) -> list[tuple[bytearray | None, bytearray | None]]:
+    """In the fold worker (its next tasks): per piece of a run (its directory, a chunk of its
+    names ``/``-joined), a byte per name, 1 if the path is live, and 1 if only expired
+    checkpoints reference it (``None``: the directory holds no such path), from the sets
+    :func:`fold_references_packed` left this process."""
+    live, expired = _HELD  # type: ignore[misc]  # None: not the fold worker, an error (never "nothing is live")
+    live, expired = live.dirs, expired.dirs if check_expired else {}
+    out: list[tuple[bytearray | None, bytearray | None]] = []
+    for parent, packed in pieces:
+        names = packed.split("/")
+        out.append(tuple(None if (members := held.get(parent)) is None else name_flags([names], members)
+                         for held in (live, expired)))  # type: ignore[misc]  # fmt: skip
     return out
 
 

@@ -6,9 +6,10 @@ names, mtimes, link flags, which files the checkpoints settle -- live, or a segm
 which only expired checkpoints reference), each with its directory's context, is answered as a
 verdict code per file (see :mod:`ckptctl.gc.decisions`) and whether the file is taken; Arrow's
 compute kernels do the per-file work. The local planner hands it the directories' listed runs
-(:meth:`FileRule.decide_runs`, batched; a name is looked up in the live sets it already holds), the
-Spark planner each Arrow batch of its joined rows with a directory per row. Only the names the rule must read one by one (``_metadata``, ``..``, ForSt's
-control files) reach Python, through :func:`_by_name`.
+(:meth:`FileRule.decide_runs`, batched; whether each file is live comes as a byte per file,
+looked up once per plan by :func:`ckptctl.gc.listed.flag_listed`), the Spark planner each Arrow
+batch of its joined rows with a directory per row. Only the names the rule must read one by one
+(``_metadata``, ``..``, ForSt's control files) reach Python, through :func:`_by_name`.
 """
 
 from __future__ import annotations
@@ -85,28 +86,33 @@ class RuleColumns(NamedTuple):
     expired: Any  # bool: referenced by expired checkpoints only, or None
 
 
-BATCH_FILES = 1 << 16  # files per verdicts call of the local planner
+# files per verdicts call of the local planner: a batch's buffers are a transient of ~0.2 KB a file
+# (1 << 16 held 9 MB more at the plan's peak at 1M files, in the same time: bench/gc_bench.py)
+BATCH_FILES = 1 << 14
 
 
 class RunToDecide(NamedTuple):
-    """One directory's listed run for :meth:`FileRule.decide_runs`, with the names (not URIs)
-    in the directory that are live, segments' files (-> their spans), and referenced by expired
-    checkpoints only; ``context`` is :meth:`_Contexts.get` of the directory."""
+    """One directory's listed run for :meth:`FileRule.decide_runs`: a byte per file, 1 if it is
+    live, and 1 if only expired checkpoints reference it (``None``: no file is; see
+    :func:`ckptctl.gc.listed.flag_listed`), and the names (not URIs) of the directory that are
+    segments' files (-> their spans); ``context`` is :meth:`_Contexts.get` of the directory."""
 
     run: DirFiles
     context: tuple
-    live: Collection[str]
+    live: bytes | None
     spans: Mapping[str, list[tuple[int, int]]]
-    expired: Collection[str]
+    expired: bytes | None
 
 
 class _Piece(NamedTuple):
-    """One name chunk of a run in a batch: its names and the position of the first in the run."""
+    """One name chunk of a run in a batch: the position of its first file in the run, how many
+    files, their names ``/``-joined (:meth:`Names.packed`: never a string per name)."""
 
     item: RunToDecide
     decided: RunDecided
     start: int
-    names: list[str]
+    count: int
+    packed: str
 
 
 class RunDecided:
@@ -223,7 +229,7 @@ class FileRule:
         """Decide each file of each directory's run, in order: one :class:`RunDecided` per run. A
         partially live file also goes to ``partial``.
 
-        Runs are cut at their name chunks (:meth:`Names.chunks`) and the pieces gathered into
+        Runs are cut at their name chunks (:meth:`Names.packed`) and the pieces gathered into
         batches of about :data:`BATCH_FILES` files, one :meth:`verdicts` each: a call costs a
         fraction of a millisecond, which a directory of three files would otherwise pay alone,
         and a batch's arrays stay a few MB however large a directory is."""
@@ -233,9 +239,9 @@ class FileRule:
         for item in runs:
             decided = RunDecided(item.run)
             waiting.append(decided)
-            for start, names in item.run.names.chunks():
-                batch.append(_Piece(item, decided, start, names))
-                files += len(names)
+            for start, count, packed in item.run.names.packed():
+                batch.append(_Piece(item, decided, start, count, packed))
+                files += count
                 if files >= BATCH_FILES:
                     self._decide_batch(batch, verdicts, partial)
                     batch, files = [], 0
@@ -247,22 +253,22 @@ class FileRule:
 
     def _decide_batch(self, batch: list[_Piece], verdicts: Verdicts, partial) -> None:
         """The pieces' columns as Arrow arrays, each file with the index of its piece; the
-        verdicts added to each piece's run. Whether a name is live, a segment's file or expired
-        is looked up in the run's Python sets (they exist already: no Arrow copy of them)."""
+        verdicts added to each piece's run. Whether a file is live or expired is read from the
+        run's flags, whether it is a segment's file looked up in the run's spans (a mapping that
+        exists already: no Arrow copy of it)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         at, offsets = array("i"), array("q")  # per file its piece; per piece its first file's batch index
         sizes, links = array("q"), bytearray()
         mtimes: Any = array("d")
-        live: list[bool] = []
+        live, expired = bytearray(), bytearray()
         spans: list[bool] = []
-        expired: list[bool] = []
-        has_expired = self.check_expired and any(p.item.expired for p in batch)
+        has_expired = self.check_expired and any(p.item.expired is not None for p in batch)
         has_spans = any(p.item.spans for p in batch)
         for k, piece in enumerate(batch):
-            run, item, start, names = piece.item.run, piece.item, piece.start, piece.names
-            n, end = len(names), piece.start + len(piece.names)
+            run, item, start, n = piece.item.run, piece.item, piece.start, piece.count
+            end = start + n
             offsets.append(len(at) - start)  # a file's position in its run: batch index - this
             at.extend(array("i", [k]) * n)
             sizes.extend(run.sizes[start:end])
@@ -271,14 +277,14 @@ class FileRule:
             else:  # a test storage's int mtimes
                 mtimes.extend(float(m) for m in run.mtimes[start:end])
             links += run.links[start:end]
-            live.extend(_flags(names, item.live))
+            live += bytes(n) if item.live is None else item.live[start:end]
             if has_spans:
-                spans.extend(_flags(names, item.spans))
+                spans.extend(_flags(piece.packed.split("/"), item.spans))
             if has_expired:
-                expired.extend(_flags(names, item.expired))
-        names = _split([_joined_names(p.names) for p in batch])
+                expired += bytes(n) if item.expired is None else item.expired[start:end]
+        names = _split([p.packed.encode("utf-8", "surrogatepass") for p in batch])
         at_arrow = _from_buffer(pa.int32(), at)
-        is_live = pa.array(live, pa.bool_())
+        is_live = _bools(live)
         settled = is_live
         if has_spans:
             segment = pc.and_(pa.array(spans, pa.bool_()), pc.invert(is_live))
@@ -291,13 +297,13 @@ class FileRule:
             settled = pc.or_(is_live, segment)
         codes, taken, kept = self.verdicts(
             RuleColumns([p.item.context for p in batch], at_arrow, names, _from_buffer(pa.float64(), mtimes),
-                        pc.cast(_from_buffer(pa.uint8(), links), pa.bool_()), settled,
-                        pa.array(expired, pa.bool_()) if has_expired else None), verdicts,
+                        _bools(links), settled,
+                        _bools(expired) if has_expired else None), verdicts,
         )  # fmt: skip
         # per piece: live files and bytes (summed in C over the piece's slice of the batch)
         for k, piece in enumerate(batch):
             first = offsets[k] + piece.start
-            flags = live[first : first + len(piece.names)]
+            flags = live[first : first + piece.count]
             piece.decided.live_files += sum(flags)
             piece.decided.live_bytes += sum(compress(sizes[first : first + len(flags)], flags))
         offsets_arrow = _from_buffer(pa.int64(), offsets)
@@ -308,7 +314,7 @@ class FileRule:
             chosen = _u32(pc.filter(codes, mask))
             lo = 0
             for k, piece in enumerate(batch):
-                hi = bisect_left(found, offsets[k] + piece.start + len(piece.names), lo)
+                hi = bisect_left(found, offsets[k] + piece.start + piece.count, lo)
                 getattr(piece.decided, positions).extend(local[lo:hi])
                 getattr(piece.decided, codes_of).extend(chosen[lo:hi])
                 if positions == "took":
@@ -332,9 +338,12 @@ def _flags(names: list[str], these: Collection[str]) -> list[bool]:
     return list(map(these.__contains__, names))
 
 
-def _joined_names(names: list[str]) -> bytes:
-    """A chunk's names, ``/``-joined and encoded for :func:`_split`."""
-    return "/".join(names).encode("utf-8", "surrogatepass")
+def _bools(flags: bytearray) -> Any:
+    """A byte per file (0 or 1) as an Arrow boolean array."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.cast(_from_buffer(pa.uint8(), flags), pa.bool_())
 
 
 def _from_buffer(kind: Any, buffer: Any) -> Any:

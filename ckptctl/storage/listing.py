@@ -119,6 +119,14 @@ class Names:
         for _start, names in self.chunks():
             yield from names
 
+    def packed(self) -> Iterator[tuple[int, int, str]]:
+        """(position of the first, how many, the names ``/``-joined) per chunk, as held: for
+        readers that hand the names on whole (to Arrow, to another process), not one by one."""
+        for k, packed in enumerate(self._packed):
+            yield k * self._chunk, self._chunk, packed
+        if self._pending:
+            yield len(self._packed) * self._chunk, len(self._pending), "/".join(self._pending)
+
     def __getitem__(self, i: int) -> str:
         k, j = divmod(i, self._chunk)
         if k == len(self._packed):

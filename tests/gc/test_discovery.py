@@ -377,13 +377,21 @@ def plan_apply_then_assert_kept(tmp_path: Path, live: set[str], *args: str) -> i
     return exit_code
 
 
-def test_redteam4_a_root_in_a_hex_named_tenants_shared_dir_is_searched(tmp_path: Path) -> None:
+@pytest.mark.parametrize("worker", [False, True])
+def test_redteam4_a_root_in_a_hex_named_tenants_shared_dir_is_searched(tmp_path: Path, monkeypatch, worker: bool,
+                                                                       ) -> None:  # fmt: skip
     """Attacked: discovery's pruning of ``<job-id>/shared`` (``walk_local``'s ``prune_here`` and
     ``is_checkpoint_metadata``) decides "job directory" by the name alone: 32 lowercase hex digits.
     A tenant directory named by a UUID without dashes is such a name, and row 1's fix (a root below
     a directory named ``shared`` is searched) does not hold when that ``shared`` sits right below
     it: job 2's checkpoints in ``<fleet>/<tenant>/shared/<job 2>/chk-N`` are never discovered, and
-    the files of job 1 that only job 2's checkpoints still use become ``unreferenced-shared``."""
+    the files of job 1 that only job 2's checkpoints still use become ``unreferenced-shared``.
+    With the references decoded in a worker process too: it holds the live set and looks the
+    listed files up, but not the paths of the checkpoints only the listing found."""
+    if worker:
+        from ckptctl.gc import plan as gc_plan
+
+        monkeypatch.setattr(gc_plan, "PARALLEL_METADATA_BYTES", 0)
     sc = Scenario("2.2.0", "claim", tmp_path)
     fleet, moves = fleet_with_tenant(sc, tmp_path, TENANT_ID)
     live = live_by_flink(sc, moves)

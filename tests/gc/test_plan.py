@@ -380,17 +380,33 @@ def test_gc_alias_is_plan(tmp_path: Path) -> None:
 
 
 def test_worker_process_gives_the_same_plan(tmp_path: Path, monkeypatch) -> None:
-    """Large metadata is decoded in a worker process while the roots are listed: same plan."""
+    """Large metadata is decoded in a worker process while the roots are listed, and the listed
+    files are looked up in the live set that process holds: the same plan, also when a file a
+    checkpoint references is missing from the listing. Names packed by threes, sent a few chunks at
+    a time: a directory's flags come back in pieces."""
     from ckptctl.gc import plan as gc_plan
+    from ckptctl.storage import listing
 
+    monkeypatch.setattr(listing, "NAMES_CHUNK", 3)
+    monkeypatch.setattr(gc_plan, "WORKER_PIECES_BYTES", 1000)
     sc = Scenario("1.20.3", "claim", tmp_path)
     sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/planted")
-    args = (str(sc.checkpoints), *sc.rebase, *OLD, "--keep-last", "2", "--force")
-    inline = plan_json(*args)
-    monkeypatch.setattr(gc_plan, "PARALLEL_METADATA_BYTES", 0)
-    parallel = plan_json(*args)
-    for key in ("candidates", "protected", "live_files", "retained", "expired", "partially_live", "refusals"):
-        assert parallel[key] == inline[key], key
+
+    def inline_and_parallel(*args: str, expect: int) -> dict:
+        monkeypatch.setattr(gc_plan, "PARALLEL_METADATA_BYTES", 1 << 62)
+        inline = plan_json(*args, expect=expect)
+        monkeypatch.setattr(gc_plan, "PARALLEL_METADATA_BYTES", 0)
+        parallel = plan_json(*args, expect=expect)
+        for key in ("candidates", "protected", "live_files", "retained", "expired", "partially_live", "missing",
+                    "refusals"):  # fmt: skip
+            assert parallel[key] == inline[key], key
+        return parallel
+
+    assert inline_and_parallel(str(sc.checkpoints), *sc.rebase, *OLD, "--keep-last", "2", "--force", expect=0)["expired"]
+    gone = min(u for u in sc.referenced_by_flink() if "/shared/" in u)
+    os.remove(gone.removeprefix("file:"))
+    plan = inline_and_parallel(str(sc.checkpoints), *sc.rebase, *OLD, "--force", expect=1)
+    assert [m["path"] for m in plan["missing"]] == [gone]
 
 
 def test_streamed_plan_json_equals_the_plan(tmp_path: Path) -> None:

@@ -49,6 +49,11 @@ def _contexts() -> list[tuple]:
     ]
 
 
+def _flags(run: DirFiles, names: set[str]) -> bytes:
+    """Per file of the run, 1 if its name is one of ``names`` (what the planner looks up once)."""
+    return bytes(name in names for name in run.names)
+
+
 def test_a_run_at_a_time_and_a_batch_of_directories_agree() -> None:
     rng = random.Random(7)
     rule = FileRule(CUTOFF, NOW + 60, MARGIN, INVENTORY, {"cutoff": CUTOFF}, {"inventory_created": INVENTORY}, True)
@@ -63,7 +68,8 @@ def test_a_run_at_a_time_and_a_batch_of_directories_agree() -> None:
         expired.append({n for n in run.names if rng.random() < 0.3})
 
     # the local planner's runs: one at a time, and all in one batch
-    items = [RunToDecide(run, contexts[d % len(contexts)], live[d], {}, expired[d]) for d, run in enumerate(runs)]
+    items = [RunToDecide(run, contexts[d % len(contexts)], _flags(run, live[d]), {}, _flags(run, expired[d]))
+             for d, run in enumerate(runs)]  # fmt: skip
     by_run: dict[tuple[int, str], tuple] = {}
     verdicts = Verdicts()
     for d, item in enumerate(items):
@@ -138,8 +144,8 @@ def test_a_name_that_only_looks_like_a_forst_control_file_is_judged_like_any_oth
     for name in ("LOGx", "MANIFEST-x", "CURRENT", "000001.sst", "000002.sst"):
         run.add(name, 1, old)
     verdicts = Verdicts()
-    (decided,) = rule.decide_runs([RunToDecide(run, forst, set(), {}, {"LOGx", "MANIFEST-x", "CURRENT", "000001.sst"})],
-                                  verdicts, None)  # fmt: skip
+    expired = _flags(run, {"LOGx", "MANIFEST-x", "CURRENT", "000001.sst"})
+    (decided,) = rule.decide_runs([RunToDecide(run, forst, None, {}, expired)], verdicts, None)
     got = {run.names[i]: ("taken", verdicts.pairs[c][0]) for i, c in zip(decided.took, decided.took_as, strict=True)}
     got |= {run.names[i]: ("kept", verdicts.pairs[c][0]) for i, c in zip(decided.kept, decided.kept_as, strict=True)}
     assert got == {
@@ -203,16 +209,17 @@ def test_the_columnar_rule_decides_as_one_condition_at_a_time() -> None:
                 run.add(name, rng.randrange(1000), rng.choice(times), rng.random() < 0.05)
             live = {n for n in run.names if rng.random() < 0.3}
             gone = {n for n in run.names if rng.random() < 0.3}
-            items.append(RunToDecide(run, rng.choice(_contexts()), live, {}, gone))
+            items.append((RunToDecide(run, rng.choice(_contexts()), _flags(run, live), {}, _flags(run, gone)), live, gone))
         verdicts = Verdicts()
-        for item, decided in zip(items, rule.decide_runs(items, verdicts, None), strict=True):
+        for (item, live, gone), decided in zip(items, rule.decide_runs([i[0] for i in items], verdicts, None),
+                                               strict=True):  # fmt: skip
             got = {}
             for outcome, at, codes in (("taken", decided.took, decided.took_as), ("kept", decided.kept, decided.kept_as)):
                 got |= {i: (outcome, *verdicts.pairs[c]) for i, c in zip(at, codes, strict=True)}
             run = item.run
-            want = {i: _one_file(rule, item.context, name, run.mtime(i), bool(run.links[i]), name in item.expired)
-                    for i, name in enumerate(run.names) if name not in item.live}  # fmt: skip
+            want = {i: _one_file(rule, item.context, name, run.mtime(i), bool(run.links[i]), name in gone)
+                    for i, name in enumerate(run.names) if name not in live}  # fmt: skip
             assert got == want
-            assert decided.live_files == sum(1 for n in run.names if n in item.live)
+            assert decided.live_files == sum(1 for n in run.names if n in live)
             compared += len(want)
     assert compared > 5_000
