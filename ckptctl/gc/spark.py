@@ -1,6 +1,6 @@
 """``gc plan --engine spark``: the plan :func:`ckptctl.gc.plan.build_plan` makes, with the files on executors.
 
-The local planner holds every listed file in one process (~470 bytes each): a bucket of 10^8 objects
+The local planner holds every listed file in one process (~200 bytes each): a bucket of 10^8 objects
 cannot be planned that way. Here the driver holds what is proportional to checkpoints, jobs and
 directories only, and the same code decides:
 
@@ -10,8 +10,15 @@ directories only, and the same code decides:
 * executors: decoding the checkpoints (:func:`fold_references` over slices of them) into the live
   DataFrame; listing the scopes (S3: one task per sub-prefix of a root, as
   :func:`ckptctl.storage.s3list.list_prefix` splits them; local roots: one walk, which must see every
-  directory to find aliases) or reading the S3 Inventory's data files; the join of files with the
-  live set, and :meth:`FileRule.verdicts` over each Arrow batch of the joined rows; aggregates.
+  directory to find aliases) or reading the S3 Inventory's data files; the files and the
+  references brought together in one shuffle by URI (:meth:`_SparkPlanner.per_uri`), summarised in
+  one pass (:meth:`_SparkPlanner.summarise`), and :meth:`FileRule.verdicts` over each Arrow batch
+  of the files not live; aggregates.
+
+What costs at 10^7 files is the number of passes over them and the bytes each row carries, not the
+rule (~0.3 µs a file): every aggregate over the files is a hash aggregate where it can be (a sort
+of 10^7 strings costs more than the pass), live files never cross to Python, and decisions carry
+numbers where they would repeat a string (:class:`Labels`).
 
 Every file has an order key (scope, part of the listing, position, path) that reproduces the local
 planner's listing order, so "first: …" in messages and the order of the lists are the same.
