@@ -243,6 +243,34 @@ def test_spark_plan_equals_local_plan_over_s3(spark, s3_server) -> None:
     assert {c["path"] for c in plan["candidates"]} == up["orphans"]
 
 
+def test_spark_plan_lists_each_s3_prefix_once(spark, s3_server) -> None:
+    """The listing's rows are evaluated once, by the cache they go to: a cache built on another
+    that was dropped first is re-planned by Spark, which listed every prefix a second time. Every
+    full (undelimited) listing request through a proxy, none asked twice."""
+    from collections import Counter
+
+    from ckptctl.gc.spark import build_plan_spark
+    from tests.support.faulty_proxy import FaultyProxy, Rule, query
+    from tests.support.inventory import shared
+
+    up = shared(s3_server)
+    CLOCK[0] = time.time()
+    asked: list[tuple] = []
+
+    def full_listing(method: str, path: str) -> bool:
+        q = query(path)
+        if q.get("list-type") == "2" and "delimiter" not in q and q.get("max-keys") != "1":
+            asked.append((path.split("?")[0], q.get("prefix"), q.get("start-after"), q.get("continuation-token")))
+        return False
+
+    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[Rule(full_listing)]) as proxy:
+        storage = Storage(StorageOptions.from_env(proxy.endpoint))
+        plan = build_plan_spark(storage, _s3_options(up, up["bucket"]), MASTER)
+        plan.release()
+    assert asked, "no full listing seen: the proxy was not asked"
+    assert [k for k, n in Counter(asked).items() if n > 1] == []
+
+
 def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> None:
     """A CSV report (URL-encoded keys, the awkward-name orphan) read on executors; the three formats'
     decoding is one module (ckptctl.inventory), proven against listings in tests/gc/test_inventory.py.
