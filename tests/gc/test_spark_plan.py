@@ -139,6 +139,21 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
     elif name == "newline-names":  # a line break in a directory's name and in a file's
         sc.plant(f"checkpoints/{job.name}/taskowned/odd\ndir/leftover")
         sc.plant(f"checkpoints/{job.name}/shared/odd\nname")
+    elif name == "note-like-names":  # ':' separates a note's kind from its detail (kg); '%' is no escape
+        sc.plant(f"checkpoints/{job.name}/shared/a:{job.name}")
+        sc.plant(f"checkpoints/{job.name}/shared/d:")
+        sc.plant(f"checkpoints/{job.name}/taskowned/f/100%25:x")
+        sc.plant(f"checkpoints/{job.name}/chk-999999/l:%")
+    elif name == "two-aliases":  # the first alias the walk reports is the one named
+        chk = sorted(job.glob("chk-*"))[-1]
+        (job / "shared" / "z-alias").symlink_to(chk)
+        (chk / "a-alias").symlink_to(job / "shared")
+        (sc.checkpoints / "m-alias").symlink_to(chk)
+    elif name == "all-scopes":  # changelog and savepoints directories besides the root, one of them empty
+        (sc.root / "empty-savepoints").mkdir()
+        sc.plant("dstl/orphan-changelog")
+        savepoints = [str(p) for p in (sc.root / "savepoints", sc.root / "empty-savepoints") if p.is_dir()]
+        return {"savepoint_dirs": tuple(savepoints), "max_delete_fraction": 1.0}
     return {}
 
 
@@ -150,6 +165,8 @@ ATTACKS = [
     ("2.2.0", "basic", "special-names"), ("2.2.0", "basic", "newline-names"),
     ("2.2.0", "filemerging", "young-and-in-flight"),
     ("2.2.0", "forst", "dead-job"), ("2.2.0", "changelog", "dead-job"), ("2.2.0", "claim_native", "dead-job"),
+    ("2.2.0", "basic", "note-like-names"), ("2.2.0", "basic", "two-aliases"), ("2.2.0", "changelog", "all-scopes"),
+    ("2.2.0", "savepoints", "all-scopes"), ("2.2.0", "claim_native", "all-scopes"),
 ]  # fmt: skip
 
 
@@ -157,8 +174,8 @@ ATTACKS = [
 def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, version, scenario, attack) -> None:
     sc = Scenario(version, scenario, tmp_path)
     overrides = _attack(attack, sc, tmp_path)
-    changelog = (str(sc.root / "changelog"),) if (sc.root / "changelog").is_dir() else ()
-    assert_same_plan(Storage(), sc.gc_options(changelog_dirs=changelog, **overrides))
+    changelog = (str(sc.root / "dstl"),) if (sc.root / "dstl").is_dir() else ()  # the fixtures' changelog
+    assert_same_plan(Storage(), sc.gc_options(**{"changelog_dirs": changelog, **overrides}))
 
 
 def test_spark_plan_reads_a_savepoint_found_by_the_listing_only_as_in_process(spark, tmp_path: Path) -> None:
@@ -179,6 +196,27 @@ def test_spark_plan_reads_a_savepoint_found_by_the_listing_only_as_in_process(sp
 def test_spark_plan_of_a_file_merging_root_reports_the_same_partially_live_files(spark, tmp_path: Path) -> None:
     sc = Scenario("1.20.3", "filemerging", tmp_path)
     plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0))
+    assert plan["live_files"] > 0
+
+
+def test_spark_plan_orders_tied_reasons_and_joins_many_segments_as_in_process(spark, tmp_path: Path, monkeypatch) -> None:
+    """Reasons of one list with equal counts come in the order of their first file in the listing
+    (``Counter.most_common``), not by name; the segments' spans joined to the files (more than
+    :data:`BROADCAST_SPANS`) decide as when broadcast."""
+    from ckptctl.gc import spark as spark_plan
+
+    monkeypatch.setattr(spark_plan, "BROADCAST_SPANS", 0)
+    sc = Scenario("1.20.3", "filemerging", tmp_path)
+    job = sc.jobs()[0].name
+    for i in range(2):
+        sc.plant(f"checkpoints/{job}/shared/orphan-{i}")
+        sc.plant(f"checkpoints/{job}/taskowned/leftover-{i}")
+        sc.plant(f"checkpoints/{job}/chk-999999/aborted-{i}")
+    sc.plant(f"checkpoints/{job}/shared/young", mtime=NOW - 10)
+    sc.plant(f"checkpoints/{job}/taskowned/in-flight", mtime=T0 + 3500)
+    plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0))
+    assert list(plan["candidates_by_reason"].values()) == [2, 2, 2]
+    assert list(plan["protected_by_reason"].values()) == [1, 1]
     assert plan["live_files"] > 0
 
 
