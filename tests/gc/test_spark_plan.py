@@ -309,6 +309,31 @@ def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> Non
     ]
 
 
+def test_spark_plan_equals_local_plan_from_an_inventory_listing_keys_twice(spark, s3_server) -> None:
+    """Keys current twice in a Parquet report: with equal sizes and different mtimes (the newer
+    row speaks), with a row without mtime, and beside a delete marker of the same key (dropped)."""
+    from tests.support.inventory import shared, write_inventory
+
+    up = shared(s3_server)
+    bucket, rows = up["bucket"], up["rows"]
+    planted = sorted((r for r in rows if "/shared/planted-" in r["key"]), key=lambda r: r["key"])
+    assert len(planted) >= 3
+    newer, undated, marked = planted[:3]
+    report = [
+        *rows,
+        {**newer, "last_modified_date": newer["last_modified_date"] + timedelta(seconds=30)},
+        {**undated, "last_modified_date": None},
+        {**marked, "version_id": "v9", "is_delete_marker": True, "size": None},
+    ]
+    manifest = write_inventory(s3_server, report, "Parquet", source=bucket)
+    CLOCK[0] = time.time() + 60
+    storage = Storage(StorageOptions.from_env(s3_server.endpoint))
+    plan = assert_same_plan(storage, _s3_options(up, bucket, inventory=manifest))
+    assert plan["inventory"]["rows_read"] == len(report)
+    by_path = {c["path"]: c for c in plan["candidates"] + plan["protected"]}
+    assert by_path[f"s3://{bucket}/{newer['key']}"]["mtime"] == newer["last_modified_date"].timestamp() + 30
+
+
 def test_auto_plans_an_inventory_too_big_for_this_process_on_spark(spark, s3_server, monkeypatch) -> None:
     """``--engine auto`` (the default) with an S3 Inventory: the manifest's data-file sizes bound
     the rows, so the choice is made before anything is listed. A report that fits in half this
