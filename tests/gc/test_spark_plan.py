@@ -152,6 +152,9 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
     elif name == "all-scopes":  # changelog and savepoints directories besides the root, one of them empty
         (sc.root / "empty-savepoints").mkdir()
         sc.plant("dstl/orphan-changelog")
+        sc.plant(f"checkpoints/{job.name}/shared/young", mtime=NOW - 10)
+        for savepoint in sorted((sc.root / "savepoints").glob("savepoint-*"))[:1]:  # protected beside relived files
+            sc.plant(str((savepoint / "stray").relative_to(sc.root)))
         savepoints = [str(p) for p in (sc.root / "savepoints", sc.root / "empty-savepoints") if p.is_dir()]
         return {"savepoint_dirs": tuple(savepoints), "max_delete_fraction": 1.0}
     return {}
@@ -279,6 +282,29 @@ def test_spark_plan_equals_local_plan_over_s3(spark, s3_server) -> None:
     storage = Storage(StorageOptions.from_env(s3_server.endpoint))
     plan = assert_same_plan(storage, _s3_options(up, up["bucket"]))
     assert {c["path"] for c in plan["candidates"]} == up["orphans"]
+
+
+def test_spark_plan_equals_local_plan_over_s3_with_odd_keys(spark, s3_server) -> None:
+    """Keys a file system has no names for: directory markers (``a/``, an empty name); ':', '%'
+    and a blank in names; an object directly in the root (listed by the driver, before the
+    sub-prefixes' tasks) and a directory after it."""
+    from tests.support.inventory import setup
+
+    bucket = "odd-keys"
+    up = setup(s3_server, bucket)
+    job = up["job"]
+    odd = [f"checkpoints/{job}/shared/", f"checkpoints/{job}/fresh/", f"checkpoints/{job}/shared/%41",
+           f"checkpoints/{job}/shared/a:b%2Fc d", f"checkpoints/{job}/taskowned/f:", "checkpoints/loose.txt",
+           "checkpoints/zz/chk-1/leftover"]  # fmt: skip
+    client = s3_server.client()
+    for key in odd:
+        client.put_object(Bucket=bucket, Key=key, Body=b"" if key.endswith("/") else b"odd")
+    time.sleep(1.2)  # past the cut-off of --older-than 0s (S3 keeps whole seconds)
+    CLOCK[0] = time.time()
+    storage = Storage(StorageOptions.from_env(s3_server.endpoint))
+    plan = assert_same_plan(storage, _s3_options(up, bucket, max_delete_fraction=1.0))
+    decided = {d["path"] for d in plan["candidates"] + plan["protected"]}
+    assert {f"s3://{bucket}/{k}" for k in odd} <= decided
 
 
 def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> None:
