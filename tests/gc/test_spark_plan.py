@@ -144,6 +144,9 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
         sc.plant(f"checkpoints/{job.name}/shared/d:")
         sc.plant(f"checkpoints/{job.name}/taskowned/f/100%25:x")
         sc.plant(f"checkpoints/{job.name}/chk-999999/l:%")
+    elif name == "non-ascii-names":
+        sc.plant(f"checkpoints/{job.name}/shared/\U0001f600-\u00e9")
+        sc.plant(f"checkpoints/{job.name}/taskowned/\u00fc/leftover")
     elif name == "two-aliases":  # the first alias the walk reports is the one named
         chk = sorted(job.glob("chk-*"))[-1]
         (job / "shared" / "z-alias").symlink_to(chk)
@@ -168,7 +171,7 @@ ATTACKS = [
     ("2.2.0", "basic", "special-names"), ("2.2.0", "basic", "newline-names"),
     ("2.2.0", "filemerging", "young-and-in-flight"),
     ("2.2.0", "forst", "dead-job"), ("2.2.0", "changelog", "dead-job"), ("2.2.0", "claim_native", "dead-job"),
-    ("2.2.0", "basic", "note-like-names"), ("2.2.0", "basic", "two-aliases"), ("2.2.0", "changelog", "all-scopes"),
+    ("2.2.0", "basic", "note-like-names"), ("2.2.0", "basic", "non-ascii-names"), ("2.2.0", "basic", "two-aliases"), ("2.2.0", "changelog", "all-scopes"),
     ("2.2.0", "savepoints", "all-scopes"), ("2.2.0", "claim_native", "all-scopes"),
 ]  # fmt: skip
 
@@ -179,6 +182,25 @@ def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, versio
     overrides = _attack(attack, sc, tmp_path)
     changelog = (str(sc.root / "dstl"),) if (sc.root / "dstl").is_dir() else ()  # the fixtures' changelog
     assert_same_plan(Storage(), sc.gc_options(**{"changelog_dirs": changelog, **overrides}))
+
+
+@pytest.mark.parametrize("where", ["file", "directory"])
+def test_spark_plan_of_a_name_that_is_no_utf8_is_one_line_naming_it(spark, tmp_path: Path, where) -> None:
+    """A local name of bytes that are no UTF-8 is planned in-process (a surrogate escape in
+    Python); Spark strings cannot hold it, and the task's failure was a multi-kilobyte traceback
+    (``internal error``). Now the plan fails closed: one line naming the file or directory."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    bad = os.fsdecode(b"orphan-\xff")
+    rel = f"checkpoints/{sc.jobs()[0].name}/shared/{bad}"
+    if where == "file":
+        sc.plant(rel)
+    else:
+        (sc.root / rel).mkdir()
+    options = sc.gc_options(max_delete_fraction=1.0)
+    assert build_plan(Storage(), options).total_files > 0
+    args = [str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--force", "--engine", "spark", "--master", MASTER]
+    message = ckptctl("gc", "plan", *args, expect=2).stderr.strip()
+    assert len(message.splitlines()) == 1 and "orphan-\\udcff: a name that is not UTF-8" in message, message
 
 
 def test_spark_plan_reads_a_savepoint_found_by_the_listing_only_as_in_process(spark, tmp_path: Path) -> None:
