@@ -152,6 +152,10 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
         (job / "shared" / "z-alias").symlink_to(chk)
         (chk / "a-alias").symlink_to(job / "shared")
         (sc.checkpoints / "m-alias").symlink_to(chk)
+    elif name == "scope-alias":  # a second scope that is the first under another name: one walk sees both
+        (tmp / "elsewhere").symlink_to(job)
+        (sc.checkpoints / "later").symlink_to(job / "shared")
+        return {"savepoint_dirs": (str(tmp / "elsewhere"),)}
     elif name == "all-scopes":  # changelog and savepoints directories besides the root, one of them empty
         (sc.root / "empty-savepoints").mkdir()
         sc.plant("dstl/orphan-changelog")
@@ -171,7 +175,7 @@ ATTACKS = [
     ("2.2.0", "basic", "special-names"), ("2.2.0", "basic", "newline-names"),
     ("2.2.0", "filemerging", "young-and-in-flight"),
     ("2.2.0", "forst", "dead-job"), ("2.2.0", "changelog", "dead-job"), ("2.2.0", "claim_native", "dead-job"),
-    ("2.2.0", "basic", "note-like-names"), ("2.2.0", "basic", "non-ascii-names"), ("2.2.0", "basic", "two-aliases"), ("2.2.0", "changelog", "all-scopes"),
+    ("2.2.0", "basic", "note-like-names"), ("2.2.0", "basic", "non-ascii-names"), ("2.2.0", "basic", "scope-alias"), ("2.2.0", "basic", "two-aliases"), ("2.2.0", "changelog", "all-scopes"),
     ("2.2.0", "savepoints", "all-scopes"), ("2.2.0", "claim_native", "all-scopes"),
 ]  # fmt: skip
 
@@ -359,7 +363,8 @@ def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> Non
 
 def test_spark_plan_equals_local_plan_from_an_inventory_listing_keys_twice(spark, s3_server) -> None:
     """Keys current twice in a Parquet report: with equal sizes and different mtimes (the newer
-    row speaks), with a row without mtime, and beside a delete marker of the same key (dropped)."""
+    row speaks), with a row without mtime, and beside a delete marker of the same key (dropped);
+    a key with no mtime at all (kept)."""
     from tests.support.inventory import shared, write_inventory
 
     up = shared(s3_server)
@@ -372,6 +377,7 @@ def test_spark_plan_equals_local_plan_from_an_inventory_listing_keys_twice(spark
         {**newer, "last_modified_date": newer["last_modified_date"] + timedelta(seconds=30)},
         {**undated, "last_modified_date": None},
         {**marked, "version_id": "v9", "is_delete_marker": True, "size": None},
+        {**undated, "key": undated["key"] + "-undated", "last_modified_date": None},
     ]
     manifest = write_inventory(s3_server, report, "Parquet", source=bucket)
     CLOCK[0] = time.time() + 60
@@ -380,6 +386,7 @@ def test_spark_plan_equals_local_plan_from_an_inventory_listing_keys_twice(spark
     assert plan["inventory"]["rows_read"] == len(report)
     by_path = {c["path"]: c for c in plan["candidates"] + plan["protected"]}
     assert by_path[f"s3://{bucket}/{newer['key']}"]["mtime"] == newer["last_modified_date"].timestamp() + 30
+    assert by_path[f"s3://{bucket}/{undated['key']}-undated"]["reason"] == "no-mtime"
 
 
 def test_auto_plans_an_inventory_too_big_for_this_process_on_spark(spark, s3_server, monkeypatch) -> None:
