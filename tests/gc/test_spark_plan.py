@@ -156,6 +156,10 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
         (tmp / "elsewhere").symlink_to(job)
         (sc.checkpoints / "later").symlink_to(job / "shared")
         return {"savepoint_dirs": (str(tmp / "elsewhere"),)}
+    elif name == "keep-last":  # expired checkpoints (expired-checkpoint, expired-only) and a job starting
+        sc.plant("checkpoints/" + "b" * 32 + "/shared/fresh", mtime=NOW - 10)
+        sc.plant(f"checkpoints/{job.name}/shared/young", mtime=NOW - 10)
+        return {"keep_last": 1, "max_delete_fraction": 1.0}
     elif name == "all-scopes":  # changelog and savepoints directories besides the root, one of them empty
         (sc.root / "empty-savepoints").mkdir()
         sc.plant("dstl/orphan-changelog")
@@ -177,6 +181,7 @@ ATTACKS = [
     ("2.2.0", "forst", "dead-job"), ("2.2.0", "changelog", "dead-job"), ("2.2.0", "claim_native", "dead-job"),
     ("2.2.0", "basic", "note-like-names"), ("2.2.0", "basic", "non-ascii-names"), ("2.2.0", "basic", "scope-alias"), ("2.2.0", "basic", "two-aliases"), ("2.2.0", "changelog", "all-scopes"),
     ("2.2.0", "savepoints", "all-scopes"), ("2.2.0", "claim_native", "all-scopes"),
+    ("2.2.0", "basic", "keep-last"), ("1.20.3", "filemerging", "keep-last"),
 ]  # fmt: skip
 
 
