@@ -394,6 +394,29 @@ def test_spark_plan_equals_local_plan_from_an_inventory_listing_keys_twice(spark
     assert by_path[f"s3://{bucket}/{undated['key']}-undated"]["reason"] == "no-mtime"
 
 
+def test_spark_plan_folds_a_checkpoint_only_an_inventory_lists_as_in_process(spark, s3_server) -> None:
+    """A checkpoint's ``_metadata`` copied into a job's ``shared/`` (discovery does not look there)
+    and a key the report lists twice: the references the driver folds late are grouped again
+    with rows grouped exactly; what the copy references stays live in both plans."""
+    from tests.support.inventory import listing, setup, write_inventory
+
+    bucket = "late-inventory"
+    up = setup(s3_server, bucket)
+    fs = up["fs"]
+    metadata = sorted(k for k in fs.find(f"{bucket}/checkpoints") if k.endswith("/_metadata"))[-1]
+    copy = f"{bucket}/checkpoints/{up['job']}/shared/chk-100/_metadata"
+    fs.pipe_file(copy, fs.cat_file(metadata))
+    time.sleep(1.2)
+    rows = listing(s3_server, bucket)
+    twice = next(r for r in rows if "/shared/planted-" in r["key"])
+    manifest = write_inventory(s3_server, [*rows, {**twice, "size": twice["size"] + 1}], "Parquet", source=bucket)
+    CLOCK[0] = time.time()
+    storage = Storage(StorageOptions.from_env(s3_server.endpoint))
+    plan = assert_same_plan(storage, _s3_options(up, bucket, inventory=manifest))
+    assert plan["discovery"]["found_by_listing_only"] == [f"s3://{copy.rpartition('/')[0]}"]
+    assert not {c["path"] for c in plan["candidates"]} & up["referenced"]
+
+
 def test_auto_plans_an_inventory_too_big_for_this_process_on_spark(spark, s3_server, monkeypatch) -> None:
     """``--engine auto`` (the default) with an S3 Inventory: the manifest's data-file sizes bound
     the rows, so the choice is made before anything is listed. A report that fits in half this
