@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -318,7 +319,7 @@ def test_spark_plan_equals_local_plan_over_s3(spark, s3_server) -> None:
 def test_spark_plan_equals_local_plan_over_s3_with_odd_keys(spark, s3_server) -> None:
     """Keys a file system has no names for: directory markers (``a/``, an empty name); ':', '%'
     and a blank in names; an object directly in the root (listed by the driver, before the
-    sub-prefixes' tasks) and a directory after it."""
+    sub-prefixes' tasks) and a directory after it; the bucket itself as the root."""
     from tests.support.inventory import setup
 
     bucket = "odd-keys"
@@ -336,6 +337,9 @@ def test_spark_plan_equals_local_plan_over_s3_with_odd_keys(spark, s3_server) ->
     plan = assert_same_plan(storage, _s3_options(up, bucket, max_delete_fraction=1.0))
     decided = {d["path"] for d in plan["candidates"] + plan["protected"]}
     assert {f"s3://{bucket}/{k}" for k in odd} <= decided
+    client.put_object(Bucket=bucket, Key="top-level", Body=b"odd")
+    whole = assert_same_plan(storage, replace(_s3_options(up, bucket), roots=(f"s3://{bucket}",)))  # no prefix
+    assert {d["path"] for d in whole["candidates"] + whole["protected"]} >= decided | {f"s3://{bucket}/top-level"}
 
 
 def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> None:
