@@ -122,11 +122,11 @@ def _listed_rows(storage: Storage, task: tuple) -> Iterator[tuple]:
             for pos, (d, mtime) in enumerate(notes.dirs.items()):
                 yield ("d", root_idx, 0, pos, _utf8(d), 0, _seconds(mtime), False, None)
             for pos, (link, target) in enumerate(notes.followed):
-                yield ("l", root_idx, 0, pos, link, 0, None, False, target)
+                yield ("l", root_idx, 0, pos, _utf8(link), 0, None, False, _utf8(target))
             for pos, (uri, first) in enumerate(notes.aliases):
-                yield ("a", root_idx, 0, pos, uri, 0, None, False, first)
+                yield ("a", root_idx, 0, pos, _utf8(uri), 0, None, False, _utf8(first))
             for pos, m in enumerate(notes.mounts):
-                yield ("m", root_idx, 0, pos, m, 0, None, False, None)
+                yield ("m", root_idx, 0, pos, _utf8(m), 0, None, False, None)
     elif kind == "s3":
         from fsspec.asyn import sync
 

@@ -194,18 +194,20 @@ def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, versio
     assert_same_plan(Storage(), sc.gc_options(**{"changelog_dirs": changelog, **overrides}))
 
 
-@pytest.mark.parametrize("where", ["file", "directory"])
+@pytest.mark.parametrize("where", ["file", "directory", "alias"])
 def test_spark_plan_of_a_name_that_is_no_utf8_is_one_line_naming_it(spark, tmp_path: Path, where) -> None:
     """A local name of bytes that are no UTF-8 is planned in-process (a surrogate escape in
     Python); Spark strings cannot hold it, and the task's failure was a multi-kilobyte traceback
-    (``internal error``). Now the plan fails closed: one line naming the file or directory."""
+    (``internal error``). Now the plan fails closed: one line naming the file, directory or link."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     bad = os.fsdecode(b"orphan-\xff")
     rel = f"checkpoints/{sc.jobs()[0].name}/shared/{bad}"
     if where == "file":
         sc.plant(rel)
-    else:
+    elif where == "directory":
         (sc.root / rel).mkdir()
+    else:  # a link back into the root: only the walk's alias note names it
+        (sc.root / rel).symlink_to(sc.checkpoints)
     options = sc.gc_options(max_delete_fraction=1.0)
     assert build_plan(Storage(), options).total_files > 0
     args = [str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--force", "--engine", "spark", "--master", MASTER]
