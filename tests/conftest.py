@@ -48,14 +48,17 @@ class S3Server:
     endpoint: str
     process: subprocess.Popen
 
-    def create_bucket(self, name: str) -> None:
+    def client(self):
+        """A boto3 S3 client of this server (for keys s3fs would not write as they are: ``a/``)."""
         import boto3
 
-        client = boto3.client(
+        return boto3.client(
             "s3", endpoint_url=self.endpoint, region_name="us-east-1",
             aws_access_key_id="testing", aws_secret_access_key="testing",
         )  # fmt: skip
-        client.create_bucket(Bucket=name)
+
+    def create_bucket(self, name: str) -> None:
+        self.client().create_bucket(Bucket=name)
 
     def filesystem(self):
         import s3fs

@@ -62,9 +62,14 @@ class InventorySource:
             root = next(r for p, r in prefixes if f.uri.startswith(p))
             by_root[root].append(f)
         for root, files in by_root.items():
-            files.sort()
-            deduped = [f for i, f in enumerate(files) if i + 1 == len(files) or files[i + 1].uri != f.uri]
-            by_root[root] = deduped  # two rows of one key: the newest (sorted last) speaks
+            files.sort(key=_uri)
+            deduped: list[FileInfo] = []
+            for f in files:  # two rows of one key: the newest speaks
+                if deduped and deduped[-1].uri == f.uri:
+                    deduped[-1] = max(deduped[-1], f, key=_newest)
+                else:
+                    deduped.append(f)
+            by_root[root] = deduped
         self.record_inventory(stats.rows_read, stats.rows_kept)
         return by_root
 
@@ -107,3 +112,14 @@ class InventorySource:
         with ThreadPoolExecutor(32) as pool:
             found = list(pool.map(lambda p: self.storage.stat(p, fresh=True), ordered))
         return {p: f.size for p, f in zip(ordered, found, strict=True) if f is not None}
+
+
+def _uri(f: FileInfo) -> str:
+    return f.uri
+
+
+def _newest(f: FileInfo) -> tuple:
+    """Which of two rows of one key speaks: the larger size, then the newer mtime (a row without
+    one is the older: a sort of whole rows compared ``None`` with a float and failed), as the Spark
+    planner's ``max(struct(size, mtime, is_link))`` picks."""
+    return f.size, f.mtime is not None, f.mtime or 0.0, f.is_link

@@ -117,16 +117,16 @@ def _listed_rows(storage: Storage, task: tuple) -> Iterator[tuple]:
         for root_idx, root in task[1]:
             notes = st.WalkNotes(seen=seen)
             for pos, f in enumerate(storage.list_files(root, notes)):
-                yield ("f", root_idx, 0, pos, f.uri, f.size, _seconds(f.mtime), bool(f.is_link), None)
+                yield ("f", root_idx, 0, pos, _utf8(f.uri), f.size, _seconds(f.mtime), bool(f.is_link), None)
             # each in the walk's order (pos): the first alias is the one reported
             for pos, (d, mtime) in enumerate(notes.dirs.items()):
-                yield ("d", root_idx, 0, pos, d, 0, _seconds(mtime), False, None)
+                yield ("d", root_idx, 0, pos, _utf8(d), 0, _seconds(mtime), False, None)
             for pos, (link, target) in enumerate(notes.followed):
-                yield ("l", root_idx, 0, pos, link, 0, None, False, target)
+                yield ("l", root_idx, 0, pos, _utf8(link), 0, None, False, _utf8(target))
             for pos, (uri, first) in enumerate(notes.aliases):
-                yield ("a", root_idx, 0, pos, uri, 0, None, False, first)
+                yield ("a", root_idx, 0, pos, _utf8(uri), 0, None, False, _utf8(first))
             for pos, m in enumerate(notes.mounts):
-                yield ("m", root_idx, 0, pos, m, 0, None, False, None)
+                yield ("m", root_idx, 0, pos, _utf8(m), 0, None, False, None)
     elif kind == "s3":
         from fsspec.asyn import sync
 
@@ -174,6 +174,19 @@ def _inventory_batches(storage: Storage, task: tuple) -> Iterator[Any]:
             [columns[f.name] if f.name in columns else pa.repeat(constant[f.name], n) for f in schema], schema=schema
         )
     yield from arrow_batches([("s", 0, 0, stats.rows_kept, None, stats.rows_read, None, False, None)], LISTING_SCHEMA)
+
+
+def _utf8(uri: str) -> str:
+    """``uri``, which Spark can hold: a local name of bytes that are no UTF-8 (a surrogate escape
+    in Python) is one line naming it, not a task's traceback (an Arrow or Spark string is UTF-8;
+    the in-process planner plans such names)."""
+    if not uri.isascii():
+        try:
+            uri.encode()
+        except UnicodeEncodeError:
+            raise st.StorageError("a name that is not UTF-8 cannot be planned on Spark: rename it, or plan with "
+                                  "--engine local", path=uri.encode(errors="backslashreplace").decode()) from None  # fmt: skip
+    return uri
 
 
 def _seconds(mtime) -> float | None:
@@ -294,6 +307,15 @@ def _forst_partition(rows) -> Iterator[str]:
 
 def _changelog_partition(rows) -> Iterator[str]:
     yield from changelog_ids(r[0] for r in rows)
+
+
+def executor_error(e: BaseException) -> CkptError | None:
+    """The :class:`CkptError` a task raised (the last one its traceback names), as one line on
+    the driver; ``None`` when the task failed otherwise (a bug, the JVM)."""
+    import re
+
+    raised = re.findall(r"^ckptctl\.[\w.]*?(\w+): (.+)$", str(e), re.MULTILINE)
+    return CkptError(raised[-1][1]) if raised else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -422,6 +444,10 @@ class _SparkPlanner(_Planner):
     def run(self) -> SparkPlan:
         try:
             return self._run()
+        except CkptError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a task's error comes back as a PythonException
+            raise executor_error(e) or e from None
         finally:
             for frame in self.cached:
                 # a Spark context that died (a task's OutOfMemoryError) refuses unpersist too:

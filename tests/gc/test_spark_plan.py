@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -139,6 +140,35 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
     elif name == "newline-names":  # a line break in a directory's name and in a file's
         sc.plant(f"checkpoints/{job.name}/taskowned/odd\ndir/leftover")
         sc.plant(f"checkpoints/{job.name}/shared/odd\nname")
+    elif name == "note-like-names":  # ':' separates a note's kind from its detail (kg); '%' is no escape
+        sc.plant(f"checkpoints/{job.name}/shared/a:{job.name}")
+        sc.plant(f"checkpoints/{job.name}/shared/d:")
+        sc.plant(f"checkpoints/{job.name}/taskowned/f/100%25:x")
+        sc.plant(f"checkpoints/{job.name}/chk-999999/l:%")
+    elif name == "non-ascii-names":
+        sc.plant(f"checkpoints/{job.name}/shared/\U0001f600-\u00e9")
+        sc.plant(f"checkpoints/{job.name}/taskowned/\u00fc/leftover")
+    elif name == "two-aliases":  # the first alias the walk reports is the one named
+        chk = sorted(job.glob("chk-*"))[-1]
+        (job / "shared" / "z-alias").symlink_to(chk)
+        (chk / "a-alias").symlink_to(job / "shared")
+        (sc.checkpoints / "m-alias").symlink_to(chk)
+    elif name == "scope-alias":  # a second scope that is the first under another name: one walk sees both
+        (tmp / "elsewhere").symlink_to(job)
+        (sc.checkpoints / "later").symlink_to(job / "shared")
+        return {"savepoint_dirs": (str(tmp / "elsewhere"),)}
+    elif name == "keep-last":  # expired checkpoints (expired-checkpoint, expired-only) and a job starting
+        sc.plant("checkpoints/" + "b" * 32 + "/shared/fresh", mtime=NOW - 10)
+        sc.plant(f"checkpoints/{job.name}/shared/young", mtime=NOW - 10)
+        return {"keep_last": 1, "max_delete_fraction": 1.0}
+    elif name == "all-scopes":  # changelog and savepoints directories besides the root, one of them empty
+        (sc.root / "empty-savepoints").mkdir()
+        sc.plant("dstl/orphan-changelog")
+        sc.plant(f"checkpoints/{job.name}/shared/young", mtime=NOW - 10)
+        for savepoint in sorted((sc.root / "savepoints").glob("savepoint-*"))[:1]:  # protected beside relived files
+            sc.plant(str((savepoint / "stray").relative_to(sc.root)))
+        savepoints = [str(p) for p in (sc.root / "savepoints", sc.root / "empty-savepoints") if p.is_dir()]
+        return {"savepoint_dirs": tuple(savepoints), "max_delete_fraction": 1.0}
     return {}
 
 
@@ -150,6 +180,9 @@ ATTACKS = [
     ("2.2.0", "basic", "special-names"), ("2.2.0", "basic", "newline-names"),
     ("2.2.0", "filemerging", "young-and-in-flight"),
     ("2.2.0", "forst", "dead-job"), ("2.2.0", "changelog", "dead-job"), ("2.2.0", "claim_native", "dead-job"),
+    ("2.2.0", "basic", "note-like-names"), ("2.2.0", "basic", "non-ascii-names"), ("2.2.0", "basic", "scope-alias"), ("2.2.0", "basic", "two-aliases"), ("2.2.0", "changelog", "all-scopes"),
+    ("2.2.0", "savepoints", "all-scopes"), ("2.2.0", "claim_native", "all-scopes"),
+    ("2.2.0", "basic", "keep-last"), ("1.20.3", "filemerging", "keep-last"),
 ]  # fmt: skip
 
 
@@ -157,8 +190,29 @@ ATTACKS = [
 def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, version, scenario, attack) -> None:
     sc = Scenario(version, scenario, tmp_path)
     overrides = _attack(attack, sc, tmp_path)
-    changelog = (str(sc.root / "changelog"),) if (sc.root / "changelog").is_dir() else ()
-    assert_same_plan(Storage(), sc.gc_options(changelog_dirs=changelog, **overrides))
+    changelog = (str(sc.root / "dstl"),) if (sc.root / "dstl").is_dir() else ()  # the fixtures' changelog
+    assert_same_plan(Storage(), sc.gc_options(**{"changelog_dirs": changelog, **overrides}))
+
+
+@pytest.mark.parametrize("where", ["file", "directory", "alias"])
+def test_spark_plan_of_a_name_that_is_no_utf8_is_one_line_naming_it(spark, tmp_path: Path, where) -> None:
+    """A local name of bytes that are no UTF-8 is planned in-process (a surrogate escape in
+    Python); Spark strings cannot hold it, and the task's failure was a multi-kilobyte traceback
+    (``internal error``). Now the plan fails closed: one line naming the file, directory or link."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    bad = os.fsdecode(b"orphan-\xff")
+    rel = f"checkpoints/{sc.jobs()[0].name}/shared/{bad}"
+    if where == "file":
+        sc.plant(rel)
+    elif where == "directory":
+        (sc.root / rel).mkdir()
+    else:  # a link back into the root: only the walk's alias note names it
+        (sc.root / rel).symlink_to(sc.checkpoints)
+    options = sc.gc_options(max_delete_fraction=1.0)
+    assert build_plan(Storage(), options).total_files > 0
+    args = [str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--force", "--engine", "spark", "--master", MASTER]
+    message = ckptctl("gc", "plan", *args, expect=2).stderr.strip()
+    assert len(message.splitlines()) == 1 and "orphan-\\udcff: a name that is not UTF-8" in message, message
 
 
 def test_spark_plan_reads_a_savepoint_found_by_the_listing_only_as_in_process(spark, tmp_path: Path) -> None:
@@ -179,6 +233,27 @@ def test_spark_plan_reads_a_savepoint_found_by_the_listing_only_as_in_process(sp
 def test_spark_plan_of_a_file_merging_root_reports_the_same_partially_live_files(spark, tmp_path: Path) -> None:
     sc = Scenario("1.20.3", "filemerging", tmp_path)
     plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0))
+    assert plan["live_files"] > 0
+
+
+def test_spark_plan_orders_tied_reasons_and_joins_many_segments_as_in_process(spark, tmp_path: Path, monkeypatch) -> None:
+    """Reasons of one list with equal counts come in the order of their first file in the listing
+    (``Counter.most_common``), not by name; the segments' spans joined to the files (more than
+    :data:`BROADCAST_SPANS`) decide as when broadcast."""
+    from ckptctl.gc import spark as spark_plan
+
+    monkeypatch.setattr(spark_plan, "BROADCAST_SPANS", 0)
+    sc = Scenario("1.20.3", "filemerging", tmp_path)
+    job = sc.jobs()[0].name
+    for i in range(2):
+        sc.plant(f"checkpoints/{job}/shared/orphan-{i}")
+        sc.plant(f"checkpoints/{job}/taskowned/leftover-{i}")
+        sc.plant(f"checkpoints/{job}/chk-999999/aborted-{i}")
+    sc.plant(f"checkpoints/{job}/shared/young", mtime=NOW - 10)
+    sc.plant(f"checkpoints/{job}/taskowned/in-flight", mtime=T0 + 3500)
+    plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0))
+    assert list(plan["candidates_by_reason"].values()) == [2, 2, 2]
+    assert list(plan["protected_by_reason"].values()) == [1, 1]
     assert plan["live_files"] > 0
 
 
@@ -271,6 +346,32 @@ def test_spark_plan_lists_each_s3_prefix_once(spark, s3_server) -> None:
     assert [k for k, n in Counter(asked).items() if n > 1] == []
 
 
+def test_spark_plan_equals_local_plan_over_s3_with_odd_keys(spark, s3_server) -> None:
+    """Keys a file system has no names for: directory markers (``a/``, an empty name); ':', '%'
+    and a blank in names; an object directly in the root (listed by the driver, before the
+    sub-prefixes' tasks) and a directory after it; the bucket itself as the root."""
+    from tests.support.inventory import setup
+
+    bucket = "odd-keys"
+    up = setup(s3_server, bucket)
+    job = up["job"]
+    odd = [f"checkpoints/{job}/shared/", f"checkpoints/{job}/fresh/", f"checkpoints/{job}/shared/%41",
+           f"checkpoints/{job}/shared/a:b%2Fc d", f"checkpoints/{job}/taskowned/f:", "checkpoints/loose.txt",
+           "checkpoints/zz/chk-1/leftover"]  # fmt: skip
+    client = s3_server.client()
+    for key in odd:
+        client.put_object(Bucket=bucket, Key=key, Body=b"" if key.endswith("/") else b"odd")
+    time.sleep(1.2)  # past the cut-off of --older-than 0s (S3 keeps whole seconds)
+    CLOCK[0] = time.time()
+    storage = Storage(StorageOptions.from_env(s3_server.endpoint))
+    plan = assert_same_plan(storage, _s3_options(up, bucket, max_delete_fraction=1.0))
+    decided = {d["path"] for d in plan["candidates"] + plan["protected"]}
+    assert {f"s3://{bucket}/{k}" for k in odd} <= decided
+    client.put_object(Bucket=bucket, Key="top-level", Body=b"odd")
+    whole = assert_same_plan(storage, replace(_s3_options(up, bucket), roots=(f"s3://{bucket}",)))  # no prefix
+    assert {d["path"] for d in whole["candidates"] + whole["protected"]} >= decided | {f"s3://{bucket}/top-level"}
+
+
 def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> None:
     """A CSV report (URL-encoded keys, the awkward-name orphan) read on executors; the three formats'
     decoding is one module (ckptctl.inventory), proven against listings in tests/gc/test_inventory.py.
@@ -297,6 +398,57 @@ def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> Non
     assert [(c["size"], c["mtime"]) for c in plan["candidates"] if c["path"] == planted] == [
         (again["size"], again["last_modified_date"].timestamp())
     ]
+
+
+def test_spark_plan_equals_local_plan_from_an_inventory_listing_keys_twice(spark, s3_server) -> None:
+    """Keys current twice in a Parquet report: with equal sizes and different mtimes (the newer
+    row speaks), with a row without mtime, and beside a delete marker of the same key (dropped);
+    a key with no mtime at all (kept)."""
+    from tests.support.inventory import shared, write_inventory
+
+    up = shared(s3_server)
+    bucket, rows = up["bucket"], up["rows"]
+    planted = sorted((r for r in rows if "/shared/planted-" in r["key"]), key=lambda r: r["key"])
+    assert len(planted) >= 3
+    newer, undated, marked = planted[:3]
+    report = [
+        *rows,
+        {**newer, "last_modified_date": newer["last_modified_date"] + timedelta(seconds=30)},
+        {**undated, "last_modified_date": None},
+        {**marked, "version_id": "v9", "is_delete_marker": True, "size": None},
+        {**undated, "key": undated["key"] + "-undated", "last_modified_date": None},
+    ]
+    manifest = write_inventory(s3_server, report, "Parquet", source=bucket)
+    CLOCK[0] = time.time() + 60
+    storage = Storage(StorageOptions.from_env(s3_server.endpoint))
+    plan = assert_same_plan(storage, _s3_options(up, bucket, inventory=manifest))
+    assert plan["inventory"]["rows_read"] == len(report)
+    by_path = {c["path"]: c for c in plan["candidates"] + plan["protected"]}
+    assert by_path[f"s3://{bucket}/{newer['key']}"]["mtime"] == newer["last_modified_date"].timestamp() + 30
+    assert by_path[f"s3://{bucket}/{undated['key']}-undated"]["reason"] == "no-mtime"
+
+
+def test_spark_plan_folds_a_checkpoint_only_an_inventory_lists_as_in_process(spark, s3_server) -> None:
+    """A checkpoint's ``_metadata`` copied into a job's ``shared/`` (discovery does not look there)
+    and a key the report lists twice: the references the driver folds late are grouped again
+    with rows grouped exactly; what the copy references stays live in both plans."""
+    from tests.support.inventory import listing, setup, write_inventory
+
+    bucket = "late-inventory"
+    up = setup(s3_server, bucket)
+    fs = up["fs"]
+    metadata = sorted(k for k in fs.find(f"{bucket}/checkpoints") if k.endswith("/_metadata"))[-1]
+    copy = f"{bucket}/checkpoints/{up['job']}/shared/chk-100/_metadata"
+    fs.pipe_file(copy, fs.cat_file(metadata))
+    time.sleep(1.2)
+    rows = listing(s3_server, bucket)
+    twice = next(r for r in rows if "/shared/planted-" in r["key"])
+    manifest = write_inventory(s3_server, [*rows, {**twice, "size": twice["size"] + 1}], "Parquet", source=bucket)
+    CLOCK[0] = time.time()
+    storage = Storage(StorageOptions.from_env(s3_server.endpoint))
+    plan = assert_same_plan(storage, _s3_options(up, bucket, inventory=manifest))
+    assert plan["discovery"]["found_by_listing_only"] == [f"s3://{copy.rpartition('/')[0]}"]
+    assert not {c["path"] for c in plan["candidates"]} & up["referenced"]
 
 
 def test_auto_plans_an_inventory_too_big_for_this_process_on_spark(spark, s3_server, monkeypatch) -> None:
