@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import os
 import pickle
@@ -176,16 +177,17 @@ def _inventory_batches(storage: Storage, task: tuple) -> Iterator[Any]:
     yield from arrow_batches([("s", 0, 0, stats.rows_kept, None, stats.rows_read, None, False, None)], LISTING_SCHEMA)
 
 
-def _utf8(uri: str) -> str:
+def _utf8(uri: str, what: str = "a name that is not UTF-8 cannot be planned on Spark: rename it") -> str:
     """``uri``, which Spark can hold: a local name of bytes that are no UTF-8 (a surrogate escape
-    in Python) is one line naming it, not a task's traceback (an Arrow or Spark string is UTF-8;
-    the in-process planner plans such names)."""
+    in Python), or a path a ``_metadata`` spells with a lone surrogate (Java strings may hold one),
+    is one line naming it, not a task's traceback (an Arrow or Spark string is UTF-8; the
+    in-process planner plans such names)."""
     if not uri.isascii():
         try:
             uri.encode()
         except UnicodeEncodeError:
-            raise st.StorageError("a name that is not UTF-8 cannot be planned on Spark: rename it, or plan with "
-                                  "--engine local", path=uri.encode(errors="backslashreplace").decode()) from None  # fmt: skip
+            raise st.StorageError(f"{what}, or plan with --engine local",
+                                  path=uri.encode(errors="backslashreplace").decode()) from None  # fmt: skip
     return uri
 
 
@@ -203,6 +205,9 @@ def _fold_partition(storage_options, retained_set, rebase, prefixes, rows: Itera
         return
     out = fold_references(storage_options, [loc for _i, loc in indexed], retained_set, rebase, prefixes)
     part = indexed[0][0]
+    for p in itertools.chain(out.live, out.spans, out.expired_refs):
+        if not p.isascii():
+            _utf8(p, "a checkpoint references a path that is not UTF-8 (a lone surrogate): Spark cannot hold it")
     for p in out.live:
         yield ("live", p, None, None, part, None)
     for p, spans in out.spans.items():

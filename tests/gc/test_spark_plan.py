@@ -230,6 +230,23 @@ def test_spark_plan_reads_a_savepoint_found_by_the_listing_only_as_in_process(sp
     assert not [c for c in plan["candidates"] if savepoint.name in c["path"]]
 
 
+def test_spark_plan_of_a_reference_that_is_no_utf8_is_one_line(spark, tmp_path: Path) -> None:
+    """A _metadata whose file path holds a lone surrogate (a Java string may; modified UTF-8 encodes
+    it, and ckptctl's reader keeps it): Spark's strings cannot hold it, so the plan stops with one
+    line naming the path instead of a task's traceback."""
+    from ckptctl.errors import CkptError
+    from ckptctl.gc.spark import build_plan_spark
+    from ckptctl.metadata.model import FileHandle
+    from tests.support.hostile_metadata import edit_metadata
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    meta = sorted(sc.jobs()[0].glob("chk-*/_metadata"))[-1]
+    edit_metadata(meta, lambda h: h._replace(path=h.path + "\ud800") if type(h) is FileHandle else None)
+    with pytest.raises(CkptError, match="not UTF-8") as raised:
+        build_plan_spark(Storage(), sc.gc_options(), MASTER)
+    assert "\\ud800" in str(raised.value) and "\n" not in str(raised.value)
+
+
 def test_spark_plan_of_a_file_merging_root_reports_the_same_partially_live_files(spark, tmp_path: Path) -> None:
     sc = Scenario("1.20.3", "filemerging", tmp_path)
     plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0))
