@@ -31,6 +31,7 @@ import contextlib
 import functools
 import itertools
 import json
+import operator
 import os
 import pickle
 from collections.abc import Iterable, Iterator
@@ -513,8 +514,8 @@ class _SparkPlanner(_Planner):
     def listing_rows(self):
         """The file universe as the executors list (or read) it: a lazy DataFrame of
         :data:`LISTING_SCHEMA` rows (``f`` files, and what local walks saw besides, ``s`` the
-        inventory's read statistics). Evaluated once, by :meth:`per_uri`'s cache: a second
-        evaluation would list again."""
+        inventory's read statistics). Evaluated by :meth:`per_uri`'s cache, once (again only for
+        the exact grouping, when a key is listed twice): each evaluation lists again."""
         listed = self.scopes.listed
         tasks: list[tuple] = []
         driver_rows: list[tuple] = []
@@ -640,9 +641,9 @@ class _SparkPlanner(_Planner):
         late = [("live", p, None, None, -1, None) for p in folded.live]
         late += [("span", p, o, s, -1, None) for p, spans in folded.spans.items() for o, s in spans]
         if late:  # checkpoints fold_late read on the driver (found by the listing only)
-            fold_df = fold_df.union(self.spark.createDataFrame(late, FOLD_SCHEMA))
-            joined = self.cache(_group_per_uri(joined.unionByName(_as_per_uri(self.spark.createDataFrame(
-                late, FOLD_SCHEMA))), exact=False))  # fmt: skip
+            late_df = self.spark.createDataFrame(late, FOLD_SCHEMA)
+            fold_df = fold_df.union(late_df)
+            joined = self.cache(_group_per_uri(joined.unionByName(_as_per_uri(late_df)), exact=False))
         live_paths = fold_df.filter("kind in ('live', 'span')").select("path")
         files = joined.filter((F.col("kg") == "f") & (F.col("n_f") > 0))
         # the live files are counted, never decided: they stay in the JVM
@@ -837,10 +838,11 @@ class Labels:
         texts = spark.createDataFrame(list(enumerate(self.evidence)), "verdict int, text string")
         names = spark.createDataFrame(list(enumerate(self.jobs)), "job int, name string")
         out = frame.join(F.broadcast(texts), "verdict", "left").join(F.broadcast(names), "job", "left")
-        return out.select(*ORDER_COLUMNS, F.coalesce("evidence", "text").alias("evidence"), F.col("name").alias("job"))
+        return out.select(*KEPT_COLUMNS, F.coalesce("evidence", "text").alias("evidence"), F.col("name").alias("job"))
 
 
-ORDER_COLUMNS = ("outcome", "root_idx", "part", "pos", "path", "size", "mtime", "reason")
+# what the lists keep of a decision as it is (its evidence and job come from Labels)
+KEPT_COLUMNS = ("outcome", "root_idx", "part", "pos", "path", "size", "mtime", "reason")
 
 
 @dataclass
@@ -917,18 +919,16 @@ def reason_totals(grouped) -> tuple[list, list[ReasonTotals]]:
             merged[r.outcome, r.reason] = ReasonTotals(r.outcome, r.reason, r.n, r.bytes, r.oldest, r.newest, r.digest)
             continue
         merged[r.outcome, r.reason] = ReasonTotals(
-            r.outcome, r.reason, was.n + r.n, _add(was.bytes, r.bytes), _least(min, was.oldest, r.oldest),
-            _least(max, was.newest, r.newest), _add(was.digest, r.digest),
+            r.outcome, r.reason, was.n + r.n, _either(operator.add, was.bytes, r.bytes),
+            _either(min, was.oldest, r.oldest), _either(max, was.newest, r.newest),
+            _either(operator.add, was.digest, r.digest),
         )  # fmt: skip
     return rows, list(merged.values())
 
 
-def _add(a, b):
-    return b if a is None else a if b is None else a + b
-
-
-def _least(pick, a, b):
-    return b if a is None else a if b is None else pick(a, b)
+def _either(combine, a, b):
+    """``combine(a, b)``, or the one of them that is not ``None`` (SQL aggregates' nulls)."""
+    return b if a is None else a if b is None else combine(a, b)
 
 
 def _first_of_ties(frame, which: str, rows: list[ReasonTotals]) -> dict[str, tuple]:
