@@ -252,18 +252,11 @@ class Listed(Tally):
         spans = self.spans
         missing = set(self.live_unlisted)
         # every segments' file was found once (the other live files are the live set's, counted
-        # by flag_listed): only when some were not is the set algebra needed
+        # by flag_listed): only when some were not are the segments' files looked up
         if self.live_files - self.live_listed >= len(spans):
             return missing
-        listed: dict[str, set[str]] = {}
-        for _root, runs in self.listings:
-            for run in runs:
-                if run.parent in spans.dirs:
-                    listed.setdefault(run.parent, set()).update(run.names)
-        for parent, names in spans.dirs.items():
-            here = listed.get(parent, _EMPTY)
-            missing.update(parent + "/" + n for n in names if n not in here)
-        return missing
+        runs = [run for _root, runs in self.listings for run in runs]
+        return missing | unlisted(runs, spans, listed_flags(runs, spans))
 
     def savepoint_files(self, names: set[str]) -> SavepointFiles:
         found = SavepointFiles()

@@ -553,3 +553,26 @@ def test_plan_warnings_name_the_same_file_whatever_the_hash_seed() -> None:
                            capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
         outs.append([line for line in p.stderr.splitlines() if "FLINK-39964" in line])
     assert outs[0] and outs[0] == outs[1] == outs[2]
+
+
+def test_a_segments_file_missing_from_the_listing_is_reported_missing(tmp_path: Path) -> None:
+    """File merging: a physical file retained checkpoints use a part of (a segment) deleted behind
+    Flink's back is a missing live file, like a whole file would be (the segments' files are
+    looked up apart from the live set)."""
+    from ckptctl.gc import build_plan
+    from ckptctl.layout import locate_checkpoint
+    from ckptctl.refs import load_checkpoint, referenced_files
+    from ckptctl.storage import Storage
+
+    sc = Scenario("2.2.0", "filemerging", tmp_path)
+    options = sc.gc_options(max_delete_fraction=1.0)
+    storage = Storage()
+    newest = sorted(sc.jobs()[0].glob("chk-*/_metadata"), key=lambda m: int(m.parent.name[4:]))[-1]
+    ck = load_checkpoint(storage, locate_checkpoint(storage, str(newest.parent)), options.rebase)
+    refs = list(referenced_files(ck))
+    whole = {r[0] for r in refs if r[1] != "segment"}
+    segment = sorted({r[0] for r in refs if r[1] == "segment"} - whole)[0]
+    assert not build_plan(storage, options).missing
+    os.unlink(segment.removeprefix("file:"))
+    missing = build_plan(storage, options).missing
+    assert segment in {m["path"] for m in missing}
