@@ -635,8 +635,6 @@ class _SparkPlanner(_Planner):
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        from ckptctl.engine.spark import map_in_arrow
-
         listed = self.scopes.listed
         late = [("live", p, None, None, -1, None) for p in folded.live]
         late += [("span", p, o, s, -1, None) for p, spans in folded.spans.items() for o, s in spans]
@@ -672,8 +670,7 @@ class _SparkPlanner(_Planner):
         shipped = {p: (*c[:4], labels.job_id.get(job_of.get(id(c[4]))), *c[5:]) for p, c in shipped.items()}
         broadcast = self.sc.broadcast((shipped, labels))
 
-        decided = map_in_arrow(_with_spans(files.filter(~F.col("live")), fold_df).select(*DECIDE_COLUMNS),
-                               functools.partial(_decide_batches, rule, broadcast), DECISION_SCHEMA)  # fmt: skip
+        decided = self.decide(files, fold_df, rule, labels, shipped, broadcast)
         decisions = decided.persist(StorageLevel.MEMORY_AND_DISK)
         # one job (no row sorted): the candidates of each job (the caps), all of them, the live
         # files, and the lists' totals by reason
@@ -691,6 +688,28 @@ class _SparkPlanner(_Planner):
                 stats[3] += r.bytes
         tally = _Frames(self, joined, files, decisions, fold_df, live_paths, summary, counted, by_reason, labels)
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
+
+    def decide(self, files, fold_df, rule: FileRule, labels: Labels, shipped: dict[str, tuple], broadcast):
+        """The files not live decided, as :data:`DECISION_SCHEMA` rows: in the JVM by the rule's
+        SQL form (:mod:`ckptctl.gc.spark_rule`), but for the segments' files and the names the
+        rule reads one by one, which go to :meth:`FileRule.verdicts` on Python workers."""
+        from pyspark.sql import functions as F
+
+        from ckptctl.engine.spark import map_in_arrow
+        from ckptctl.gc.spark_rule import CONTEXT_SCHEMA, context_rows, needs_python, sql_verdicts
+
+        contexts = self.spark.createDataFrame(context_rows(shipped, labels, rule), CONTEXT_SCHEMA)
+        open_ = files.filter(~F.col("live")).withColumn("dir", _parent("uri")).join(F.broadcast(contexts), "dir", "left")
+        to_python = F.coalesce(F.col("has_span"), F.lit(False)) | needs_python()
+        in_python = map_in_arrow(_with_spans(open_.filter(to_python).select(*files.columns), fold_df).select(*DECIDE_COLUMNS),
+                                 functools.partial(_decide_batches, rule, broadcast), DECISION_SCHEMA)  # fmt: skip
+        taken, reason, verdict = sql_verdicts(rule, labels)
+        in_sql = open_.filter(~to_python).select(
+            F.when(taken, "candidates").otherwise("protected").alias("outcome"), "root_idx", "part", "pos",
+            F.col("uri").alias("path"), "size", "mtime", reason.alias("reason"), verdict.alias("verdict"),
+            F.lit(None).cast("string").alias("evidence"), F.col("dir_job").alias("job"),
+        )  # fmt: skip
+        return in_sql.unionByName(in_python)
 
     def _changelog_ids(self, files) -> set[str]:
         from pyspark.sql import functions as F

@@ -1,0 +1,93 @@
+"""The rule's Spark SQL form (:mod:`ckptctl.gc.spark_rule`) decides every file it takes as the rule
+read one condition at a time (the oracle of ``test_rule_columns.py``): random files over every
+branch -- symlinks, no mtime (null, NaN, zero, negative, minus infinity), future and infinite
+mtimes, each threshold and its neighbours, expired-only, every kind of directory context -- and
+the files it leaves to Python are at least those whose name the rule reads."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+from ckptctl.gc.reasons import Reason
+from ckptctl.gc.rule import FileRule
+from tests.gc.test_rule_columns import ANCHOR, MARGIN, NAMES, NOW, _contexts, _one_file
+
+UTF8_NAMES = [n for n in NAMES if n.isascii()]  # Spark holds UTF-8 only: the planner refuses others first
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from ckptctl.engine.spark import spark_session
+
+    return spark_session("local[*]")
+
+
+def _labels(contexts: list[tuple], rule: FileRule):
+    from ckptctl.gc.spark import Labels
+
+    texts = sorted({json.dumps(c[3] or {}) for c in contexts} | {"{}", json.dumps(rule.young_evidence),
+                                                                 json.dumps(rule.after_evidence)})  # fmt: skip
+    return Labels(texts, ["job"], {t: i for i, t in enumerate(texts)}, {"job": 0})
+
+
+def test_the_sql_rule_decides_as_one_condition_at_a_time(spark) -> None:
+    from ckptctl.gc.spark import _parent
+    from ckptctl.gc.spark_rule import CONTEXT_SCHEMA, context_rows, needs_python, sql_verdicts
+
+    compared = in_python = 0
+    seen: set[tuple[str, Reason]] = set()
+    for seed in range(12):
+        rng = random.Random(seed)
+        cutoff = NOW - rng.choice([0, 3_600, 86_400])
+        inventory = cutoff - rng.choice([0, 1, 7_200])
+        margin = rng.choice([0.0, 60.0, MARGIN])
+        rule = FileRule(cutoff, NOW + 60, margin, inventory, {"cutoff": cutoff}, {"inventory_created": inventory},
+                        rng.random() < 0.7)  # fmt: skip
+        edges = [cutoff, inventory, ANCHOR - margin, NOW + 60]
+        old = [1.0, ANCHOR - margin - 1, ANCHOR - 30 * 86_400]
+        times = [None, math.nan, 0.0, -1.0, -math.inf, math.inf, *old * 4, *(t + d for t in edges for d in (-1, 0, 1))]
+        contexts = _contexts()
+        labels = _labels(contexts, rule)
+        shipped = {f"s3://b/d{d}": (*c[:4], 0, *c[5:]) for d, c in enumerate(contexts)}
+        files, want = [], {}
+        for i in range(600):
+            d = rng.randrange(len(contexts))
+            name = rng.choice(UTF8_NAMES) if rng.random() < 0.3 else f"f{i}"
+            uri = f"s3://b/d{d}/{name}"
+            if uri in want:
+                continue
+            mtime, link, expired = rng.choice(times), rng.choice([None, False, False, True]), rng.choice([None, False, True])
+            files.append((uri, mtime, link, expired))
+            want[uri] = _one_file(rule, contexts[d], name, mtime, bool(link), bool(expired))
+        rows = spark.createDataFrame(files, "uri string, mtime double, is_link boolean, expired boolean")
+        ctx = spark.createDataFrame(context_rows(shipped, labels, rule), CONTEXT_SCHEMA)
+        taken, reason, verdict = sql_verdicts(rule, labels)
+        got = rows.withColumn("dir", _parent("uri")).join(ctx, "dir", "left").select(
+            "uri", needs_python().alias("py"), taken.alias("taken"), reason.alias("reason"), verdict.alias("verdict")
+        ).collect()  # fmt: skip
+        assert len(got) == len(files)
+        for r in got:
+            outcome, why, evidence = want[r.uri]
+            name = r.uri.rsplit("/", 1)[1]
+            if r.py:
+                in_python += 1
+                continue
+            # what the SQL form takes it decides alone: never a name the rule reads
+            assert why not in (Reason.ABNORMAL_PATH, Reason.FORST_CONTROL_FILE) or not contexts[int(r.uri.split("/")[3][1:])][1], r
+            got_one = ("taken" if r.taken else "kept", Reason(r.reason), labels.evidence[r.verdict])
+            assert got_one == (outcome, why, json.dumps(evidence or {})), (r.uri, name)
+            seen.add((outcome, why))
+            compared += 1
+    assert compared > 5_000 and 100 < in_python < compared / 3
+    for pair in [
+        ("taken", Reason.UNREFERENCED_SHARED), ("taken", Reason.UNREFERENCED_TASKOWNED),
+        ("taken", Reason.UNREFERENCED_FORST), ("taken", Reason.EXPIRED_CHECKPOINT), ("taken", Reason.EXPIRED_ONLY),
+        ("kept", Reason.SYMLINK), ("kept", Reason.NO_MTIME), ("kept", Reason.FUTURE_MTIME), ("kept", Reason.YOUNG),
+        ("kept", Reason.AFTER_INVENTORY), ("kept", Reason.IN_FLIGHT), ("kept", Reason.NOT_FLINK_FILE),
+        ("kept", Reason.RETAINED_CHECKPOINT_DIR),
+    ]:  # fmt: skip
+        assert pair in seen, pair
