@@ -448,18 +448,15 @@ class _SparkPlanner(_Planner):
                             functools.partial(_unpickled, fn, None if arrow else ddl), ddl)  # fmt: skip
 
     def run(self) -> SparkPlan:
+        """The plan; the frames it cached go with it (:meth:`SparkPlan.release`), or are
+        released here when there is no plan."""
         try:
             return self._run()
-        except CkptError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a task's error comes back as a PythonException
-            raise executor_error(e) or e from None
-        finally:
-            for frame in self.cached:
-                # a Spark context that died (a task's OutOfMemoryError) refuses unpersist too:
-                # that error would hide the one that stopped the plan
-                with contextlib.suppress(Exception):
-                    frame.unpersist()
+        except BaseException as e:
+            release(self.cached)
+            if isinstance(e, CkptError) or not isinstance(e, Exception):
+                raise
+            raise executor_error(e) or e from None  # a task's error comes back as a PythonException
 
     def _run(self) -> SparkPlan:
         now, now_source, cutoff = self.start()
@@ -632,7 +629,6 @@ class _SparkPlanner(_Planner):
     # -- classify --------------------------------------------------------------------------
     def classify_on_executors(self, now, now_source, cutoff, rule: FileRule, retention, folded: Folded, fold_df,
                               joined, summary: _Summary):  # fmt: skip
-        from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         listed = self.scopes.listed
@@ -670,8 +666,9 @@ class _SparkPlanner(_Planner):
         shipped = {p: (*c[:4], labels.job_id.get(job_of.get(id(c[4]))), *c[5:]) for p, c in shipped.items()}
         broadcast = self.sc.broadcast((shipped, labels))
 
-        decided = self.decide(files, fold_df, rule, labels, shipped, broadcast)
-        decisions = decided.persist(StorageLevel.MEMORY_AND_DISK)
+        # not persisted: deciding again from the cached rows per URI in the JVM costs less than
+        # keeping 10^7 decided rows (each consumer -- the totals here, the written lists -- reads them once)
+        decisions, in_python = self.decide(files, fold_df, rule, labels, shipped, broadcast)
         # one job (no row sorted): the candidates of each job (the caps), all of them, the live
         # files, and the lists' totals by reason
         counted = {"live": [live[0], live[1] or 0], "candidates": [0, 0]}
@@ -686,13 +683,15 @@ class _SparkPlanner(_Planner):
                 stats = contexts.job_stats[labels.jobs[r.job]]
                 stats[2] += r.n
                 stats[3] += r.bytes
-        tally = _Frames(self, joined, files, decisions, fold_df, live_paths, summary, counted, by_reason, labels)
+        tally = _Frames(self, joined, files, decisions, in_python, fold_df, live_paths, summary, counted, by_reason,
+                        labels)  # fmt: skip
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
 
     def decide(self, files, fold_df, rule: FileRule, labels: Labels, shipped: dict[str, tuple], broadcast):
         """The files not live decided, as :data:`DECISION_SCHEMA` rows: in the JVM by the rule's
         SQL form (:mod:`ckptctl.gc.spark_rule`), but for the segments' files and the names the
-        rule reads one by one, which go to :meth:`FileRule.verdicts` on Python workers."""
+        rule reads one by one, which go to :meth:`FileRule.verdicts` on Python workers. Returns
+        (every decision, those made in Python: the only ones of outcome ``partial``)."""
         from pyspark.sql import functions as F
 
         from ckptctl.engine.spark import map_in_arrow
@@ -709,7 +708,7 @@ class _SparkPlanner(_Planner):
             F.col("uri").alias("path"), "size", "mtime", reason.alias("reason"), verdict.alias("verdict"),
             F.lit(None).cast("string").alias("evidence"), F.col("dir_job").alias("job"),
         )  # fmt: skip
-        return in_sql.unionByName(in_python)
+        return in_sql.unionByName(in_python), in_python
 
     def _changelog_ids(self, files) -> set[str]:
         from pyspark.sql import functions as F
@@ -724,12 +723,14 @@ class _SparkPlanner(_Planner):
 class _Frames(Tally):
     """The Spark planner's outcome: decisions in a DataFrame, aggregates computed on executors."""
 
-    def __init__(self, planner: _SparkPlanner, joined, files, decisions, fold_df, live_paths, summary: _Summary,
-                 counted: dict[str, list[int]], by_reason: list[ReasonTotals], labels: Labels) -> None:  # fmt: skip
+    def __init__(self, planner: _SparkPlanner, joined, files, decisions, in_python, fold_df, live_paths,
+                 summary: _Summary, counted: dict[str, list[int]], by_reason: list[ReasonTotals], labels: Labels,
+                 ) -> None:  # fmt: skip
         """``counted``: (files, bytes) of the live files and of the candidates, ``by_reason`` the
         lists' totals, from the decisions; the listing's totals are the summary's."""
         self.by_reason, self.labels = by_reason, labels
         self.planner, self.joined, self.files, self.decisions = planner, joined, files, decisions
+        self.in_python = in_python  # the decisions made on Python workers (segments' files among them)
         self.live_paths = live_paths  # files and segments' files retained checkpoints reference
         self.live_files, self.live_bytes = counted["live"]
         self.candidates = tuple(counted["candidates"])
@@ -814,10 +815,12 @@ class _Frames(Tally):
 
         partial = [
             {"path": r.path, "size": r.size, **json.loads(r.evidence)}  # live_bytes, dead_bytes
-            for r in self.decisions.filter(F.col("outcome") == "partial").orderBy(*ORDER).collect()
+            for r in self.in_python.filter(F.col("outcome") == "partial").orderBy(*ORDER).collect()
         ]
         # made live again: the lists' totals counted again
-        files = SparkFiles.of(self.lists(), self.labels, self.decisions, None if self.relived else self.by_reason)
+        # the lists are decided again from the planner's cached frames each time they are read: those
+        # stay with the plan until it is released
+        files = SparkFiles.of(self.lists(), self.labels, self.planner.cached, None if self.relived else self.by_reason)
         return SparkPlan(options, now, now_source, cutoff, retained, expired, [], [], self.live_files,
                          self.live_bytes, self.total_files, self.total_bytes, external, missing, partial, *rest,
                          files=files, engine={"kind": "spark", "master": self.planner.master})  # fmt: skip
@@ -872,10 +875,11 @@ class SparkFiles:
     frame: Any
     labels: Labels
     totals: dict[str, Any]
-    cached: Any = None  # the persisted frame ``frame`` is a part of, released with the plan
+    cached: list = field(default_factory=list)  # the persisted frames ``frame`` is made of, released with the plan
 
     @classmethod
-    def of(cls, frame, labels: Labels, cached=None, totals: list[ReasonTotals] | None = None) -> SparkFiles:
+    def of(cls, frame, labels: Labels, cached: list | None = None, totals: list[ReasonTotals] | None = None,
+           ) -> SparkFiles:  # fmt: skip
         """The lists' totals: ``totals`` by list and reason when the planner counted them already
         (:func:`reason_totals`, with the caps' counts: one job), else counted here."""
         if totals is None:  # one job for both lists
@@ -896,7 +900,7 @@ class SparkFiles:
                 "newest": max((r.newest for r in rows if r.newest), default=None),
                 "digest": _digest_text(sum(int(r.digest or 0) for r in rows)),
             }  # fmt: skip
-        return cls(frame, labels, out, cached)
+        return cls(frame, labels, out, cached or [])
 
     def labelled(self):
         """The lists with their evidence and job names (:meth:`Labels.attach`)."""
@@ -920,7 +924,7 @@ class ReasonTotals(NamedTuple):
     bytes: int | None
     oldest: float | None
     newest: float | None
-    digest: Any  # Decimal: the sum of :func:`_hash_sum`
+    digest: int | None  # the sum of :func:`_hash_sums`
 
 
 def reason_totals(grouped) -> tuple[list, list[ReasonTotals]]:
@@ -929,18 +933,19 @@ def reason_totals(grouped) -> tuple[list, list[ReasonTotals]]:
     from pyspark.sql import functions as F
 
     rows = grouped.agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes"), F.min("mtime").alias("oldest"),
-                       F.max("mtime").alias("newest"), _hash_sum().alias("digest"), F.sum("pos").alias("live_n"))
+                       F.max("mtime").alias("newest"), *_hash_sums(), F.sum("pos").alias("live_n"))
     rows = rows.collect()
     merged: dict[tuple, ReasonTotals] = {}
     for r in rows:
         was = merged.get((r.outcome, r.reason))
         if was is None:
-            merged[r.outcome, r.reason] = ReasonTotals(r.outcome, r.reason, r.n, r.bytes, r.oldest, r.newest, r.digest)
+            merged[r.outcome, r.reason] = ReasonTotals(r.outcome, r.reason, r.n, r.bytes, r.oldest, r.newest,
+                                                       _hash_total(r.hash_hi, r.hash_lo))  # fmt: skip
             continue
         merged[r.outcome, r.reason] = ReasonTotals(
             r.outcome, r.reason, was.n + r.n, _either(operator.add, was.bytes, r.bytes),
             _either(min, was.oldest, r.oldest), _either(max, was.newest, r.newest),
-            _either(operator.add, was.digest, r.digest),
+            _either(operator.add, was.digest, _hash_total(r.hash_hi, r.hash_lo)),
         )  # fmt: skip
     return rows, list(merged.values())
 
@@ -967,11 +972,20 @@ def _first_of_ties(frame, which: str, rows: list[ReasonTotals]) -> dict[str, tup
     return {r.reason: tuple(r.first) for r in firsts.collect()}
 
 
-def _hash_sum():
-    """The sum of ``xxhash64(path, size, mtime, reason)`` over rows, exact (decimal)."""
+def _hash_sums():
+    """The sum of ``xxhash64(path, size, mtime, reason)`` over rows, exact, as two sums of longs:
+    of each hash's high (signed) and low (unsigned) 32 bits. Each fits a long for 2^31 rows, and
+    a long's sum is a hash aggregate (a decimal(38,0) sum, which needs no split, costs a Java
+    BigDecimal per row). :func:`_hash_total` puts them together."""
     from pyspark.sql import functions as F
 
-    return F.sum(F.xxhash64("path", "size", "mtime", "reason").cast("decimal(38,0)"))
+    h = F.xxhash64("path", "size", "mtime", "reason")
+    return F.sum(F.shiftright(h, 32)).alias("hash_hi"), F.sum(h.bitwiseAND(0xFFFFFFFF)).alias("hash_lo")
+
+
+def _hash_total(hi: int | None, lo: int | None) -> int | None:
+    """The exact sum of the hashes :func:`_hash_sums` summed in halves (``None``: no rows)."""
+    return None if hi is None else (hi << 32) + lo
 
 
 def _digest_text(value: int) -> str:
@@ -980,8 +994,8 @@ def _digest_text(value: int) -> str:
 
 def _digest(frame) -> str:
     """An order-independent checksum of decision rows (path, size, mtime, reason): sums of
-    :func:`_hash_sum` add up, so lists are summed by reason in one job (:meth:`SparkFiles.of`)."""
-    return _digest_text(int(frame.agg(_hash_sum()).first()[0] or 0))
+    :func:`_hash_sums` add up, so lists are summed by reason in one job (:meth:`SparkFiles.of`)."""
+    return _digest_text(_hash_total(*frame.agg(*_hash_sums()).first()) or 0)
 
 
 @dataclass
@@ -1024,7 +1038,8 @@ class SparkPlan(GcPlan):
         """Drop the cached lists from the executors (the plan is written or no longer needed)."""
         if self.files is not None:
             # unpersist() of a frame derived from a cached one (a filter of it) drops nothing
-            (self.files.frame if self.files.cached is None else self.files.cached).unpersist()
+            release(self.files.cached)
+            self.files.cached = []
 
     def small(self) -> bool:
         return self.files.totals["candidates"]["files"] + self.files.totals["protected"]["files"] <= INLINE_FILES
@@ -1064,6 +1079,15 @@ class SparkPlan(GcPlan):
         self._header = None
         with open(plan_file, "wb") as f:
             self.write_json(f)
+
+
+def release(frames: list) -> None:
+    """Drop persisted frames from the executors' storage."""
+    for frame in frames:
+        # a Spark context that died (a task's OutOfMemoryError) refuses unpersist too: that error
+        # would hide the one that stopped the plan
+        with contextlib.suppress(Exception):
+            frame.unpersist()
 
 
 def read_lists(spark, plan_file: str, record: dict[str, Any]):
