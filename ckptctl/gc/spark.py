@@ -383,6 +383,46 @@ def _with_spans(files, fold_df):
     return files.join(F.broadcast(lists) if n <= BROADCAST_SPANS else lists, "uri", "left")
 
 
+def _metadata_of(is_metadata):
+    """The aggregate of a directory's ``_metadata`` (as :meth:`_Summary.metadata_listing` reads it)."""
+    from pyspark.sql import functions as F
+
+    return F.max(F.when(is_metadata, F.struct("part", "pos", "uri", "size", "mtime", "is_link"))).alias("metadata")
+
+
+# an order key (root_idx, part, pos) packed in a long: 11, 21 and 31 bits
+_ROOT_BITS, _PART_BITS, _POS_BITS = 11, 21, 31
+_NAME_BYTES = 7  # the first bytes of a name in a long (56 bits: never negative)
+
+
+def _order_keys(*, by_name: bool):
+    """(k1, k2, fits): a file's place in the listing order, (root_idx, part, pos, uri), as two
+    longs compared in turn -- k1 the packed (root_idx, part, pos), k2 the first bytes of the name
+    (big-endian, zero-padded) where the order is by name (an inventory, whose files all have
+    part and pos 0), else 0 -- and whether k1 holds them (else the summary sorts). Within a
+    directory every file has the same root and the URIs differ by their names, so the least
+    (k1, k2) is the first file or ties with it; ties are broken by the exact order."""
+    from pyspark.sql import functions as F
+
+    r, p, q = (F.coalesce(F.col(c).cast("long"), F.lit(0)) for c in ("root_idx", "part", "pos"))
+    fits = (
+        (r >= 0) & (r < 1 << _ROOT_BITS) & (p >= 0) & (p < 1 << _PART_BITS) & (q >= 0) & (q < 1 << _POS_BITS)
+    )
+    k1 = F.shiftleft(r, _PART_BITS + _POS_BITS).bitwiseOR(F.shiftleft(p, _POS_BITS)).bitwiseOR(q)
+    if not by_name:
+        return k1, F.lit(0).cast("long"), fits
+    head = F.substring(F.substring_index("uri", "/", -1).cast("binary"), 1, _NAME_BYTES)
+    k2 = F.conv(F.rpad(F.hex(head), 2 * _NAME_BYTES, "0"), 16, 10).cast("long")
+    return k1, k2, fits
+
+
+class _DirRow:
+    """One row of the summary (a directory of files, a note of a walk, inventory statistics)."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
 class _Summary:
     """What :meth:`_SparkPlanner.summarise` collected: a row per directory of files (``kg`` "f",
     ``key`` the directory), per note of a walk and per inventory statistics; proportional to
@@ -558,28 +598,76 @@ class _SparkPlanner(_Planner):
         return self.cache(_group_per_uri(listing.unionByName(_as_per_uri(fold_df)), exact=exact))
 
     def summarise(self, joined, tolerance_limit: float) -> _Summary:
-        """One pass over the rows per URI for everything the driver needs before deciding: the
-        directories (listing order, files, bytes, the ``_metadata`` in each), the walks' notes,
-        the inventory's read statistics, the totals and the files dated in the future."""
+        """Everything the driver needs before deciding, by directory (listing order, files, bytes,
+        the ``_metadata`` in each), the walks' notes, the inventory's read statistics, the totals
+        and the files dated in the future: a pass of hash aggregates over the rows per URI, then
+        a pass that picks, from the few rows that can hold them, each directory's first file (its
+        place in the listing order), first file in the future and ``_metadata``.
+
+        A minimum of strings or structs is a sort-based aggregate: sorting 10^7 rows by directory
+        cost more than the pass. So the first pass takes each directory's least order key as two
+        longs (:func:`_order_keys`), and the second looks only at the rows that have it."""
+        from pyspark.sql import functions as F
+
+        rows, future, is_metadata = self._summary_rows(joined, tolerance_limit)
+        k1, k2, fits = _order_keys(by_name=self.inventory is not None)
+        counted = rows.groupBy("kg", "key").agg(
+            F.max("root_idx").alias("root_idx"), F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"),
+            F.count_if(future).alias("future"), F.count_if(F.col("n_f") > 1).alias("duplicated"),
+            F.count_if("live").alias("live_files"), F.sum(F.when(F.col("live"), F.col("size"))).alias("live_bytes"),
+            F.sum("rows_read").alias("rows_read"), F.sum("rows_kept").alias("rows_kept"), F.max("mtime").alias("mtime"),
+            F.max("pos").alias("pos"), F.min(k1).alias("k1"), F.min(k2).alias("k2"), F.count_if(~fits).alias("unfit"),
+        ).collect()  # fmt: skip
+        if any(r.unfit for r in counted):  # an order key beyond two longs: the exact aggregates
+            return self._summarise_sorting(joined, tolerance_limit)
+        firsts = self.spark.createDataFrame([(r.kg, r.key, r.k1, r.k2) for r in counted if r.kg == "f"],
+                                            "kg string, key string, f1 long, f2 long")  # fmt: skip
+        order = F.struct(*ORDER[:3], "uri")
+        picked = {
+            r.key: r
+            for r in rows.filter(F.col("kg") == "f").join(F.broadcast(firsts), ["kg", "key"])
+            .filter(((k1 == F.col("f1")) & (k2 == F.col("f2"))) | future | is_metadata)
+            .groupBy("key").agg(
+                F.min(F.when((k1 == F.col("f1")) & (k2 == F.col("f2")), order)).alias("first"),
+                F.min(F.when(future, order)).alias("first_future"), _metadata_of(is_metadata),
+            ).collect()
+        }  # fmt: skip
+        out = []
+        for r in counted:
+            more = picked.get(r.key) if r.kg == "f" else None
+            if r.kg == "f" and (more is None or more.first is None):  # no row has both least keys
+                return self._summarise_sorting(joined, tolerance_limit)
+            out.append(_DirRow(**r.asDict(), first=more and more.first, first_future=more and more.first_future,
+                               metadata=more and more.metadata))  # fmt: skip
+        return _Summary(out)
+
+    def _summary_rows(self, joined, tolerance_limit: float):
+        """The rows the summary reads (listed files and the walks' notes, each with its ``key``:
+        a file's directory, a note's URI), and the conditions "in the future" and "a _metadata"."""
         from pyspark.sql import functions as F
 
         is_file = F.col("kg") == "f"
-        future = F.col("mtime") > tolerance_limit
+        rows = joined.filter(~is_file | (F.col("n_f") > 0)).withColumn(
+            "key", F.when(is_file, _parent("uri")).otherwise(F.col("uri"))
+        )
+        return rows, F.col("mtime") > tolerance_limit, F.col("uri").endswith("/_metadata")
+
+    def _summarise_sorting(self, joined, tolerance_limit: float) -> _Summary:
+        """:meth:`summarise` in one pass whose structs and strings sort the rows (the order keys
+        of some file did not fit two longs)."""
+        from pyspark.sql import functions as F
+
+        rows, future, is_metadata = self._summary_rows(joined, tolerance_limit)
         order = F.struct(*ORDER[:3], "uri")
-        rows = (
-            joined.filter(~is_file | (F.col("n_f") > 0))
-            .groupBy("kg", F.when(is_file, _parent("uri")).otherwise(F.col("uri")).alias("key"))
-            .agg(F.max("root_idx").alias("root_idx"), F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"),
-                 F.min(order).alias("first"), F.count_if(future).alias("future"),
-                 F.min(F.when(future, order)).alias("first_future"),
-                 F.max(F.when(F.col("uri").endswith("/_metadata"), F.struct("part", "pos", "uri", "size", "mtime", "is_link")))
-                 .alias("metadata"),
-                 F.count_if(F.col("n_f") > 1).alias("duplicated"), F.count_if("live").alias("live_files"),
-                 F.sum(F.when(F.col("live"), F.col("size"))).alias("live_bytes"), F.sum("rows_read").alias("rows_read"),
-                 F.sum("rows_kept").alias("rows_kept"), F.max("mtime").alias("mtime"), F.max("pos").alias("pos"))
-            .collect()
-        )  # fmt: skip
-        return _Summary(rows)
+        counted = rows.groupBy("kg", "key").agg(
+            F.max("root_idx").alias("root_idx"), F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"),
+            F.min(order).alias("first"), F.count_if(future).alias("future"),
+            F.min(F.when(future, order)).alias("first_future"), _metadata_of(is_metadata),
+            F.count_if(F.col("n_f") > 1).alias("duplicated"), F.count_if("live").alias("live_files"),
+            F.sum(F.when(F.col("live"), F.col("size"))).alias("live_bytes"), F.sum("rows_read").alias("rows_read"),
+            F.sum("rows_kept").alias("rows_kept"), F.max("mtime").alias("mtime"), F.max("pos").alias("pos"),
+        ).collect()  # fmt: skip
+        return _Summary([_DirRow(**r.asDict()) for r in counted])
 
     def take_listing(self, summary: _Summary) -> None:
         """The walks' notes into ``self.notes``, the inventory's statistics recorded, every ROOT

@@ -493,3 +493,78 @@ def test_auto_plans_an_inventory_too_big_for_this_process_on_spark(spark, s3_ser
     assert "engine" not in in_process and "on Spark" not in here.stderr
     assert on_spark["engine"]["kind"] == "spark" and "so the plan is made on Spark" in small.stderr
     assert {c["path"] for c in on_spark["candidates"]} == {c["path"] for c in in_process["candidates"]} == up["orphans"]
+
+
+def _summary_view(summary) -> tuple:
+    """What the driver reads of a Spark plan's summary."""
+    fields = ("kg", "key", "root_idx", "files", "bytes", "first", "future", "first_future", "metadata", "duplicated",
+              "live_files", "live_bytes", "mtime")  # fmt: skip
+    dirs = [tuple(getattr(d, f) for f in fields) for d in summary.dirs]
+    notes = [(k, r.key, r.root_idx, r.pos, r.mtime) for k, r in summary.notes]
+    return dirs, notes, summary.rows_read, summary.rows_kept, summary.future, summary.live
+
+
+@pytest.fixture
+def summaries_compared(monkeypatch):
+    """Every summary of a Spark plan also made by the sorting aggregates: the two must agree."""
+    from ckptctl.gc.spark import _SparkPlanner
+
+    compared: list[int] = []
+    fast = _SparkPlanner.summarise
+
+    def both(self, joined, tolerance_limit):
+        summary = fast(self, joined, tolerance_limit)
+        assert _summary_view(summary) == _summary_view(self._summarise_sorting(joined, tolerance_limit))
+        compared.append(len(summary.dirs))
+        return summary
+
+    monkeypatch.setattr(_SparkPlanner, "summarise", both)
+    return compared
+
+
+def test_the_summary_by_hash_aggregates_is_the_sorting_ones(spark, s3_server, tmp_path: Path, summaries_compared,
+                                                            ) -> None:  # fmt: skip
+    """Each directory's first file (its place in the listing order), first file dated in the future
+    and _metadata are taken from the rows whose packed order keys are least, not by sorting every
+    row: over an inventory whose names share their first bytes (the packed key ties: the exact
+    order breaks it; the larger name comes first in the report) and files in the future, and over
+    a local walk of a fixture, both give what the sorting aggregates give."""
+    from tests.support.inventory import shared, write_inventory
+
+    up = shared(s3_server)
+    bucket, rows = up["bucket"], up["rows"]
+    base = next(r for r in rows if "/shared/" in r["key"])
+    folder = base["key"].rpartition("/")[0]
+    tied = [{**base, "key": f"{folder}/{name}"} for name in ("aaaaaaa-2", "aaaaaaa-10", "aaaaaab", "aaaaaaa")]
+    future = {**base, "key": f"{folder}/from-the-future", "last_modified_date": base["last_modified_date"] + timedelta(days=400)}
+    manifest = write_inventory(s3_server, [*tied, future, *rows], "Parquet", source=bucket)
+    CLOCK[0] = time.time()
+    storage = Storage(StorageOptions.from_env(s3_server.endpoint))
+    plan = assert_same_plan(storage, _s3_options(up, bucket, inventory=manifest))
+    assert plan["refusals"] and summaries_compared
+    v, s, _d, _o = next(iter(scenario_roots()))
+    sc = Scenario(v, s, tmp_path)
+    from ckptctl.gc import GcOptions
+
+    assert_same_plan(Storage(), GcOptions((str(sc.checkpoints),), older_than=DAY, force=True,
+                                          rebase=Rebase.of([(sc.original, str(sc.root))])))  # fmt: skip
+    assert len(summaries_compared) == 2
+
+
+def test_spark_plan_of_order_keys_beyond_two_longs_sorts_as_in_process(spark, tmp_path: Path, monkeypatch) -> None:
+    """A listing position too large for the packed order key (here: any beyond 1) makes the
+    summary sort: the plan is still the local planner's."""
+    from ckptctl.gc import GcOptions
+    from ckptctl.gc import spark as spark_plan
+
+    monkeypatch.setattr(spark_plan, "_POS_BITS", 1)
+    sorted_too = []
+    monkeypatch.setattr(spark_plan._SparkPlanner, "_summarise_sorting",
+                        lambda self, *a, _real=spark_plan._SparkPlanner._summarise_sorting: sorted_too.append(1)
+                        or _real(self, *a))  # fmt: skip
+    v, s, _d, _o = next(iter(scenario_roots()))
+    sc = Scenario(v, s, tmp_path)
+    sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan-old")
+    assert_same_plan(Storage(), GcOptions((str(sc.checkpoints),), older_than=DAY, force=True,
+                                          rebase=Rebase.of([(sc.original, str(sc.root))])))  # fmt: skip
+    assert sorted_too
