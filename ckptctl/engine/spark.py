@@ -95,6 +95,9 @@ def spark_session(master: str) -> Any:
             # execution may coalesce it: every later job over it ran 200 tasks, a partitioned write
             # made 200 files per directory
             .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
+            # a partitioned write (gc plan's lists by list and job) keeps a writer open per
+            # directory instead of sorting each task's rows by directory first
+            .config("spark.sql.maxConcurrentOutputFileWriters", "64")
         )
         if _loopback_master(master):
             builder = builder.config("spark.driver.host", "127.0.0.1").config(

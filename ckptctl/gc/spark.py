@@ -349,9 +349,14 @@ def _as_per_uri(fold_rows):
 
 
 def _group_per_uri(frame, *, exact: bool):
-    """Rows of :data:`PER_URI` grouped by (``uri``, ``kg``), after one shuffle by ``uri``.
-    ``exact``: of several listing rows of one key, the largest (size, mtime, is_link) speaks
-    whole (a struct: sort-based); else each field's maximum (hash aggregates only)."""
+    """Rows of :data:`PER_URI` grouped by (``uri``, ``kg``), after one shuffle by ``uri``, with
+    their ``key``: a file's directory, a note's URI. ``exact``: of several listing rows of one
+    key, the largest (size, mtime, is_link) speaks whole (a struct: sort-based); else each
+    field's maximum (hash aggregates only).
+
+    The directory is cut out of the URI here, once: every later pass over the rows (summary,
+    decisions, the written lists) reads it, and cutting it (character counts of a string) cost
+    as much as the rest of such a pass."""
     from pyspark.sql import functions as F
 
     carries = (F.col("n_f") > 0) | (F.col("kg") != "f")  # a listed file or a walk's note, not a reference
@@ -366,28 +371,37 @@ def _group_per_uri(frame, *, exact: bool):
     )  # fmt: skip
     if exact:
         grouped = grouped.select("*", "v.size", "v.mtime", "v.is_link").drop("v")
-    return grouped.select(*PER_URI)
+    return grouped.select(*PER_URI, F.when(F.col("kg") == "f", _parent("uri")).otherwise(F.col("uri")).alias("key"))
 
 
-def _with_spans(files, fold_df):
-    """``files`` with the spans of each segment's file (``spans``: null for others). The segments
-    are few or none in most buckets: then they go to every deciding task (or nowhere) and the
-    files are not shuffled again."""
+def _with_spans(files, fold_df) -> tuple[Any, int]:
+    """``files`` with the spans of each segment's file (``spans``: null for others), and the
+    number of segments. The segments are few or none in most buckets: then they go to every
+    deciding task (or nowhere) and the files are not shuffled again."""
     from pyspark.sql import functions as F
 
     spans = fold_df.filter("kind = 'span'")
     n = spans.count()
     if not n:
-        return files.withColumn("spans", F.lit(None).cast(SPAN_LIST))
+        return files.withColumn("spans", F.lit(None).cast(SPAN_LIST)), 0
     lists = spans.groupBy(F.col("path").alias("uri")).agg(F.collect_list(F.struct("offset", "size")).alias("spans"))
-    return files.join(F.broadcast(lists) if n <= BROADCAST_SPANS else lists, "uri", "left")
+    return files.join(F.broadcast(lists) if n <= BROADCAST_SPANS else lists, "uri", "left"), n
 
 
-def _metadata_of(is_metadata):
-    """The aggregate of a directory's ``_metadata`` (as :meth:`_Summary.metadata_listing` reads it)."""
+_METADATA_FIELDS = ("part", "pos", "uri", "size", "mtime", "is_link")  # as metadata_listing reads them
+
+
+def _counts(future) -> list:
+    """The summary's counts and sums by directory (or note): hash aggregates."""
     from pyspark.sql import functions as F
 
-    return F.max(F.when(is_metadata, F.struct("part", "pos", "uri", "size", "mtime", "is_link"))).alias("metadata")
+    return [
+        F.max("root_idx").alias("root_idx"), F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"),
+        F.count_if(future).alias("future"), F.count_if(F.col("n_f") > 1).alias("duplicated"),
+        F.count_if("live").alias("live_files"), F.sum(F.when(F.col("live"), F.col("size"))).alias("live_bytes"),
+        F.sum("rows_read").alias("rows_read"), F.sum("rows_kept").alias("rows_kept"), F.max("mtime").alias("mtime"),
+        F.max("pos").alias("pos"),
+    ]  # fmt: skip
 
 
 # an order key (root_idx, part, pos) packed in a long: 11, 21 and 31 bits
@@ -416,6 +430,26 @@ def _order_keys(*, by_name: bool):
     return k1, k2, fits
 
 
+def _in_listing_order(dirs: list, by_name: bool) -> list | None:
+    """The directories (summary rows with ``k1``, ``k2`` of :func:`_order_keys`) in the order of
+    their first files, or ``None`` when the keys cannot tell it.
+
+    By a listing's position, k1 alone orders them (no two files share one). By name (an
+    inventory), directories of one root compare as ``key/`` and the name's first bytes, which
+    order their first files whenever the two differ within what both know; when one is a
+    prefix of the other (a subdirectory named like the other's first file begins) they cannot."""
+
+    def order(d) -> tuple:
+        return (d.k1, (d.key.encode() + b"/" + d.k2.to_bytes(_NAME_BYTES, "big")) if by_name else b"")
+
+    ordered = sorted(dirs, key=order)
+    for a, b in itertools.pairwise(ordered):
+        (ka, ta), (kb, tb) = order(a), order(b)
+        if ka == kb and (not by_name or ta == tb[: len(ta)] or tb == ta[: len(tb)]):
+            return None
+    return ordered
+
+
 class _DirRow:
     """One row of the summary (a directory of files, a note of a walk, inventory statistics)."""
 
@@ -428,8 +462,10 @@ class _Summary:
     ``key`` the directory), per note of a walk and per inventory statistics; proportional to
     directories."""
 
-    def __init__(self, rows: list) -> None:
-        self.dirs = sorted((r for r in rows if r.kg == "f"), key=lambda r: r.first)
+    def __init__(self, rows: list, dirs: list, first_future: str | None) -> None:
+        """``dirs``: the rows of directories of files, in listing order; ``first_future``: the
+        first file (listing order) dated in the future."""
+        self.dirs = dirs
         self.notes = sorted(((r.kg[0], r) for r in rows if r.kg[:1] in ("d", "l", "a", "m") and r.kg[1:2] == ":"),
                             key=lambda n: (n[1].root_idx, n[1].pos))  # fmt: skip
         stats = [r for r in rows if r.kg == "s:"]
@@ -437,8 +473,7 @@ class _Summary:
         self.rows_kept = sum(r.rows_kept or 0 for r in stats)
         self.total_files = sum(d.files for d in self.dirs)
         self.total_bytes = sum(d.bytes or 0 for d in self.dirs)
-        firsts = [d.first_future for d in self.dirs if d.first_future is not None]
-        self.future = sum(d.future for d in self.dirs), (min(firsts).uri if firsts else None)
+        self.future = sum(d.future for d in self.dirs), first_future
         self.duplicated = sum(d.duplicated for d in self.dirs)
         self.live = [sum(d.live_files for d in self.dirs), sum(d.live_bytes or 0 for d in self.dirs)]
 
@@ -464,7 +499,8 @@ class _SparkPlanner(_Planner):
         super().__init__(storage, options, None)
         self.spark, self.master = spark, master
         self.sc = spark.sparkContext
-        self.cached: list = []  # intermediate frames cached while planning, released by run()
+        self.cached: list = []  # frames cached while planning, released with the plan (or by run())
+        self.segments = 0  # the segments retained checkpoints use: without any, no file is partially live
 
     def cache(self, frame):
         """``frame`` kept (memory, spilling to disk) while the plan is made, released after: a
@@ -600,74 +636,57 @@ class _SparkPlanner(_Planner):
     def summarise(self, joined, tolerance_limit: float) -> _Summary:
         """Everything the driver needs before deciding, by directory (listing order, files, bytes,
         the ``_metadata`` in each), the walks' notes, the inventory's read statistics, the totals
-        and the files dated in the future: a pass of hash aggregates over the rows per URI, then
-        a pass that picks, from the few rows that can hold them, each directory's first file (its
-        place in the listing order), first file in the future and ``_metadata``.
+        and the files dated in the future: one pass of hash aggregates over the rows per URI.
 
         A minimum of strings or structs is a sort-based aggregate: sorting 10^7 rows by directory
-        cost more than the pass. So the first pass takes each directory's least order key as two
-        longs (:func:`_order_keys`), and the second looks only at the rows that have it."""
+        cost more than the pass. So each directory's first file is not taken; its least order key
+        is, as two longs (:func:`_order_keys`), and the driver orders the directories by them
+        (:func:`_in_listing_order`). A directory has one ``_metadata`` (a URI is one row), taken
+        field by field. The first file in the future is looked for only when there is one."""
         from pyspark.sql import functions as F
 
         rows, future, is_metadata = self._summary_rows(joined, tolerance_limit)
-        k1, k2, fits = _order_keys(by_name=self.inventory is not None)
+        by_name = self.inventory is not None
+        k1, k2, fits = _order_keys(by_name=by_name)
+        of_metadata = [F.max(F.when(is_metadata, F.col(c))).alias(f"m_{c}") for c in _METADATA_FIELDS if c != "uri"]
         counted = rows.groupBy("kg", "key").agg(
-            F.max("root_idx").alias("root_idx"), F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"),
-            F.count_if(future).alias("future"), F.count_if(F.col("n_f") > 1).alias("duplicated"),
-            F.count_if("live").alias("live_files"), F.sum(F.when(F.col("live"), F.col("size"))).alias("live_bytes"),
-            F.sum("rows_read").alias("rows_read"), F.sum("rows_kept").alias("rows_kept"), F.max("mtime").alias("mtime"),
-            F.max("pos").alias("pos"), F.min(k1).alias("k1"), F.min(k2).alias("k2"), F.count_if(~fits).alias("unfit"),
+            *_counts(future), F.min(k1).alias("k1"), F.min(k2).alias("k2"), F.count_if(~fits).alias("unfit"),
+            F.count_if(is_metadata).alias("n_metadata"), *of_metadata,
         ).collect()  # fmt: skip
-        if any(r.unfit for r in counted):  # an order key beyond two longs: the exact aggregates
+        dirs = [_DirRow(**r.asDict()) for r in counted if r.kg == "f"]
+        ordered = None if any(d.unfit or d.n_metadata > 1 for d in dirs) else _in_listing_order(dirs, by_name)
+        if ordered is None:  # order keys beyond two longs, or tied: the sorting aggregates
             return self._summarise_sorting(joined, tolerance_limit)
-        firsts = self.spark.createDataFrame([(r.kg, r.key, r.k1, r.k2) for r in counted if r.kg == "f"],
-                                            "kg string, key string, f1 long, f2 long")  # fmt: skip
-        order = F.struct(*ORDER[:3], "uri")
-        picked = {
-            r.key: r
-            for r in rows.filter(F.col("kg") == "f").join(F.broadcast(firsts), ["kg", "key"])
-            .filter(((k1 == F.col("f1")) & (k2 == F.col("f2"))) | future | is_metadata)
-            .groupBy("key").agg(
-                F.min(F.when((k1 == F.col("f1")) & (k2 == F.col("f2")), order)).alias("first"),
-                F.min(F.when(future, order)).alias("first_future"), _metadata_of(is_metadata),
-            ).collect()
-        }  # fmt: skip
-        out = []
-        for r in counted:
-            more = picked.get(r.key) if r.kg == "f" else None
-            if r.kg == "f" and (more is None or more.first is None):  # no row has both least keys
-                return self._summarise_sorting(joined, tolerance_limit)
-            out.append(_DirRow(**r.asDict(), first=more and more.first, first_future=more and more.first_future,
-                               metadata=more and more.metadata))  # fmt: skip
-        return _Summary(out)
+        for d in ordered:
+            d.metadata = (d.m_part, d.m_pos, f"{d.key}/_metadata", d.m_size, d.m_mtime, d.m_is_link) if d.n_metadata else None
+        first_future = None
+        if any(d.future for d in dirs):
+            first = rows.filter((F.col("kg") == "f") & future).agg(F.min(F.struct(*ORDER[:3], "uri"))).first()[0]
+            first_future = first.uri
+        return _Summary([_DirRow(**r.asDict()) for r in counted if r.kg != "f"], ordered, first_future)
 
     def _summary_rows(self, joined, tolerance_limit: float):
-        """The rows the summary reads (listed files and the walks' notes, each with its ``key``:
-        a file's directory, a note's URI), and the conditions "in the future" and "a _metadata"."""
+        """The rows the summary reads (listed files and the walks' notes), and the conditions "in
+        the future" and "a _metadata"."""
         from pyspark.sql import functions as F
 
-        is_file = F.col("kg") == "f"
-        rows = joined.filter(~is_file | (F.col("n_f") > 0)).withColumn(
-            "key", F.when(is_file, _parent("uri")).otherwise(F.col("uri"))
-        )
+        rows = joined.filter((F.col("kg") != "f") | (F.col("n_f") > 0))
         return rows, F.col("mtime") > tolerance_limit, F.col("uri").endswith("/_metadata")
 
     def _summarise_sorting(self, joined, tolerance_limit: float) -> _Summary:
         """:meth:`summarise` in one pass whose structs and strings sort the rows (the order keys
-        of some file did not fit two longs)."""
+        of some file did not fit two longs, or could not tell two directories apart)."""
         from pyspark.sql import functions as F
 
         rows, future, is_metadata = self._summary_rows(joined, tolerance_limit)
         order = F.struct(*ORDER[:3], "uri")
         counted = rows.groupBy("kg", "key").agg(
-            F.max("root_idx").alias("root_idx"), F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"),
-            F.min(order).alias("first"), F.count_if(future).alias("future"),
-            F.min(F.when(future, order)).alias("first_future"), _metadata_of(is_metadata),
-            F.count_if(F.col("n_f") > 1).alias("duplicated"), F.count_if("live").alias("live_files"),
-            F.sum(F.when(F.col("live"), F.col("size"))).alias("live_bytes"), F.sum("rows_read").alias("rows_read"),
-            F.sum("rows_kept").alias("rows_kept"), F.max("mtime").alias("mtime"), F.max("pos").alias("pos"),
+            *_counts(future), F.min(order).alias("first"), F.min(F.when(future, order)).alias("first_future"),
+            F.max(F.when(is_metadata, F.struct(*_METADATA_FIELDS))).alias("metadata"),
         ).collect()  # fmt: skip
-        return _Summary([_DirRow(**r.asDict()) for r in counted])
+        dirs = sorted((_DirRow(**r.asDict()) for r in counted if r.kg == "f"), key=lambda d: d.first)
+        firsts = [d.first_future for d in dirs if d.first_future is not None]
+        return _Summary([_DirRow(**r.asDict()) for r in counted if r.kg != "f"], dirs, min(firsts).uri if firsts else None)
 
     def take_listing(self, summary: _Summary) -> None:
         """The walks' notes into ``self.notes``, the inventory's statistics recorded, every ROOT
@@ -725,7 +744,7 @@ class _SparkPlanner(_Planner):
         if late:  # checkpoints fold_late read on the driver (found by the listing only)
             late_df = self.spark.createDataFrame(late, FOLD_SCHEMA)
             fold_df = fold_df.union(late_df)
-            joined = self.cache(_group_per_uri(joined.unionByName(_as_per_uri(late_df)), exact=False))
+            joined = self.cache(_group_per_uri(joined.select(*PER_URI).unionByName(_as_per_uri(late_df)), exact=False))
         live_paths = fold_df.filter("kind in ('live', 'span')").select("path")
         files = joined.filter((F.col("kg") == "f") & (F.col("n_f") > 0))
         # the live files are counted, never decided: they stay in the JVM
@@ -786,10 +805,11 @@ class _SparkPlanner(_Planner):
         from ckptctl.gc.spark_rule import CONTEXT_SCHEMA, context_rows, needs_python, sql_verdicts
 
         contexts = self.spark.createDataFrame(context_rows(shipped, labels, rule), CONTEXT_SCHEMA)
-        open_ = files.filter(~F.col("live")).withColumn("dir", _parent("uri")).join(F.broadcast(contexts), "dir", "left")
+        open_ = files.filter(~F.col("live")).join(F.broadcast(contexts), F.col("key") == contexts.dir, "left")
         to_python = F.coalesce(F.col("has_span"), F.lit(False)) | needs_python()
-        in_python = map_in_arrow(_with_spans(open_.filter(to_python).select(*files.columns), fold_df).select(*DECIDE_COLUMNS),
-                                 functools.partial(_decide_batches, rule, broadcast), DECISION_SCHEMA)  # fmt: skip
+        spanned, self.segments = _with_spans(open_.filter(to_python).select(*files.columns), fold_df)
+        in_python = map_in_arrow(spanned.select(*DECIDE_COLUMNS), functools.partial(_decide_batches, rule, broadcast),
+                                 DECISION_SCHEMA)  # fmt: skip
         taken, reason, verdict = sql_verdicts(rule, labels)
         in_sql = open_.filter(~to_python).select(
             F.when(taken, "candidates").otherwise("protected").alias("outcome"), "root_idx", "part", "pos",
@@ -904,7 +924,7 @@ class _Frames(Tally):
         partial = [
             {"path": r.path, "size": r.size, **json.loads(r.evidence)}  # live_bytes, dead_bytes
             for r in self.in_python.filter(F.col("outcome") == "partial").orderBy(*ORDER).collect()
-        ]
+        ] if self.planner.segments else []  # fmt: skip
         # made live again: the lists' totals counted again
         # the lists are decided again from the planner's cached frames each time they are read: those
         # stay with the plan until it is released
@@ -1151,9 +1171,10 @@ class SparkPlan(GcPlan):
         frame = self.files.labelled().withColumn(
             "job_id", F.coalesce(F.substring_index("job", "/", -1), F.lit("none"))
         ).drop("job")
-        # one task per directory (job and list), files of at most a million rows: not a file per
-        # directory and partition of the decisions
-        frame = frame.repartition("outcome", "job_id")
+        # written as decided, no shuffle (8M rows: as long as the rest of the write): a file per
+        # task and directory (list and job), of at most a million rows, each task's writers open
+        # side by side (spark.sql.maxConcurrentOutputFileWriters: else each task sorts its rows
+        # by directory first)
         frame.write.mode("overwrite").option("maxRecordsPerFile", 1_000_000).partitionBy("outcome", "job_id").parquet(
             os.path.abspath(target)
         )

@@ -496,26 +496,29 @@ def test_auto_plans_an_inventory_too_big_for_this_process_on_spark(spark, s3_ser
 
 
 def _summary_view(summary) -> tuple:
-    """What the driver reads of a Spark plan's summary."""
-    fields = ("kg", "key", "root_idx", "files", "bytes", "first", "future", "first_future", "metadata", "duplicated",
-              "live_files", "live_bytes", "mtime")  # fmt: skip
-    dirs = [tuple(getattr(d, f) for f in fields) for d in summary.dirs]
+    """What the driver reads of a Spark plan's summary (the directories in their order)."""
+    fields = ("kg", "key", "root_idx", "files", "bytes", "future", "duplicated", "live_files", "live_bytes", "mtime")
+    dirs = [(*(getattr(d, f) for f in fields), d.metadata and tuple(d.metadata)) for d in summary.dirs]
     notes = [(k, r.key, r.root_idx, r.pos, r.mtime) for k, r in summary.notes]
     return dirs, notes, summary.rows_read, summary.rows_kept, summary.future, summary.live
 
 
 @pytest.fixture
 def summaries_compared(monkeypatch):
-    """Every summary of a Spark plan also made by the sorting aggregates: the two must agree."""
+    """Every summary of a Spark plan also made by the sorting aggregates: the two must agree.
+    Returns, per plan, whether the summary had to sort."""
     from ckptctl.gc.spark import _SparkPlanner
 
-    compared: list[int] = []
-    fast = _SparkPlanner.summarise
+    compared: list[bool] = []
+    fast, sorting = _SparkPlanner.summarise, _SparkPlanner._summarise_sorting
 
     def both(self, joined, tolerance_limit):
+        sorted_too = []
+        monkeypatch.setattr(_SparkPlanner, "_summarise_sorting", lambda *a: sorted_too.append(1) or sorting(*a))
         summary = fast(self, joined, tolerance_limit)
-        assert _summary_view(summary) == _summary_view(self._summarise_sorting(joined, tolerance_limit))
-        compared.append(len(summary.dirs))
+        monkeypatch.setattr(_SparkPlanner, "_summarise_sorting", sorting)
+        assert _summary_view(summary) == _summary_view(sorting(self, joined, tolerance_limit))
+        compared.append(bool(sorted_too))
         return summary
 
     monkeypatch.setattr(_SparkPlanner, "summarise", both)
@@ -524,31 +527,37 @@ def summaries_compared(monkeypatch):
 
 def test_the_summary_by_hash_aggregates_is_the_sorting_ones(spark, s3_server, tmp_path: Path, summaries_compared,
                                                             ) -> None:  # fmt: skip
-    """Each directory's first file (its place in the listing order), first file dated in the future
-    and _metadata are taken from the rows whose packed order keys are least, not by sorting every
-    row: over an inventory whose names share their first bytes (the packed key ties: the exact
-    order breaks it; the larger name comes first in the report) and files in the future, and over
-    a local walk of a fixture, both give what the sorting aggregates give."""
+    """The directories' order (of their first files), their _metadata and the first file dated in
+    the future come from hash aggregates -- the least order keys as two longs, a name's first
+    bytes where an inventory orders by name -- not from sorting every row: over an inventory
+    whose names tie on their first bytes, with a subdirectory named like a first file's first
+    bytes but not all of them, and files in the future, and over a local walk of a fixture, both
+    give what the sorting aggregates give. A subdirectory named with all of a first file's first
+    bytes leaves the order to the sorting aggregates."""
+    from ckptctl.gc import GcOptions
     from tests.support.inventory import shared, write_inventory
 
     up = shared(s3_server)
     bucket, rows = up["bucket"], up["rows"]
     base = next(r for r in rows if "/shared/" in r["key"])
     folder = base["key"].rpartition("/")[0]
-    tied = [{**base, "key": f"{folder}/{name}"} for name in ("aaaaaaa-2", "aaaaaaa-10", "aaaaaab", "aaaaaaa")]
-    future = {**base, "key": f"{folder}/from-the-future", "last_modified_date": base["last_modified_date"] + timedelta(days=400)}
-    manifest = write_inventory(s3_server, [*tied, future, *rows], "Parquet", source=bucket)
-    CLOCK[0] = time.time()
+    # the folder's first names (before its UUIDs), tied on their first seven bytes
+    tied = [{**base, "key": f"{folder}/{name}"} for name in ("0000000-2", "0000000-10", "0000001")]
+    sub = {**base, "key": f"{folder}/000000-sub/x"}  # a subdirectory sorting just before the folder's first file
+    later = base["last_modified_date"] + timedelta(days=400)
+    future = [{**base, "key": f"{folder}/from-the-future", "last_modified_date": later},
+              {**base, "key": f"{folder}/0000000-future", "last_modified_date": later}]  # fmt: skip
     storage = Storage(StorageOptions.from_env(s3_server.endpoint))
-    plan = assert_same_plan(storage, _s3_options(up, bucket, inventory=manifest))
-    assert plan["refusals"] and summaries_compared
+    CLOCK[0] = time.time()
+    for extra, sorts in (([*tied, sub, *future], False), ([*tied, {**sub, "key": f"{folder}/0000000-0/x"}], True)):
+        manifest = write_inventory(s3_server, [*extra, *rows], "Parquet", source=bucket)
+        assert_same_plan(storage, _s3_options(up, bucket, inventory=manifest))
+        assert summaries_compared[-1] is sorts
     v, s, _d, _o = next(iter(scenario_roots()))
     sc = Scenario(v, s, tmp_path)
-    from ckptctl.gc import GcOptions
-
     assert_same_plan(Storage(), GcOptions((str(sc.checkpoints),), older_than=DAY, force=True,
                                           rebase=Rebase.of([(sc.original, str(sc.root))])))  # fmt: skip
-    assert len(summaries_compared) == 2
+    assert summaries_compared == [False, True, False]
 
 
 def test_spark_plan_of_order_keys_beyond_two_longs_sorts_as_in_process(spark, tmp_path: Path, monkeypatch) -> None:
