@@ -164,20 +164,22 @@ def plan_command(
         from ckptctl.gc.spark import build_plan_spark
 
         plan = build_plan_spark(storage, options, spark_master)
-        if plan_file:
-            plan.write(plan_file)  # PLAN.json and its lists in PLAN.parquet/
-        if plan.small():  # the lists on the driver: shown (largest orphans) and inlined like a local plan's
-            plan.materialise()
     else:
         plan = build_plan(storage, options, progress=out.term.iterate("reading _metadata"))
-        if plan_file:
-            with open(plan_file, "wb") as f:
-                plan.write_json(f)
     try:
+        if spark_master is None:
+            if plan_file:
+                with open(plan_file, "wb") as f:
+                    plan.write_json(f)
+        else:
+            if plan_file:
+                plan.write(plan_file)  # PLAN.json and its lists in PLAN.parquet/
+            if plan.small() and not (plan.candidates or plan.protected):  # write() may have brought them
+                plan.materialise()  # the lists on the driver: shown (largest orphans), inlined like a local plan's
         out.result(plan, partial(render.plan, written_to=plan_file, term=out.term))
     finally:
         if spark_master is not None:
-            plan.release()  # written and shown: the lists leave the executors' storage
+            plan.release()  # written and shown (or failed): the plan's frames leave the executors' storage
     if plan.refusals:
         raise typer.Exit(1)
 

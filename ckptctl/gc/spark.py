@@ -69,6 +69,7 @@ from ckptctl.storage import FileInfo, Storage, StorageOptions
 
 MISSING_BOUND = 100_000  # live files missing from the listing collected to the driver at most
 INLINE_FILES = 100_000  # plans with at most this many listed decisions also inline them in the JSON
+WRITE_FILES = 2_000  # a Spark plan's lists are written without a shuffle when that makes at most this many files
 LISTING_SCHEMA = (
     "kind string, root_idx int, part int, pos long, uri string, size long, mtime double, is_link boolean, "
     "extra string"
@@ -749,11 +750,14 @@ class _SparkPlanner(_Planner):
         if late:  # checkpoints fold_late read on the driver (found by the listing only)
             late_df = self.spark.createDataFrame(late, FOLD_SCHEMA)
             fold_df = fold_df.union(late_df)
+            stale = joined
             joined = self.cache(_group_per_uri(joined.select(*PER_URI).unionByName(_as_per_uri(late_df)), exact=False))
         live_paths = fold_df.filter("kind in ('live', 'span')").select("path")
         files = joined.filter((F.col("kg") == "f") & (F.col("n_f") > 0))
         # the live files are counted, never decided: they stay in the JVM
         live = summary.live if not late else list(files.filter("live").agg(F.count(F.lit(1)), F.sum("size")).first())
+        if late:  # the regrouped rows are cached now (counted): the first grouping is not read again
+            stale.unpersist()
 
         # the contexts of every directory, in listing order (the first overlap found is reported)
         dirs = summary.dirs
@@ -1176,10 +1180,12 @@ class SparkPlan(GcPlan):
         frame = self.files.labelled().withColumn(
             "job_id", F.coalesce(F.substring_index("job", "/", -1), F.lit("none"))
         ).drop("job")
-        # written as decided, no shuffle (8M rows: as long as the rest of the write): a file per
-        # task and directory (list and job), of at most a million rows, each task's writers open
-        # side by side (spark.sql.maxConcurrentOutputFileWriters: else each task sorts its rows
-        # by directory first)
+        # written as decided, without a shuffle (of 8M rows: as long as the rest of the write), when
+        # that makes a file per task and directory (list and job) of at most WRITE_FILES; each
+        # task's writers open side by side (spark.sql.maxConcurrentOutputFileWriters: else each
+        # task sorts its rows by directory first). Many tasks and jobs: a task per directory.
+        if frame.rdd.getNumPartitions() * 2 * (len(self.files.labels.jobs) + 1) > WRITE_FILES:
+            frame = frame.repartition("outcome", "job_id")
         frame.write.mode("overwrite").option("maxRecordsPerFile", 1_000_000).partitionBy("outcome", "job_id").parquet(
             os.path.abspath(target)
         )
@@ -1235,7 +1241,11 @@ def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str
     validate(plan_data)
     if plan_data["blocked"]:
         raise BlockedPlan("this plan was blocked and can never be applied; run `ckptctl gc plan` again")
+    from pyspark import StorageLevel
+
     fresh = build_plan_spark(storage, options_from_plan(plan_data), master)
+    # read by several jobs below: decided once (the plan's lists are decided again at each read)
+    proposed = fresh.files.frame.filter("outcome = 'candidates'").persist(StorageLevel.MEMORY_AND_DISK)
     try:
         if fresh.refusals:
             raise GcApplyRefused("the re-validated plan is blocked: " + fresh.refusals[0]["message"])
@@ -1248,8 +1258,9 @@ def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str
             old = spark.createDataFrame(rows, "path string, size long, mtime double").selectExpr(
                 "'candidates' as outcome", "*"
             )
-        return fresh, candidates_to_apply(fresh, *unchanged_candidates(old, fresh.files.frame))
+        return fresh, candidates_to_apply(fresh, *unchanged_candidates(old, proposed))
     finally:
+        proposed.unpersist()
         fresh.release()  # what goes is persisted on its own
 
 

@@ -313,6 +313,33 @@ def test_spark_plan_lists_in_parquet_are_checked_on_apply(spark, tmp_path: Path)
         read_lists(spark, str(plan_file), broken)
 
 
+def test_spark_plan_lists_written_with_or_without_a_shuffle_are_the_same(spark, tmp_path: Path, monkeypatch) -> None:
+    """Few tasks and jobs: the lists are written as decided (a file per task and directory); many:
+    shuffled to a task per directory (a file each). The same rows either way, both verified."""
+    from ckptctl.gc import spark as spark_plan
+    from ckptctl.gc.spark import read_lists
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    for i in range(3):
+        sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan-{i}")
+    written = {}
+    for limit in (spark_plan.WRITE_FILES, 0):
+        monkeypatch.setattr(spark_plan, "WRITE_FILES", limit)
+        plan_file = tmp_path / f"plan-{limit}.json"
+        ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--margin", "10m", "--force",
+                "--engine", "spark", "--master", MASTER, "-o", str(plan_file))  # fmt: skip
+        lists = read_lists(spark, str(plan_file), json.loads(plan_file.read_text())["files"])
+        written[limit] = sorted(map(tuple, lists.select("outcome", "job_id", "path", "size", "mtime", "reason",
+                                                        "evidence").collect()))  # fmt: skip
+        files = {}
+        for f in tmp_path.glob(f"plan-{limit}.parquet/outcome=*/job_id=*/*.parquet"):
+            files.setdefault(f.parent, []).append(f)
+        if not limit:
+            assert files and all(len(fs) == 1 for fs in files.values())
+    assert written[0] == written[spark_plan.WRITE_FILES]
+    assert any(r[0] == "candidates" for r in written[0])
+
+
 # -- S3 (moto) ------------------------------------------------------------------------------------
 
 
