@@ -198,10 +198,16 @@ def _seconds(mtime) -> float | None:
     return None if mtime is None else float(mtime)
 
 
-def _fold_partition(storage_options, retained_set, rebase, prefixes, rows: Iterable[tuple]) -> Iterator[tuple]:
-    """Rows of :data:`FOLD_SCHEMA` for a slice of the checkpoints (in order): the live paths, the
-    segments, the paths only expired checkpoints reference, and one ``small`` row with the rest of
-    the :class:`Folded` (pickled; proportional to checkpoints and external references)."""
+def _fold_partition(storage_options, retained_set, rebase, prefixes, rows: Iterable[tuple]) -> Iterator[Any]:
+    """Arrow batches of :data:`FOLD_SCHEMA` for a slice of the checkpoints (in order): the live
+    paths, the segments, the paths only expired checkpoints reference, and one ``small`` row with
+    the rest of the :class:`Folded` (pickled; proportional to checkpoints and external
+    references). The paths go to Arrow a column at a time: a tuple per path cost a quarter of
+    decoding them (2M live paths at 10^7 files)."""
+    import pyarrow as pa
+
+    from ckptctl.engine.spark import arrow_batches, arrow_schema
+
     indexed = list(rows)
     if not indexed:
         return
@@ -210,16 +216,20 @@ def _fold_partition(storage_options, retained_set, rebase, prefixes, rows: Itera
     for p in itertools.chain(out.live, out.spans, out.expired_refs):
         if not p.isascii():
             _utf8(p, "a checkpoint references a path that is not UTF-8 (a lone surrogate): Spark cannot hold it")
-    for p in out.live:
-        yield ("live", p, None, None, part, None)
-    for p, spans in out.spans.items():
-        for offset, size in spans:
-            yield ("span", p, offset, size, part, None)
-    for p in out.expired_refs:
-        yield ("expired", p, None, None, part, None)
+    schema = arrow_schema(FOLD_SCHEMA)
+    for kind, paths in (("live", out.live), ("expired", out.expired_refs)):
+        paths = list(paths)
+        for at in range(0, len(paths), 1 << 16):
+            chunk = pa.array(paths[at : at + (1 << 16)], pa.string())
+            n = len(chunk)
+            yield pa.RecordBatch.from_arrays([pa.repeat(pa.scalar(kind), n), chunk, pa.nulls(n, pa.int64()),
+                                              pa.nulls(n, pa.int64()), pa.repeat(pa.scalar(part, pa.int32()), n),
+                                              pa.nulls(n, pa.binary())], schema=schema)  # fmt: skip
+    yield from arrow_batches(((("span", p, offset, size, part, None) for p, spans in out.spans.items()
+                              for offset, size in spans)), FOLD_SCHEMA)  # fmt: skip
     out.live, out.spans, out.expired_refs = set(), {}, set()
     out.refusals = [r for r in out.refusals if r[0] != Refusal.MOVED_DIRECTORY.value]  # merged on the driver
-    yield ("small", None, None, None, part, pickle.dumps(out))
+    yield from arrow_batches([("small", None, None, None, part, pickle.dumps(out))], FOLD_SCHEMA)
 
 
 def _decide_batches(rule: FileRule, contexts, batches: Iterable[Any]) -> Iterator[Any]:
@@ -575,7 +585,7 @@ class _SparkPlanner(_Planner):
         slices = max(1, min(len(ordered), self.sc.defaultParallelism * 2))
         fn = functools.partial(_fold_partition, self.storage.options, retained_set, self.options.rebase,
                                self.scopes.prefixes)  # fmt: skip
-        fold_df = self.cache(self.on_executors(list(enumerate(ordered)), slices, fn, FOLD_SCHEMA))
+        fold_df = self.cache(self.on_executors(list(enumerate(ordered)), slices, fn, FOLD_SCHEMA, arrow=True))
         folded = Folded(set(), {}, set(), {}, {}, [])
         moved: dict[str, list[str]] = {}
         for row in sorted(fold_df.filter("kind = 'small'").select("part", "blob").collect()):
