@@ -827,8 +827,9 @@ class _SparkPlanner(_Planner):
         open_ = files.filter(~F.col("live")).join(F.broadcast(contexts), F.col("key") == contexts.dir, "left")
         to_python = F.coalesce(F.col("has_span"), F.lit(False)) | needs_python()
         spanned, self.segments = _with_spans(open_.filter(to_python).select(*files.columns), fold_df)
-        in_python = map_in_arrow(spanned.select(*DECIDE_COLUMNS), functools.partial(_decide_batches, rule, broadcast),
-                                 DECISION_SCHEMA)  # fmt: skip
+        # few rows, decided once (the SQL's are decided again at each read of the lists)
+        in_python = self.cache(map_in_arrow(spanned.select(*DECIDE_COLUMNS),
+                                            functools.partial(_decide_batches, rule, broadcast), DECISION_SCHEMA))  # fmt: skip
         taken, reason, verdict = sql_verdicts(rule, labels)
         in_sql = open_.filter(~to_python).select(
             F.when(taken, "candidates").otherwise("protected").alias("outcome"), "root_idx", "part", "pos",
