@@ -187,20 +187,26 @@ def _one_file(rule: FileRule, context: tuple, name: str, mtime: float, is_link: 
     return "taken", *verdict
 
 
+def random_rule(rng: random.Random) -> tuple[FileRule, list[float]]:
+    """A rule with random cut-off, inventory time, margin and expired check, and mtimes to try
+    on it: none, zero, negative, old ones, and every threshold with its neighbours."""
+    cutoff = NOW - rng.choice([0, 3_600, 86_400])
+    inventory = cutoff - rng.choice([0, 1, 7_200])
+    margin = rng.choice([0.0, 60.0, MARGIN])
+    rule = FileRule(cutoff, NOW + 60, margin, inventory, {"cutoff": cutoff}, {"inventory_created": inventory},
+                    rng.random() < 0.7)  # fmt: skip
+    edges = [cutoff, inventory, ANCHOR - margin, NOW + 60]
+    old = [1.0, ANCHOR - margin - 1, ANCHOR - 30 * 86_400]
+    return rule, [math.nan, 0.0, -1.0, *old * 4, *(t + d for t in edges for d in (-1, 0, 1))]
+
+
 def test_the_columnar_rule_decides_as_one_condition_at_a_time() -> None:
     """Random runs (every context kind, names the rule reads, every mtime threshold and its
     neighbours, links, live, expired): each file's outcome, reason and evidence are the oracle's."""
     compared = 0
     for seed in range(40):
         rng = random.Random(seed)
-        cutoff = NOW - rng.choice([0, 3_600, 86_400])
-        inventory = cutoff - rng.choice([0, 1, 7_200])
-        margin = rng.choice([0.0, 60.0, MARGIN])
-        rule = FileRule(cutoff, NOW + 60, margin, inventory, {"cutoff": cutoff}, {"inventory_created": inventory},
-                        rng.random() < 0.7)  # fmt: skip
-        edges = [cutoff, inventory, ANCHOR - margin, NOW + 60]
-        old = [1.0, ANCHOR - margin - 1, ANCHOR - 30 * 86_400]
-        times = [math.nan, 0.0, -1.0, *old * 4, *(t + d for t in edges for d in (-1, 0, 1))]
+        rule, times = random_rule(rng)
         items = []
         for d in range(rng.randrange(1, 5)):
             run = DirFiles(f"file:/r/d{d}/")

@@ -14,7 +14,7 @@ import pytest
 
 from ckptctl.gc.reasons import Reason
 from ckptctl.gc.rule import FileRule
-from tests.gc.test_rule_columns import ANCHOR, MARGIN, NAMES, NOW, _contexts, _one_file
+from tests.gc.test_rule_columns import NAMES, _contexts, _one_file, random_rule
 
 UTF8_NAMES = [n for n in NAMES if n.isascii()]  # Spark holds UTF-8 only: the planner refuses others first
 
@@ -42,14 +42,8 @@ def test_the_sql_rule_decides_as_one_condition_at_a_time(spark) -> None:
     seen: set[tuple[str, Reason]] = set()
     for seed in range(12):
         rng = random.Random(seed)
-        cutoff = NOW - rng.choice([0, 3_600, 86_400])
-        inventory = cutoff - rng.choice([0, 1, 7_200])
-        margin = rng.choice([0.0, 60.0, MARGIN])
-        rule = FileRule(cutoff, NOW + 60, margin, inventory, {"cutoff": cutoff}, {"inventory_created": inventory},
-                        rng.random() < 0.7)  # fmt: skip
-        edges = [cutoff, inventory, ANCHOR - margin, NOW + 60]
-        old = [1.0, ANCHOR - margin - 1, ANCHOR - 30 * 86_400]
-        times = [None, math.nan, 0.0, -1.0, -math.inf, math.inf, *old * 4, *(t + d for t in edges for d in (-1, 0, 1))]
+        rule, times = random_rule(rng)
+        times += [None, -math.inf, math.inf]  # what a listing or a report may hold besides
         contexts = _contexts()
         labels = _labels(contexts, rule)
         shipped = {f"s3://b/d{d}": (*c[:4], 0, *c[5:]) for d, c in enumerate(contexts)}
