@@ -137,6 +137,11 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
     elif name == "special-names":
         sc.plant(f"checkpoints/{job.name}/shared/_metadata")
         sc.plant(f"checkpoints/{job.name}/taskowned/a\\b")
+    elif name == "forst-control-names":  # names the rule reads one by one, in a ForSt directory no checkpoint uses
+        dead = f"checkpoints/{job.name}/shared/op_Dead_0123__1_2__attempt_9/db"
+        for leaf in ("CURRENT", "MANIFEST-000004", "OPTIONS-000007", "LOG.old.1", "LOG", "IDENTITY", "LOCK", "LOGx",
+                     "CURRENTLY", "MANIFEST-x", "000042.sst", "_metadata", "a\\b"):  # fmt: skip
+            sc.plant(f"{dead}/{leaf}")
     elif name == "newline-names":  # a line break in a directory's name and in a file's
         sc.plant(f"checkpoints/{job.name}/taskowned/odd\ndir/leftover")
         sc.plant(f"checkpoints/{job.name}/shared/odd\nname")
@@ -179,7 +184,8 @@ ATTACKS = [
     ("2.2.0", "basic", "young-and-in-flight"), ("2.2.0", "basic", "starting-job"),
     ("2.2.0", "basic", "special-names"), ("2.2.0", "basic", "newline-names"),
     ("2.2.0", "filemerging", "young-and-in-flight"),
-    ("2.2.0", "forst", "dead-job"), ("2.2.0", "changelog", "dead-job"), ("2.2.0", "claim_native", "dead-job"),
+    ("2.2.0", "forst", "dead-job"), ("2.2.0", "forst", "forst-control-names"), ("2.2.0", "changelog", "dead-job"),
+    ("2.2.0", "claim_native", "dead-job"),
     ("2.2.0", "basic", "note-like-names"), ("2.2.0", "basic", "non-ascii-names"), ("2.2.0", "basic", "scope-alias"), ("2.2.0", "basic", "two-aliases"), ("2.2.0", "changelog", "all-scopes"),
     ("2.2.0", "savepoints", "all-scopes"), ("2.2.0", "claim_native", "all-scopes"),
     ("2.2.0", "basic", "keep-last"), ("1.20.3", "filemerging", "keep-last"),
@@ -191,7 +197,14 @@ def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, versio
     sc = Scenario(version, scenario, tmp_path)
     overrides = _attack(attack, sc, tmp_path)
     changelog = (str(sc.root / "dstl"),) if (sc.root / "dstl").is_dir() else ()  # the fixtures' changelog
-    assert_same_plan(Storage(), sc.gc_options(**{"changelog_dirs": changelog, **overrides}))
+    plan = assert_same_plan(Storage(), sc.gc_options(**{"changelog_dirs": changelog, **overrides}))
+    if attack == "forst-control-names":  # the names went to the rule's Python form, the others stayed in SQL
+        reasons = {d["path"].rsplit("/", 1)[1]: d["reason"] for d in plan["candidates"] + plan["protected"]
+                   if "/op_Dead_0123__" in d["path"]}  # fmt: skip
+        assert {n for n, r in reasons.items() if r == "forst-control-file"} == {
+            "CURRENT", "MANIFEST-000004", "OPTIONS-000007", "LOG.old.1", "LOG", "IDENTITY", "LOCK"}
+        assert reasons["LOGx"] == reasons["CURRENTLY"] == reasons["000042.sst"] == "unreferenced-forst"
+        assert reasons["_metadata"] == "not-flink-file" and reasons["a\\b"] == "abnormal-path"
 
 
 @pytest.mark.parametrize("where", ["file", "directory", "alias"])
