@@ -165,18 +165,28 @@ def _inventory_batches(storage: Storage, task: tuple) -> Iterator[Any]:
     _kind, inv, scopes = task
     stats = ReadStats()
     schema = arrow_schema(LISTING_SCHEMA)
-    constant = {"kind": pa.scalar("f"), "part": pa.scalar(0, pa.int32()), "pos": pa.scalar(0, pa.int64()),
-                "is_link": pa.scalar(False), "extra": pa.scalar(None, pa.string())}  # fmt: skip
     for batch in iter_batches(storage, inv, scopes, stats):
         uri, n = batch.column("uri"), batch.num_rows
         root_idx = pa.nulls(n, pa.int32())
         for i in reversed(range(len(scopes))):  # the first scope the file is under
             root_idx = pc.if_else(pc.starts_with(uri, scopes[i].rstrip("/") + "/"), pa.scalar(i, pa.int32()), root_idx)
-        columns = {"root_idx": root_idx, "uri": uri, "size": batch.column("size"), "mtime": batch.column("mtime")}
-        yield pa.RecordBatch.from_arrays(
-            [columns[f.name] if f.name in columns else pa.repeat(constant[f.name], n) for f in schema], schema=schema
-        )
+        yield _record_batch(schema, n, kind="f", root_idx=root_idx, part=0, pos=0, uri=uri, size=batch.column("size"),
+                            mtime=batch.column("mtime"), is_link=False)  # fmt: skip
     yield from arrow_batches([("s", 0, 0, stats.rows_kept, None, stats.rows_read, None, False, None)], LISTING_SCHEMA)
+
+
+def _record_batch(schema, n: int, **columns) -> Any:
+    """A record batch of ``n`` rows of ``schema``: ``columns`` by name, each an Arrow array or a
+    value every row has; the others null."""
+    import pyarrow as pa
+
+    def column(f) -> Any:
+        value = columns.get(f.name)
+        if value is None:
+            return pa.nulls(n, f.type)
+        return value if isinstance(value, (pa.Array, pa.ChunkedArray)) else pa.repeat(pa.scalar(value, f.type), n)
+
+    return pa.RecordBatch.from_arrays([column(f) for f in schema], schema=schema)
 
 
 def _utf8(uri: str, what: str = "a name that is not UTF-8 cannot be planned on Spark: rename it") -> str:
@@ -221,10 +231,7 @@ def _fold_partition(storage_options, retained_set, rebase, prefixes, rows: Itera
         paths = list(paths)
         for at in range(0, len(paths), 1 << 16):
             chunk = pa.array(paths[at : at + (1 << 16)], pa.string())
-            n = len(chunk)
-            yield pa.RecordBatch.from_arrays([pa.repeat(pa.scalar(kind), n), chunk, pa.nulls(n, pa.int64()),
-                                              pa.nulls(n, pa.int64()), pa.repeat(pa.scalar(part, pa.int32()), n),
-                                              pa.nulls(n, pa.binary())], schema=schema)  # fmt: skip
+            yield _record_batch(schema, len(chunk), kind=kind, path=chunk, part=part)
     yield from arrow_batches(((("span", p, offset, size, part, None) for p, spans in out.spans.items()
                               for offset, size in spans)), FOLD_SCHEMA)  # fmt: skip
     out.live, out.spans, out.expired_refs = set(), {}, set()
@@ -458,12 +465,11 @@ def _in_listing_order(dirs: list, by_name: bool) -> list | None:
     def order(d) -> tuple:
         return (d.k1, (d.key.encode() + b"/" + d.k2.to_bytes(_NAME_BYTES, "big")) if by_name else b"")
 
-    ordered = sorted(dirs, key=order)
-    for a, b in itertools.pairwise(ordered):
-        (ka, ta), (kb, tb) = order(a), order(b)
+    keyed = sorted(((order(d), d) for d in dirs), key=lambda kd: kd[0])
+    for ((ka, ta), _), ((kb, tb), _) in itertools.pairwise(keyed):
         if ka == kb and (not by_name or ta == tb[: len(ta)] or tb == ta[: len(tb)]):
             return None
-    return ordered
+    return [d for _k, d in keyed]
 
 
 class _DirRow:
@@ -945,10 +951,12 @@ class _Frames(Tally):
             {"path": r.path, "size": r.size, **json.loads(r.evidence)}  # live_bytes, dead_bytes
             for r in self.in_python.filter(F.col("outcome") == "partial").orderBy(*ORDER).collect()
         ] if self.planner.segments else []  # fmt: skip
-        # made live again: the lists' totals counted again
         # the lists are decided again from the planner's cached frames each time they are read: those
-        # stay with the plan until it is released
-        files = SparkFiles.of(self.lists(), self.labels, self.planner.cached, None if self.relived else self.by_reason)
+        # stay with the plan until it is released. Files made live again: the lists' totals counted again.
+        # Their tasks: each of the two kinds of decisions (SQL, Python) reads the cached rows per URI
+        # (counted on the cached frame: on the lists, Spark would run their broadcasts and shuffles to tell)
+        files = SparkFiles.of(self.lists(), self.labels, self.planner.cached, None if self.relived else self.by_reason,
+                              tasks=2 * self.files.rdd.getNumPartitions())  # fmt: skip
         return SparkPlan(options, now, now_source, cutoff, retained, expired, [], [], self.live_files,
                          self.live_bytes, self.total_files, self.total_bytes, external, missing, partial, *rest,
                          files=files, engine={"kind": "spark", "master": self.planner.master})  # fmt: skip
@@ -1004,10 +1012,11 @@ class SparkFiles:
     labels: Labels
     totals: dict[str, Any]
     cached: list = field(default_factory=list)  # the persisted frames ``frame`` is made of, released with the plan
+    tasks: int = 0  # the tasks that decide ``frame``: a write without a shuffle makes up to this many files a directory
 
     @classmethod
     def of(cls, frame, labels: Labels, cached: list | None = None, totals: list[ReasonTotals] | None = None,
-           ) -> SparkFiles:  # fmt: skip
+           tasks: int = 0) -> SparkFiles:  # fmt: skip
         """The lists' totals: ``totals`` by list and reason when the planner counted them already
         (:func:`reason_totals`, with the caps' counts: one job), else counted here."""
         if totals is None:  # one job for both lists
@@ -1028,7 +1037,7 @@ class SparkFiles:
                 "newest": max((r.newest for r in rows if r.newest), default=None),
                 "digest": _digest_text(sum(int(r.digest or 0) for r in rows)),
             }  # fmt: skip
-        return cls(frame, labels, out, cached or [])
+        return cls(frame, labels, out, cached or [], tasks)
 
     def labelled(self):
         """The lists with their evidence and job names (:meth:`Labels.attach`)."""
@@ -1195,7 +1204,7 @@ class SparkPlan(GcPlan):
         # that makes a file per task and directory (list and job) of at most WRITE_FILES; each
         # task's writers open side by side (spark.sql.maxConcurrentOutputFileWriters: else each
         # task sorts its rows by directory first). Many tasks and jobs: a task per directory.
-        if frame.rdd.getNumPartitions() * 2 * (len(self.files.labels.jobs) + 1) > WRITE_FILES:
+        if self.files.tasks * 2 * (len(self.files.labels.jobs) + 1) > WRITE_FILES:
             frame = frame.repartition("outcome", "job_id")
         frame.write.mode("overwrite").option("maxRecordsPerFile", 1_000_000).partitionBy("outcome", "job_id").parquet(
             os.path.abspath(target)
@@ -1271,7 +1280,7 @@ def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str
             )
         return fresh, candidates_to_apply(fresh, *unchanged_candidates(old, proposed))
     finally:
-        proposed.unpersist()
+        release([proposed])
         fresh.release()  # what goes is persisted on its own
 
 
