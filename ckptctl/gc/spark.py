@@ -313,17 +313,15 @@ def _unpickled(fn, ddl: str | None, batches) -> Iterator[Any]:
     yield from out if ddl is None else arrow_batches(out, ddl)
 
 
-def _parent(column: str):
-    """The URI's directory, as ``uri.rpartition("/")[0]`` says. Cut as bytes, at the last ``/``
-    (an ASCII byte: never inside a character): by characters, a substring counts them through
-    the string, twice (2.6 times as long over 10^7 URIs). No regex: a ``.`` stops at a line
-    break in a directory's name."""
+def _parent(column: str, name: str | None = None):
+    """The URI's directory, as ``uri.rpartition("/")[0]`` says. Cut as bytes, before its last
+    part (``name``, a column, when it is cut already): the last ``/`` is an ASCII byte, never
+    inside a character. By characters, a substring counts them through the string, twice (2.6
+    times as long over 10^7 URIs). No regex: a ``.`` stops at a line break in a directory's name."""
     from pyspark.sql import functions as F
 
-    return F.expr(
-        f"cast(substring(cast({column} as binary), 1, "
-        f"octet_length({column}) - octet_length(substring_index({column}, '/', -1)) - 1) as string)"
-    )
+    last = name or f"substring_index({column}, '/', -1)"
+    return F.expr(f"cast(substring(cast({column} as binary), 1, octet_length({column}) - octet_length({last}) - 1) as string)")
 
 
 def _referenced_partition(rows) -> Iterator[str]:
@@ -373,7 +371,8 @@ def _as_per_uri(fold_rows):
 
 def _group_per_uri(frame, *, exact: bool):
     """Rows of :data:`PER_URI` grouped by (``uri``, ``kg``), after one shuffle by ``uri``, with
-    their ``key``: a file's directory, a note's URI. ``exact``: of several listing rows of one
+    their ``key`` (a file's directory, a note's URI) and a file's ``marks`` (its name as the rule
+    may read it: :func:`ckptctl.gc.spark_rule.name_marks`). ``exact``: of several listing rows of one
     key, the largest (size, mtime, is_link) speaks whole (a struct: sort-based); else each
     field's maximum (hash aggregates only).
 
@@ -381,6 +380,8 @@ def _group_per_uri(frame, *, exact: bool):
     decisions, the written lists) reads it, and cutting it (character counts of a string) cost
     as much as the rest of such a pass."""
     from pyspark.sql import functions as F
+
+    from ckptctl.gc.spark_rule import name_marks
 
     carries = (F.col("n_f") > 0) | (F.col("kg") != "f")  # a listed file or a walk's note, not a reference
     if exact:
@@ -394,7 +395,10 @@ def _group_per_uri(frame, *, exact: bool):
     )  # fmt: skip
     if exact:
         grouped = grouped.select("*", "v.size", "v.mtime", "v.is_link").drop("v")
-    return grouped.select(*PER_URI, F.when(F.col("kg") == "f", _parent("uri")).otherwise(F.col("uri")).alias("key"))
+    is_file = F.col("kg") == "f"
+    grouped = grouped.select(*PER_URI, F.substring_index("uri", "/", -1).alias("name"))  # cut once, read twice
+    return grouped.select(*PER_URI, F.when(is_file, _parent("uri", "name")).otherwise(F.col("uri")).alias("key"),
+                          F.when(is_file, name_marks("name")).alias("marks"))
 
 
 def _with_spans(files, fold_df) -> tuple[Any, int]:
@@ -988,15 +992,18 @@ class Labels:
         return cls(evidence, jobs, {t: i for i, t in enumerate(evidence)}, {j: i for i, j in enumerate(jobs)})
 
     def attach(self, frame):
-        """``frame`` (:data:`DECISION_SCHEMA`) with ``evidence`` the text and ``job`` the name:
-        two small tables sent to every task, the decisions not shuffled."""
+        """``frame`` (:data:`DECISION_SCHEMA`) with ``evidence`` the text, ``job`` the name and
+        ``job_id`` its last part (``none``: no job): two small tables sent to every task, the
+        decisions not shuffled."""
         from pyspark.sql import functions as F
 
         spark = frame.sparkSession
         texts = spark.createDataFrame(list(enumerate(self.evidence)), "verdict int, text string")
-        names = spark.createDataFrame(list(enumerate(self.jobs)), "job int, name string")
+        names = spark.createDataFrame([(i, job, job.rpartition("/")[2]) for i, job in enumerate(self.jobs)],
+                                      "job int, name string, job_id string")  # fmt: skip
         out = frame.join(F.broadcast(texts), "verdict", "left").join(F.broadcast(names), "job", "left")
-        return out.select(*KEPT_COLUMNS, F.coalesce("evidence", "text").alias("evidence"), F.col("name").alias("job"))
+        return out.select(*KEPT_COLUMNS, F.coalesce("evidence", "text").alias("evidence"), F.col("name").alias("job"),
+                          F.coalesce("job_id", F.lit("none")).alias("job_id"))  # fmt: skip
 
 
 # what the lists keep of a decision as it is (its evidence and job come from Labels)
@@ -1195,11 +1202,7 @@ class SparkPlan(GcPlan):
     def write(self, plan_file: str) -> None:
         """``PLAN.json`` and, next to it, ``PLAN.parquet/`` (the lists, partitioned by list and job id)."""
         target = os.path.splitext(plan_file)[0] + ".parquet"
-        from pyspark.sql import functions as F
-
-        frame = self.files.labelled().withColumn(
-            "job_id", F.coalesce(F.substring_index("job", "/", -1), F.lit("none"))
-        ).drop("job")
+        frame = self.files.labelled().drop("job")
         # written as decided, without a shuffle (of 8M rows: as long as the rest of the write), when
         # that makes a file per task and directory (list and job) of at most WRITE_FILES; each
         # task's writers open side by side (spark.sql.maxConcurrentOutputFileWriters: else each

@@ -35,8 +35,10 @@ def _labels(contexts: list[tuple], rule: FileRule):
 
 
 def test_the_sql_rule_decides_as_one_condition_at_a_time(spark) -> None:
+    from pyspark.sql import functions as F
+
     from ckptctl.gc.spark import _parent
-    from ckptctl.gc.spark_rule import CONTEXT_SCHEMA, context_rows, needs_python, sql_verdicts
+    from ckptctl.gc.spark_rule import CONTEXT_SCHEMA, context_rows, name_marks, needs_python, sql_verdicts
 
     compared = in_python = 0
     seen: set[tuple[str, Reason]] = set()
@@ -60,7 +62,9 @@ def test_the_sql_rule_decides_as_one_condition_at_a_time(spark) -> None:
         rows = spark.createDataFrame(files, "uri string, mtime double, is_link boolean, expired boolean")
         ctx = spark.createDataFrame(context_rows(shipped, labels, rule), CONTEXT_SCHEMA)
         taken, reason, verdict = sql_verdicts(rule, labels)
-        got = rows.withColumn("dir", _parent("uri")).join(ctx, "dir", "left").select(
+        rows = rows.withColumn("name", F.substring_index("uri", "/", -1))
+        rows = rows.select("*", _parent("uri", "name").alias("dir"), name_marks("name").alias("marks"))
+        got = rows.join(ctx, "dir", "left").select(
             "uri", needs_python().alias("py"), taken.alias("taken"), reason.alias("reason"), verdict.alias("verdict")
         ).collect()  # fmt: skip
         assert len(got) == len(files)
@@ -94,5 +98,8 @@ def test_a_directory_is_cut_as_python_cuts_it(spark) -> None:
 
     uris = ["s3://b/a/b/c", "s3://b/é/ü/x", "file:/r/d/", "file:/r/d/\n/x", "noslash", "/", "a/", "s3://b/日本/語/名",
             "x/\U0001f600/y", ""]  # fmt: skip
-    got = [r[0] for r in spark.createDataFrame([(u,) for u in uris], "uri string").select(_parent("uri")).collect()]
-    assert got == [u.rpartition("/")[0] for u in uris]
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame([(u,) for u in uris], "uri string").withColumn("name", F.substring_index("uri", "/", -1))
+    got = frame.select(_parent("uri"), _parent("uri", "name")).collect()
+    assert [tuple(r) for r in got] == [(u.rpartition("/")[0],) * 2 for u in uris]
