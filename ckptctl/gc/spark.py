@@ -476,6 +476,20 @@ def _in_listing_order(dirs: list, by_name: bool) -> list | None:
     return [d for _k, d in keyed]
 
 
+def _nested(keys: Iterable[str]) -> set[str]:
+    """The directories inside another of ``keys`` and those others: the only ones whose order
+    (by their first files' URIs) the directories' own names, with ``/`` after them, do not tell."""
+    keys = set(keys)
+    out = set()
+    for key in keys:
+        at = key.find("/")
+        while at != -1:
+            if key[:at] in keys:
+                out.update((key, key[:at]))
+            at = key.find("/", at + 1)
+    return out
+
+
 class _DirRow:
     """One row of the summary (a directory of files, a note of a walk, inventory statistics)."""
 
@@ -676,10 +690,16 @@ class _SparkPlanner(_Planner):
         k1, k2, fits = _order_keys(by_name=by_name)
         of_metadata = [F.max(F.when(is_metadata, F.col(c))).alias(f"m_{c}") for c in _METADATA_FIELDS if c != "uri"]
         counted = rows.groupBy("kg", "key").agg(
-            *_counts(future), F.min(k1).alias("k1"), F.min(k2).alias("k2"), F.count_if(~fits).alias("unfit"),
+            *_counts(future), F.min(k1).alias("k1"), F.count_if(~fits).alias("unfit"),
             F.count_if(is_metadata).alias("n_metadata"), *of_metadata,
         ).collect()  # fmt: skip
-        dirs = [_DirRow(**r.asDict()) for r in counted if r.kg == "f"]
+        dirs = [_DirRow(**r.asDict(), k2=0) for r in counted if r.kg == "f"]
+        nested = _nested(d.key for d in dirs) if by_name else set()
+        if nested:  # only there can a name's first bytes order two directories: read for those alone
+            at = {d.key: d for d in dirs}
+            firsts = rows.filter((F.col("kg") == "f") & F.col("key").isin(sorted(nested)))
+            for r in firsts.groupBy("key").agg(F.min(k2).alias("k2")).collect():
+                at[r.key].k2 = r.k2
         ordered = None if any(d.unfit or d.n_metadata > 1 for d in dirs) else _in_listing_order(dirs, by_name)
         if ordered is None:  # order keys beyond two longs, or tied: the sorting aggregates
             return self._summarise_sorting(joined, tolerance_limit)
