@@ -600,6 +600,36 @@ def test_the_summary_by_hash_aggregates_is_the_sorting_ones(spark, s3_server, tm
     assert summaries_compared == [False, True, False]
 
 
+def test_directories_are_ordered_by_their_first_files_with_names_read_for_nested_ones_only() -> None:
+    """The summary reads a name's first bytes (k2) only for directories nested in another one
+    (:func:`_nested`); ordering every directory of random inventories by its name and that k2
+    gives the order of their first files (an inventory's: by URI) whenever it is not left to
+    the sorting aggregates -- names that share prefixes, a ``-`` that sorts before ``/``,
+    empty names (double slashes), several bytes a character."""
+    import random
+
+    from ckptctl.gc.spark import _NAME_BYTES, _DirRow, _in_listing_order, _nested
+
+    decided = 0
+    for seed in range(400):
+        rng = random.Random(seed)
+        parts = ["a", "a-", "a/", "ab", "b", "é", "0", "00000000", "/"]
+        uris = {"s3://b/r/" + "".join(rng.choice(parts) for _ in range(rng.randint(1, 5))) for _ in range(12)}
+        first: dict[str, str] = {}
+        for uri in sorted(uris):
+            first.setdefault(uri.rpartition("/")[0], uri)
+        nested = _nested(first)
+        rows = []
+        for key, uri in first.items():
+            name = uri[len(key) + 1 :].encode()[:_NAME_BYTES].ljust(_NAME_BYTES, b"\0")
+            rows.append(_DirRow(key=key, k1=0, k2=int.from_bytes(name, "big") if key in nested else 0))
+        got = _in_listing_order(rows, by_name=True)
+        if got is not None:
+            decided += 1
+            assert [d.key for d in got] == sorted(first, key=first.get), seed
+    assert decided > 200
+
+
 def test_spark_plan_of_order_keys_beyond_two_longs_sorts_as_in_process(spark, tmp_path: Path, monkeypatch) -> None:
     """A listing position too large for the packed order key (here: any beyond 1) makes the
     summary sort: the plan is still the local planner's."""
