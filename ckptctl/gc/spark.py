@@ -694,14 +694,16 @@ class _SparkPlanner(_Planner):
             F.count_if(is_metadata).alias("n_metadata"), *of_metadata,
         ).collect()  # fmt: skip
         dirs = [_DirRow(**r.asDict(), k2=0) for r in counted if r.kg == "f"]
+        if any(d.unfit or d.n_metadata > 1 for d in dirs):  # order keys beyond two longs: the sorting aggregates
+            return self._summarise_sorting(joined, tolerance_limit)
         nested = _nested(d.key for d in dirs) if by_name else set()
         if nested:  # only there can a name's first bytes order two directories: read for those alone
             at = {d.key: d for d in dirs}
             firsts = rows.filter((F.col("kg") == "f") & F.col("key").isin(sorted(nested)))
             for r in firsts.groupBy("key").agg(F.min(k2).alias("k2")).collect():
                 at[r.key].k2 = r.k2
-        ordered = None if any(d.unfit or d.n_metadata > 1 for d in dirs) else _in_listing_order(dirs, by_name)
-        if ordered is None:  # order keys beyond two longs, or tied: the sorting aggregates
+        ordered = _in_listing_order(dirs, by_name)
+        if ordered is None:  # tied: the sorting aggregates
             return self._summarise_sorting(joined, tolerance_limit)
         for d in ordered:
             d.metadata = (d.m_part, d.m_pos, f"{d.key}/_metadata", d.m_size, d.m_mtime, d.m_is_link) if d.n_metadata else None

@@ -91,6 +91,16 @@ def test_the_sql_rule_decides_as_one_condition_at_a_time(spark) -> None:
         assert pair in seen, pair
 
 
+def test_a_file_without_name_marks_goes_to_python_in_a_candidate_directory(spark) -> None:
+    """Marks are made for every file where the rows per URI are grouped; a file that had none
+    would have its name read by the rule, never be decided as if the name said nothing."""
+    from ckptctl.gc.spark_rule import needs_python
+
+    rows = spark.createDataFrame([(None, True, False), (None, True, True), (None, False, True), (0, True, True)],
+                                 "marks tinyint, cand boolean, forst boolean")  # fmt: skip
+    assert [r[0] for r in rows.select(needs_python()).collect()] == [True, True, False, False]
+
+
 def test_a_directory_is_cut_as_python_cuts_it(spark) -> None:
     """The Spark planner's directories are cut as bytes at the last ``/``: as ``rpartition`` cuts
     them for names of several bytes a character, a line break, none or a trailing ``/``."""
