@@ -397,7 +397,7 @@ def main() -> None:
     ap.add_argument("--skip-spark", action="store_true")
     ap.add_argument("--actions", action="store_true", help="time every Spark action of gc plan, by line of ckptctl")
     ap.add_argument("--runs", type=int, default=1, help="runs of each, taken in turn; the fastest is reported "
-                    "(the floor's wall varied 17.7-23.7 s between runs on one idle machine)")
+                    "(the floor's wall varied 17.7-27.3 s between runs on one idle machine)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ckptctl-bucket-bench"))
     args = ap.parse_args()
     from tests.conftest import free_port

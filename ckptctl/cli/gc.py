@@ -174,8 +174,7 @@ def plan_command(
         else:
             if plan_file:
                 plan.write(plan_file)  # PLAN.json and its lists in PLAN.parquet/
-            if plan.small() and not (plan.candidates or plan.protected):  # write() may have brought them
-                plan.materialise()  # the lists on the driver: shown (largest orphans), inlined like a local plan's
+            plan.materialise(if_small=True)  # the lists on the driver: shown (largest orphans), inlined like a local plan's
         out.result(plan, partial(render.plan, written_to=plan_file, term=out.term))
     finally:
         if spark_master is not None:

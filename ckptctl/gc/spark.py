@@ -436,29 +436,32 @@ _ROOT_BITS, _PART_BITS, _POS_BITS = 11, 21, 31
 _NAME_BYTES = 7  # the first bytes of a name in a long (56 bits: never negative)
 
 
-def _order_keys(*, by_name: bool):
-    """(k1, k2, fits): a file's place in the listing order, (root_idx, part, pos, uri), as two
-    longs compared in turn -- k1 the packed (root_idx, part, pos), k2 the first bytes of the name
-    (big-endian, zero-padded) where the order is by name (an inventory, whose files all have
-    part and pos 0), else 0 -- and whether k1 holds them (else the summary sorts). Within a
-    directory every file has the same root and the URIs differ by their names, so the least
-    (k1, k2) is the first file or ties with it; ties are broken by the exact order."""
+def _order_key():
+    """(k1, fits): a file's place in the listing order, (root_idx, part, pos, uri), as far as a
+    long holds it -- (root_idx, part, pos) packed -- and whether it fits (else the summary sorts).
+    Where the order is by name (an inventory, whose files all have part and pos 0), the name's
+    first bytes (:func:`_name_key`) come next. Within a directory every file has the same root
+    and the URIs differ by their names, so the least (k1, k2) is the first file or ties with
+    it; ties are broken by the exact order."""
     from pyspark.sql import functions as F
 
     r, p, q = (F.coalesce(F.col(c).cast("long"), F.lit(0)) for c in ("root_idx", "part", "pos"))
     fits = (
         (r >= 0) & (r < 1 << _ROOT_BITS) & (p >= 0) & (p < 1 << _PART_BITS) & (q >= 0) & (q < 1 << _POS_BITS)
     )
-    k1 = F.shiftleft(r, _PART_BITS + _POS_BITS).bitwiseOR(F.shiftleft(p, _POS_BITS)).bitwiseOR(q)
-    if not by_name:
-        return k1, F.lit(0).cast("long"), fits
+    return F.shiftleft(r, _PART_BITS + _POS_BITS).bitwiseOR(F.shiftleft(p, _POS_BITS)).bitwiseOR(q), fits
+
+
+def _name_key():
+    """k2: the first bytes of a file's name as a long (big-endian, zero-padded)."""
+    from pyspark.sql import functions as F
+
     head = F.substring(F.substring_index("uri", "/", -1).cast("binary"), 1, _NAME_BYTES)
-    k2 = F.conv(F.rpad(F.hex(head), 2 * _NAME_BYTES, "0"), 16, 10).cast("long")
-    return k1, k2, fits
+    return F.conv(F.rpad(F.hex(head), 2 * _NAME_BYTES, "0"), 16, 10).cast("long")
 
 
 def _in_listing_order(dirs: list, by_name: bool) -> list | None:
-    """The directories (summary rows with ``k1``, ``k2`` of :func:`_order_keys`) in the order of
+    """The directories (summary rows with ``k1`` and ``k2``: :func:`_order_key`) in the order of
     their first files, or ``None`` when the keys cannot tell it.
 
     By a listing's position, k1 alone orders them (no two files share one). By name (an
@@ -680,14 +683,14 @@ class _SparkPlanner(_Planner):
 
         A minimum of strings or structs is a sort-based aggregate: sorting 10^7 rows by directory
         cost more than the pass. So each directory's first file is not taken; its least order key
-        is, as two longs (:func:`_order_keys`), and the driver orders the directories by them
+        is, as two longs (:func:`_order_key`), and the driver orders the directories by them
         (:func:`_in_listing_order`). A directory has one ``_metadata`` (a URI is one row), taken
         field by field. The first file in the future is looked for only when there is one."""
         from pyspark.sql import functions as F
 
         rows, future, is_metadata = self._summary_rows(joined, tolerance_limit)
         by_name = self.inventory is not None
-        k1, k2, fits = _order_keys(by_name=by_name)
+        k1, fits = _order_key()
         of_metadata = [F.max(F.when(is_metadata, F.col(c))).alias(f"m_{c}") for c in _METADATA_FIELDS if c != "uri"]
         counted = rows.groupBy("kg", "key").agg(
             *_counts(future), F.min(k1).alias("k1"), F.count_if(~fits).alias("unfit"),
@@ -700,7 +703,7 @@ class _SparkPlanner(_Planner):
         if nested:  # only there can a name's first bytes order two directories: read for those alone
             at = {d.key: d for d in dirs}
             firsts = rows.filter((F.col("kg") == "f") & F.col("key").isin(sorted(nested)))
-            for r in firsts.groupBy("key").agg(F.min(k2).alias("k2")).collect():
+            for r in firsts.groupBy("key").agg(F.min(_name_key()).alias("k2")).collect():
                 at[r.key].k2 = r.k2
         ordered = _in_listing_order(dirs, by_name)
         if ordered is None:  # tied: the sorting aggregates
@@ -1195,8 +1198,11 @@ class SparkPlan(GcPlan):
             head["files"] = self.written
         return head
 
-    def materialise(self) -> None:
-        """Bring the lists to the driver (for small plans and tests)."""
+    def materialise(self, *, if_small: bool = False) -> None:
+        """Bring the lists to the driver, once (for small plans and tests); ``if_small``: only when
+        the plan is small enough to inline them."""
+        if self.candidates or self.protected or (if_small and not self.small()):
+            return
         self.candidates = self.files.decisions("candidates")
         self.protected = self.files.decisions("protected")
 
@@ -1211,14 +1217,12 @@ class SparkPlan(GcPlan):
         return self.files.totals["candidates"]["files"] + self.files.totals["protected"]["files"] <= INLINE_FILES
 
     def to_json(self) -> dict[str, Any]:
-        if not self.candidates and not self.protected:
-            self.materialise()
+        self.materialise()
         return super().to_json()
 
     def write_json(self, out) -> None:
         """The JSON plan; its lists inline when the plan is small, else empty (see :meth:`write`)."""
-        if self.small() and not self.candidates and not self.protected:
-            self.materialise()
+        self.materialise(if_small=True)
         super().write_json(out)
 
     def write(self, plan_file: str) -> None:
