@@ -137,20 +137,50 @@ def age_tree(root: Path, e: dict, now: float) -> dict:
     return {"t0": t0, "orphans": orphans, "in_flight": str(in_flight)}
 
 
-def run_gc(tmp: Path, root: Path) -> tuple[dict, dict]:
+def run_gc(tmp: Path, root: Path, engine: str = "local") -> tuple[dict, dict]:
+    """``gc plan`` then ``gc apply``, planned and applied in-process by the real CLI in a process
+    of its own, or on Spark (embedded ``local[*]``: the plan's lists in Parquet, the deletions on
+    executors) by the same CLI in this process (its Spark session is the test run's)."""
     plan_file = tmp / "plan.json"
-    p = ckptctl("gc", "plan", str(root / "checkpoints"), "--older-than", "1d", "--margin", "10m",
-                "-o", str(plan_file), "--json")  # fmt: skip
+    plan_args = ("gc", "plan", str(root / "checkpoints"), "--older-than", "1d", "--margin", "10m",
+                 "--engine", engine, "-o", str(plan_file), "--json")  # fmt: skip
+    apply_args = ("gc", "apply", str(plan_file), "--engine", engine, "--yes", "--json")
+    run = ckptctl if engine == "local" else in_process
+    p = run(*plan_args)
     plan = json.loads(plan_file.read_text()) if plan_file.exists() else {}
     assert p.returncode == 0, (
         f"gc plan exited {p.returncode}\nrefusals: {plan.get('refusals')}\nstderr: {p.stderr}\nstdout: {p.stdout[:4000]}"
     )
-    a = ckptctl("gc", "apply", str(plan_file), "--yes", "--json")
+    assert plan.get("engine", {"kind": "local"})["kind"] == engine, plan.get("engine")
+    a = run(*apply_args)
     assert a.returncode == 0, f"gc apply exited {a.returncode}\nstderr: {a.stderr}\nstdout: {a.stdout[:4000]}"
     return plan, json.loads(a.stdout)
 
 
-def test_gc_then_flink_restores_every_retained_checkpoint(case, tmp_path, flink_sessions):
+def in_process(*args: str) -> subprocess.CompletedProcess:
+    """The CLI run in this process, its outcome as :func:`ckptctl`'s."""
+    from tests.support.gc_support import ckptctl as cli
+
+    r = cli(*args, expect=None)
+    return subprocess.CompletedProcess(args, r.exit_code, r.stdout, r.stderr)
+
+
+def reported_deleted(applied: dict) -> set[str]:
+    """The files ``gc apply`` says it deleted: listed in its report (in-process), or in the
+    manifests its executors wrote, one per batch (Spark), whose count the report gives."""
+    if applied.get("engine") != "spark":
+        return {d["path"].removeprefix("file:") for d in applied["deleted"]}
+    records = [json.loads(line) for m in Path(applied["manifest"].removeprefix("file:")).glob("batch-*.jsonl")
+               for line in m.read_text().splitlines()]  # fmt: skip
+    deleted = {r["path"].removeprefix("file:") for r in records if r["outcome"] == "deleted"}
+    assert applied["deleted_files"] == len(deleted) and not applied["failed_files"], applied
+    return deleted
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_gc_then_flink_restores_every_retained_checkpoint(case, engine, tmp_path, flink_sessions):
+    """After a gc planned and applied in-process, or planned and applied on Spark, Flink restores
+    every checkpoint that is left, and exactly the unreferenced files are gone."""
     version, scenario, e, _ = case
     root = install_copy(e)
     planted = age_tree(root, e, time.time())
@@ -160,7 +190,7 @@ def test_gc_then_flink_restores_every_retained_checkpoint(case, tmp_path, flink_
     assert referenced <= before, f"fixture incomplete: {sorted(referenced - before)[:5]}"
     assert genuine <= before
 
-    plan, applied = run_gc(tmp_path, root)
+    plan, applied = run_gc(tmp_path, root, engine)
     after = all_files(root)
     deleted = before - after
 
@@ -175,7 +205,7 @@ def test_gc_then_flink_restores_every_retained_checkpoint(case, tmp_path, flink_
         "unexpected": sorted(deleted - unreferenced),
         "missed": sorted(unreferenced - deleted),
     }
-    assert {d["path"].removeprefix("file:") for d in applied["deleted"]} == deleted
+    assert reported_deleted(applied) == deleted
 
     # every checkpoint that is left must restore with Flink and complete a new checkpoint
     retained = completed_dirs(root)
