@@ -71,8 +71,29 @@ class JsonOutput(Output):
             write_json(sys.stdout.buffer)
             sys.stdout.buffer.flush()
             return
-        sys.stdout.write(json.dumps(result.to_json(), indent=2, default=str))
+        sys.stdout.write(readable_json(result.to_json()))
         sys.stdout.write("\n")
+
+
+def readable_json(value: Any, depth: int = 0, levels: int = 4) -> str:
+    """``value`` as JSON indented (two spaces) for its first ``levels`` levels, each deeper value
+    on one line. ``json.dumps(indent=...)`` takes Python's pure encoder for a whole document: on
+    a checkpoint of 10^5 handles (``show --json``) that was six times the C encoder's time and a
+    third of the command's; a person or ``jq`` reads the top levels, not each handle's fields."""
+    pad = "  " * (depth + 1)
+    if depth < levels and isinstance(value, dict) and value:
+        items = (f"{pad}{_json_key(k)}: {readable_json(v, depth + 1, levels)}" for k, v in value.items())
+        return "{\n" + ",\n".join(items) + "\n" + pad[2:] + "}"
+    if depth < levels and isinstance(value, list | tuple) and value:
+        items = (pad + readable_json(v, depth + 1, levels) for v in value)
+        return "[\n" + ",\n".join(items) + "\n" + pad[2:] + "]"
+    return json.dumps(value, default=str)
+
+
+def _json_key(key: Any) -> str:
+    """A dict key as ``json.dumps`` writes it: a string as it is, ``None``, booleans and numbers
+    as their JSON text in quotes."""
+    return json.dumps(key if isinstance(key, str) else json.dumps(key))
 
 
 class ConsoleOutput(Output):

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ckptctl.cli import OUTPUT_OPTIONS, app
@@ -315,3 +317,31 @@ def test_durations_refuse_the_absurd_and_the_ambiguous() -> None:
     with pytest.raises(Exception, match="ambiguous"):
         parse_seconds("1M")
     assert "too long" in one_line_error(cli("gc", "plan", "/tmp", "--older-than", "9" * 400))
+
+
+_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+_KEYS = st.text() | st.integers() | st.booleans() | st.none() | st.floats(allow_nan=False, allow_infinity=False)
+_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+                       max_leaves=30)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_VALUES)
+def test_json_documents_read_back_as_json_dumps_writes_them(value) -> None:
+    """--json documents are indented for their first levels only (the C encoder writes the rest):
+    whatever the value, what a reader gets is what ``json.dumps`` gives, keys of every kind included."""
+    from ckptctl.cli.output import readable_json
+
+    text = readable_json(value)
+    assert json.loads(text) == json.loads(json.dumps(value, indent=2, default=str))
+    for depth, line in ((len(x) - len(x.lstrip(" ")), x) for x in text.splitlines()):
+        assert depth <= 2 * 4, line  # nothing below the fourth level gets a line of its own
+
+
+def test_a_deep_document_keeps_its_deep_values_on_one_line() -> None:
+    from ckptctl.cli.output import readable_json
+
+    doc = {"operators": [{"id": "a", "subtasks": [{"handles": [{"path": "x", "size": 1}] * 3}] * 2}]}
+    lines = readable_json(doc).splitlines()
+    assert '        {"handles": [{"path": "x", "size": 1}, {"path": "x", "size": 1}, {"path": "x", "size": 1}]},' in lines
+    assert len(lines) == 11, lines
