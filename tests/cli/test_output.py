@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ckptctl.cli import OUTPUT_OPTIONS, app
+from ckptctl.cli.output import human_bytes
 from ckptctl.cli.params import parse_age, parse_bytes, parse_parallelism
 from tests.support.fixture_cases import REPO, manifest
 from tests.support.gc_support import DAY, T0, Scenario
@@ -345,3 +346,31 @@ def test_a_deep_document_keeps_its_deep_values_on_one_line() -> None:
     lines = readable_json(doc).splitlines()
     assert '        {"handles": [{"path": "x", "size": 1}, {"path": "x", "size": 1}, {"path": "x", "size": 1}]},' in lines
     assert len(lines) == 11, lines
+
+
+def test_show_counts_each_handles_files_when_they_are_too_many_to_read(monkeypatch) -> None:
+    """A checkpoint of 10^5 files drew 10^5 tree lines (15 s): above FILE_LINES file lines, each
+    handle's shared and private files are counted on one line each, with their bytes, and refs
+    named for the whole list. Below it, every file keeps its line."""
+    from ckptctl.cli.render import show
+    from tests.support.fixture_cases import cases
+
+    monkeypatch.chdir(REPO)
+    case = next(c for c in cases() if c.flink_version == "1.20.3" and c.scenario == "basic")
+    named = case.checkpoint_dir.relative_to(REPO).as_posix()
+    doc = json.loads(cli("show", named, "--json").stdout)
+    handles = [h for op in doc["operators"] for s in op["subtasks"] for h in s["managed_keyed"] if h.get("shared")]
+    assert handles, "the fixture has incremental handles"
+    every = cli("show", named).stdout
+    assert all(f"shared {f['local_path']}:" in every for h in handles for f in h["shared"])
+
+    monkeypatch.setattr(show, "FILE_LINES", 1)
+    counted = cli("show", named)
+    assert counted.exit_code == 0, counted.output
+    text = counted.stdout
+    assert "shared 0" not in text and "private " not in text.replace("private:", "")
+    lines = [line.split("── ", 1)[1] for line in text.splitlines() if "── shared: " in line]
+    assert lines == [f"shared: {len(h['shared']):,} files  {human_bytes(sum(f['handle']['state_size'] for f in h['shared']))}"
+                     for h in handles]  # fmt: skip
+    total = sum(len(h["shared"]) + len(h["private"]) for h in handles)
+    assert f"{total:,} file references, counted per handle: `ckptctl refs {named}`" in " ".join(text.split())
