@@ -7,6 +7,7 @@ incomplete checkpoint directories; then runs the planner and checks the plan aga
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -195,6 +196,54 @@ def files_below(*dirs: Path) -> dict[str, bytes]:
     }
 
 
+def stage_mistakes(base: Path, graph, mistakes: set[str], rnd) -> tuple[Path, Path, list[str], set[str]]:
+    """A random graph written at ``base/written-at`` and moved to ``base/scan/root``, files planted
+    outside, the operator's ``mistakes`` made, two files of a checkpoint in flight: (the root, the
+    directory outside, the ``gc plan`` arguments, the files that must stay)."""
+    written, scan = base / "written-at", base / "scan"
+    root, outside = scan / "root", base / "outside"
+    refs = write_graph(root, graph, written=written)
+    plant_outside(outside)
+    keep_last = graph[4]
+    args = [str(root), "--older-than", "1d", "--margin", "1m", "--force"]
+    if keep_last is not None:
+        args += ["--keep-last", str(keep_last)]
+    rebase = {
+        "no-rebase": [],
+        "wrong-rebase": ["--rebase", f"{written}={base / 'elsewhere'}"],
+        "wrong-rebase-inside": ["--rebase", f"{written}={root / job_id(0)}"],
+        "partial-rebase": ["--rebase", f"{written / job_id(0)}={root / job_id(0)}"],
+    }
+    chosen = [m for m in MISTAKES[:4] if m in mistakes]
+    args += rebase[chosen[0]] if chosen else ["--rebase", f"{written}={root}"]
+    if "changelog-dir-is-root" in mistakes:
+        args += ["--changelog-dir", str(root)]
+    if "savepoints-contain-root" in mistakes:
+        args += ["--savepoints", str(scan)]
+    future = time.time() + 2 * 86400
+    if "future-mtime-anchor" in mistakes:
+        metas = sorted((root / job_id(0)).glob("chk-*/_metadata"), key=lambda m: int(m.parent.name[4:]))
+        os.utime(metas[-1], (future, future))
+    if "future-mtime-any" in mistakes:
+        os.utime(rnd.choice(sorted(p for p in root.rglob("*") if p.is_file())), (future, future))
+    if "symlinked-dir-out" in mistakes:
+        (root / job_id(0) / "shared" / "evil").symlink_to(outside / "shared-like", target_is_directory=True)
+    if "symlinked-file-out" in mistakes:
+        (root / job_id(0) / "shared" / "evil-file").symlink_to(outside / "victim")
+    if "symlinked-job-out" in mistakes:
+        (root / ("e" * 32)).symlink_to(outside / "job", target_is_directory=True)
+
+    # files of a checkpoint in flight: newer than every _metadata of the job (T0 + 1h)
+    in_flight = set()
+    for rel in (f"{job_id(0)}/chk-1000/state", f"{job_id(0)}/shared/uploading.sst"):
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"in flight")
+        os.utime(p, (T0 + 2 * 3600, T0 + 2 * 3600))
+        in_flight.add(f"file:{p}")
+    return root, outside, args, retained_refs(refs, keep_last) | in_flight
+
+
 @pytest.mark.parametrize("mistake", MISTAKES)
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graph=graphs(), also=hs.sets(hs.sampled_from(MISTAKES), max_size=1), rnd=hs.randoms())
@@ -205,50 +254,7 @@ def test_operator_mistakes_never_delete_live_or_outside_files(mistake, graph, al
     mistakes = {mistake} | also
     base = Path(tempfile.mkdtemp(prefix="ckptctl-gcmistake-"))
     try:
-        written, scan = base / "written-at", base / "scan"
-        root, outside = scan / "root", base / "outside"
-        refs = write_graph(root, graph, written=written)
-        plant_outside(outside)
-        keep_last = graph[4]
-        args = [str(root), "--older-than", "1d", "--margin", "1m", "--force"]
-        if keep_last is not None:
-            args += ["--keep-last", str(keep_last)]
-        rebase = {
-            "no-rebase": [],
-            "wrong-rebase": ["--rebase", f"{written}={base / 'elsewhere'}"],
-            "wrong-rebase-inside": ["--rebase", f"{written}={root / job_id(0)}"],
-            "partial-rebase": ["--rebase", f"{written / job_id(0)}={root / job_id(0)}"],
-        }
-        chosen = [m for m in MISTAKES[:4] if m in mistakes]
-        args += rebase[chosen[0]] if chosen else ["--rebase", f"{written}={root}"]
-        if "changelog-dir-is-root" in mistakes:
-            args += ["--changelog-dir", str(root)]
-        if "savepoints-contain-root" in mistakes:
-            args += ["--savepoints", str(scan)]
-        future = time.time() + 2 * 86400
-        if "future-mtime-anchor" in mistakes:
-            metas = sorted((root / job_id(0)).glob("chk-*/_metadata"), key=lambda m: int(m.parent.name[4:]))
-            os.utime(metas[-1], (future, future))
-        if "future-mtime-any" in mistakes:
-            os.utime(rnd.choice(sorted(p for p in root.rglob("*") if p.is_file())), (future, future))
-        if "symlinked-dir-out" in mistakes:
-            (root / job_id(0) / "shared" / "evil").symlink_to(
-                outside / "shared-like", target_is_directory=True
-            )
-        if "symlinked-file-out" in mistakes:
-            (root / job_id(0) / "shared" / "evil-file").symlink_to(outside / "victim")
-        if "symlinked-job-out" in mistakes:
-            (root / ("e" * 32)).symlink_to(outside / "job", target_is_directory=True)
-
-        # files of a checkpoint in flight: newer than every _metadata of the job (T0 + 1h)
-        in_flight = set()
-        for rel in (f"{job_id(0)}/chk-1000/state", f"{job_id(0)}/shared/uploading.sst"):
-            p = root / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(b"in flight")
-            os.utime(p, (T0 + 2 * 3600, T0 + 2 * 3600))
-            in_flight.add(f"file:{p}")
-        must_stay = retained_refs(refs, keep_last) | in_flight
+        root, outside, args, must_stay = stage_mistakes(base, graph, mistakes, rnd)
         before_outside = files_below(outside)
         before_root = files_below(root)
         plan_file = base / "plan.json"
@@ -266,5 +272,42 @@ def test_operator_mistakes_never_delete_live_or_outside_files(mistake, graph, al
             assert applied.exit_code != 0
         if not mistakes:
             assert planned.exit_code == 0 and applied.exit_code == 0, planned.stderr + applied.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graph=graphs(), mistakes=hs.sets(hs.sampled_from(MISTAKES), max_size=2), rnd=hs.randoms())
+def test_spark_plan_equals_local_plan_over_random_graphs_and_mistakes(graph, mistakes, rnd) -> None:
+    """The Spark planner over the same random graphs and operator mistakes: exactly the local
+    planner's plan (refusals, candidates, protected files, counts), so everything proven of the
+    local plan above holds of it; its candidates are never live, in flight or outside."""
+    from unittest import mock
+
+    from ckptctl.gc.plan import _Planner
+    from tests.support.gc_support import ckptctl
+
+    base = Path(tempfile.mkdtemp(prefix="ckptctl-gcsparkprop-"))
+    now = time.time()  # one clock for both plans: evidence names the cut-off
+    try:
+        root, outside, args, must_stay = stage_mistakes(base, graph, mistakes, rnd)
+        plans = {}
+        for engine in ("local", "spark"):
+            out = base / f"plan-{engine}.json"
+            with mock.patch.object(_Planner, "clock", lambda self: (now, "test clock")):
+                planned = ckptctl("gc", "plan", *args, "--engine", engine, "-o", str(out), expect=None)
+            assert planned.exit_code in (0, 1), planned.stderr
+            plans[engine] = json.loads(out.read_text())
+            assert plans[engine].get("engine", {"kind": "local"})["kind"] == engine
+        local, spark = ({k: v for k, v in p.items() if k not in ("created_at", "engine", "files")}
+                        for p in (plans["local"], plans["spark"]))  # fmt: skip
+        assert spark.keys() == local.keys()
+        for key in local:
+            assert spark[key] == local[key], (mistakes, key)
+        if spark["refusals"]:  # blocked: apply deletes nothing (the test above)
+            return
+        candidates = {c["path"] for c in spark["candidates"]}
+        assert not candidates & must_stay, f"{mistakes}: live or in-flight candidates {sorted(candidates & must_stay)[:3]}"
+        assert all(c.startswith(f"file:{root}/") for c in candidates), f"{mistakes}: a candidate outside the root"
     finally:
         shutil.rmtree(base, ignore_errors=True)
