@@ -336,6 +336,8 @@ def requests_per_object(args, endpoint: str, env: dict[str, str], workdir: Path)
         ("ls", ["ls", "s3://listing"], built["checkpoints"] + 1),
         ("verify --engine local", ["verify", f"s3://listing/{JOB}/chk-{newest}", "--engine", "local"],
          -(-(referenced or 0) // 1000) + 1 if referenced else None),
+        ("verify --quick", ["verify", f"s3://listing/{JOB}/chk-{newest}", "--engine", "local", "--quick"],
+         -(-(referenced or 0) // 1000) + 1 if referenced else None),
     ):  # fmt: skip
         with FaultyProxy(endpoint, fault_rate=0.0) as proxy:
             start = time.perf_counter()

@@ -37,6 +37,14 @@ def verify_command(
         bool,
         typer.Option("--deep", help="Also rebuild every keyed RocksDB instance and check its key groups."),
     ] = False,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick",
+            help="Existence and sizes only, from listings: no file is read (on S3 about one request per "
+            "1,000 files instead of one per SST).",
+        ),
+    ] = False,
     master: MasterOpt = None,
     engine: EngineOpt = "auto",
     report: Annotated[
@@ -62,6 +70,7 @@ def verify_command(
     from ckptctl.errors import CkptError
     from ckptctl.targets import checkpoints_at
     from ckptctl.verify import verify, write_histogram, write_report
+    from ckptctl.verify.run import QUICK_AND_DEEP
 
     chosen = engine_choice(engine, master)
     writable_outputs(report, histogram)
@@ -70,6 +79,8 @@ def verify_command(
             raise CkptError(f"{option} writes Parquet: name the file *.parquet (got {value})")
     if histogram and not deep:
         raise CkptError("--histogram needs --deep")
+    if quick and deep:
+        raise CkptError(QUICK_AND_DEEP)
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     unreadable: dict[str, str] = {}
@@ -77,9 +88,9 @@ def verify_command(
     checkpoints, root = checkpoints_at(
         storage, path, mappings, out.term.iterate("reading _metadata"), apply_inferred=False, unreadable=unreadable
     )
-    with out.term.bar("verifying" + (" (deep)" if deep else "")) as bar:
+    with out.term.bar("verifying" + (" (deep)" if deep else " (sizes only)" if quick else "")) as bar:
         result = verify(
-            storage, checkpoints, deep=deep, engine=chosen,
+            storage, checkpoints, deep=deep, quick=quick, engine=chosen,
             progress=bar.callback, on_total=bar.total,
             roots=[] if len(checkpoints) == 1 and checkpoints[0].location.uri == root else [root],
             savepoint_dirs=savepoints or (),

@@ -25,6 +25,7 @@ class VerifyResult:
     unreadable: dict[str, str] = field(default_factory=dict)  # checkpoint dir -> why its _metadata is not
     moved: list[dict[str, Any]] = field(default_factory=list)  # written elsewhere: what Flink will read
     what_if: list[str] = field(default_factory=list)  # explicit --rebase: not what Flink reads itself
+    quick: bool = False  # existence and sizes only: no file was read
     records: list[tuple] = field(default_factory=list, repr=False)  # the engine's, in task order
     _checks: list[tuple] | None = field(default=None, repr=False)
 
@@ -78,6 +79,7 @@ class VerifyResult:
             "moved": self.moved,
             "what_if": self.what_if,
             "elapsed_seconds": round(self.elapsed, 3),
+            "reads": "none: existence and sizes only (--quick)" if self.quick else "footers and metadata files",
         }
 
 

@@ -57,11 +57,14 @@ class FileRefs:
     read_spans: set[tuple[int, int]] = field(default_factory=set)
     checkpoints: set[str] = field(default_factory=set)
 
-    def task(self, listed: int | None = None) -> FileTask:
+    def task(self, listed: int | None = None, *, reads: bool = True) -> FileTask:
+        """The file's task; without ``reads`` only its existence and sizes are checked (no byte of
+        it is read: on S3, what listings answer)."""
         return FileTask(
             self.path, _sorted(self.whole_sizes), _sorted(self.changelog_sizes),
             self.segment_end if self.has_segments else None,
-            self.sst_whole, _sorted(self.sst_segment_ends), _sorted(self.read_spans), listed,
+            self.sst_whole and reads, _sorted(self.sst_segment_ends) if reads else (),
+            _sorted(self.read_spans) if reads else (), listed,
         )  # fmt: skip
 
 

@@ -38,6 +38,7 @@ def report(console: Any, result: VerifyResult, root: str, named: str, term: Term
         f"{c['checkpoints']} checkpoints, {c['references']:,} references, {c['files']:,} files"
         + (f", {c['handles']:,} RocksDB handles" if c["handles"] else "")
         + f" — {where}, {result.elapsed:.1f}s"
+        + (" [muted](--quick: existence and sizes only, no file read)[/muted]" if result.quick else "")
     )
     verdicts = result.per_checkpoint()
     if len(verdicts) > 1 or not result.ok:
