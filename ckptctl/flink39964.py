@@ -253,11 +253,16 @@ def split_inherited(ck: LoadedCheckpoint, rows: list[Ref]) -> tuple[list[Ref], l
     if ck.kind != "checkpoint":
         return rows, []
     own, inherited = [], []
+    relative = RelativeFileHandle.flink_class
     for r in rows:
-        (
-            inherited if r.scope == "shared" and r.handle_type == RelativeFileHandle.flink_class else own
-        ).append(r)
+        (inherited if is_inherited(ck.kind, r.scope, r.handle_type == relative) else own).append(r)
     return own, inherited
+
+
+def is_inherited(kind: str, scope: str, relative: bool) -> bool:
+    """A reference of a checkpoint of ``kind`` to a file it reused from a CLAIM-restored NATIVE
+    savepoint: a checkpoint's *shared* file named by a relative handle (:func:`split_inherited`)."""
+    return relative and scope == "shared" and kind == "checkpoint"
 
 
 def explain_missing(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from ckptctl import storage as st
-from ckptctl.flink39964 import split_inherited
+from ckptctl.flink39964 import is_inherited, split_inherited
 from ckptctl.layout import CheckpointLocation
 from ckptctl.metadata.model import (
     ByteStreamHandle,
@@ -29,9 +29,11 @@ from ckptctl.metadata.model import (
     OperatorStreamHandle,
     RelativeFileHandle,
     SegmentFileHandle,
+    file_handles,
     state_sizes,
 )
 from ckptctl.metadata.writer import encode_merged_channel_offsets
+from ckptctl.pycollector import paused_collector
 from ckptctl.refs import LoadedCheckpoint, Ref, file_resolver, reference_rows
 
 Resolver = Callable[[Any], str]
@@ -262,10 +264,8 @@ def _listed(h: Any, resolve: Resolver, version: int) -> list[dict[str, Any]]:
 def summary_view(ck: LoadedCheckpoint) -> dict[str, Any]:
     """One line of ``ls``: a checkpoint's identity, format and sizes."""
     md = ck.metadata
-    rows = reference_rows(ck)
     full, incremental, _inline = state_sizes(md)
-    own, inherited = split_inherited(ck, rows)
-    files = {r.path for r in own}
+    files, inherited = _own_and_inherited(ck)
     props = md.properties
     return {
         "path": ck.location.uri,
@@ -280,12 +280,29 @@ def summary_view(ck: LoadedCheckpoint) -> dict[str, Any]:
         "files": len(files),
         # FLINK-39964: files reused from a CLAIM-restored NATIVE savepoint, recorded by relative name
         # (not this checkpoint's files, not uploaded by it; ckptctl repair fixes the references)
-        "inherited_files": len({r.written_path for r in inherited}),
-        "inherited_bytes": sum({r.written_path: r.size for r in inherited}.values()),
+        "inherited_files": len(inherited),
+        "inherited_bytes": sum(inherited.values()),
         "metadata_mtime": ck.location.metadata.mtime if ck.location.metadata else None,
         "complete": True,
         "error": None,
     }
+
+
+def _own_and_inherited(ck: LoadedCheckpoint) -> tuple[set[str], dict[str, int]]:
+    """(the files a checkpoint references as its own, its inherited files' sizes by written
+    name): what ``reference_rows`` and ``split_inherited`` give, from the handles themselves. A row
+    per reference made ``ls`` of 3 checkpoints of 1.2M references take 10 s and 1.8 GB."""
+    resolve = file_resolver(ck)
+    own: set[str] = set()
+    inherited: dict[str, int] = {}
+    kind = ck.kind
+    with paused_collector():
+        for scope, h in file_handles(ck.metadata):
+            if is_inherited(kind, scope, type(h) is RelativeFileHandle):
+                inherited[h.relative_path] = h.size
+            else:
+                own.add(resolve(h))
+    return own, inherited
 
 
 def incomplete_view(loc: CheckpointLocation, error: str | None = None) -> dict[str, Any]:

@@ -67,6 +67,7 @@ def ls_command(
     from ckptctl.cli.render import ls as render
     from ckptctl.errors import CkptError
     from ckptctl.layout import scan_root
+    from ckptctl.rebase import moved_warnings
     from ckptctl.refs import load_checkpoint
     from ckptctl.storage import normalize_uri
     from ckptctl.views import Listing, incomplete_view, summary_view
@@ -81,7 +82,7 @@ def ls_command(
         raise CkptError(f"no checkpoints under {layout.root}: no job, checkpoint or savepoint")
     rows = []
     failed = 0
-    loaded = []
+    inferred = []  # what warn_moved needs of each checkpoint: the decoded ones are not kept (GBs)
     with out.term.progress(locations, len(locations), "reading _metadata") as items:
         for loc in items:
             if not loc.complete:
@@ -93,9 +94,11 @@ def ls_command(
                 failed += 1
                 rows.append(incomplete_view(loc, error=str(e)))
                 continue
-            loaded.append(ck)
+            inferred.append(ck.inferred_rebase)
             rows.append(summary_view(ck))
-    warn_moved(out, *loaded)
+            del ck
+    for warning in moved_warnings(inferred):
+        out.warn(warning)
     if not rows:
         out.warn(f"no checkpoints or savepoints found under {layout.root}")
     out.result(Listing(layout.root, rows), partial(render.report, named=root))

@@ -98,3 +98,26 @@ def test_json_of_every_converted_command_has_the_documented_fields(tmp_path: Pat
     assert {"refusals", "warnings", "live_files", "candidate_files", "protected", "retained"} <= set(gc)
     applied = json_of("gc", "apply", str(plan_file), "--yes")
     assert applied["deleted_files"] == 1 and {"deleted", "skipped", "failed"} <= set(applied)
+
+
+def test_ls_counts_what_the_reference_map_counts_on_every_fixture() -> None:
+    """``ls`` counts a checkpoint's own files and its inherited ones (FLINK-39964) from the
+    handles, without a row per reference: the same numbers as the reference map split by
+    :func:`split_inherited`, on every fixture checkpoint (the broken CLAIM ones included)."""
+    from ckptctl.flink39964 import split_inherited
+    from ckptctl.refs import load_checkpoint, reference_rows
+    from ckptctl.storage import Storage
+    from ckptctl.views import summary_view
+    from tests.support.fixture_cases import cases
+
+    storage = Storage()
+    inherited_seen = 0
+    for case in cases():
+        ck = load_checkpoint(storage, "file:" + str(case.checkpoint_dir))
+        own, inherited = split_inherited(ck, reference_rows(ck))
+        row = summary_view(ck)
+        assert row["files"] == len({r.path for r in own}), case.id
+        assert row["inherited_files"] == len({r.written_path for r in inherited}), case.id
+        assert row["inherited_bytes"] == sum({r.written_path: r.size for r in inherited}.values()), case.id
+        inherited_seen += row["inherited_files"]
+    assert inherited_seen, "no fixture checkpoint inherits a savepoint's files"
