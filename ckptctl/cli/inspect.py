@@ -82,7 +82,7 @@ def ls_command(
         raise CkptError(f"no checkpoints under {layout.root}: no job, checkpoint or savepoint")
     rows = []
     failed = 0
-    inferred = []  # what warn_moved needs of each checkpoint: the decoded ones are not kept (GBs)
+    inferred = []  # each checkpoint's inferred mapping, for the warnings: decoded ones are not kept (GBs)
     with out.term.progress(locations, len(locations), "reading _metadata") as items:
         for loc in items:
             if not loc.complete:

@@ -92,8 +92,12 @@ def readable_json(value: Any, depth: int = 0, levels: int = 4) -> str:
 
 def _json_key(key: Any) -> str:
     """A dict key as ``json.dumps`` writes it: a string as it is, ``None``, booleans and numbers
-    as their JSON text in quotes."""
-    return json.dumps(key if isinstance(key, str) else json.dumps(key))
+    as their JSON text in quotes; any other key is refused as it refuses it."""
+    if isinstance(key, str):
+        return json.dumps(key)
+    if key is None or isinstance(key, bool | int | float):
+        return json.dumps(json.dumps(key))
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
 class ConsoleOutput(Output):

@@ -58,8 +58,10 @@ def _verify(storage, checkpoints, deep, quick, chosen, progress, on_total, roots
     sizes = listed_sizes(storage, files, listings)
     # handle tasks first: they are the slow ones, so they start early on every executor
     tasks = [h.task() for h in handles] + [f.task(sizes.get(f.path), reads=not quick) for f in files.values()]
-    # checks of local files are cheap in-process: they count for less towards starting Spark
-    ran = chosen.resolve(len(tasks), sum(1 for p in files if p.startswith("file:")))
+    # checks of local files are cheap in-process: they count for less towards starting Spark;
+    # --quick: a file a listing answered costs nothing (its checks compare numbers)
+    weighed = [p for p in files if not quick or p not in sizes]
+    ran = chosen.resolve(len(handles) + len(weighed), sum(1 for p in weighed if p.startswith("file:")))
     ran.start()  # before the bar: the JVM's start-up gets its own status line
     if on_total:
         on_total(len(tasks))

@@ -320,10 +320,14 @@ def test_durations_refuse_the_absurd_and_the_ambiguous() -> None:
     assert "too long" in one_line_error(cli("gc", "plan", "/tmp", "--older-than", "9" * 400))
 
 
-_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+_SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+            | st.builds(Path, st.text(max_size=5)))  # not JSON: written as default=str writes it
 _KEYS = st.text() | st.integers() | st.booleans() | st.none() | st.floats(allow_nan=False, allow_infinity=False)
-_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
-                       max_leaves=30)  # fmt: skip
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=30,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -339,6 +343,16 @@ def test_json_documents_read_back_as_json_dumps_writes_them(value) -> None:
         assert depth <= 2 * 4, line  # nothing below the fourth level gets a line of its own
 
 
+def test_a_key_json_refuses_is_refused() -> None:
+    from ckptctl.cli.output import readable_json
+
+    for doc in ({(1, 2): 0}, {"a": {"b": {"c": {"d": {(1,): 0}}}}}):
+        with pytest.raises(TypeError):
+            json.dumps(doc)
+        with pytest.raises(TypeError):
+            readable_json(doc)
+
+
 def test_a_deep_document_keeps_its_deep_values_on_one_line() -> None:
     from ckptctl.cli.output import readable_json
 
@@ -350,8 +364,9 @@ def test_a_deep_document_keeps_its_deep_values_on_one_line() -> None:
 
 def test_show_counts_each_handles_files_when_they_are_too_many_to_read(monkeypatch) -> None:
     """A checkpoint of 10^5 files drew 10^5 tree lines (15 s): above FILE_LINES file lines, each
-    handle's shared and private files are counted on one line each, with their bytes, and refs
-    named for the whole list. Below it, every file keeps its line."""
+    handle's shared and private files are counted on one line each (distinct files with their
+    bytes, inline handles apart), and refs named for the whole list. Below it, every file keeps
+    its line."""
     from ckptctl.cli.render import show
     from tests.support.fixture_cases import cases
 
@@ -364,13 +379,19 @@ def test_show_counts_each_handles_files_when_they_are_too_many_to_read(monkeypat
     every = cli("show", named).stdout
     assert all(f"shared {f['local_path']}:" in every for h in handles for f in h["shared"])
 
+    def counted(key: str, files: list[dict]) -> str:
+        placed = [f["handle"] for f in files if "path" in f["handle"]]
+        inline = [f["handle"] for f in files if "path" not in f["handle"]]
+        text = f"{key}: {len({h['path'] for h in placed}):,} files  {human_bytes(sum(h['state_size'] for h in placed))}"
+        return text + (f" + {len(inline):,} inline  {human_bytes(sum(h['state_size'] for h in inline))}" if inline else "")
+
     monkeypatch.setattr(show, "FILE_LINES", 1)
-    counted = cli("show", named)
-    assert counted.exit_code == 0, counted.output
-    text = counted.stdout
+    result = cli("show", named)
+    assert result.exit_code == 0, result.output
+    text = result.stdout
     assert "shared 0" not in text and "private " not in text.replace("private:", "")
-    lines = [line.split("── ", 1)[1] for line in text.splitlines() if "── shared: " in line]
-    assert lines == [f"shared: {len(h['shared']):,} files  {human_bytes(sum(f['handle']['state_size'] for f in h['shared']))}"
-                     for h in handles]  # fmt: skip
-    total = sum(len(h["shared"]) + len(h["private"]) for h in handles)
-    assert f"{total:,} file references, counted per handle: `ckptctl refs {named}`" in " ".join(text.split())
+    for key in ("shared", "private"):
+        lines = [line.split("── ", 1)[1] for line in text.splitlines() if f"── {key}: " in line]
+        assert lines == [counted(key, h[key]) for h in handles], key
+    assert any(" inline " in line for line in text.splitlines()), "the fixture's private inline handles"
+    assert f"`ckptctl refs {named}` lists each one" in " ".join(text.split())

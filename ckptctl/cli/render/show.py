@@ -53,8 +53,8 @@ def report(console: Any, r: CheckpointView, named: str | None = None) -> None:
     console.print(tree)
     if summarise:
         console.print(
-            f"[muted]{files:,} file references, counted per handle: `ckptctl refs {_escape(named or view['path'])}` "
-            "lists each one[/muted]"
+            f"[muted]each handle's files counted on one line (more than {FILE_LINES:,} to list): "
+            f"`ckptctl refs {_escape(named or view['path'])}` lists each one[/muted]"
         )
 
 
@@ -113,5 +113,10 @@ def _add_handle(node, h: dict[str, Any], base: str | None = None, summarise: boo
 
 
 def _counted(key: str, handles: list[dict[str, Any]]) -> str:
-    size = sum(h.get("state_size") or 0 for h in handles)
-    return f"{key}: {len(handles):,} files  {human_bytes(size)}"
+    """``key: N files  BYTES`` for handles of one kind: files are distinct paths (segments of one
+    file, changelog pieces of one upload count once), bytes each distinct (path, offset) once; the
+    inline handles (bytes in the ``_metadata``, no file) apart."""
+    placed = {(h["path"], h.get("start_pos")): h.get("state_size") or 0 for h in handles if "path" in h}
+    inline = [h.get("state_size") or 0 for h in handles if "path" not in h]
+    line = f"{key}: {len({path for path, _at in placed}):,} files  {human_bytes(sum(placed.values()))}"
+    return line + (f" + {len(inline):,} inline  {human_bytes(sum(inline))}" if inline else "")
