@@ -647,3 +647,32 @@ def test_spark_plan_of_order_keys_beyond_two_longs_sorts_as_in_process(spark, tm
     assert_same_plan(Storage(), GcOptions((str(sc.checkpoints),), older_than=DAY, force=True,
                                           rebase=Rebase.of([(sc.original, str(sc.root))])))  # fmt: skip
     assert sorted_too
+
+
+def test_a_root_whose_path_holds_spaces_percent_signs_and_url_delimiters(spark, tmp_path: Path) -> None:
+    """Flink writes paths as plain strings (Path.toString: a space stays a space, a literal
+    ``%20`` stays ``%20``): checkpoints whose _metadata name such paths (a real Flink checkpoint
+    relocated there by ``ckptctl relocate``, which writes the new paths) must be planned by the
+    strings, never decoded as URLs, on both engines. Were ``%41`` read as ``A`` or ``+`` as a space,
+    every referenced file would look unlisted and every listed one unreferenced."""
+    from ckptctl.gc import GcOptions
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    odd = tmp_path / "flink state 100%25 %41+b #1 ?x=&é"
+    for job in sc.jobs():
+        ckptctl("relocate", str(job), str(odd), "--all", "--apply", *sc.rebase)
+    job = next(p for p in odd.iterdir() if p.is_dir())
+    for p in odd.rglob("*"):
+        if p.is_file():
+            os.utime(p, (T0 + 3600, T0 + 3600) if p.name == "_metadata" else (T0, T0))
+    orphan = odd / job.name / "shared" / "orphan %2F+#?"
+    orphan.write_bytes(b"o")
+    os.utime(orphan, (T0, T0))
+    refs = json.loads(ckptctl("refs", str(odd), "--json").stdout)
+    written = {r["written_path"] for r in refs if r.get("written_path")}
+    assert any("%25 %41+b #1 ?x=&" in w for w in written), sorted(written)[:3]  # the _metadata name them
+    plan = assert_same_plan(Storage(), GcOptions((str(odd),), older_than=DAY, margin=600.0, force=True))
+    candidates = {d["path"] for d in plan["candidates"]}
+    assert not plan["refusals"] and not plan["missing"], (plan["refusals"], plan["missing"])
+    assert candidates == {"file:" + str(orphan)}, sorted(candidates)
+    assert plan["live_files"] == len({r["path"] for r in refs}) + len(list(odd.rglob("_metadata")))
