@@ -148,6 +148,78 @@ def fitted_table(console, columns: list[Col], drop: Iterable[str] = (), **table_
     return build(shown, cap_folds=False)
 
 
+LONG_ROWS = 2_000  # above this many rows a table is drawn line by line (:func:`print_long_table`)
+
+
+def print_long_table(console, columns: list[Col], drop: Iterable[str], title: str) -> None:
+    """:func:`fitted_table`'s table for many rows, drawn here line by line in Rich's default box:
+    Rich lays out every cell several times (``refs`` of 10^5 references took 68 s). The same
+    rule: every column but the folded one whole, columns in ``drop`` left out until the rest
+    fits, the folded column (at least :data:`FOLD_MIN` wide) wrapped; cells as plain text."""
+    plain = [Col(c.header, [_plain(x) for x in c.cells], c.justify, c.fold) for c in columns]
+    widths = {id(c): max(len(c.header), *map(_width, c.cells)) if c.cells else len(c.header) for c in plain}
+
+    def total(cols: list[Col], fold_cap: bool) -> int:
+        return sum((min(widths[id(c)], FOLD_MIN) if c.fold and fold_cap else widths[id(c)]) + 3 for c in cols) + 1
+
+    shown = list(plain)
+    for victim in [None, *drop]:
+        if victim is not None:
+            shown = [c for c in shown if c.header != victim]
+        if total(shown, True) <= console.width:
+            break
+    room = console.width - total([c for c in shown if not c.fold], False)
+    width = [max(1, min(widths[id(c)], room - 3)) if c.fold else widths[id(c)] for c in shown]
+
+    def line(cells: list[str], left: str, mid: str, right: str) -> str:
+        return left + mid.join(cells) + right
+
+    def cell(text: str, w: int, justify: str) -> str:
+        pad = " " * (w - _width(text))
+        return " " + (pad + text if justify == "right" else text + pad) + " "
+
+    from rich.text import Text
+
+    # the title as Rich gives a table's: wrapped to the table's width
+    console.print(Text(title, style="table.title"), width=sum(width) + 3 * len(width) + 1)
+    out = [line(["━" * (w + 2) for w in width], "┏", "┳", "┓")]
+    out.append(line([cell(c.header, w, c.justify) for c, w in zip(shown, width, strict=True)], "┃", "┃", "┃"))
+    out.append(line(["━" * (w + 2) for w in width], "┡", "╇", "┩"))
+    for row in zip(*(c.cells for c in shown), strict=True):
+        parts = [_folded(text, w) if c.fold else [text] for c, text, w in zip(shown, row, width, strict=True)]
+        for k in range(max(map(len, parts))):
+            texts = [p[k] if k < len(p) else "" for p in parts]
+            out.append(line([cell(t, w, c.justify) for c, t, w in zip(shown, texts, width, strict=True)], "│", "│", "│"))
+    out.append(line(["─" * (w + 2) for w in width], "└", "┴", "┘"))
+    console.out("\n".join(out), highlight=False)
+
+
+def _plain(markup: str) -> str:
+    """A cell's text without its markup (parsed only when there is any)."""
+    if "[" not in markup:
+        return markup
+    from rich.text import Text
+
+    return Text.from_markup(markup).plain
+
+
+def _width(text: str) -> int:
+    return len(text) if text.isascii() else _cells(text)
+
+
+def _folded(text: str, width: int) -> list[str]:
+    """``text`` cut into pieces of at most ``width`` terminal cells (a path folded in its column)."""
+    if _width(text) <= width:
+        return [text]
+    pieces, piece = [], ""
+    for ch in text:
+        if _width(piece + ch) > width:
+            pieces.append(piece)
+            piece = ""
+        piece += ch
+    return [*pieces, piece] if piece else pieces
+
+
 def cell_len(markup: str) -> int:
     """Terminal cells of a cell's text (markup parsed only when there is any: tables can be long)."""
     if "[" not in markup:

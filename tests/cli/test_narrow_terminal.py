@@ -94,3 +94,28 @@ def test_paimon_status_of_one_checkpoint_at_80_columns_names_it_by_its_directory
     rows = table_rows(result.stdout)
     assert [r[0] for r in rows] == ["chk-4"], result.stdout
     assert all(len(line.rstrip()) <= 80 for line in result.stdout.splitlines())
+
+
+def test_refs_of_many_rows_draws_the_table_rich_draws(monkeypatch, tmp_path) -> None:
+    """Above LONG_ROWS rows refs draws its table line by line (Rich's took 68 s for 10^5
+    references): the same text as Rich's table at every width, folded paths, dropped columns,
+    wide characters and markup-like names included."""
+    import shutil
+
+    import ckptctl.cli.render.refs as refs_render
+
+    monkeypatch.chdir(REPO)
+    odd = tmp_path / "状态 [bold]x[/bold]"
+    shutil.copytree(REPO / "fixtures/data/2.2.0/basic", odd)
+    roots = ["fixtures/data/2.2.0/filemerging", "fixtures/data/1.20.3/basic", "fixtures/data/2.2.0/changelog", str(odd)]
+    for root in roots:
+        for columns in ("60", "80", "120", "250"):
+            env = {"COLUMNS": columns}
+            rich = cli("refs", root, *data_rebase(DATA), env=env)
+            monkeypatch.setattr(refs_render, "LONG_ROWS", 0)
+            drawn = cli("refs", root, *data_rebase(DATA), env=env)
+            monkeypatch.setattr(refs_render, "LONG_ROWS", 2_000)
+            assert rich.exit_code == drawn.exit_code == 0, drawn.output
+            assert [x.rstrip() for x in drawn.stdout.splitlines()] == [x.rstrip() for x in rich.stdout.splitlines()], (
+                root, columns)
+            assert all(len(x.rstrip()) <= int(columns) for x in drawn.stdout.splitlines()[1:])

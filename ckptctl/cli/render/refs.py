@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import Col, _escape, _s, fitted_table
+from ckptctl.cli.output import LONG_ROWS, Col, _escape, _s, fitted_table, print_long_table
 
 if TYPE_CHECKING:
     from ckptctl.views import ReferenceMap
@@ -39,4 +39,7 @@ def report(console: Any, r: ReferenceMap, named: str | None = None) -> None:
     nonzero_offsets = any(x != "0" for x in data["offset"])
     drop = ("slot", "local name", "offset") if nonzero_offsets else ("slot", "offset", "local name")
     drop += ("operator", "scope")
+    if len(r.rows) > LONG_ROWS:
+        print_long_table(console, cols, drop, title)
+        return
     console.print(fitted_table(console, cols, drop=drop, title=_escape(title), title_justify="left"))
