@@ -54,8 +54,10 @@ def run_check(
     rebase: Rebase,
     max_orphan_bytes: int | None,
     savepoint_dirs: Iterable[str] = (),
+    quick: bool = False,
 ) -> CheckReport:
-    """Every ``_metadata`` parses, every reference resolves (local engine, shallow), orphans within a limit."""
+    """Every ``_metadata`` parses, every reference resolves (local engine, shallow; ``quick``:
+    existence and sizes from the one listing, no file read), orphans within a limit."""
     started = time.monotonic()
     scan = RootScan.of(storage, root, rebase, apply_inferred=False)  # judge what Flink will open
     if not any(loc.complete for loc in scan.layout.locations()):
@@ -73,7 +75,7 @@ def run_check(
     mappings = with_inferred(rebase, (ck.inferred_rebase for ck in loaded))  # for the orphan count
     result = verify(
         scan.storage, loaded, engine="local", roots=[scan.root], savepoint_dirs=savepoint_dirs,
-        listings=scan.listings(),
+        listings=scan.listings(), quick=quick,
     )  # fmt: skip
     by_ck = {e["path"]: e for e in entries}
     for f in result.files.values():

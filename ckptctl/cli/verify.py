@@ -127,6 +127,13 @@ def check_command(
         ),
     ] = None,  # fmt: skip
     savepoints: SavepointsOpt = None,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick",
+            help="Existence and sizes only, from the root's one listing: no file is read (no SST footer).",
+        ),
+    ] = False,
     junit: Annotated[
         str | None, typer.Option("--junit", help="Write a JUnit XML report to this file.", metavar="FILE")
     ] = None,
@@ -143,7 +150,7 @@ def check_command(
     writable_outputs(junit)
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
-    report = run_check(storage, checked_path(storage, root), mappings, max_orphan_bytes, savepoints or ())
+    report = run_check(storage, checked_path(storage, root), mappings, max_orphan_bytes, savepoints or (), quick)
     for w in report.warnings:
         out.warn(w)
     if junit:

@@ -9,6 +9,7 @@ own reading of it (the manifest's orphans).
 from __future__ import annotations
 
 import collections
+import json
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -169,3 +170,44 @@ def test_the_scan_storage_overrides_match_the_storage_they_replace() -> None:
     assert {"now", "delete_many", "read_bytes", "list_files"} <= set(shared)
     for name in shared:
         assert inspect.signature(getattr(ScanStorage, name)) == inspect.signature(getattr(Storage, name)), name
+
+
+def test_check_quick_over_s3_reads_nothing_but_the_metadata(s3_server, s3_fixtures: str) -> None:
+    """``check --quick``: the gate's one listing answers existence and sizes; no file is read but
+    each ``_metadata`` (the full check reads every SST's footer and each metadata file)."""
+    from ckptctl.check import run_check
+
+    e = next(x for x in manifest()["entries"] if x["flink_version"] == "1.20.3" and x["scenario"] == "claim")
+    base = f"{s3_fixtures}/1.20.3/claim"
+    root = f"{base}/checkpoints"
+    rebase = Rebase.parse([f"{e['original_root']}={base}"])
+    seen = {}
+    for quick in (False, True):
+        reads = Rule(lambda m, p: m == "GET" and not is_list(p) and not urlsplit(p).path.endswith("/_metadata"))
+        with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[reads]) as proxy:
+            report = run_check(Storage(StorageOptions.from_env(proxy.endpoint)), root, rebase, None, (), quick).to_json()
+        assert report["ok"], report["problems"][:3]
+        seen[quick] = (reads.seen, report["checked"])
+    (full_reads, full), (quick_reads, quick) = seen[False], seen[True]
+    assert full_reads > 0 and full["sst_magic"] > 0 and quick_reads == 0 and quick["sst_magic"] == 0
+    assert quick["files"] == full["files"] and quick["exists"] == full["exists"] and quick["size"] == full["size"]
+
+
+def test_check_quick_fails_the_gate_on_a_missing_and_a_truncated_file(tmp_path: Path) -> None:
+    from ckptctl.check import run_check
+
+    sc = Scenario("1.20.3", "claim", tmp_path)
+    victims = sorted(p for p in sc.referenced_by_flink() if "/shared/" in p)
+    Path(victims[0][5:]).unlink()
+    Path(victims[-1][5:]).write_bytes(Path(victims[-1][5:]).read_bytes()[:-1])
+    rebase = Rebase.parse([f"{sc.original}={sc.root}"])
+    full = run_check(Storage(), str(sc.checkpoints), rebase, None).to_json()
+    quick = run_check(Storage(), str(sc.checkpoints), rebase, None, (), True).to_json()
+    assert not quick["ok"] and quick["checked"]["sst_magic"] == 0
+    found = {(p["path"], p["check"]) for p in quick["problems"]}
+    assert {(victims[0], "exists"), (victims[-1], "size")} <= found
+    assert found == {(p["path"], p["check"]) for p in full["problems"] if p["check"] in ("exists", "size", "metadata")}
+    from tests.support.gc_support import ckptctl
+
+    cli = json.loads(ckptctl("check", str(sc.checkpoints), "--quick", "--json", *sc.rebase, expect=1).stdout)
+    assert cli["checked"] == quick["checked"] and {(p["path"], p["check"]) for p in cli["problems"]} == found
