@@ -31,6 +31,18 @@ def _put(s3_server, bucket: str, keys) -> None:
         list(pool.map(lambda k: client.put_object(Bucket=bucket, Key=k, Body=b"" if k.endswith("/") else b"1"), keys))
 
 
+def _uploaded(s3_server, bucket: str, version: str, scenario: str):
+    """A fixture scenario copied into a new bucket: (its manifest entry, its data directory)."""
+    e = next(x for x in manifest()["entries"] if (x["flink_version"], x["scenario"]) == (version, scenario))
+    data = REPO / e["data_dir"]
+    s3_server.create_bucket(bucket)
+    fs = s3_server.filesystem()
+    for p in data.rglob("*"):
+        if p.is_file():
+            fs.pipe_file(f"{bucket}/{p.relative_to(data).as_posix()}", p.read_bytes())
+    return e, data
+
+
 def _area(key: str, top: str) -> str | None:
     rel = key[len(top) + 1 :]
     parts = [top, *rel.split("/")]
@@ -167,14 +179,9 @@ def test_verify_quick_reads_no_file_and_finds_what_sizes_show(s3_server, monkeyp
     """Issue 23's target for verify on S3: about one request per 1,000 referenced files plus the
     _metadata. The footer of each SST (a ranged GET per file) is what kept verify above it:
     --quick reads no byte of any file but the _metadata, lists each referenced directory once, asks
-    no HEAD, and still reports every missing and every truncated file a full verify reports."""
-    e = next(x for x in manifest()["entries"] if (x["flink_version"], x["scenario"]) == ("2.2.0", "basic"))
-    data = REPO / e["data_dir"]
-    s3_server.create_bucket("verify-quick")
+    a HEAD only of what no listing shows, and still reports every missing and every truncated file a full verify reports."""
+    e, data = _uploaded(s3_server, "verify-quick", "2.2.0", "basic")
     fs = s3_server.filesystem()
-    for p in data.rglob("*"):
-        if p.is_file():
-            fs.pipe_file(f"verify-quick/{p.relative_to(data).as_posix()}", p.read_bytes())
     job = next(p.parent.name for p in data.glob("checkpoints/*/chk-9"))
     chk = f"s3://verify-quick/checkpoints/{job}/chk-9"
     rebase = ["--rebase", f"{e['original_root']}=s3://verify-quick"]
@@ -259,13 +266,7 @@ def test_commands_on_one_checkpoint_ask_s3_for_each_object_once(s3_server, tmp_p
     HEAD per file the checkpoint names (25 requests for relocate's plan of this checkpoint, 43 for
     repair). Now: no HEAD at all, no object asked for twice, one GET per ``_metadata``; the files
     a checkpoint names are found by one listing per directory."""
-    e = next(x for x in manifest()["entries"] if (x["flink_version"], x["scenario"]) == ("2.2.0", "basic"))
-    data = REPO / e["data_dir"]
-    s3_server.create_bucket("one-checkpoint")
-    fs = s3_server.filesystem()
-    for p in data.rglob("*"):
-        if p.is_file():
-            fs.pipe_file(f"one-checkpoint/{p.relative_to(data).as_posix()}", p.read_bytes())
+    e, data = _uploaded(s3_server, "one-checkpoint", "2.2.0", "basic")
     older, newer = (f"s3://one-checkpoint/{p.parent.relative_to(data).as_posix()}"
                     for p in sorted(data.rglob("_metadata"))[-2:])  # fmt: skip
     rebase = ["--rebase", f"{e['original_root']}=s3://one-checkpoint"]
