@@ -155,38 +155,53 @@ def print_long_table(console, columns: list[Col], drop: Iterable[str], title: st
     """:func:`fitted_table`'s table for many rows, drawn here line by line in Rich's default box:
     Rich lays out every cell several times (``refs`` of 10^5 references took 68 s). The same
     rule: every column but the folded one whole, columns in ``drop`` left out until the rest
-    fits, the folded column (at least :data:`FOLD_MIN` wide) wrapped; cells as plain text."""
-    plain = [Col(c.header, [_plain(x) for x in c.cells], c.justify, c.fold) for c in columns]
-    widths = {id(c): max(len(c.header), *map(_width, c.cells)) if c.cells else len(c.header) for c in plain}
+    fits, the folded column (at least :data:`FOLD_MIN` wide) wrapped. Plain cells (printable
+    ASCII without spaces, brackets or colons: nearly all) are drawn as they are; any other is
+    made into Rich text as Rich makes it (markup, emoji codes, tabs, line breaks; wrapped at
+    spaces). A terminal too narrow for the folded column's header gets Rich's own table."""
+    cells = {id(c): [x if _simple(x) else _rich_text(console, x) for x in c.cells] for c in columns}
+
+    def natural(c: Col) -> int:
+        return max(len(c.header), *(len(x) if type(x) is str else _lines_width(x) for x in cells[id(c)])) if c.cells else len(c.header)
+
+    widths = {id(c): natural(c) for c in columns}
 
     def total(cols: list[Col], fold_cap: bool) -> int:
         return sum((min(widths[id(c)], FOLD_MIN) if c.fold and fold_cap else widths[id(c)]) + 3 for c in cols) + 1
 
-    shown = list(plain)
+    shown = list(columns)
     for victim in [None, *drop]:
         if victim is not None:
             shown = [c for c in shown if c.header != victim]
         if total(shown, True) <= console.width:
             break
+    folds = [c for c in shown if c.fold]
     room = console.width - total([c for c in shown if not c.fold], False)
-    width = [max(1, min(widths[id(c)], room - 3)) if c.fold else widths[id(c)] for c in shown]
+    if len(folds) > 1 or total(shown, True) > console.width or any(room - 3 < len(c.header) for c in folds):
+        console.print(fitted_table(console, columns, drop=drop, title=_escape(title), title_justify="left"))
+        return
+    width = [min(widths[id(c)], room - 3) if c.fold else widths[id(c)] for c in shown]
 
-    def line(cells: list[str], left: str, mid: str, right: str) -> str:
-        return left + mid.join(cells) + right
+    def line(parts: list[str], left: str, mid: str, right: str) -> str:
+        return left + mid.join(parts) + right
 
     def cell(text: str, w: int, justify: str) -> str:
         pad = " " * (w - _width(text))
         return " " + (pad + text if justify == "right" else text + pad) + " "
 
-    from rich.text import Text
+    def pieces(x: Any, w: int, fold: bool) -> list[str]:
+        if type(x) is str:
+            return _folded(x, w) if fold else [x]
+        return [t.plain for t in x.wrap(console, w, overflow="fold", no_wrap=not fold)] or [""]
 
     # the title as Rich gives a table's: wrapped to the table's width
-    console.print(Text(title, style="table.title"), width=sum(width) + 3 * len(width) + 1)
+    console.print(console.render_str(_escape(title), style="table.title", highlight=False),
+                  width=sum(width) + 3 * len(width) + 1)  # fmt: skip
     out = [line(["━" * (w + 2) for w in width], "┏", "┳", "┓")]
     out.append(line([cell(c.header, w, c.justify) for c, w in zip(shown, width, strict=True)], "┃", "┃", "┃"))
     out.append(line(["━" * (w + 2) for w in width], "┡", "╇", "┩"))
-    for row in zip(*(c.cells for c in shown), strict=True):
-        parts = [_folded(text, w) if c.fold else [text] for c, text, w in zip(shown, row, width, strict=True)]
+    for row in zip(*(cells[id(c)] for c in shown), strict=True):
+        parts = [pieces(x, w, c.fold) for c, x, w in zip(shown, row, width, strict=True)]
         for k in range(max(map(len, parts))):
             texts = [p[k] if k < len(p) else "" for p in parts]
             out.append(line([cell(t, w, c.justify) for c, t, w in zip(shown, texts, width, strict=True)], "│", "│", "│"))
@@ -194,13 +209,20 @@ def print_long_table(console, columns: list[Col], drop: Iterable[str], title: st
     console.out("\n".join(out), highlight=False)
 
 
-def _plain(markup: str) -> str:
-    """A cell's text without its markup (parsed only when there is any)."""
-    if "[" not in markup:
-        return markup
-    from rich.text import Text
+def _simple(cell: str) -> bool:
+    """A cell Rich draws as it is: printable ASCII, no space (a fold point), no markup, no emoji code."""
+    return cell.isascii() and cell.isprintable() and " " not in cell and "[" not in cell and ":" not in cell
 
-    return Text.from_markup(markup).plain
+
+def _rich_text(console, markup: str) -> Any:
+    """A cell as Rich's table makes it (markup and emoji codes rendered, tabs expanded)."""
+    text = console.render_str(markup, highlight=False)
+    text.expand_tabs()
+    return text
+
+
+def _lines_width(text: Any) -> int:
+    return max((line.cell_len for line in text.split("\n")), default=0)
 
 
 def _width(text: str) -> int:
@@ -211,13 +233,7 @@ def _folded(text: str, width: int) -> list[str]:
     """``text`` cut into pieces of at most ``width`` terminal cells (a path folded in its column)."""
     if _width(text) <= width:
         return [text]
-    pieces, piece = [], ""
-    for ch in text:
-        if _width(piece + ch) > width:
-            pieces.append(piece)
-            piece = ""
-        piece += ch
-    return [*pieces, piece] if piece else pieces
+    return [text[i : i + width] for i in range(0, len(text), width)]  # ASCII: a character a cell
 
 
 def cell_len(markup: str) -> int:
