@@ -38,6 +38,7 @@ class CheckReport:
     what_if: list[str]
     warnings: list[str]
     elapsed_seconds: float
+    quick: bool = False  # existence and sizes only: no file was read but the _metadata
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -45,6 +46,7 @@ class CheckReport:
             "orphans": self.orphans, "problem_count": len(self.problems), "problems": self.problems,
             "repairable": self.repairable, "moved": self.moved, "what_if": self.what_if,
             "warnings": self.warnings, "elapsed_seconds": self.elapsed_seconds,
+            "reads": "none: existence and sizes only (--quick)" if self.quick else "footers and metadata files",
         }  # fmt: skip
 
 
@@ -117,6 +119,7 @@ def run_check(
         what_if=result.what_if,
         warnings=warnings + moved_notes(result.moved, problems) + what_if_notes(result.what_if),
         elapsed_seconds=round(time.monotonic() - started, 3),
+        quick=quick,
     )
 
 

@@ -184,10 +184,12 @@ def test_check_quick_over_s3_reads_nothing_but_the_metadata(s3_server, s3_fixtur
     seen = {}
     for quick in (False, True):
         reads = Rule(lambda m, p: m == "GET" and not is_list(p) and not urlsplit(p).path.endswith("/_metadata"))
-        with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[reads]) as proxy:
+        heads = Rule(lambda m, _p: m == "HEAD")
+        with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[reads, heads]) as proxy:
             report = run_check(Storage(StorageOptions.from_env(proxy.endpoint)), root, rebase, None, (), quick).to_json()
         assert report["ok"], report["problems"][:3]
-        seen[quick] = (reads.seen, report["checked"])
+        assert report["reads"].startswith("none") == quick
+        seen[quick] = (reads.seen + heads.seen, report["checked"])
     (full_reads, full), (quick_reads, quick) = seen[False], seen[True]
     assert full_reads > 0 and full["sst_magic"] > 0 and quick_reads == 0 and quick["sst_magic"] == 0
     assert quick["files"] == full["files"] and quick["exists"] == full["exists"] and quick["size"] == full["size"]

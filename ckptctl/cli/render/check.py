@@ -45,4 +45,5 @@ def report(console: Any, r: CheckReport, named: str) -> None:
         detail = detail_once(p).removeprefix(p["path"] + ": ")  # metadata errors name the file already
         console.print(f"[error]{p['check']}[/error] {_escape(path)}: {_escape(detail)}")
     print_repairable(console, r.repairable, root)
-    console.print("[ok]passed[/ok]" if r.ok else "[error]FAILED[/error]")
+    console.print(("[ok]passed[/ok]" if r.ok else "[error]FAILED[/error]")
+                  + (" [muted](--quick: existence and sizes only, no file read)[/muted]" if r.quick else ""))  # fmt: skip
