@@ -395,3 +395,17 @@ def test_show_counts_each_handles_files_when_they_are_too_many_to_read(monkeypat
         assert lines == [counted(key, h[key]) for h in handles], key
     assert any(" inline " in line for line in text.splitlines()), "the fixture's private inline handles"
     assert f"`ckptctl refs {named}` lists each one" in " ".join(text.split())
+
+
+def test_a_quick_verify_never_says_the_files_are_well_formed(monkeypatch) -> None:
+    """--quick reads no file: its verdict says present with the recorded size, not well-formed."""
+    from tests.support.cli_runner import DATA
+    from tests.support.fixture_cases import data_rebase
+
+    monkeypatch.chdir(REPO)
+    root = "fixtures/data/2.2.0/basic"
+    quick = cli("verify", root, "--quick", "--engine", "local", *data_rebase(DATA))
+    full = cli("verify", root, "--engine", "local", *data_rebase(DATA))
+    assert quick.exit_code == full.exit_code == 0, quick.output + full.output
+    assert "present with its recorded size (--quick: none was read)" in quick.stdout
+    assert "well-formed" not in quick.stdout and "well-formed" in full.stdout

@@ -79,4 +79,7 @@ def report(console: Any, result: VerifyResult, root: str, named: str, term: Term
             f"[error]NOT SOUND[/error]: {broken} of {len(verdicts)} checkpoints would fail to restore"
         )
     else:
-        console.print("[ok]sound[/ok]: every file is present, complete and well-formed")
+        if result.quick:
+            console.print("[ok]sound[/ok]: every file is present with its recorded size (--quick: none was read)")
+        else:
+            console.print("[ok]sound[/ok]: every file is present, complete and well-formed")
