@@ -21,6 +21,7 @@ from ckptctl.rebase import Rebase, with_inferred
 from ckptctl.scan import RootScan
 from ckptctl.storage import Storage
 from ckptctl.verify import verify
+from ckptctl.verify.result import reads
 
 
 @dataclass
@@ -46,7 +47,7 @@ class CheckReport:
             "orphans": self.orphans, "problem_count": len(self.problems), "problems": self.problems,
             "repairable": self.repairable, "moved": self.moved, "what_if": self.what_if,
             "warnings": self.warnings, "elapsed_seconds": self.elapsed_seconds,
-            "reads": "none: existence and sizes only (--quick)" if self.quick else "footers and metadata files",
+            "reads": reads(self.quick),
         }  # fmt: skip
 
 

@@ -148,6 +148,7 @@ def fitted_table(console, columns: list[Col], drop: Iterable[str] = (), **table_
     return build(shown, cap_folds=False)
 
 
+QUICK_NOTE = " [muted](--quick: existence and sizes only, no file read)[/muted]"  # verify's and check's screens
 LONG_ROWS = 2_000  # above this many rows a table is drawn line by line (:func:`print_long_table`)
 
 

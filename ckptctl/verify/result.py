@@ -10,6 +10,11 @@ from ckptctl.verify.checks import CHECKS, KeyGroupCount
 from ckptctl.verify.tasks import FileRefs, HandleRef
 
 
+def reads(quick: bool) -> str:
+    """What a verification read of the files, as its ``--json`` says (``reads``)."""
+    return "none: existence and sizes only (--quick)" if quick else "footers and metadata files"
+
+
 @dataclass
 class VerifyResult:
     checkpoints: list[str]
@@ -79,7 +84,7 @@ class VerifyResult:
             "moved": self.moved,
             "what_if": self.what_if,
             "elapsed_seconds": round(self.elapsed, 3),
-            "reads": "none: existence and sizes only (--quick)" if self.quick else "footers and metadata files",
+            "reads": reads(self.quick),
         }
 
 

@@ -43,11 +43,9 @@ def verify(
         raise CkptError(QUICK_AND_DEEP)
     chosen = Engine.parse(engine, master)
     with paused_collector():
-        result = _verify(
+        return _verify(
             storage, checkpoints, deep, quick, chosen, progress, on_total, roots, savepoint_dirs, listings
         )
-    result.quick = quick
-    return result
 
 
 def _verify(storage, checkpoints, deep, quick, chosen, progress, on_total, roots, savepoint_dirs, listings):
@@ -76,6 +74,7 @@ def _verify(storage, checkpoints, deep, quick, chosen, progress, on_total, roots
     )
     result.moved = explain_moved(checkpoints, result.problems)
     result.what_if = sorted({spec for ck in checkpoints for spec in ck.rebase.specs()})
+    result.quick = quick
     return result
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import _escape, human_bytes
+from ckptctl.cli.output import QUICK_NOTE, _escape, human_bytes
 from ckptctl.cli.render.repairable import detail_once, print_repairable
 
 if TYPE_CHECKING:
@@ -46,4 +46,4 @@ def report(console: Any, r: CheckReport, named: str) -> None:
         console.print(f"[error]{p['check']}[/error] {_escape(path)}: {_escape(detail)}")
     print_repairable(console, r.repairable, root)
     console.print(("[ok]passed[/ok]" if r.ok else "[error]FAILED[/error]")
-                  + (" [muted](--quick: existence and sizes only, no file read)[/muted]" if r.quick else ""))  # fmt: skip
+                  + (QUICK_NOTE if r.quick else ""))  # fmt: skip

@@ -93,23 +93,21 @@ def _add_handle(node, h: dict[str, Any], base: str | None = None, summarise: boo
             child = node.add(f"{key}: {_handle_line(h[key], base)}")
             _add_handle(child, h[key], base, summarise)
     for key in ("shared", "private"):
-        files = [f["handle"] for f in h.get(key, ()) if f["handle"]]
+        files = [f for f in h.get(key, ()) if f["handle"]]
         if summarise and files:
-            node.add(_counted(key, files))
+            node.add(_counted(key, [f["handle"] for f in files]))
             continue
-        for f in h.get(key, ()):
-            if f["handle"]:
-                node.add(f"{key} {f['local_path']}: {_handle_line(f['handle'], base)}")
+        for f in files:
+            node.add(f"{key} {f['local_path']}: {_handle_line(f['handle'], base)}")
     for key in ("materialized", "non_materialized"):
         for part in h.get(key, ()):
             _add_handle(node.add(f"{key}: {_handle_line(part, base)}"), part, base, summarise)
-    pieces = [piece["handle"] for piece in h.get("handles_and_offsets", ()) if piece["handle"]]
+    pieces = [piece for piece in h.get("handles_and_offsets", ()) if piece["handle"]]
     if summarise and pieces:
-        node.add(_counted("changelog", pieces))
+        node.add(_counted("changelog", [piece["handle"] for piece in pieces]))
         return
-    for piece in h.get("handles_and_offsets", ()):
-        if piece["handle"]:
-            node.add(f"changelog @{piece['offset']}: {_handle_line(piece['handle'], base)}")
+    for piece in pieces:
+        node.add(f"changelog @{piece['offset']}: {_handle_line(piece['handle'], base)}")
 
 
 def _counted(key: str, handles: list[dict[str, Any]]) -> str:

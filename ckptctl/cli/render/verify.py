@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import _escape
+from ckptctl.cli.output import QUICK_NOTE, _escape
 from ckptctl.cli.render.repairable import detail_once, print_repairable
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def report(console: Any, result: VerifyResult, root: str, named: str, term: Term
         f"{c['checkpoints']} checkpoints, {c['references']:,} references, {c['files']:,} files"
         + (f", {c['handles']:,} RocksDB handles" if c["handles"] else "")
         + f" — {where}, {result.elapsed:.1f}s"
-        + (" [muted](--quick: existence and sizes only, no file read)[/muted]" if result.quick else "")
+        + (QUICK_NOTE if result.quick else "")
     )
     verdicts = result.per_checkpoint()
     if len(verdicts) > 1 or not result.ok:
