@@ -168,9 +168,21 @@ def jvm_peak_mib() -> float:
     return peak
 
 
-def run(script: str, args: list[str], env: dict[str, str], log: Path | None = None) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (from /proc; 0 where there is none)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(script: str, args: list[str], env: dict[str, str], log: Path | None = None, server: int | None = None) -> dict:
     """``script`` in a child process: its JSON measurements (the last line of its stderr), its whole
-    stderr in ``log`` when given (a failed Spark run's JVM error is above the last lines)."""
+    stderr in ``log`` when given (a failed Spark run's JVM error is above the last lines), and the
+    CPU seconds the S3 server (process ``server``) spent meanwhile: moto runs on the same cores,
+    so its share of a wall time is the test's, not ckptctl's (a real S3 uses none of them)."""
+    before = cpu_seconds(server) if server else 0.0
     proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env)
     if log is not None:
         log.write_text(proc.stderr)
@@ -182,6 +194,8 @@ def run(script: str, args: list[str], env: dict[str, str], log: Path | None = No
     if result.get("rc") not in (0, 1):  # the command's own one-line error, before the measurements
         result.setdefault("error", "\n".join(proc.stderr.strip().splitlines()[-6:-1]))
     result["stdout"] = proc.stdout
+    if server:
+        result["server_cpu"] = cpu_seconds(server) - before
     return result
 
 
@@ -438,7 +452,7 @@ def main() -> None:
             _keep_fastest(results, walls, floor_name, r)
             for name, extra, out in runs:
                 out.unlink(missing_ok=True)
-                r = run(CLI_DRIVER, [*plan, *extra, "-o", str(out)], env, out.with_suffix(".stderr"))
+                r = run(CLI_DRIVER, [*plan, *extra, "-o", str(out)], env, out.with_suffix(".stderr"), moto.pid)
                 r["header"] = plan_header(out)
                 _keep_fastest(results, walls, name, r)
         if args.runs > 1:
@@ -457,8 +471,9 @@ def main() -> None:
             elif "orphans" in r:
                 summary = f"  orphans {r['orphans']:,}"
             ratio = f"{r['wall'] / base:5.2f}x" if base else "   - "
+            server = f"   S3 server CPU {r['server_cpu']:5.1f} s" if "server_cpu" in r else ""
             print(f"  {name:32} {r['wall']:7.1f} s  {ratio} floor   driver {r['driver_rss_mib']:6.0f} MiB   "
-                  f"JVM {r['jvm_rss_mib']:6.0f} MiB{summary}")  # fmt: skip
+                  f"JVM {r['jvm_rss_mib']:6.0f} MiB{server}{summary}")  # fmt: skip
             if args.actions and r.get("actions"):
                 total = sum(t for _s, _n, t in r["actions"])
                 print(f"    {sum(n for _s, n, _t in r['actions'])} Spark actions, {total:.1f} s:")
