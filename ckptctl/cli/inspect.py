@@ -27,11 +27,12 @@ from ckptctl.cli.base import (
 )
 
 
-def warn_moved(out, *checkpoints) -> None:
-    """One warning per inferred mapping (not per checkpoint: a moved root has dozens)."""
+def warn_moved(out, *checkpoints, inferred=()) -> None:
+    """One warning per inferred mapping (not per checkpoint: a moved root has dozens), of the
+    ``checkpoints`` and of mappings already taken from checkpoints no longer held (``inferred``)."""
     from ckptctl.rebase import moved_warnings
 
-    for warning in moved_warnings(ck.inferred_rebase for ck in checkpoints):
+    for warning in moved_warnings([*inferred, *(ck.inferred_rebase for ck in checkpoints)]):
         out.warn(warning)
 
 
@@ -67,7 +68,6 @@ def ls_command(
     from ckptctl.cli.render import ls as render
     from ckptctl.errors import CkptError
     from ckptctl.layout import scan_root
-    from ckptctl.rebase import moved_warnings
     from ckptctl.refs import load_checkpoint
     from ckptctl.storage import normalize_uri
     from ckptctl.views import Listing, incomplete_view, summary_view
@@ -97,8 +97,7 @@ def ls_command(
             inferred.append(ck.inferred_rebase)
             rows.append(summary_view(ck))
             del ck
-    for warning in moved_warnings(inferred):
-        out.warn(warning)
+    warn_moved(out, inferred=inferred)
     if not rows:
         out.warn(f"no checkpoints or savepoints found under {layout.root}")
     out.result(Listing(layout.root, rows), partial(render.report, named=root))

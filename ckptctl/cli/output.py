@@ -139,13 +139,20 @@ def fitted_table(console, columns: list[Col], drop: Iterable[str] = (), **table_
         return table
 
     unbounded = console.options.update_width(1 << 20)  # measure the natural width, not the clamped one
+    shown = _dropped(columns, drop, lambda cols: console.measure(build(cols, True), options=unbounded).maximum <= console.width)
+    return build(shown, cap_folds=False)
+
+
+def _dropped(columns: list[Col], drop: Iterable[str], fits: Callable[[list[Col]], bool]) -> list[Col]:
+    """``columns`` without those named in ``drop``, left out in that order until ``fits`` (the
+    rule of both tables: :func:`fitted_table`, :func:`print_long_table`)."""
     shown = list(columns)
     for victim in [None, *drop]:
         if victim is not None:
             shown = [c for c in shown if c.header != victim]
-        if console.measure(build(shown, cap_folds=True), options=unbounded).maximum <= console.width:
+        if fits(shown):
             break
-    return build(shown, cap_folds=False)
+    return shown
 
 
 QUICK_NOTE = " [muted](--quick: existence and sizes only, no file read)[/muted]"  # verify's and check's screens
@@ -170,12 +177,7 @@ def print_long_table(console, columns: list[Col], drop: Iterable[str], title: st
     def total(cols: list[Col], fold_cap: bool) -> int:
         return sum((min(widths[id(c)], FOLD_MIN) if c.fold and fold_cap else widths[id(c)]) + 3 for c in cols) + 1
 
-    shown = list(columns)
-    for victim in [None, *drop]:
-        if victim is not None:
-            shown = [c for c in shown if c.header != victim]
-        if total(shown, True) <= console.width:
-            break
+    shown = _dropped(columns, drop, lambda cols: total(cols, True) <= console.width)
     folds = [c for c in shown if c.fold]
     room = console.width - total([c for c in shown if not c.fold], False)
     if len(folds) > 1 or total(shown, True) > console.width or any(room - 3 < len(c.header) for c in folds):
