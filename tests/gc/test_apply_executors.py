@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ from tests.support.executor_apply import (
 )
 from tests.support.faulty_proxy import FaultyProxy, Rule
 from tests.support.gc_support import Scenario, ckptctl
+from tests.support.s3_clock import next_second
 from tests.support.s3_copied import upload_scenario
 
 
@@ -52,7 +52,7 @@ def test_s3_deletes_exactly_the_unchanged_candidates_in_few_requests(s3_server, 
     # between the plan and apply: one candidate rewritten with another size, one deleted and re-created
     modified = f"s3://{bucket}/checkpoints/{up['job']}/shared/bulk-0003"
     recreated = f"s3://{bucket}/checkpoints/{up['job']}/taskowned/bulk-0004"
-    time.sleep(1.1)
+    next_second()
     up["fs"].pipe_file(modified[5:], b"rewritten, longer")
     up["fs"].rm_file(recreated[5:])
     up["fs"].pipe_file(recreated[5:], b"x" * (4 % 7 + 1))  # same size, a later mtime

@@ -13,7 +13,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote_plus
@@ -33,6 +32,7 @@ from tests.support.inventory import (
     versioned_rows,
     write_inventory,
 )
+from tests.support.s3_clock import next_second
 from tests.support.s3_copied import exists, gc_args
 
 
@@ -75,10 +75,10 @@ def test_files_written_after_the_inventory_are_never_candidates(s3_server) -> No
     rows = listing(s3_server, bucket)
     mtime = next(r for r in rows if r["key"] == during)["last_modified_date"].timestamp()
     manifest = write_inventory(s3_server, rows, "Parquet", source=bucket, created=mtime)  # began as it landed
-    time.sleep(1.2)
+    next_second()
     after = f"checkpoints/{job}/shared/written-after-the-report"
     fs.pipe_file(f"{bucket}/{after}", b"orphan?")
-    time.sleep(1.2)
+    next_second()
     p = plan(gc_args(bucket, up["entry"], s3_server.endpoint), "--inventory", manifest)
     paths = {c["path"] for c in p["candidates"]}
     assert f"s3://{bucket}/{during}" not in paths and f"s3://{bucket}/{after}" not in paths
@@ -98,7 +98,7 @@ def test_a_checkpoint_completed_after_the_inventory_protects_its_directory(s3_se
     manifest = write_inventory(s3_server, listing(s3_server, bucket), "CSV", source=bucket)
     existing = next(k for k in fs.find(bucket) if k.endswith("/_metadata") and f"{job}/chk-" in k)
     fs.pipe_file(f"{bucket}/checkpoints/{job}/chk-77/_metadata", fs.cat_file(existing))
-    time.sleep(1.2)
+    next_second()
     result = ckptctl("gc", "plan", *gc_args(bucket, up["entry"], s3_server.endpoint), "--json",
                      "--inventory", manifest, expect=None)  # fmt: skip
     p = json.loads(result.stdout)
@@ -187,7 +187,7 @@ def test_apply_of_an_inventory_plan_deletes_only_unchanged_candidates(s3_server,
     # after the plan (the report is a day old anyway): one candidate rewritten, one deleted
     rewritten = f"s3://{bucket}/checkpoints/{job}/shared/planted-1"
     deleted = f"s3://{bucket}/checkpoints/{job}/shared/planted-2"
-    time.sleep(1.2)
+    next_second()
     fs.pipe_file(rewritten[5:], b"new bytes, a new object")
     fs.rm_file(deleted[5:])
     result = json.loads(ckptctl("gc", "apply", str(plan_file), "--yes", "--json").stdout)
@@ -235,7 +235,7 @@ def test_metadata_changing_while_the_plan_is_built_blocks(s3_server) -> None:
     body = fs.cat_file(f"{bucket}/{newest['key']}")
 
     def rewrite_metadata() -> None:
-        time.sleep(1.1)  # a new mtime
+        next_second()  # a new mtime
         import boto3
 
         boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1", aws_access_key_id="testing",

@@ -20,6 +20,7 @@ from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.fixture_cases import scenario_roots
 from tests.support.gc_support import DAY, T0, Scenario, ckptctl
+from tests.support.s3_clock import next_second
 
 MASTER = "local[*]"  # the session the other Spark tests use: no JVM restart between modules
 NOW = time.time()
@@ -418,7 +419,7 @@ def test_spark_plan_equals_local_plan_over_s3_with_odd_keys(spark, s3_server) ->
     client = s3_server.client()
     for key in odd:
         client.put_object(Bucket=bucket, Key=key, Body=b"" if key.endswith("/") else b"odd")
-    time.sleep(1.2)  # past the cut-off of --older-than 0s (S3 keeps whole seconds)
+    next_second()  # past the cut-off of --older-than 0s (S3 keeps whole seconds)
     CLOCK[0] = time.time()
     storage = Storage(StorageOptions.from_env(s3_server.endpoint))
     plan = assert_same_plan(storage, _s3_options(up, bucket, max_delete_fraction=1.0))
@@ -497,7 +498,7 @@ def test_spark_plan_folds_a_checkpoint_only_an_inventory_lists_as_in_process(spa
     metadata = sorted(k for k in fs.find(f"{bucket}/checkpoints") if k.endswith("/_metadata"))[-1]
     copy = f"{bucket}/checkpoints/{up['job']}/shared/chk-100/_metadata"
     fs.pipe_file(copy, fs.cat_file(metadata))
-    time.sleep(1.2)
+    next_second()
     rows = listing(s3_server, bucket)
     twice = next(r for r in rows if "/shared/planted-" in r["key"])
     manifest = write_inventory(s3_server, [*rows, {**twice, "size": twice["size"] + 1}], "Parquet", source=bucket)

@@ -26,6 +26,7 @@ from ckptctl.paimon.restore import run_report
 from ckptctl.paimon.table import PaimonTable
 from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
+from tests.support.s3_clock import next_second
 
 REPO = Path(__file__).resolve().parents[2]
 PAIMON = REPO / "fixtures" / "paimon"
@@ -296,7 +297,7 @@ def test_status_and_orphans_over_s3_agree_with_local(s3_server, tmp_path: Path) 
     assert broken[0][2] == ["B"] and broken[0][3] is False
     # orphans on S3: the newest checkpoint not uploaded, so only its own files are garbage
     run_base = _upload(s3_server, "ckptctl-paimon-gc", local, "pending", skip=f"{job}/{newest}")
-    time.sleep(1.1)  # object times have whole seconds: the cut-off "now" must be after the uploads
+    next_second()  # object times have whole seconds: the cut-off "now" must be after the uploads
     plan_file = tmp_path / "plan.json"
     res = run("paimon", "orphans", "--table", f"{run_base}/{TABLE.as_posix()}", "--checkpoints",
               f"{run_base}/{job}", "--older-than", "0s", "-o", str(plan_file), *endpoint)  # fmt: skip

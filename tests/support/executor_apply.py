@@ -4,13 +4,13 @@ fixture bucket with planted orphans, plans of it."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from ckptctl.gc import GcOptions, build_plan
 from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.faulty_proxy import FaultyProxy, query
+from tests.support.s3_clock import next_second
 from tests.support.s3_copied import upload_scenario
 
 
@@ -63,10 +63,10 @@ def bulk_bucket(s3_server, bucket: str, per_dir: dict[str, int], extra: list[str
         f"{bucket}/checkpoints/{job}/{d}/{name}": b"x" * (i % 7 + 1)
         for d, n in per_dir.items() for i, name in enumerate([f"bulk-{i:04d}" for i in range(n)] + list(extra))
     })  # fmt: skip
-    time.sleep(1.2)  # S3 mtimes have one-second resolution
+    next_second()  # S3 mtimes have one-second resolution
     for meta in data.rglob("_metadata"):
         fs.pipe_file(f"{bucket}/{meta.relative_to(data).as_posix()}", meta.read_bytes())
-    time.sleep(1.2)
+    next_second()
     up["job"] = job
     return up
 

@@ -16,6 +16,7 @@ import uuid
 from datetime import UTC, datetime
 from urllib.parse import quote_plus
 
+from tests.support.s3_clock import next_second
 from tests.support.s3_copied import upload_scenario
 
 FORMATS = ("CSV", "Parquet", "ORC")
@@ -146,7 +147,7 @@ def setup(s3_server, bucket: str) -> dict:
     up["fs"].pipe_file(f"{bucket}/{odd}", b"odd orphan")
     # S3 keeps whole seconds: wait until the planted file is past the --older-than cut-off (else it is
     # 'young' in one plan and 'in-flight' in the next), and the report begins after every upload
-    time.sleep(1.2)
+    next_second()
     up["odd"] = f"s3://{bucket}/{odd}"
     up["job"] = job
     return up

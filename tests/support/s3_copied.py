@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import json
-import time
 
 from tests.support.fixture_cases import REPO, manifest
+from tests.support.s3_clock import next_second
 
 VERSION, SCENARIO = "2.2.0", "basic"
 
@@ -24,16 +24,11 @@ def upload_scenario(s3_server, bucket: str) -> dict:
     planted = [f"checkpoints/{job}/shared/planted-{i}" for i in range(5)] + [
         f"checkpoints/{job}/chk-77/aborted"
     ]
-    for rel in planted:
-        fs.pipe_file(f"{bucket}/{rel}", b"orphan bytes")
-    for p in files:
-        if p.name != "_metadata":
-            fs.pipe_file(f"{bucket}/{p.relative_to(data).as_posix()}", p.read_bytes())
-    time.sleep(1.2)  # S3 mtimes have one-second resolution
-    for p in files:
-        if p.name == "_metadata":
-            fs.pipe_file(f"{bucket}/{p.relative_to(data).as_posix()}", p.read_bytes())
-    time.sleep(1.2)
+    fs.pipe({f"{bucket}/{rel}": b"orphan bytes" for rel in planted}  # uploaded side by side
+            | {f"{bucket}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in files if p.name != "_metadata"})
+    next_second()  # S3 mtimes have one-second resolution
+    fs.pipe({f"{bucket}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in files if p.name == "_metadata"})
+    next_second()
     referenced = set()
     for exp in (REPO / entry["expected_dir"]).rglob("*.json"):
         for r in json.loads(exp.read_text())["references"]:

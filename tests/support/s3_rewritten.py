@@ -7,7 +7,6 @@ patching Python calls."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from ckptctl.metadata import read_metadata, write_metadata
@@ -15,6 +14,7 @@ from ckptctl.metadata.model import FileHandle, SegmentFileHandle
 from tests.support.fixture_cases import REPO, manifest
 from tests.support.gc_support import ckptctl
 from tests.support.hostile_metadata import rewrite
+from tests.support.s3_clock import next_second
 
 VERSION, SCENARIO = "2.2.0", "basic"
 
@@ -115,11 +115,11 @@ class Upload:
                 self.put(p.relative_to(data).as_posix(), p.read_bytes())
         for key, body in (extra or {}).items():
             self.put(key, body)
-        time.sleep(1.2)  # S3 mtimes have one-second resolution: every _metadata is newer
+        next_second()  # S3 mtimes have one-second resolution: every _metadata is newer
         for meta in metas:
             body = s3_metadata(meta, bucket, hostile if meta == self.newest else None)
             self.put(meta.relative_to(data).as_posix(), body)
-        time.sleep(1.2)
+        next_second()
         self.referenced = set()
         for exp in (REPO / self.entry["expected_dir"]).rglob("*.json"):
             for r in json.loads(exp.read_text())["references"]:
