@@ -51,12 +51,13 @@ from ckptctl.gc.listed import (
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.reasons import Refusal
 from ckptctl.gc.rule import FileRule, RunToDecide
-from ckptctl.layout import METADATA_FILE, CheckpointLocation, classify, scan_root
+from ckptctl.layout import METADATA_FILE, CheckpointLocation, classify, place_of, scan_root
+from ckptctl.metadata.model import MAGIC
 from ckptctl.pycollector import paused_collector
 from ckptctl.rebase import Rebase
 from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_files
 from ckptctl.scan import ScanStorage
-from ckptctl.storage import FileInfo, Storage
+from ckptctl.storage import FileInfo, Storage, StorageError
 from ckptctl.storage.listing import DirFiles, dir_runs
 
 __all__ = ["FileDecision", "FileRule", "GcPlan", "GcRefused", "Tally", "build_plan"]  # also the Spark planner's
@@ -360,9 +361,12 @@ class _Planner(InventorySource, Guards):
         32-hex tenant id with a ``shared/ckpts`` root inside): read each as a retained checkpoint,
         so whatever it references stays live; a stray file that is no ``_metadata`` blocks the plan
         as unreadable."""
-        # a checkpoint or savepoint directory (chk-N, savepoint-…): a stray copy of a _metadata
-        # lying in shared/ itself is just a file there (kept as not-flink-file)
-        locs = [loc for loc in (classify(st.parent(f.uri), f) for f in hidden) if loc.kind != "unknown"]
+        # a checkpoint or savepoint directory, by its name (chk-N, savepoint-…) or, under any other
+        # name (a savepoint an operator moved there as release-42/), by its content: Flink's magic
+        # number. A stray copy of a _metadata lying in shared/ or taskowned/ itself is just a file
+        # there (kept as not-flink-file), and so is a file of that name that is no Flink's.
+        locs = [loc for loc in (classify(st.parent(f.uri), f) for f in hidden)
+                if loc.kind != "unknown" or self._flink_metadata_below_area(loc)]  # fmt: skip
         if not locs:
             return
         extra = fold_references(self.storage, locs, {loc.uri for loc in locs}, self.options.rebase,
@@ -382,6 +386,20 @@ class _Planner(InventorySource, Guards):
             "Flink writes none: read as checkpoints and kept with everything they reference. A checkpoint root "
             "below a directory named like a JobID? Scan it as its own root"
         )
+
+    def _flink_metadata_below_area(self, loc: CheckpointLocation) -> bool:
+        """A ``_metadata`` in a directory of no checkpoint's name below a job's ``shared/`` or
+        ``taskowned/`` (not in it) that begins with Flink's magic number: a checkpoint or savepoint
+        directory renamed, whose references may be all that keeps its files."""
+        scope, _kind = self.scopes.scope_of(loc.uri + "/x")
+        place = place_of(scope, loc.uri) if scope is not None else None
+        if place is None or place.area not in ("shared", "taskowned") or loc.uri == f"{place.job}/{place.area}":
+            return False  # elsewhere, or in shared/ or taskowned/ itself: a stray copy
+        try:
+            head = self.storage.read_range(loc.metadata.uri, 0, 4)
+        except StorageError:
+            return True  # unreadable: read as a checkpoint, whose failure blocks the plan
+        return head == MAGIC.to_bytes(4, "big")
 
     # -- 4. classify every listed file ------------------------------------------------------
     def classify(self, now, now_source, cutoff, retention: Retention, folded: Folded, listings) -> GcPlan:

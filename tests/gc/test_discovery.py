@@ -408,6 +408,36 @@ def test_redteam4_control_a_root_in_a_plain_named_tenants_shared_dir(tmp_path: P
     assert exit_code == 0
 
 
+@pytest.mark.parametrize("name", ["release-42", "savepoint-2cadc2-053498faf5d0"])
+def test_a_renamed_savepoint_in_a_hex_named_tenants_shared_dir_keeps_its_files(tmp_path: Path, name: str) -> None:
+    """Attacked (a red-team helper): the tenant directory of redteam4 named as ROOT, the team's
+    checkpoints in ``<tenant>/shared/<job>``, and a savepoint an operator moved next to them as
+    ``<tenant>/shared/savepoints/release-42`` (savepoints are relocatable; Flink names them
+    ``savepoint-…`` only when it writes them). The full listing found its ``_metadata`` but, the
+    directory named like no checkpoint, it was dropped: its files, in what looks like the tenant's
+    shared/, went as ``unreferenced-shared`` in a plan without refusal. A ``_metadata`` found there
+    is read by its content (Flink's magic number), whatever its directory is called."""
+    sc = Scenario("2.2.0", "savepoints", tmp_path)
+    job = sc.jobs()[0]
+    tenant = tmp_path / "fleet" / TENANT_ID
+    moves = {
+        f"checkpoints/{job.name}": tenant / "shared" / job.name,
+        "savepoints/savepoint-2cadc2-053498faf5d0": tenant / "shared" / "savepoints" / name,
+    }
+    for rel, new in moves.items():
+        new.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(sc.root / rel, new)
+    savepoint = moves["savepoints/savepoint-2cadc2-053498faf5d0"]
+    kept = {"file:" + str(p) for p in savepoint.iterdir()}
+    live = live_by_flink(sc, moves)
+    assert {u for u in live if u.startswith(f"file:{savepoint}/") and not u.endswith("/_metadata")}
+    args = [str(tenant), *OLD, "--force", *rebase_args(sc, moves)]
+    plan = plan_json(*args)
+    assert f"file:{savepoint}" in plan["discovery"]["found_by_listing_only"]
+    assert not {c["path"] for c in plan["candidates"]} & kept
+    assert plan_apply_then_assert_kept(tmp_path, live | kept, *args) == 0
+
+
 def referenced_by_flink_in(sc: Scenario, chk: Path) -> set[str]:
     """The files Flink's own reading of checkpoint ``chk`` (of this scenario) references, and its _metadata."""
     rel = chk.relative_to(sc.root)

@@ -229,19 +229,21 @@ def test_spark_plan_of_a_name_that_is_no_utf8_is_one_line_naming_it(spark, tmp_p
     assert len(message.splitlines()) == 1 and "orphan-\\udcff: a name that is not UTF-8" in message, message
 
 
-def test_spark_plan_reads_a_savepoint_found_by_the_listing_only_as_in_process(spark, tmp_path: Path) -> None:
-    """A savepoint moved into a job's shared/, where discovery does not look: the full listing
-    finds its _metadata and the driver reads it after the listing and the references met; what it
-    references is live (counted as such, never a candidate) in both plans."""
+@pytest.mark.parametrize("renamed", [False, True])
+def test_spark_plan_reads_a_savepoint_found_by_the_listing_only_as_in_process(spark, tmp_path: Path, renamed) -> None:
+    """A savepoint moved into a job's shared/, where discovery does not look (renamed: under a
+    name of no checkpoint, known by its content): the full listing finds its _metadata and the
+    driver reads it after the listing and the references met; what it references is live
+    (counted as such, never a candidate) in both plans."""
     import shutil
 
     sc = Scenario("2.2.0", "savepoints", tmp_path)
     savepoint = next(p for p in (sc.root / "savepoints").iterdir() if (p / "_metadata").is_file())
-    inside = sc.jobs()[0] / "shared" / savepoint.name
+    inside = sc.jobs()[0] / "shared" / ("release-42" if renamed else savepoint.name)
     shutil.move(str(savepoint), inside)
     plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0))
     assert plan["discovery"]["found_by_listing_only"] == [sc.uri(inside)]
-    assert not [c for c in plan["candidates"] if savepoint.name in c["path"]]
+    assert not [c for c in plan["candidates"] if c["path"].startswith(sc.uri(inside) + "/")]
 
 
 def test_spark_plan_of_a_reference_that_is_no_utf8_is_one_line(spark, tmp_path: Path) -> None:
