@@ -106,6 +106,16 @@ def plan_command(
             "does the same for that job.",
         ),
     ] = False,
+    collect_fixed_id_changelog: Annotated[
+        bool,
+        typer.Option(
+            "--collect-fixed-id-changelog",
+            help="Also collect the changelog files of fixed job ids (application mode with HA: every deployment "
+            "of a cluster id, and every one before Flink 1.16, has the same id). Kept by default: a deployment "
+            "whose checkpoints are not scanned may share the id and the changelog dir. Pass it only when every "
+            "deployment writing under those ids is scanned in this plan.",
+        ),
+    ] = False,
     clock: Annotated[
         str,
         typer.Option(
@@ -155,6 +165,7 @@ def plan_command(
         keep_last=keep_last, older_than=older_than, margin=margin, max_delete_fraction=max_delete_fraction,
         force=force, allow_external=allow_external, rebase=mappings, accept_lost=tuple(accept_lost or ()),
         clock=clock, collect_dead_jobs=collect_dead_jobs, older_than_at=older_than_at, inventory=inventory,
+        collect_fixed_id_changelog=collect_fixed_id_changelog,
     )  # fmt: skip
     options.normalized().validate()  # a bad option is refused before a JVM starts for it
     if inventory is not None and chosen.kind == "auto" and not chosen.master:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ckptctl import storage as st
 from ckptctl.gc.reasons import UNREFERENCED, Reason
-from ckptctl.layout import JOB_ID_RE, CheckpointLocation, place_of
+from ckptctl.layout import JOB_ID_RE, CheckpointLocation, fixed_job_id, place_of
 from ckptctl.rebase import written_job_dir
 
 if TYPE_CHECKING:
@@ -37,6 +37,8 @@ class _Contexts:
         self.scopes = scopes
         self.evidence = evidence
         self.collect_dead = scopes.options.collect_dead_jobs
+        self.collect_fixed = scopes.options.collect_fixed_id_changelog
+        self.fixed_ids_kept: set[str] = set()  # fixed job ids whose changelog files were kept, for a warning
         self.named = set(scopes.options.roots)
         self.dead_verdicts: dict[str, Reason | None] = {}  # job without a retained checkpoint -> verdict
         self.forst_parents = forst_parents  # directories of live files that may be ForSt's (asked lazily)
@@ -120,6 +122,12 @@ class _Contexts:
                 # a changelog dir is usually cluster-wide: a job whose checkpoints are not scanned
                 # (or a dead one) may reference these files, and nothing anchors their age
                 return self._kept(Reason.CHANGELOG_UNSCANNED_JOB)
+            if fixed_job_id(job_name) and not self.collect_fixed:
+                # the id names no deployment: another one of that id, whose checkpoints are not
+                # scanned, may write this same directory (a red-team helper: its DSTL files went
+                # as unreferenced against the scanned job's checkpoints)
+                self.fixed_ids_kept.add(job_name)
+                return self._kept(Reason.CHANGELOG_FIXED_JOB_ID)
             return self._anchored(Reason.UNREFERENCED_CHANGELOG, None, newest)
         place = place_of(scope, parent)
         if place.area == "savepoint":

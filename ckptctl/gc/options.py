@@ -30,6 +30,10 @@ class GcOptions:
     # jobs without a retained checkpoint (a CLAIM job elsewhere may borrow their files): kept
     # unless collected explicitly, or named as a ROOT
     collect_dead_jobs: bool = False
+    # changelog (DSTL) files under a fixed job id (layout.fixed_job_id): kept, since another
+    # deployment of that id whose checkpoints are not scanned may write the same changelog dir,
+    # unless the user says every such deployment is scanned
+    collect_fixed_id_changelog: bool = False
     # --older-than as an instant (ISO time): the cut-off itself, on no machine's clock
     older_than_at: float | None = None
     # an S3 Inventory manifest (manifest.json) that stands in for the listing of the roots' files;

@@ -539,6 +539,14 @@ class _Planner(InventorySource, Guards):
         if n_candidates and tally.live_set_empty():
             self.refuse(Refusal.EMPTY_LIVE_SET, "the live set is empty but there are candidates: refusing to delete everything")
         dead_jobs = self.caps(contexts, n_candidates, candidate_bytes, tally.total_files, tally.total_bytes, retention)
+        if contexts.fixed_ids_kept:
+            ids = sorted(contexts.fixed_ids_kept)
+            self.warnings.append(
+                f"the changelog files of {len(ids)} fixed job ids are kept ({', '.join(ids[:3])}{' ...' if len(ids) > 3 else ''}): "
+                "application mode with HA gives every deployment of a cluster id (before Flink 1.16: every "
+                "deployment) the same id, so one whose checkpoints are not scanned may use them. Scan every root "
+                "that writes under those ids, then pass --collect-fixed-id-changelog to collect them"
+            )
         if retention.expired:
             self.check_no_job_starting(contexts, tally.kept_paths_since, retention)
         return tally.plan(

@@ -151,6 +151,7 @@ def options_from_plan(data: dict[str, Any]) -> GcOptions:
         max_delete_fraction=float(o["max_delete_fraction"]), force=o["force"], allow_external=o["allow_external"],
         rebase=Rebase.from_json(o["rebase"], "the plan's options"), accept_lost=tuple(o.get("accept_lost", ())),
         clock=o.get("clock", "storage"), collect_dead_jobs=bool(o.get("collect_dead_jobs", False)),
+        collect_fixed_id_changelog=bool(o.get("collect_fixed_id_changelog", False)),
         older_than_at=None if o.get("older_than_at") is None else float(o["older_than_at"]),
         inventory=o.get("inventory"),
         inventory_created=None if o.get("inventory_created") is None else float(o["inventory_created"]),

@@ -30,6 +30,7 @@ class Reason(StrEnum):
     FORST_CONTROL_FILE = "forst-control-file"
     FORST_IN_USE = "forst-in-use"
     CHANGELOG_UNSCANNED_JOB = "changelog-unscanned-job"
+    CHANGELOG_FIXED_JOB_ID = "changelog-fixed-job-id"
     ABNORMAL_PATH = "abnormal-path"
     DEAD_JOB = "dead-job"
     AFTER_INVENTORY = "after-inventory"
@@ -58,6 +59,8 @@ _TEXT = {
     Reason.FORST_CONTROL_FILE: "control file of a ForSt database (CURRENT, MANIFEST, OPTIONS, ...)",
     Reason.FORST_IN_USE: "in a ForSt working directory a retained checkpoint uses (live in a running job)",
     Reason.CHANGELOG_UNSCANNED_JOB: "changelog file of a job whose checkpoints are not scanned",
+    Reason.CHANGELOG_FIXED_JOB_ID: "changelog file of a fixed job id (application mode with HA) that a deployment "
+    "not scanned may share (--collect-fixed-id-changelog)",
     Reason.ABNORMAL_PATH: "path not in normal form (//, . or ..): Flink cannot have written it",
     Reason.DEAD_JOB: "file of a job with no retained checkpoint, kept (a CLAIM job elsewhere may borrow it; "
     "--collect-dead-jobs)",

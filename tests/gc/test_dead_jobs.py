@@ -111,3 +111,62 @@ def test_f1_changelog_files_of_a_job_whose_checkpoints_are_not_scanned_are_kept(
     apply(plan_to_file(tmp_path, *args))
     gone = {u for u in needed if not Path(u[5:]).exists()}
     assert not gone, f"{len(gone)} DSTL files another job's checkpoints reference were deleted"
+
+
+# --- a fixed job id: two deployments of it write one changelog dir, one of them is scanned ----
+
+FIXED_IDS = ["0" * 32, "ffffffff8e2d96d90000000000000000"]  # Flink <= 1.15; JobID("my-cluster".hashCode(), 0)
+
+
+def fixed_id_deployments(tmp_path: Path, fixed: str) -> tuple[Scenario, list[tuple[str, str]], set[str]]:
+    """Deployment A (1.20.3, scanned) and B (2.2.0, its root not scanned) of one fixed job id,
+    sharing A's changelog dir: B's DSTL files copied there under the id, older than every
+    checkpoint of A. Returns (A, the --rebase mappings that put A where it is, B's DSTL files its
+    checkpoints reference by Flink's own reading, where they are now)."""
+    a = Scenario("1.20.3", "changelog", tmp_path / "a")
+    b = Scenario("2.2.0", "changelog", tmp_path / "b")
+    (a_job,) = [p for p in a.checkpoints.iterdir() if p.is_dir()]
+    (a_dstl,) = list((a.root / "dstl").iterdir())
+    (b_dstl,) = list((b.root / "dstl").iterdir())
+    os.rename(a_job, a.checkpoints / fixed)  # A ran as the fixed id, its DSTL files under that id
+    os.rename(a_dstl, a.root / "dstl" / fixed)
+    mappings = [(a.original, str(a.root)), (f"{a.original}/checkpoints/{a_job.name}", str(a.checkpoints / fixed)),
+                (f"{a.original}/dstl/{a_dstl.name}", str(a.root / "dstl" / fixed))]  # fmt: skip
+    oldest_a = min(m.stat().st_mtime for m in (a.checkpoints / fixed).rglob("_metadata"))
+    needed = set()
+    for u in b.referenced_by_flink():  # B's DSTL files, moved where B (as the fixed id) wrote them
+        if f"/dstl/{b_dstl.name}/" in u:
+            moved = a.root / "dstl" / fixed / u[len(f"file:{b_dstl}/") :]
+            moved.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(u[5:], moved)
+            os.utime(moved, (oldest_a - 86400, oldest_a - 86400))
+            needed.add(f"file:{moved}")
+    assert needed
+    return a, mappings, needed
+
+
+@pytest.mark.parametrize("fixed", FIXED_IDS)
+def test_changelog_files_of_a_fixed_job_id_another_deployment_uses_are_kept(tmp_path: Path, fixed: str) -> None:
+    """Attacked (a red-team helper): application mode with HA gives every deployment of a cluster
+    id one JobID (before Flink 1.16 all zeros, for every deployment), and a cluster-wide
+    ``dstl.dfs.base-path`` then holds ``<id>/dstl/`` files of several deployments. Deployment A is
+    scanned; B (another root, same id) is not, and its retained checkpoints reference its DSTL
+    files there. The changelog guard tied the files to A by the id alone: B's files, older than
+    A's newest checkpoint, went as ``unreferenced-changelog`` in a plan without refusal. Files of a
+    fixed id are now kept (``changelog-fixed-job-id``) unless the operator says every deployment
+    of the id is scanned (``--collect-fixed-id-changelog``)."""
+    a, mappings, needed = fixed_id_deployments(tmp_path, fixed)
+    rebase = [x for old, new in mappings for x in ("--rebase", f"{old}={new}")]
+    args = (str(a.checkpoints), "--changelog-dir", str(a.root / "dstl"), *rebase, *OLD, "--force")
+    plan = plan_json(*args)
+    assert not plan["blocked"], codes(plan)
+    kept = protected(plan)
+    assert {kept.get(u) for u in needed} == {"changelog-fixed-job-id"}
+    assert any("--collect-fixed-id-changelog" in w and fixed in w for w in plan["warnings"])
+    apply(plan_to_file(tmp_path, *args))
+    gone = {u for u in needed if not Path(u[5:]).exists()}
+    assert not gone, f"{len(gone)} DSTL files deployment B's checkpoints reference were deleted"
+    # asked explicitly (every deployment of the id scanned, the operator says): they are garbage to A
+    collected = plan_json(*args, "--collect-fixed-id-changelog")
+    assert needed <= candidates(collected)
+    assert not any("--collect-fixed-id-changelog" in w for w in collected["warnings"])

@@ -229,6 +229,22 @@ def test_spark_plan_of_a_name_that_is_no_utf8_is_one_line_naming_it(spark, tmp_p
     assert len(message.splitlines()) == 1 and "orphan-\\udcff: a name that is not UTF-8" in message, message
 
 
+@pytest.mark.parametrize("collect", [False, True])
+def test_spark_plan_keeps_the_changelog_of_a_fixed_job_id_as_in_process(spark, tmp_path: Path, collect: bool) -> None:
+    """The red-team attack of a fixed JobID shared by two deployments (test_dead_jobs): both
+    planners keep the unscanned deployment's DSTL files, or collect them alike when asked."""
+    from ckptctl.gc import GcOptions
+    from ckptctl.rebase import Rebase
+    from tests.gc.test_dead_jobs import fixed_id_deployments
+
+    a, mappings, needed = fixed_id_deployments(tmp_path, "0" * 32)
+    options = GcOptions((str(a.checkpoints),), changelog_dirs=(str(a.root / "dstl"),), rebase=Rebase.of(mappings),
+                        older_than=86400.0, margin=600.0, force=True, collect_fixed_id_changelog=collect)  # fmt: skip
+    plan = assert_same_plan(Storage(), options)
+    reasons = {c["path"]: c["reason"] for c in plan["candidates"]} | {p["path"]: p["reason"] for p in plan["protected"]}
+    assert {reasons[u] for u in needed} == {"unreferenced-changelog" if collect else "changelog-fixed-job-id"}
+
+
 @pytest.mark.parametrize("renamed", [False, True])
 def test_spark_plan_reads_a_savepoint_found_by_the_listing_only_as_in_process(spark, tmp_path: Path, renamed) -> None:
     """A savepoint moved into a job's shared/, where discovery does not look (renamed: under a
