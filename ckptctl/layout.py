@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from ckptctl import storage as st
 from ckptctl.errors import LayoutError, StorageError
+from ckptctl.metadata.model import MAGIC
 from ckptctl.storage import FileInfo, Storage
 
 METADATA_FILE = "_metadata"
@@ -122,6 +123,27 @@ def is_checkpoint_metadata(root: str, uri: str) -> bool:
     )
 
 
+def renamed_checkpoint_dir(root: str, dir_uri: str) -> bool:
+    """A directory below (not at) a job's ``shared/`` or ``taskowned/``, named like no checkpoint:
+    where an operator may have moved a savepoint under a name of their own (savepoints are
+    relocatable; Flink names only those it writes ``savepoint-…``). Only the content of a
+    ``_metadata`` there tells (:func:`begins_like_metadata`); a stray copy in ``shared/`` itself is
+    just a file."""
+    place = place_of(root, dir_uri)
+    return (place.area in AREAS_WITHOUT_METADATA and dir_uri != f"{place.job}/{place.area}"
+            and not _names_a_checkpoint(dir_uri))  # fmt: skip
+
+
+def begins_like_metadata(storage: Storage, uri: str) -> bool:
+    """``uri`` begins with Flink's ``_metadata`` magic number (one ranged read). Unreadable: yes,
+    so that it is read as a checkpoint, whose failure then says so (never dropped unread)."""
+    try:
+        head = storage.read_range(uri, 0, 4)
+    except StorageError:
+        return True
+    return head == MAGIC.to_bytes(4, "big")
+
+
 def _names_a_checkpoint(dir_uri: str) -> bool:
     """A ``chk-N`` or ``savepoint-…`` directory: a checkpoint wherever it lies, also inside what
     looks like a job's ``shared/`` (a root below a 32-hex tenant directory), when a listing shows it."""
@@ -203,7 +225,10 @@ def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = No
         empty = False
         uri = f.uri
         parent, _, name = uri.rpartition("/")
-        if name == METADATA_FILE and (is_checkpoint_metadata(root, uri) or _names_a_checkpoint(parent)):
+        if name == METADATA_FILE and (
+            is_checkpoint_metadata(root, uri) or _names_a_checkpoint(parent)
+            or (renamed_checkpoint_dir(root, parent) and begins_like_metadata(storage, uri))
+        ):  # fmt: skip
             metadata_by_dir[parent] = f
         # directories decide everything else: look at each one once (a flat shared/ holds millions)
         if parent in seen_dirs or not uri.startswith(prefix):

@@ -51,13 +51,19 @@ from ckptctl.gc.listed import (
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.reasons import Refusal
 from ckptctl.gc.rule import FileRule, RunToDecide
-from ckptctl.layout import METADATA_FILE, CheckpointLocation, classify, place_of, scan_root
-from ckptctl.metadata.model import MAGIC
+from ckptctl.layout import (
+    METADATA_FILE,
+    CheckpointLocation,
+    begins_like_metadata,
+    classify,
+    renamed_checkpoint_dir,
+    scan_root,
+)
 from ckptctl.pycollector import paused_collector
 from ckptctl.rebase import Rebase
 from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_files
 from ckptctl.scan import ScanStorage
-from ckptctl.storage import FileInfo, Storage, StorageError
+from ckptctl.storage import FileInfo, Storage
 from ckptctl.storage.listing import DirFiles, dir_runs
 
 __all__ = ["FileDecision", "FileRule", "GcPlan", "GcRefused", "Tally", "build_plan"]  # also the Spark planner's
@@ -366,7 +372,7 @@ class _Planner(InventorySource, Guards):
         # number. A stray copy of a _metadata lying in shared/ or taskowned/ itself is just a file
         # there (kept as not-flink-file), and so is a file of that name that is no Flink's.
         locs = [loc for loc in (classify(st.parent(f.uri), f) for f in hidden)
-                if loc.kind != "unknown" or self._flink_metadata_below_area(loc)]  # fmt: skip
+                if loc.kind != "unknown" or self._renamed_checkpoint(loc)]  # fmt: skip
         if not locs:
             return
         extra = fold_references(self.storage, locs, {loc.uri for loc in locs}, self.options.rebase,
@@ -387,19 +393,13 @@ class _Planner(InventorySource, Guards):
             "below a directory named like a JobID? Scan it as its own root"
         )
 
-    def _flink_metadata_below_area(self, loc: CheckpointLocation) -> bool:
-        """A ``_metadata`` in a directory of no checkpoint's name below a job's ``shared/`` or
-        ``taskowned/`` (not in it) that begins with Flink's magic number: a checkpoint or savepoint
+    def _renamed_checkpoint(self, loc: CheckpointLocation) -> bool:
+        """A ``_metadata`` below a job's ``shared/`` or ``taskowned/`` in a directory of no
+        checkpoint's name that begins with Flink's magic number: a checkpoint or savepoint
         directory renamed, whose references may be all that keeps its files."""
         scope, _kind = self.scopes.scope_of(loc.uri + "/x")
-        place = place_of(scope, loc.uri) if scope is not None else None
-        if place is None or place.area not in ("shared", "taskowned") or loc.uri == f"{place.job}/{place.area}":
-            return False  # elsewhere, or in shared/ or taskowned/ itself: a stray copy
-        try:
-            head = self.storage.read_range(loc.metadata.uri, 0, 4)
-        except StorageError:
-            return True  # unreadable: read as a checkpoint, whose failure blocks the plan
-        return head == MAGIC.to_bytes(4, "big")
+        return (scope is not None and renamed_checkpoint_dir(scope, loc.uri)
+                and begins_like_metadata(self.storage, loc.metadata.uri))  # fmt: skip
 
     # -- 4. classify every listed file ------------------------------------------------------
     def classify(self, now, now_source, cutoff, retention: Retention, folded: Folded, listings) -> GcPlan:

@@ -431,6 +431,9 @@ def test_a_renamed_savepoint_in_a_hex_named_tenants_shared_dir_keeps_its_files(t
     kept = {"file:" + str(p) for p in savepoint.iterdir()}
     live = live_by_flink(sc, moves)
     assert {u for u in live if u.startswith(f"file:{savepoint}/") and not u.endswith("/_metadata")}
+    # the gate checks it too (it lists the whole root: found there, not only by gc's second listing)
+    report = json.loads(ckptctl("check", str(tenant), "--json", *rebase_args(sc, moves)).stdout)
+    assert {c["path"]: c["ok"] for c in report["checkpoints"]}.get(f"file:{savepoint}") is True
     args = [str(tenant), *OLD, "--force", *rebase_args(sc, moves)]
     plan = plan_json(*args)
     assert f"file:{savepoint}" in plan["discovery"]["found_by_listing_only"]
