@@ -44,6 +44,9 @@ def fixed_job_id(job_id: str) -> bool:
     return job_id[16:24] == "00000000"
 # ForSt (Flink 2.x, disaggregated state) keeps each operator's live database inside shared/:
 # shared/op_<operator>__<subtask>_<parallelism>__attempt_<k>/db/<files>, plus empty _dummy_dir_<uuid>
+# file-merging's directories (FileMergingSnapshotManagerBase): one per subtask in shared/, one per
+# task manager in taskowned/
+FILE_MERGING_DIR_RE = re.compile(r"^job_[0-9a-f]{32}_(?:op_[0-9a-f]{32}_[0-9]+_[0-9]+|tm_.+)\Z")
 FORST_DIR_RE = re.compile(r"^(?:op_.+__[0-9]+_[0-9]+__attempt_[0-9]+|_dummy_dir_.*)\Z")
 # files of a RocksDB/ForSt database that are not data files: never collected from a working dir
 FORST_CONTROL_RE = re.compile(r"^(?:CURRENT|IDENTITY|LOCK|LOG(?:\..*)?|MANIFEST-[0-9]+|OPTIONS-[0-9]+)\Z")
@@ -132,6 +135,18 @@ def renamed_checkpoint_dir(root: str, dir_uri: str) -> bool:
     place = place_of(root, dir_uri)
     return (place.area in AREAS_WITHOUT_METADATA and dir_uri != f"{place.job}/{place.area}"
             and not _names_a_checkpoint(dir_uri))  # fmt: skip
+
+
+def flink_area_subdir(root: str, dir_uri: str) -> bool:
+    """A directory in (or below) one that Flink itself makes inside a job's ``shared/`` or
+    ``taskowned/``: a ForSt working directory, a file-merging subtask's or task manager's."""
+    place = place_of(root, dir_uri)
+    if place.forst is not None:
+        return True
+    if place.area not in AREAS_WITHOUT_METADATA:
+        return False
+    first = dir_uri[len(f"{place.job}/{place.area}/") :].split("/")[0]
+    return FILE_MERGING_DIR_RE.match(first) is not None
 
 
 def begins_like_metadata(storage: Storage, uri: str) -> bool:

@@ -40,10 +40,13 @@ class Guards:
                                 "collect (a report of another prefix?)", path=root)  # fmt: skip
             raise CkptError("no such directory (or it is empty): nothing to collect", path=root)
 
-    def check_checkpoints_unchanged(self, discovered, listings) -> list[FileInfo]:
+    def check_checkpoints_unchanged(self, discovered, listings, report_dirs=()) -> list[FileInfo]:
         """The set of ``_metadata`` files must be the same in discovery, in the full listing and in
         a second pruned listing made after it: otherwise a checkpoint completed (or was
-        discarded) while we looked, and the live set may already be stale."""
+        discarded) while we looked, and the live set may already be stale. Returns those inside
+        jobs' ``shared/`` and ``taskowned/``, where discovery does not look (:meth:`fold_late`
+        reads them); with ``--inventory`` as they are now (:meth:`hidden_metadata_now`:
+        ``report_dirs``, (scope, directory) of every directory the report has files in)."""
         in_listing: set[str] = set()
         hidden: list[FileInfo] = []
         for root, files in listings:
@@ -70,7 +73,45 @@ class Guards:
                 f"checkpoints completed or disappeared while the roots were scanned ({len(changed)} changed, "
                 f"first: {first}): a job is running here; run the plan again",
             )
+        if self.inventory is not None:
+            return self.hidden_metadata_now(hidden, report_dirs)
         return hidden
+
+    def hidden_metadata_now(self, hidden: list[FileInfo], report_dirs) -> list[FileInfo]:
+        """With ``--inventory`` the only listing of jobs' ``shared/`` and ``taskowned/`` is the
+        report: a ``_metadata`` written there after it began (the next checkpoint of a root below a
+        tenant directory named like a job, a savepoint copied in as ``release-42/``) is in no
+        listing, while the files it alone references, uploaded before, are in the report and old
+        (a red-team helper's attack: gc deleted them). So look now, at a cost in directories, not
+        files: a HEAD of ``<dir>/_metadata`` for every directory below those areas the report has
+        files in (but Flink's own ForSt and file-merging directories), and a fresh pruned walk of
+        the directory holding each checkpoint found there (its next ``chk-N`` may hold nothing but
+        its ``_metadata``); never of an area itself. Returns what is there now."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ckptctl.layout import flink_area_subdir
+
+        def below(scope: str, d: str) -> bool:
+            place = place_of(scope, d)
+            return place.area in ("shared", "taskowned") and d != f"{place.job}/{place.area}"
+
+        scope_of = {st.parent(f.uri): self.scopes.scope_of(f.uri)[0] for f in hidden}
+        probe = sorted({(scope, d) for scope, d in report_dirs
+                        if below(scope, d) and not flink_area_subdir(scope, d)} - set(scope_of.items()))  # fmt: skip
+        with ThreadPoolExecutor(32) as pool:
+            heads = list(pool.map(lambda sd: self.storage.stat(sd[1] + "/_metadata", fresh=True), probe))
+        now = {f.uri: f for f in hidden}
+        for (scope, d), f in zip(probe, heads, strict=True):
+            if f is not None:
+                now[f.uri] = f
+                scope_of[d] = scope
+        walked = {(scope, st.parent(d)) for d, scope in scope_of.items() if scope is not None}
+        for scope, parent in sorted(walked):
+            if not below(scope, parent):
+                continue  # an area itself (millions of files): only its subdirectories were asked
+            for f in self.storage.find_metadata(parent):  # discovery's walk: nested areas pruned
+                now.setdefault(f.uri, f)
+        return sorted(now.values(), key=lambda f: f.uri)
 
     def check_no_aliases(self) -> None:
         """The same directory reached under two names (a second mount of the volume inside a root,

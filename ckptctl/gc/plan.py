@@ -183,7 +183,8 @@ class _Planner(InventorySource, Guards):
         retention = self.retain(discovered, now, cutoff)
         self.warnings.extend(retention.notes)
         folded, listings = self.fold_while_listing(retention, prelisted)
-        hidden = self.check_checkpoints_unchanged(discovered, _named(listings, METADATA_FILE))
+        hidden = self.check_checkpoints_unchanged(discovered, _named(listings, METADATA_FILE),
+                                                  ((root, run.parent) for root, runs in listings for run in runs))
         self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
         self.check_no_aliases()
         plan = self.classify(now, now_source, cutoff, retention, folded, listings)

@@ -594,7 +594,9 @@ class _SparkPlanner(_Planner):
         self.take_listing(summary)
         for code, message in folded.refusals:
             self.refuse(Refusal(code), message)
-        hidden = self.check_checkpoints_unchanged(discovered, summary.metadata_listing(self.scopes.listed))
+        listed = self.scopes.listed
+        hidden = self.check_checkpoints_unchanged(discovered, summary.metadata_listing(listed),
+                                                  ((listed[d.root_idx], d.key) for d in summary.dirs))
         self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
         self.check_no_aliases()
         plan = self.classify_on_executors(now, now_source, cutoff, rule, retention, folded, fold_df, joined, summary)

@@ -370,3 +370,81 @@ def test_csv_keys_and_times_decoded_by_arrow_as_row_by_row(tmp_path: Path) -> No
                             [["src", "ck/a", "1", "2026-01-02T03:04:05Z"], ["src", "ck/b", "1", "2026-02-30T00:00:00Z"]])  # fmt: skip
     with pytest.raises(InventoryError, match="LastModifiedDate '2026-02-30T00:00:00Z' is not an ISO 8601 time"):
         list(iter_files(storage, read_manifest(storage, bad), ["s3://src/ck"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# a red-team helper's attack: with --inventory the only listing of a job's shared/ is the report, so
+# a _metadata written there after it began was in no listing; the files it alone references were
+
+
+def test_a_savepoint_copied_into_shared_as_the_report_began_keeps_its_files(s3_server) -> None:
+    """An operator copies a savepoint into ``<job>/shared/savepoints/release-42/`` (its data files
+    first, ``_metadata`` last) while the report begins: the data files are in the report, old, and
+    the ``_metadata`` is not. The directory the report shows below the area is asked now (a HEAD
+    of its ``_metadata``): the savepoint is read as retained, its files live."""
+    from tests.support.fixture_cases import REPO
+
+    bucket = "inv-savepoint-copied"
+    up = setup(s3_server, bucket)
+    fs, job = up["fs"], up["job"]
+    key = f"checkpoints/{job}/shared/savepoints/release-42"
+    savepoint = REPO / "fixtures/data/2.2.0/savepoints/savepoints/savepoint-2cadc2-053498faf5d0"
+    data = {p.name: p.read_bytes() for p in savepoint.iterdir()}
+    fs.pipe({f"{bucket}/{key}/{n}": b for n, b in data.items() if n != "_metadata"})
+    next_second()  # the job's checkpoints stay the newest objects: the savepoint's files are not in flight
+    metas = [k for k in fs.find(f"{bucket}/checkpoints/{job}") if k.endswith("/chk-9/_metadata")]
+    fs.pipe({k: fs.cat_file(k) for k in metas})
+    next_second()
+    began = datetime.now(UTC).timestamp()
+    rows = listing(s3_server, bucket)  # the report: the savepoint's data files are in it...
+    fs.pipe_file(f"{bucket}/{key}/_metadata", data["_metadata"])  # ...its _metadata, copied last, is not
+    manifest = write_inventory(s3_server, rows, "CSV", source=bucket, created=began)
+    next_second()
+    p = plan(gc_args(bucket, up["entry"], s3_server.endpoint), "--inventory", manifest)
+    files = {f"s3://{bucket}/{key}/{n}" for n in data if n != "_metadata"}
+    assert not files & {c["path"] for c in p["candidates"]}
+    assert f"s3://{bucket}/{key}" in p["discovery"]["found_by_listing_only"]
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_the_next_checkpoint_of_a_root_inside_a_tenants_shared_dir_after_the_report(s3_server, engine: str) -> None:
+    """The tenant of redteam4 on S3, named as ROOT: the team's checkpoints in
+    ``<tenant>/shared/<job>/``. The report lists chk-7 and chk-8; chk-9, in flight when it began,
+    lands after it (every file of its directory), and references shared files the report has,
+    old. The directory holding the checkpoints found below the area is walked afresh (discovery's
+    pruned walk): chk-9 is read as retained, nothing it references is a candidate."""
+    from tests.support.fixture_cases import REPO
+    from tests.support.s3_copied import VERSION, manifest
+
+    entry = next(e for e in manifest()["entries"] if e["flink_version"] == VERSION and e["scenario"] == "basic")
+    data = REPO / entry["data_dir"] / "checkpoints"
+    (job,) = [p.name for p in data.iterdir()]
+    bucket = f"inv-tenant-next-{engine}"
+    s3_server.create_bucket(bucket)
+    fs = s3_server.filesystem()
+    base = f"fleet/{'3fa85f6457174562b3fc2c963f66afa6'}/shared"
+    files = sorted(p for p in (data / job).rglob("*") if p.is_file())
+    later = [p for p in files if p.parent.name == "chk-9"]
+    fs.pipe({f"{bucket}/{base}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in files
+             if p not in later and p.name != "_metadata"})  # fmt: skip
+    next_second()
+    fs.pipe({f"{bucket}/{base}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in files
+             if p not in later and p.name == "_metadata"})  # fmt: skip
+    next_second()
+    began = datetime.now(UTC).timestamp()
+    rows = listing(s3_server, bucket)
+    next_second()
+    fs.pipe({f"{bucket}/{base}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in later if p.name != "_metadata"})
+    fs.pipe_file(f"{bucket}/{base}/{job}/chk-9/_metadata", (data / job / "chk-9" / "_metadata").read_bytes())
+    manifest_uri = write_inventory(s3_server, rows, "Parquet", source=bucket, created=began)
+    next_second()
+    expected = json.loads((REPO / entry["expected_dir"] / "checkpoints" / job / "chk-9.json").read_text())
+    original = f"file:{entry['original_root']}/checkpoints"
+    needed = {f"s3://{bucket}/{base}" + r["path"][len(original):] for r in expected["references"]}
+    assert needed and all(u.startswith(f"s3://{bucket}/{base}/{job}/") for u in needed)
+    args = [f"s3://{bucket}/{base.rsplit('/', 1)[0]}", "--s3-endpoint", s3_server.endpoint,
+            "--rebase", f"{entry['original_root']}/checkpoints=s3://{bucket}/{base}", "--older-than", "0s",
+            "--margin", "0s", "--force", "--engine", engine, "--inventory", manifest_uri]  # fmt: skip
+    p = plan(args)
+    assert not needed & {c["path"] for c in p["candidates"]}, sorted(needed & {c["path"] for c in p["candidates"]})[:3]
+    assert f"s3://{bucket}/{base}/{job}/chk-9" in p["discovery"]["found_by_listing_only"]
