@@ -46,6 +46,7 @@ class _Contexts:
         self.retained_dirs = {loc.uri for loc in retention.retained}
         self.expired_dirs = {loc.uri for loc in retention.expired}
         self.newest = retention.newest_retained
+        self.late_anchors = retention.late_anchors
         # a fixed job id may run in several roots sharing one changelog dir: the anchor of its DSTL
         # files is the oldest of their newest checkpoints (the slower job may still upload)
         self.newest_by_name: dict[str, CheckpointLocation] = {}
@@ -139,6 +140,9 @@ class _Contexts:
             verdict = self.dead_verdict(place.job)
             if verdict is not None:
                 return self._kept(verdict, place.job)
+            # collected (named as ROOT, --collect-dead-jobs), yet checkpoints found inside it by the
+            # listing may belong to a job writing there now: its files in flight stay
+            newest = self.late_anchors.get(place.job)
         if place.area == "chk":
             if place.chk in self.retained_dirs:
                 return self._kept(Reason.RETAINED_CHECKPOINT_DIR, place.job)

@@ -56,6 +56,7 @@ from ckptctl.layout import (
     CheckpointLocation,
     begins_like_metadata,
     classify,
+    place_of,
     renamed_checkpoint_dir,
     scan_root,
 )
@@ -146,6 +147,9 @@ class Retention:
     expired: list[CheckpointLocation]
     newest_retained: dict[str, CheckpointLocation]  # job dir -> its newest retained checkpoint
     notes: list[str]
+    # job dir -> the newest checkpoint fold_late found inside its shared/ or taskowned/ (a root
+    # below a tenant directory named like a job): the in-flight anchor of a job that has none
+    late_anchors: dict[str, CheckpointLocation] = field(default_factory=dict)
 
 
 class _Planner(InventorySource, Guards):
@@ -387,6 +391,12 @@ class _Planner(InventorySource, Guards):
         for code, message in extra.refusals:
             self.refuse(Refusal(code), message)
         retention.retained.extend(locs)
+        for loc in locs:  # files of a job still writing there are no older than its newest checkpoint
+            scope = self.scopes.scope_of(loc.uri + "/x")[0]
+            job = place_of(scope, loc.uri).job if scope is not None else None
+            had = retention.late_anchors.get(job) if job is not None else None
+            if job is not None and (had is None or (loc.metadata.mtime or 0) > (had.metadata.mtime or 0)):
+                retention.late_anchors[job] = loc
         self.late = [loc.uri for loc in locs]
         self.warnings.append(
             f"{len(locs)} _metadata files lie inside a job's shared/ or taskowned/ (first: {locs[0].uri}), where "

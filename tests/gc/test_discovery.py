@@ -441,6 +441,37 @@ def test_a_renamed_savepoint_in_a_hex_named_tenants_shared_dir_keeps_its_files(t
     assert plan_apply_then_assert_kept(tmp_path, live | kept, *args) == 0
 
 
+def tenant_with_a_job_running_inside(sc: Scenario, tmp_path: Path) -> tuple[Path, dict[str, Path], Path, Path]:
+    """The scenario's job moved to ``<fleet>/<tenant>/shared/<job>`` (a root below a tenant
+    directory named like a job), with a file uploaded a minute after its newest checkpoint (maybe
+    for the next one) and an orphan two hours older: (tenant, moves, in flight, old orphan)."""
+    job = sc.jobs()[0]
+    tenant = tmp_path / "fleet" / TENANT_ID
+    moves = {f"checkpoints/{job.name}": tenant / "shared" / job.name}
+    (tenant / "shared").mkdir(parents=True)
+    os.rename(job, moves[f"checkpoints/{job.name}"])
+    moved = moves[f"checkpoints/{job.name}"]
+    newest = max(m.stat().st_mtime for m in moved.rglob("_metadata"))
+    flight, old = moved / "shared" / "uploaded-for-the-next-checkpoint", moved / "shared" / "old-orphan"
+    for path, t in ((flight, newest + 60), (old, newest - 7200)):
+        path.write_bytes(b"sst")
+        os.utime(path, (t, t))
+    return tenant, moves, flight, old
+
+
+def test_a_root_inside_a_tenant_named_as_root_keeps_its_files_in_flight(tmp_path: Path) -> None:
+    """A red-team helper's note: the tenant directory named as ROOT is a dead job to collect, and
+    the checkpoints the listing finds inside it were retained but anchored nothing, so a file the
+    job running there just uploaded for its next checkpoint had only --older-than between it and
+    deletion. The newest of those checkpoints is now the in-flight anchor of the tenant's files."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    tenant, moves, flight, old = tenant_with_a_job_running_inside(sc, tmp_path)
+    plan = plan_json(str(tenant), "--older-than", "0s", "--margin", "10m", "--force", *rebase_args(sc, moves))
+    reasons = {d["path"]: d["reason"] for d in plan["candidates"] + plan["protected"]}
+    assert reasons[f"file:{flight}"] == "in-flight"
+    assert reasons[f"file:{old}"] == "unreferenced-shared"
+
+
 def referenced_by_flink_in(sc: Scenario, chk: Path) -> set[str]:
     """The files Flink's own reading of checkpoint ``chk`` (of this scenario) references, and its _metadata."""
     rel = chk.relative_to(sc.root)

@@ -229,6 +229,21 @@ def test_spark_plan_of_a_name_that_is_no_utf8_is_one_line_naming_it(spark, tmp_p
     assert len(message.splitlines()) == 1 and "orphan-\\udcff: a name that is not UTF-8" in message, message
 
 
+def test_spark_plan_anchors_a_tenants_files_on_the_checkpoints_found_inside_as_in_process(spark, tmp_path) -> None:
+    """test_discovery's tenant with a job running inside: both planners keep the file in flight."""
+    from ckptctl.gc import GcOptions
+    from ckptctl.rebase import Rebase
+    from tests.gc.test_discovery import tenant_with_a_job_running_inside
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    tenant, moves, flight, old = tenant_with_a_job_running_inside(sc, tmp_path)
+    mappings = [(sc.original, str(sc.root))] + [(f"{sc.original}/{rel}", str(new)) for rel, new in moves.items()]
+    options = GcOptions((str(tenant),), rebase=Rebase.of(mappings), older_than=0.0, margin=600.0, force=True)
+    plan = assert_same_plan(Storage(), options)
+    reasons = {d["path"]: d["reason"] for d in plan["candidates"] + plan["protected"]}
+    assert (reasons[f"file:{flight}"], reasons[f"file:{old}"]) == ("in-flight", "unreferenced-shared")
+
+
 @pytest.mark.parametrize("collect", [False, True])
 def test_spark_plan_keeps_the_changelog_of_a_fixed_job_id_as_in_process(spark, tmp_path: Path, collect: bool) -> None:
     """The red-team attack of a fixed JobID shared by two deployments (test_dead_jobs): both
