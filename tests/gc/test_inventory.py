@@ -377,14 +377,12 @@ def test_csv_keys_and_times_decoded_by_arrow_as_row_by_row(tmp_path: Path) -> No
 # a _metadata written there after it began was in no listing; the files it alone references were
 
 
-def test_a_savepoint_copied_into_shared_as_the_report_began_keeps_its_files(s3_server) -> None:
+def savepoint_copied_as_the_report_began(s3_server, bucket: str) -> dict:
     """An operator copies a savepoint into ``<job>/shared/savepoints/release-42/`` (its data files
-    first, ``_metadata`` last) while the report begins: the data files are in the report, old, and
-    the ``_metadata`` is not. The directory the report shows below the area is asked now (a HEAD
-    of its ``_metadata``): the savepoint is read as retained, its files live."""
+    first, ``_metadata`` last) while the report begins: the data files are in the report, older
+    than the job's newest checkpoint, and the ``_metadata`` is not."""
     from tests.support.fixture_cases import REPO
 
-    bucket = "inv-savepoint-copied"
     up = setup(s3_server, bucket)
     fs, job = up["fs"], up["job"]
     key = f"checkpoints/{job}/shared/savepoints/release-42"
@@ -398,53 +396,69 @@ def test_a_savepoint_copied_into_shared_as_the_report_began_keeps_its_files(s3_s
     began = datetime.now(UTC).timestamp()
     rows = listing(s3_server, bucket)  # the report: the savepoint's data files are in it...
     fs.pipe_file(f"{bucket}/{key}/_metadata", data["_metadata"])  # ...its _metadata, copied last, is not
-    manifest = write_inventory(s3_server, rows, "CSV", source=bucket, created=began)
+    up["manifest"] = write_inventory(s3_server, rows, "CSV", source=bucket, created=began)
     next_second()
-    p = plan(gc_args(bucket, up["entry"], s3_server.endpoint), "--inventory", manifest)
-    files = {f"s3://{bucket}/{key}/{n}" for n in data if n != "_metadata"}
-    assert not files & {c["path"] for c in p["candidates"]}
-    assert f"s3://{bucket}/{key}" in p["discovery"]["found_by_listing_only"]
+    up["savepoint"] = f"s3://{bucket}/{key}"
+    up["files"] = {f"s3://{bucket}/{key}/{n}" for n in data if n != "_metadata"}
+    return up
 
 
-@pytest.mark.parametrize("engine", ["local", "spark"])
-def test_the_next_checkpoint_of_a_root_inside_a_tenants_shared_dir_after_the_report(s3_server, engine: str) -> None:
-    """The tenant of redteam4 on S3, named as ROOT: the team's checkpoints in
-    ``<tenant>/shared/<job>/``. The report lists chk-7 and chk-8; chk-9, in flight when it began,
-    lands after it (every file of its directory), and references shared files the report has,
-    old. The directory holding the checkpoints found below the area is walked afresh (discovery's
-    pruned walk): chk-9 is read as retained, nothing it references is a candidate."""
+def test_a_savepoint_copied_into_shared_as_the_report_began_keeps_its_files(s3_server) -> None:
+    """The directory the report shows below the area is asked now (a HEAD of its ``_metadata``):
+    the savepoint is read as retained, its files live (the Spark planner: test_spark_plan)."""
+    up = savepoint_copied_as_the_report_began(s3_server, "inv-savepoint-copied")
+    p = plan(gc_args("inv-savepoint-copied", up["entry"], s3_server.endpoint), "--inventory", up["manifest"])
+    assert not up["files"] & {c["path"] for c in p["candidates"]}
+    assert up["savepoint"] in p["discovery"]["found_by_listing_only"]
+
+
+def tenant_with_a_checkpoint_after_the_report(s3_server, bucket: str) -> dict:
+    """The tenant of redteam4 on S3: the team's checkpoints in ``<tenant>/shared/<job>/``. The
+    report lists chk-7 and chk-8; chk-9, in flight when it began, lands after it (every file of
+    its directory) and references shared files the report has, old. Returns the ROOT (the
+    tenant), the --rebase mapping, the manifest, chk-9's directory and what it references."""
     from tests.support.fixture_cases import REPO
     from tests.support.s3_copied import VERSION, manifest
 
     entry = next(e for e in manifest()["entries"] if e["flink_version"] == VERSION and e["scenario"] == "basic")
     data = REPO / entry["data_dir"] / "checkpoints"
     (job,) = [p.name for p in data.iterdir()]
-    bucket = f"inv-tenant-next-{engine}"
     s3_server.create_bucket(bucket)
     fs = s3_server.filesystem()
-    base = f"fleet/{'3fa85f6457174562b3fc2c963f66afa6'}/shared"
+    base = "fleet/3fa85f6457174562b3fc2c963f66afa6/shared"
+
+    def put(paths) -> None:
+        fs.pipe({f"{bucket}/{base}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in paths})
+
     files = sorted(p for p in (data / job).rglob("*") if p.is_file())
     later = [p for p in files if p.parent.name == "chk-9"]
-    fs.pipe({f"{bucket}/{base}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in files
-             if p not in later and p.name != "_metadata"})  # fmt: skip
+    put(p for p in files if p not in later and p.name != "_metadata")
     next_second()
-    fs.pipe({f"{bucket}/{base}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in files
-             if p not in later and p.name == "_metadata"})  # fmt: skip
+    put(p for p in files if p not in later and p.name == "_metadata")
     next_second()
     began = datetime.now(UTC).timestamp()
     rows = listing(s3_server, bucket)
     next_second()
-    fs.pipe({f"{bucket}/{base}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in later if p.name != "_metadata"})
-    fs.pipe_file(f"{bucket}/{base}/{job}/chk-9/_metadata", (data / job / "chk-9" / "_metadata").read_bytes())
+    put(p for p in later if p.name != "_metadata")
+    put(p for p in later if p.name == "_metadata")
     manifest_uri = write_inventory(s3_server, rows, "Parquet", source=bucket, created=began)
     next_second()
     expected = json.loads((REPO / entry["expected_dir"] / "checkpoints" / job / "chk-9.json").read_text())
     original = f"file:{entry['original_root']}/checkpoints"
-    needed = {f"s3://{bucket}/{base}" + r["path"][len(original):] for r in expected["references"]}
+    needed = {f"s3://{bucket}/{base}" + r["path"][len(original) :] for r in expected["references"]}
     assert needed and all(u.startswith(f"s3://{bucket}/{base}/{job}/") for u in needed)
-    args = [f"s3://{bucket}/{base.rsplit('/', 1)[0]}", "--s3-endpoint", s3_server.endpoint,
-            "--rebase", f"{entry['original_root']}/checkpoints=s3://{bucket}/{base}", "--older-than", "0s",
-            "--margin", "0s", "--force", "--engine", engine, "--inventory", manifest_uri]  # fmt: skip
+    return {"root": f"s3://{bucket}/{base.rsplit('/', 1)[0]}", "manifest": manifest_uri, "needed": needed,
+            "rebase": (f"{entry['original_root']}/checkpoints", f"s3://{bucket}/{base}"),
+            "chk9": f"s3://{bucket}/{base}/{job}/chk-9"}  # fmt: skip
+
+
+def test_the_next_checkpoint_of_a_root_inside_a_tenants_shared_dir_after_the_report(s3_server) -> None:
+    """The directory holding the checkpoints found below the area is walked afresh (discovery's
+    pruned walk): chk-9 is read as retained, nothing it references is a candidate."""
+    t = tenant_with_a_checkpoint_after_the_report(s3_server, "inv-tenant-next")
+    old, new = t["rebase"]
+    args = [t["root"], "--s3-endpoint", s3_server.endpoint, "--rebase", f"{old}={new}", "--older-than", "0s",
+            "--margin", "0s", "--force", "--inventory", t["manifest"]]  # fmt: skip
     p = plan(args)
-    assert not needed & {c["path"] for c in p["candidates"]}, sorted(needed & {c["path"] for c in p["candidates"]})[:3]
-    assert f"s3://{bucket}/{base}/{job}/chk-9" in p["discovery"]["found_by_listing_only"]
+    assert not t["needed"] & {c["path"] for c in p["candidates"]}
+    assert t["chk9"] in p["discovery"]["found_by_listing_only"]

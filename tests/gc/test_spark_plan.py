@@ -542,6 +542,21 @@ def test_spark_plan_folds_a_checkpoint_only_an_inventory_lists_as_in_process(spa
     assert not {c["path"] for c in plan["candidates"]} & up["referenced"]
 
 
+def test_spark_plan_looks_now_below_job_areas_an_inventory_lists_as_in_process(spark, s3_server) -> None:
+    """test_inventory's savepoint copied into a job's shared/ as the report began: the Spark
+    planner hands the report's directories (its summary's) to the same fresh look, and both plans
+    keep the savepoint's files."""
+    from tests.gc.test_inventory import savepoint_copied_as_the_report_began
+
+    bucket = "spark-inv-savepoint-copied"
+    up = savepoint_copied_as_the_report_began(s3_server, bucket)
+    CLOCK[0] = time.time()
+    storage = Storage(StorageOptions.from_env(s3_server.endpoint))
+    plan = assert_same_plan(storage, _s3_options(up, bucket, inventory=up["manifest"]))
+    assert not up["files"] & {c["path"] for c in plan["candidates"]}
+    assert up["savepoint"] in plan["discovery"]["found_by_listing_only"]
+
+
 def test_auto_plans_an_inventory_too_big_for_this_process_on_spark(spark, s3_server, monkeypatch) -> None:
     """``--engine auto`` (the default) with an S3 Inventory: the manifest's data-file sizes bound
     the rows, so the choice is made before anything is listed. A report that fits in half this
