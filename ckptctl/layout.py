@@ -5,7 +5,7 @@ Flink's ``FsCheckpointStorage`` layout::
     <root>/<job-id>/chk-<N>/_metadata      completed checkpoint (+ its exclusive files)
     <root>/<job-id>/chk-<N>/               without _metadata: in flight, aborted or crashed
     <root>/<job-id>/shared/                incremental files shared across checkpoints
-    <root>/<job-id>/shared/<op>_<i>_<p>_/  file-merging directories of one subtask
+    <root>/<job-id>/shared/job_<id>_op_<op>_<i>_<p>/  file-merging directories of one subtask
     <root>/<job-id>/taskowned/             task-owned state, file-merging job_<id>_tm_<tm>/ dirs
     <dir>/savepoint-<6 hex>-<12 hex>/_metadata
 
@@ -126,15 +126,20 @@ def is_checkpoint_metadata(root: str, uri: str) -> bool:
     )
 
 
+def below_job_area(root: str, dir_uri: str) -> bool:
+    """A directory below (not at) a job's ``shared/`` or ``taskowned/``: where discovery does not
+    walk (the areas hold millions of files), and where Flink writes no ``_metadata``."""
+    place = place_of(root, dir_uri)
+    return place.area in AREAS_WITHOUT_METADATA and dir_uri != f"{place.job}/{place.area}"
+
+
 def renamed_checkpoint_dir(root: str, dir_uri: str) -> bool:
     """A directory below (not at) a job's ``shared/`` or ``taskowned/``, named like no checkpoint:
     where an operator may have moved a savepoint under a name of their own (savepoints are
     relocatable; Flink names only those it writes ``savepoint-…``). Only the content of a
     ``_metadata`` there tells (:func:`begins_like_metadata`); a stray copy in ``shared/`` itself is
     just a file."""
-    place = place_of(root, dir_uri)
-    return (place.area in AREAS_WITHOUT_METADATA and dir_uri != f"{place.job}/{place.area}"
-            and not _names_a_checkpoint(dir_uri))  # fmt: skip
+    return below_job_area(root, dir_uri) and not _names_a_checkpoint(dir_uri)
 
 
 def flink_area_subdir(root: str, dir_uri: str) -> bool:
@@ -149,9 +154,13 @@ def flink_area_subdir(root: str, dir_uri: str) -> bool:
     return FILE_MERGING_DIR_RE.match(first) is not None
 
 
-def begins_like_metadata(storage: Storage, uri: str) -> bool:
+def begins_like_metadata(storage: Storage, uri: str, size: int | None = None) -> bool:
     """``uri`` begins with Flink's ``_metadata`` magic number (one ranged read). Unreadable: yes,
-    so that it is read as a checkpoint, whose failure then says so (never dropped unread)."""
+    so that it is read as a checkpoint, whose failure then says so (never dropped unread). Fewer
+    than 4 bytes (``size``, when known) hold no magic: no, without a read (S3 answers a range
+    of an empty object with an error, which would have blocked the plan where a local read says no)."""
+    if size is not None and size < 4:
+        return False
     try:
         head = storage.read_range(uri, 0, 4)
     except StorageError:
@@ -242,7 +251,7 @@ def scan_root(storage: Storage, root: str, files: Iterable[FileInfo] | None = No
         parent, _, name = uri.rpartition("/")
         if name == METADATA_FILE and (
             is_checkpoint_metadata(root, uri) or _names_a_checkpoint(parent)
-            or (renamed_checkpoint_dir(root, parent) and begins_like_metadata(storage, uri))
+            or (renamed_checkpoint_dir(root, parent) and begins_like_metadata(storage, uri, f.size))
         ):  # fmt: skip
             metadata_by_dir[parent] = f
         # directories decide everything else: look at each one once (a flat shared/ holds millions)

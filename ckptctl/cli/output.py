@@ -139,11 +139,11 @@ def fitted_table(console, columns: list[Col], drop: Iterable[str] = (), **table_
         return table
 
     unbounded = console.options.update_width(1 << 20)  # measure the natural width, not the clamped one
-    shown = _dropped(columns, drop, lambda cols: console.measure(build(cols, True), options=unbounded).maximum <= console.width)
+    shown = _fitting_columns(columns, drop, lambda cols: console.measure(build(cols, True), options=unbounded).maximum <= console.width)
     return build(shown, cap_folds=False)
 
 
-def _dropped(columns: list[Col], drop: Iterable[str], fits: Callable[[list[Col]], bool]) -> list[Col]:
+def _fitting_columns(columns: list[Col], drop: Iterable[str], fits: Callable[[list[Col]], bool]) -> list[Col]:
     """``columns`` without those named in ``drop``, left out in that order until ``fits`` (the
     rule of both tables: :func:`fitted_table`, :func:`print_long_table`)."""
     shown = list(columns)
@@ -177,7 +177,7 @@ def print_long_table(console, columns: list[Col], drop: Iterable[str], title: st
     def total(cols: list[Col], fold_cap: bool) -> int:
         return sum((min(widths[id(c)], FOLD_MIN) if c.fold and fold_cap else widths[id(c)]) + 3 for c in cols) + 1
 
-    shown = _dropped(columns, drop, lambda cols: total(cols, True) <= console.width)
+    shown = _fitting_columns(columns, drop, lambda cols: total(cols, True) <= console.width)
     folds = [c for c in shown if c.fold]
     room = console.width - total([c for c in shown if not c.fold], False)
     if len(folds) > 1 or total(shown, True) > console.width or any(room - 3 < len(c.header) for c in folds):

@@ -46,7 +46,7 @@ class _Contexts:
         self.retained_dirs = {loc.uri for loc in retention.retained}
         self.expired_dirs = {loc.uri for loc in retention.expired}
         self.newest = retention.newest_retained
-        self.late_anchors = retention.late_anchors
+        self.inner_anchors = inner_anchors(scopes, retention.retained)
         # a fixed job id may run in several roots sharing one changelog dir: the anchor of its DSTL
         # files is the oldest of their newest checkpoints (the slower job may still upload)
         self.newest_by_name: dict[str, CheckpointLocation] = {}
@@ -140,9 +140,9 @@ class _Contexts:
             verdict = self.dead_verdict(place.job)
             if verdict is not None:
                 return self._kept(verdict, place.job)
-            # collected (named as ROOT, --collect-dead-jobs), yet checkpoints found inside it by the
-            # listing may belong to a job writing there now: its files in flight stay
-            newest = self.late_anchors.get(place.job)
+            # collected (named as ROOT, --collect-dead-jobs), yet a job may be writing inside it
+            # now (a root below a tenant directory named like a job): its files in flight stay
+            newest = self.inner_anchors.get(place.job)
         if place.area == "chk":
             if place.chk in self.retained_dirs:
                 return self._kept(Reason.RETAINED_CHECKPOINT_DIR, place.job)
@@ -231,6 +231,31 @@ class JobEvidence:
             if key in self._sets[kind]:
                 return kind
         return None
+
+
+def inner_anchors(scopes: Scopes, retained: Iterable[CheckpointLocation]) -> dict[str, CheckpointLocation]:
+    """Job directory -> the in-flight anchor of the jobs running inside its ``shared/`` or
+    ``taskowned/`` (checkpoint roots below a tenant directory named like a job, found by discovery
+    or only by the listing): each inner job's newest retained ``chk-N``, and of those the oldest
+    (the slower job may still upload, as for a job id in two roots)."""
+    newest: dict[str, tuple[str, CheckpointLocation]] = {}  # inner job dir -> (outer job, its newest)
+    for loc in retained:
+        mtime = loc.metadata.mtime if loc.metadata is not None else None
+        scope = scopes.scope_of(loc.uri + "/x")[0]
+        if loc.kind != "checkpoint" or mtime is None or scope is None:
+            continue
+        place = place_of(scope, loc.uri)
+        if place.area not in ("shared", "taskowned"):
+            continue
+        inner = st.parent(loc.uri)
+        had = newest.get(inner)
+        if had is None or mtime > (had[1].metadata.mtime or 0):
+            newest[inner] = (place.job, loc)
+    out: dict[str, CheckpointLocation] = {}
+    for job, loc in newest.values():
+        if job not in out or (loc.metadata.mtime or 0) < (out[job].metadata.mtime or 0):
+            out[job] = loc
+    return out
 
 
 def metadata_jobs(retention: Retention) -> set[str]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
 from ckptctl.gc.reasons import Reason, Refusal
-from ckptctl.layout import CHK_RE, is_checkpoint_metadata, place_of
+from ckptctl.layout import CHK_RE, below_job_area, flink_area_subdir, is_checkpoint_metadata, place_of
 from ckptctl.refs import load_checkpoint, referenced_files
 from ckptctl.storage import FileInfo
 
@@ -86,28 +86,24 @@ class Guards:
         files: a HEAD of ``<dir>/_metadata`` for every directory below those areas the report has
         files in (but Flink's own ForSt and file-merging directories), and a fresh pruned walk of
         the directory holding each checkpoint found there (its next ``chk-N`` may hold nothing but
-        its ``_metadata``); never of an area itself. Returns what is there now."""
+        its ``_metadata``); never of an area itself. Returns the report's hidden ``_metadata`` and
+        those found now (one the report lists that is gone since is still returned: reading it
+        fails, which blocks the plan, as it did before)."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from ckptctl.layout import flink_area_subdir
-
-        def below(scope: str, d: str) -> bool:
-            place = place_of(scope, d)
-            return place.area in ("shared", "taskowned") and d != f"{place.job}/{place.area}"
-
-        scope_of = {st.parent(f.uri): self.scopes.scope_of(f.uri)[0] for f in hidden}
-        probe = sorted({(scope, d) for scope, d in report_dirs
-                        if below(scope, d) and not flink_area_subdir(scope, d)} - set(scope_of.items()))  # fmt: skip
+        checkpoint_dirs = {st.parent(f.uri): self.scopes.scope_of(f.uri)[0] for f in hidden}
+        probe = sorted({(scope, d) for scope, d in report_dirs if d not in checkpoint_dirs
+                        and below_job_area(scope, d) and not flink_area_subdir(scope, d)})  # fmt: skip
         with ThreadPoolExecutor(32) as pool:
             heads = list(pool.map(lambda sd: self.storage.stat(sd[1] + "/_metadata", fresh=True), probe))
         now = {f.uri: f for f in hidden}
         for (scope, d), f in zip(probe, heads, strict=True):
             if f is not None:
                 now[f.uri] = f
-                scope_of[d] = scope
-        walked = {(scope, st.parent(d)) for d, scope in scope_of.items() if scope is not None}
+                checkpoint_dirs[d] = scope
+        walked = {(scope, st.parent(d)) for d, scope in checkpoint_dirs.items() if scope is not None}
         for scope, parent in sorted(walked):
-            if not below(scope, parent):
+            if not below_job_area(scope, parent):
                 continue  # an area itself (millions of files): only its subdirectories were asked
             for f in self.storage.find_metadata(parent):  # discovery's walk: nested areas pruned
                 now.setdefault(f.uri, f)

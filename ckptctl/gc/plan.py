@@ -56,7 +56,7 @@ from ckptctl.layout import (
     CheckpointLocation,
     begins_like_metadata,
     classify,
-    place_of,
+    is_checkpoint_metadata,
     renamed_checkpoint_dir,
     scan_root,
 )
@@ -147,9 +147,6 @@ class Retention:
     expired: list[CheckpointLocation]
     newest_retained: dict[str, CheckpointLocation]  # job dir -> its newest retained checkpoint
     notes: list[str]
-    # job dir -> the newest checkpoint fold_late found inside its shared/ or taskowned/ (a root
-    # below a tenant directory named like a job): the in-flight anchor of a job that has none
-    late_anchors: dict[str, CheckpointLocation] = field(default_factory=dict)
 
 
 class _Planner(InventorySource, Guards):
@@ -257,7 +254,11 @@ class _Planner(InventorySource, Guards):
         """Every completed checkpoint and savepoint (a directory with a ``_metadata``)."""
         discovered: dict[str, CheckpointLocation] = {}
         for root in self.scopes.listed:
-            found = prelisted[root] if prelisted else self.storage.find_metadata(root)
+            if prelisted:  # what the pruned walk finds, as locally and on Spark: the _metadata inside
+                # jobs' shared/ and taskowned/ come through the listing (fold_late), said so
+                found = [f for f in prelisted[root] if not f.uri.endswith("/_metadata") or is_checkpoint_metadata(root, f.uri)]
+            else:
+                found = self.storage.find_metadata(root)
             if self.inventory is not None:
                 found = list(found)
                 self.metadata_seen.update((f.uri, f.size, f.mtime) for f in found)
@@ -391,12 +392,6 @@ class _Planner(InventorySource, Guards):
         for code, message in extra.refusals:
             self.refuse(Refusal(code), message)
         retention.retained.extend(locs)
-        for loc in locs:  # files of a job still writing there are no older than its newest checkpoint
-            scope = self.scopes.scope_of(loc.uri + "/x")[0]
-            job = place_of(scope, loc.uri).job if scope is not None else None
-            had = retention.late_anchors.get(job) if job is not None else None
-            if job is not None and (had is None or (loc.metadata.mtime or 0) > (had.metadata.mtime or 0)):
-                retention.late_anchors[job] = loc
         self.late = [loc.uri for loc in locs]
         self.warnings.append(
             f"{len(locs)} _metadata files lie inside a job's shared/ or taskowned/ (first: {locs[0].uri}), where "
@@ -410,7 +405,7 @@ class _Planner(InventorySource, Guards):
         directory renamed, whose references may be all that keeps its files."""
         scope, _kind = self.scopes.scope_of(loc.uri + "/x")
         return (scope is not None and renamed_checkpoint_dir(scope, loc.uri)
-                and begins_like_metadata(self.storage, loc.metadata.uri))  # fmt: skip
+                and begins_like_metadata(self.storage, loc.metadata.uri, loc.metadata.size))  # fmt: skip
 
     # -- 4. classify every listed file ------------------------------------------------------
     def classify(self, now, now_source, cutoff, retention: Retention, folded: Folded, listings) -> GcPlan:

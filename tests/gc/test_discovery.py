@@ -472,6 +472,27 @@ def test_a_root_inside_a_tenant_named_as_root_keeps_its_files_in_flight(tmp_path
     assert reasons[f"file:{old}"] == "unreferenced-shared"
 
 
+def test_two_jobs_inside_a_tenant_anchor_its_files_on_the_slower(tmp_path: Path) -> None:
+    """A review of the fix above: the anchor was the newest of every checkpoint found inside the
+    tenant, so a file the slower of two jobs running there uploaded for its next checkpoint, older
+    than the faster job's newest checkpoint, was a candidate. Each inner job's newest checkpoint
+    counts, and of those the oldest (as for one job id in two roots)."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    tenant, moves, _flight, _old = tenant_with_a_job_running_inside(sc, tmp_path)
+    fast = next(iter(moves.values()))
+    slow = tenant / "shared" / ("b" * 32)
+    shutil.copytree(fast, slow, symlinks=True)  # its _metadata name the fast job's files: all there
+    newest = max(m.stat().st_mtime for m in fast.rglob("_metadata"))
+    for m in slow.rglob("_metadata"):
+        os.utime(m, (newest - 7200, newest - 7200))
+    between = slow / "shared" / "uploaded-for-the-slow-jobs-next-checkpoint"
+    between.write_bytes(b"sst")
+    os.utime(between, (newest - 3600, newest - 3600))
+    plan = plan_json(str(tenant), "--older-than", "0s", "--margin", "0s", "--force", *rebase_args(sc, moves))
+    reasons = {d["path"]: d["reason"] for d in plan["candidates"] + plan["protected"]}
+    assert reasons[f"file:{between}"] == "in-flight"
+
+
 def referenced_by_flink_in(sc: Scenario, chk: Path) -> set[str]:
     """The files Flink's own reading of checkpoint ``chk`` (of this scenario) references, and its _metadata."""
     rel = chk.relative_to(sc.root)

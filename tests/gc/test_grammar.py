@@ -179,6 +179,19 @@ def test_row14_s3_stray_metadata_in_shared_is_just_a_file(s3_server, tmp_path: P
         assert exists(up.s3, uri), f"live object deleted: {uri}"
 
 
+def test_an_empty_metadata_below_shared_on_s3_is_just_a_file(s3_server, tmp_path: Path) -> None:
+    """A review: a ``_metadata`` below a job's shared/ is asked for Flink's magic number; S3
+    answers the range of an empty object with an error, which counted as "unreadable: read it as
+    a checkpoint" and blocked the plan, where a local read simply says no. Fewer than 4 bytes hold
+    no magic: just a file, on S3 as locally."""
+    job = fixture_entry()["job_ids"][0]
+    empty = f"checkpoints/{job}/shared/savepoints/empty/_metadata"
+    up = Upload(s3_server, "attack-empty-metadata", extra={empty: b""})
+    p = plan(s3_server.endpoint, up.root)
+    assert not p["blocked"] and not codes(p)
+    assert protected(p).get(up.uri(empty)) == "not-flink-file"
+
+
 # ---------------------------------------------------------------------------------------------
 # a savepoint written inside a job's shared/ (state.savepoints.dir pointed there): ls's S3 walk rolls
 # job areas up, gc's discovery must still find it and keep every file it needs

@@ -244,6 +244,37 @@ def test_spark_plan_anchors_a_tenants_files_on_the_checkpoints_found_inside_as_i
     assert (reasons[f"file:{flight}"], reasons[f"file:{old}"]) == ("in-flight", "unreferenced-shared")
 
 
+def test_spark_plan_anchors_a_tenants_files_on_s3_as_in_process(spark, s3_server) -> None:
+    """The same tenant on S3, without an inventory: the local planner finds the inner checkpoints
+    in its one listing (scan_root: chk-N by name), the Spark planner after the listing (fold_late),
+    and the anchor came from fold_late only: the two plans differed (a review), the local one
+    collecting the file in flight. The anchor is now taken from every retained checkpoint inside."""
+    from ckptctl.gc import GcOptions
+    from ckptctl.rebase import Rebase
+    from tests.support.fixture_cases import REPO
+    from tests.support.s3_copied import VERSION, manifest
+
+    entry = next(e for e in manifest()["entries"] if e["flink_version"] == VERSION and e["scenario"] == "basic")
+    data = REPO / entry["data_dir"] / "checkpoints"
+    (job,) = [p.name for p in data.iterdir()]
+    bucket, base = "spark-tenant-flight", "fleet/3fa85f6457174562b3fc2c963f66afa6/shared"
+    s3_server.create_bucket(bucket)
+    fs = s3_server.filesystem()
+    files = sorted(p for p in (data / job).rglob("*") if p.is_file())
+    for metadata in (False, True):  # the data files, then the _metadata: the newest objects
+        fs.pipe({f"{bucket}/{base}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in files
+                 if (p.name == "_metadata") == metadata})  # fmt: skip
+        next_second()
+    flight = f"s3://{bucket}/{base}/{job}/shared/uploaded-for-the-next-checkpoint"
+    fs.pipe_file(flight[5:], b"sst")
+    next_second()
+    CLOCK[0] = time.time()
+    options = GcOptions((f"s3://{bucket}/{base.rsplit('/', 1)[0]}",), older_than=0.0, margin=600.0, force=True,
+                        rebase=Rebase.of([(f"{entry['original_root']}/checkpoints", f"s3://{bucket}/{base}")]))  # fmt: skip
+    plan = assert_same_plan(Storage(StorageOptions.from_env(s3_server.endpoint)), options)
+    assert {d["path"]: d["reason"] for d in plan["candidates"] + plan["protected"]}[flight] == "in-flight"
+
+
 @pytest.mark.parametrize("collect", [False, True])
 def test_spark_plan_keeps_the_changelog_of_a_fixed_job_id_as_in_process(spark, tmp_path: Path, collect: bool) -> None:
     """The red-team attack of a fixed JobID shared by two deployments (test_dead_jobs): both
