@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ckptctl import storage as st
 from ckptctl.gc.reasons import UNREFERENCED, Reason
-from ckptctl.layout import JOB_ID_RE, CheckpointLocation, fixed_job_id, place_of
+from ckptctl.layout import JOB_ID_RE, CheckpointLocation, below_job_area, fixed_job_id, place_of
 from ckptctl.rebase import written_job_dir
 
 if TYPE_CHECKING:
@@ -242,15 +242,12 @@ def inner_anchors(scopes: Scopes, retained: Iterable[CheckpointLocation]) -> dic
     for loc in retained:
         mtime = loc.metadata.mtime if loc.metadata is not None else None
         scope = scopes.scope_of(loc.uri + "/x")[0]
-        if loc.kind != "checkpoint" or mtime is None or scope is None:
-            continue
-        place = place_of(scope, loc.uri)
-        if place.area not in ("shared", "taskowned"):
+        if loc.kind != "checkpoint" or mtime is None or scope is None or not below_job_area(scope, loc.uri):
             continue
         inner = st.parent(loc.uri)
         had = newest.get(inner)
         if had is None or mtime > (had[1].metadata.mtime or 0):
-            newest[inner] = (place.job, loc)
+            newest[inner] = (place_of(scope, loc.uri).job, loc)
     out: dict[str, CheckpointLocation] = {}
     for job, loc in newest.values():
         if job not in out or (loc.metadata.mtime or 0) < (out[job].metadata.mtime or 0):
