@@ -228,7 +228,7 @@ def plan_relocation(
 ) -> RelocatePlan:
     """Every file to copy and every new ``_metadata``; reads and stats only (nothing is written)."""
     dest = dst if isinstance(dst, Destination) else Destination.parse(dst)
-    if st.is_under(dest.root, source) or st.is_under(source, dest.root):
+    if st.nest(dest.root, source):  # as written or through a symlink
         raise RelocateError(
             f"DST {dest.root} and SRC {source} overlap; relocate never writes under its source"
         )
@@ -294,11 +294,17 @@ def plan_relocation(
             f"{len(broken)} relative handles cannot move with their directory; first: {broken[0]}"
         )
     source_dirs = sorted({_source_area(s) for s in needed} | set(ck_dirs))
+    real_areas = [(area, st.real_uri(area)) for area in source_dirs]
+    real_dirs: dict[str, str] = {}  # target directory -> where it really is (resolved once per directory)
     for target in needed.values():
-        for area in source_dirs:
-            if st.is_under(target, area):
+        d = st.parent(target)
+        real = real_dirs.get(d) or real_dirs.setdefault(d, st.real_uri(d))
+        for area, real_area in real_areas:
+            if st.is_under(target, area) or st.is_under(real, real_area):
                 raise RelocateError(
-                    f"{target} would be written inside a source directory ({area}); choose a DST outside it"
+                    f"{target} would be written inside a source directory ({area})"
+                    + ("" if st.is_under(target, area) else f", reached through a symlink ({real})")
+                    + "; choose a DST outside it"
                 )
     _refuse_aliased_destination(source_dirs, [*needed.values(), *ck_dirs.values()])
     sizes = _stat_all(storage, list(needed), workers)

@@ -210,7 +210,7 @@ def apply_repair(
     if dest is None:
         raise RepairError("name the repaired copy's directory with -o DEST, or repair with --in-place")
     dest = st.normalize_uri(dest)
-    if st.is_under(dest, src) or st.is_under(src, dest):
+    if st.nest(dest, src):  # as written or through a symlink
         raise RepairError(
             f"the destination {dest} must be outside the checkpoint directory (and not hold it)"
         )

@@ -216,7 +216,7 @@ def outside_scopes(what: str, location: str, scopes: Iterable[str]) -> str:
     inside a root would be collected by the next plan, one around a root would collect it."""
     normal = st.normalize_uri(location)
     for scope in scopes:
-        if st.is_under(normal, scope) or st.is_under(scope, normal):
+        if st.nest(normal, scope):  # as written or through a symlink (a linked mount point)
             raise GcApplyRefused(
                 f"overlapping scopes: {what} {normal} and {scope} nest (the {what.lstrip('-')} would be collected, "
                 "or would collect)"

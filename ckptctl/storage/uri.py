@@ -144,3 +144,23 @@ def is_under(uri: str, root: str) -> bool:
     """True if ``uri`` is ``root`` or inside it; compares whole path segments (job-a is not job-ab)."""
     root = root.rstrip("/")
     return uri == root or uri.startswith(root + "/")
+
+
+def real_uri(uri: str) -> str:
+    """A local URI with every symbolic link on its way resolved (the part that does not exist yet
+    kept as written): where the bytes would really go. Other URIs as they are (no links there)."""
+    if scheme_of(uri) != "file":
+        return uri
+    import os
+
+    return "file:" + os.path.realpath(uri[5:])
+
+
+def nest(a: str, b: str) -> bool:
+    """``a`` and ``b`` are the same directory or one holds the other, as written or where they
+    really are: a symlink (``ln -s src/job/chk-7 dst``) or a linked mount point must not hide that a
+    destination lies inside a source (strings alone cannot see it)."""
+    if is_under(a, b) or is_under(b, a):
+        return True
+    ra, rb = real_uri(a), real_uri(b)
+    return is_under(ra, rb) or is_under(rb, ra)

@@ -39,6 +39,32 @@ def test_row04_trash_overlapping_a_scope_moves_nothing(tmp_path: Path, where: st
     assert orphan.exists() and snapshot(sc.root) == before
 
 
+@pytest.mark.parametrize("linked", ["trash", "root"])
+def test_row04_a_trash_inside_a_root_through_a_symlink_moves_nothing(tmp_path: Path, linked: str) -> None:
+    """A red-team helper: the trash (or the root, through a linked mount point) named through a
+    symlink so that the trash lands in the job's shared/; the string comparison let it through,
+    and the next plan collected the trash as unreferenced-shared. Compared where it really is."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0]
+    orphan = sc.plant(f"checkpoints/{job.name}/shared/orphan")
+    root = sc.checkpoints
+    if linked == "root":
+        root = tmp_path / "mount"
+        root.symlink_to(sc.checkpoints, target_is_directory=True)
+        rebase = ["--rebase", f"{sc.original}/checkpoints={root}"]
+        trash = job / "shared" / ".trash"
+    else:
+        rebase = list(sc.rebase)
+        (tmp_path / "trash").symlink_to(job / "shared", target_is_directory=True)
+        trash = tmp_path / "trash" / "kept"
+    plan_file = plan_to_file(tmp_path, str(root), *rebase, *OLD, "--force")
+    assert sc.uri(orphan).replace(str(sc.checkpoints), str(root)) in candidates(json.loads(plan_file.read_text()))
+    before = snapshot(sc.root)
+    result = apply(plan_file, "--trash", str(trash), expect=None)
+    assert result.exit_code in (1, 2) and "overlapping scopes" in result.stderr
+    assert orphan.exists() and snapshot(sc.root) == before
+
+
 # ---------------------------------------------------------------------------------------------
 # row 5: shared/ swapped for a symlink to an outside directory while apply runs
 

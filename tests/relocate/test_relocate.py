@@ -132,6 +132,15 @@ def test_refuses_a_different_checkpoint_at_dst_and_a_dst_inside_src(tmp_path: Pa
     for inside in (sc.root, chk.parent / "elsewhere"):
         err = ckptctl("relocate", str(chk), str(inside), "--apply", *sc.rebase, expect=2).stderr
         assert "source" in err and "Traceback" not in err
+    # the same, named through a symlink into another checkpoint of the source job (a red-team
+    # helper: the (device, inode) check matched a source directory only exactly, not its inside)
+    sibling = sorted(metadata_files(sc.root).items())[0][1].parent
+    link = tmp_path / "drlink"
+    link.symlink_to(sibling, target_is_directory=True)
+    before = sorted(p for p in sibling.rglob("*"))
+    err = ckptctl("relocate", str(chk), str(link), "--apply", *sc.rebase, expect=None).stderr
+    assert "inside a source directory" in err and "Traceback" not in err
+    assert sorted(p for p in sibling.rglob("*")) == before
     # a single checkpoint, the same checkpoint there already: a no-op
     dst2 = tmp_path / "dst2"
     ckptctl("relocate", str(chk), str(dst2), "--apply", *sc.rebase)

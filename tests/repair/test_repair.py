@@ -229,6 +229,11 @@ def test_repair_copy_changes_exactly_those_handles(scenario: Scenario, tmp_path:
     assert "different _metadata" in err and "Traceback" not in err
     err = ckptctl("repair", str(chk), "-o", str(chk / "sub"), *scenario.rebase, expect=2).stderr
     assert "outside the checkpoint directory" in err
+    # the same through a symlink (a red-team helper: only the strings were compared)
+    (chk / "fixed").mkdir()
+    (tmp_path / "fixlink").symlink_to(chk / "fixed", target_is_directory=True)
+    err = ckptctl("repair", str(chk), "-o", str(tmp_path / "fixlink"), *scenario.rebase, expect=2).stderr
+    assert "outside the checkpoint directory" in err and not any((chk / "fixed").iterdir())
 
 
 def absolute_paths(md) -> list[str]:
