@@ -126,7 +126,7 @@ def s3_fixtures(s3_server: S3Server) -> str:
     s3_server.create_bucket("ckptctl-fixtures")
     fs = s3_server.filesystem()
     data = FIXTURES / "data"
-    for path in sorted(data.rglob("*")):
-        if path.is_file():
-            fs.pipe_file(f"ckptctl-fixtures/{path.relative_to(data).as_posix()}", path.read_bytes())
+    # side by side (s3fs's pipe of a dict): one at a time, the 2,746 files took 28 s of every worker
+    fs.pipe({f"ckptctl-fixtures/{p.relative_to(data).as_posix()}": p.read_bytes()
+             for p in sorted(data.rglob("*")) if p.is_file()})  # fmt: skip
     return "s3://ckptctl-fixtures"

@@ -440,9 +440,8 @@ def test_partition_decoding() -> None:
 def s3_tables(s3_server) -> str:
     s3_server.create_bucket("ckptctl-paimon")
     fs = s3_server.filesystem()
-    for path in sorted(TABLES.rglob("*")):
-        if path.is_file() and path.suffix != ".py":
-            fs.pipe_file(f"ckptctl-paimon/tables/{path.relative_to(TABLES).as_posix()}", path.read_bytes())
+    fs.pipe({f"ckptctl-paimon/tables/{p.relative_to(TABLES).as_posix()}": p.read_bytes()
+             for p in sorted(TABLES.rglob("*")) if p.is_file() and p.suffix != ".py"})  # fmt: skip
     return "s3://ckptctl-paimon/tables"
 
 

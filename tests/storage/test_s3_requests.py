@@ -37,9 +37,7 @@ def _uploaded(s3_server, bucket: str, version: str, scenario: str):
     data = REPO / e["data_dir"]
     s3_server.create_bucket(bucket)
     fs = s3_server.filesystem()
-    for p in data.rglob("*"):
-        if p.is_file():
-            fs.pipe_file(f"{bucket}/{p.relative_to(data).as_posix()}", p.read_bytes())
+    fs.pipe({f"{bucket}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in data.rglob("*") if p.is_file()})
     return e, data
 
 
