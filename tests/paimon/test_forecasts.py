@@ -143,7 +143,7 @@ def test_cli_exit_codes_and_json() -> None:
 def _copy_pending(tmp_path: Path) -> tuple[Path, Path, float]:
     """pending (checkpoints + table) copied, with every file made two days old."""
     dst = tmp_path / "pending"
-    shutil.copytree(REPO / ENTRIES["pending"]["data_dir"], dst)
+    shutil.copytree(REPO / ENTRIES["pending"]["data_dir"], dst, copy_function=shutil.copy)  # times of now
     old = time.time() - 2 * 86400
     for p in dst.rglob("*"):
         os.utime(p, (old, old))
@@ -277,7 +277,8 @@ def test_status_and_orphans_over_s3_agree_with_local(s3_server, tmp_path: Path) 
     disk, and an orphan plan gc apply carries out on the bucket."""
     exp = expected("pending")
     job = Path(exp["checkpoint_dir"]).relative_to(exp["original_root"]).as_posix()
-    local = REPO / ENTRIES["pending"]["data_dir"]
+    local = tmp_path / "pending"  # the times of now on disk too, as on S3 (uploaded now) and in a fresh clone
+    shutil.copytree(REPO / ENTRIES["pending"]["data_dir"], local, copy_function=shutil.copy)
     base = _upload(s3_server, "ckptctl-paimon-run", local, "pending")
     cleaned = _upload(s3_server, "ckptctl-paimon-cleaned", table_of("pending_cleaned"), "events")
     newest = max((local / job).glob("chk-*"), key=lambda p: int(p.name[4:])).name

@@ -131,9 +131,9 @@ def test_real_restores_do_what_ckptctl_forecasts(tmp_path: Path) -> None:
 
     # copies: fixtures/ is never written
     pending = tmp_path / "pending"
-    shutil.copytree(REPO / ENTRIES["pending"]["data_dir"], pending)
+    shutil.copytree(REPO / ENTRIES["pending"]["data_dir"], pending, copy_function=shutil.copy)  # times of now
     cleaned = tmp_path / "pending_cleaned" / "events"
-    shutil.copytree(REPO / ENTRIES["pending_cleaned"]["data_dir"] / TABLE, cleaned)
+    shutil.copytree(REPO / ENTRIES["pending_cleaned"]["data_dir"] / TABLE, cleaned, copy_function=shutil.copy)
     (job_dir,) = (pending / "checkpoints").iterdir()
     chk = max(job_dir.glob("chk-*"), key=lambda p: int(p.name[4:]))
     tables = {"pending": pending / TABLE, "pending_cleaned": cleaned}
