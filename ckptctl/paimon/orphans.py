@@ -143,12 +143,20 @@ def plan_orphans(
     for s in with_sink:
         for op in committers(s):
             newest_of[op.commit_user] = max(newest_of.get(op.commit_user, -1), s.checkpoint_id)
-    for user in sorted({s.commit_user for s in table.snapshots()}):
-        latest = table.latest_snapshot_of_user(user)
-        streaming = latest is not None and latest.commit_identifier != END_INPUT
+    # every commit user any snapshot, tag or changelog of any branch names (a job writing to a
+    # branch, or one whose snapshots expired while changelogs or tags kept its commits: a red-team
+    # helper's attacks, both deleted files such a job's checkpoints still re-commit), by its
+    # highest commit: a batch commit (END_INPUT) ends a job, a checkpoint id is a job that restores
+    latest_of: dict[str, tuple[str, Any]] = {}
+    for label, _branch, s in table.all_snapshots():
+        was = latest_of.get(s.commit_user)
+        if s.commit_user is not None and (was is None or s.commit_identifier > was[1].commit_identifier):
+            latest_of[s.commit_user] = (label, s)
+    for user, (label, latest) in sorted(latest_of.items()):
+        streaming = latest.commit_identifier != END_INPUT
         if streaming and user not in newest_of:
             refusals.append({"code": "unprotected-commit-user", "message": (
-                f"commit user {user} (latest snapshot {latest.id}, identifier {latest.commit_identifier}) commits "
+                f"commit user {user} (latest commit in {label}, identifier {latest.commit_identifier}) commits "
                 "from checkpoints none of which is under --checkpoints: its uncommitted files would not be "
                 "protected; add its checkpoint directory"
             )})  # fmt: skip
@@ -156,7 +164,7 @@ def plan_orphans(
             # the identifier is the checkpoint id: that checkpoint (and any newer one holding files
             # not committed yet) is somewhere the roots do not reach
             refusals.append({"code": "stale-checkpoints", "message": (
-                f"commit user {user} committed checkpoint {latest.commit_identifier} (snapshot {latest.id}), but "
+                f"commit user {user} committed checkpoint {latest.commit_identifier} ({label}), but "
                 f"its newest checkpoint under --checkpoints is {newest_of[user]}: the job's newer checkpoints or "
                 "savepoints are elsewhere and their uncommitted files would not be protected; add their directory"
             )})  # fmt: skip

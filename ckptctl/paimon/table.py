@@ -499,7 +499,7 @@ class PaimonTable:
         return [f for f in self.index_manifest(snapshot.index_manifest) if f.kind == ADD]
 
     # -- everything reachable
-    def _all_snapshots(self) -> Iterator[tuple[str, PaimonTable, Snapshot]]:
+    def all_snapshots(self) -> Iterator[tuple[str, PaimonTable, Snapshot]]:
         """(source label, branch table, snapshot) of every snapshot, tag and changelog of every
         branch (``OrphanFilesClean.safelyGetAllSnapshots`` over ``validBranches``)."""
         for branch in self._valid_branches():
@@ -530,7 +530,7 @@ class PaimonTable:
         def add(where: dict[str, set[str]], path: str, source: str) -> None:
             where.setdefault(path, set()).add(source)
 
-        for source, table, s in self._all_snapshots():
+        for source, table, s in self.all_snapshots():
             for lst in (s.base_manifest_list, s.delta_manifest_list, s.changelog_manifest_list):
                 if lst:
                     add(live.meta, f"manifest/{lst}", source)
@@ -559,7 +559,7 @@ class PaimonTable:
         file name and extra files of every manifest entry (ADD or DELETE), the index manifest and
         its files, the statistics file, over every snapshot, tag and changelog of every branch."""
         used: set[str] = set()
-        for _source, table, s in self._all_snapshots():
+        for _source, table, s in self.all_snapshots():
             for lst in (s.changelog_manifest_list, s.delta_manifest_list, s.base_manifest_list):
                 if not lst:
                     continue

@@ -13,6 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ckptctl.cli import app, gc_alias
@@ -180,3 +181,56 @@ def test_a_tampered_cut_off_cannot_reach_the_running_checkpoint(tmp_path: Path) 
     res = run("gc", "apply", str(plan_file), "--yes")
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert all(any(p.name == n for p in table.rglob("*")) for n in only6)
+
+
+def _user_b_elsewhere(table: Path, user_a: str, where: str) -> None:
+    """Job B's commits (snapshots 1-4 of the ``pending`` table, by its commit user) kept where the
+    main branch's snapshots do not show them, and main's latest snapshot by job A: on a branch
+    (``branch/branch-b``: a job writing to a branch), in ``changelog/`` (snapshots expired, a longer
+    changelog retention) or in a tag (snapshots expired, snapshot 4 tagged)."""
+    snaps = table / "snapshot"
+    if where == "branch":
+        branch = table / "branch" / "branch-b"
+        branch.mkdir(parents=True)
+        shutil.copytree(table / "schema", branch / "schema")
+        shutil.copytree(snaps, branch / "snapshot")
+        for f in snaps.glob("snapshot-*"):  # main: the same snapshots, committed by job A
+            f.write_text(json.dumps({**json.loads(f.read_text()), "commitUser": user_a}))
+        return
+    fifth = {**json.loads((snaps / "snapshot-4").read_text()), "id": 5, "commitUser": user_a, "commitIdentifier": 5}
+    if where == "changelog":
+        (table / "changelog").mkdir()
+        for i in range(1, 5):
+            shutil.move(snaps / f"snapshot-{i}", table / "changelog" / f"changelog-{i}")
+        (table / "changelog" / "EARLIEST").write_text("1")
+        (table / "changelog" / "LATEST").write_text("4")
+    else:
+        (table / "tag").mkdir()
+        shutil.copy(snaps / "snapshot-4", table / "tag" / "tag-daily")
+        for i in range(1, 5):
+            (snaps / f"snapshot-{i}").unlink()
+    (snaps / "snapshot-5").write_text(json.dumps(fifth))
+    (snaps / "LATEST").write_text("5")
+    (snaps / "EARLIEST").write_text("5")
+
+
+@pytest.mark.parametrize("where", ["branch", "changelog", "tag"])
+def test_a_commit_user_main_snapshots_do_not_show_is_still_checked(tmp_path: Path, where: str) -> None:
+    """A red-team helper's attack: the commit users checked against --checkpoints were those of the
+    main branch's snapshots only. Job B (the ``pending`` scenario: chk-6 holds committables 5 and 6,
+    not committed) writing to a branch, or whose snapshots expired while changelogs or a tag kept
+    them, and only job A's checkpoints named: the plan was not blocked and gc apply deleted the 8
+    files chk-6 re-commits on restore. Every snapshot, tag and changelog of every branch counts."""
+    job_b, table = copy_scenario(tmp_path / "b", "pending")
+    job_a, table_a = copy_scenario(tmp_path / "a", "committed")
+    user_a = json.loads((table_a / "snapshot" / "snapshot-1").read_text())["commitUser"]
+    _user_b_elsewhere(table, user_a, where)
+    old = time.time() - 2 * 86400
+    for p in table.rglob("*"):
+        os.utime(p, (old, old))
+    report = run_report(Storage(), str(newest(job_b)), str(table), Rebase())
+    needed = {x.name for f in report.forecasts for c in f.committables if c.recommitted for x in c.files}
+    assert needed
+    plan = plan_orphans(Storage(), str(table), [str(job_a)], Rebase(), older_than=86400)
+    assert needed & {c.path.rpartition("/")[2] for c in plan.candidates}  # what a plan not blocked deleted
+    assert "unprotected-commit-user" in {r["code"] for r in plan.refusals}, plan.refusals  # blocked: nothing goes
