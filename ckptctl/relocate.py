@@ -229,8 +229,9 @@ def plan_relocation(
     """Every file to copy and every new ``_metadata``; reads and stats only (nothing is written)."""
     dest = dst if isinstance(dst, Destination) else Destination.parse(dst)
     if st.nest(dest.root, source):  # as written or through a symlink
+        via = "" if st.is_under(dest.root, source) or st.is_under(source, dest.root) else " (through a symlink)"
         raise RelocateError(
-            f"DST {dest.root} and SRC {source} overlap; relocate never writes under its source"
+            f"DST {dest.root} and SRC {source} overlap{via}; relocate never writes inside a source directory"
         )
     ck_dirs = {ck.location.uri: checkpoint_destination(ck, dest) for ck in checkpoints}
     if len(set(ck_dirs.values())) != len(ck_dirs):

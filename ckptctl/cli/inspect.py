@@ -36,6 +36,12 @@ def warn_moved(out, *checkpoints, inferred=()) -> None:
         out.warn(warning)
 
 
+def _chk_number(metadata_uri: str) -> int:
+    """N of the ``chk-N`` directory holding a ``_metadata`` (-1 for any other directory)."""
+    name = metadata_uri.rsplit("/", 2)[-2]
+    return int(name[4:]) if name.startswith("chk-") and name[4:].isdigit() else -1
+
+
 def _not_a_checkpoint_hint(storage, path: str, error: Exception) -> str:
     """`show ROOT`: the error, plus what to type instead (ls, and the newest checkpoint below)."""
     from ckptctl.storage import StorageError, normalize_uri
@@ -47,7 +53,8 @@ def _not_a_checkpoint_hint(storage, path: str, error: Exception) -> str:
         found = []
     if not found:
         return str(error)
-    newest = max(found, key=lambda f: f.mtime or 0).uri.rsplit("/", 1)[0]
+    # the newest by time, equal times (a copy, a checkout) by checkpoint number
+    newest = max(found, key=lambda f: (f.mtime or 0, _chk_number(f.uri), f.uri)).uri.rsplit("/", 1)[0]
     return (
         f"{path} is not a checkpoint but holds {len(found)} (list them: ckptctl ls {path}); "
         f"the newest is {newest}"

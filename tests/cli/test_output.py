@@ -294,7 +294,8 @@ def test_an_empty_directory_is_one_rule_exit_2(command: list[str], tmp_path: Pat
 def test_show_on_a_root_suggests_ls_and_the_newest_checkpoint() -> None:
     root = REPO / "fixtures" / "data" / "2.2.0" / "basic" / "checkpoints"
     line = one_line_error(cli("show", str(root)))
-    newest = max(root.rglob("chk-*/_metadata"), key=lambda p: p.stat().st_mtime).parent
+    # the newest by time; equal times (a checkout that stamped them alike) by checkpoint number
+    newest = max(root.rglob("chk-*/_metadata"), key=lambda p: (p.stat().st_mtime, int(p.parent.name[4:]))).parent
     assert f"ckptctl ls {root}" in line and str(newest) in line
 
 
