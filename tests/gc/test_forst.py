@@ -50,7 +50,7 @@ DAY = 86400.0
 # the generating run's options that the live job must not inherit (flink_job.py sets its own)
 DROP = ("pipeline.name", "execution.checkpointing.dir", "execution.state-recovery.", "rest.port")
 FORST_RATE = 4000  # rows/s, as fixtures/generate.sh runs the forst scenario (flushes between checkpoints)
-GC_ROUNDS = 5  # plan + apply rounds against the running job, each right after a checkpoint completed
+GC_ROUNDS = 4  # plan + apply rounds against the running job, each right after a checkpoint completed
 
 
 def entry(version: str = VERSION, scenario: str = SCENARIO) -> dict:

@@ -229,21 +229,6 @@ def test_spark_plan_of_a_name_that_is_no_utf8_is_one_line_naming_it(spark, tmp_p
     assert len(message.splitlines()) == 1 and "orphan-\\udcff: a name that is not UTF-8" in message, message
 
 
-def test_spark_plan_anchors_a_tenants_files_on_the_checkpoints_found_inside_as_in_process(spark, tmp_path) -> None:
-    """test_discovery's tenant with a job running inside: both planners keep the file in flight."""
-    from ckptctl.gc import GcOptions
-    from ckptctl.rebase import Rebase
-    from tests.gc.test_discovery import tenant_with_a_job_running_inside
-
-    sc = Scenario("2.2.0", "basic", tmp_path)
-    tenant, moves, flight, old = tenant_with_a_job_running_inside(sc, tmp_path)
-    mappings = [(sc.original, str(sc.root))] + [(f"{sc.original}/{rel}", str(new)) for rel, new in moves.items()]
-    options = GcOptions((str(tenant),), rebase=Rebase.of(mappings), older_than=0.0, margin=600.0, force=True)
-    plan = assert_same_plan(Storage(), options)
-    reasons = {d["path"]: d["reason"] for d in plan["candidates"] + plan["protected"]}
-    assert (reasons[f"file:{flight}"], reasons[f"file:{old}"]) == ("in-flight", "unreferenced-shared")
-
-
 def test_spark_plan_anchors_a_tenants_files_on_s3_as_in_process(spark, s3_server) -> None:
     """The same tenant on S3, without an inventory: the local planner finds the inner checkpoints
     in its one listing (scan_root: chk-N by name), the Spark planner after the listing (fold_late),
@@ -275,33 +260,31 @@ def test_spark_plan_anchors_a_tenants_files_on_s3_as_in_process(spark, s3_server
     assert {d["path"]: d["reason"] for d in plan["candidates"] + plan["protected"]}[flight] == "in-flight"
 
 
-@pytest.mark.parametrize("collect", [False, True])
-def test_spark_plan_keeps_the_changelog_of_a_fixed_job_id_as_in_process(spark, tmp_path: Path, collect: bool) -> None:
+def test_spark_plan_keeps_the_changelog_of_a_fixed_job_id_as_in_process(spark, tmp_path: Path) -> None:
     """The red-team attack of a fixed JobID shared by two deployments (test_dead_jobs): both
-    planners keep the unscanned deployment's DSTL files, or collect them alike when asked."""
+    planners keep the unscanned deployment's DSTL files (collected when asked: test_dead_jobs)."""
     from ckptctl.gc import GcOptions
     from ckptctl.rebase import Rebase
     from tests.gc.test_dead_jobs import fixed_id_deployments
 
     a, mappings, needed = fixed_id_deployments(tmp_path, "0" * 32)
     options = GcOptions((str(a.checkpoints),), changelog_dirs=(str(a.root / "dstl"),), rebase=Rebase.of(mappings),
-                        older_than=86400.0, margin=600.0, force=True, collect_fixed_id_changelog=collect)  # fmt: skip
+                        older_than=86400.0, margin=600.0, force=True)  # fmt: skip
     plan = assert_same_plan(Storage(), options)
     reasons = {c["path"]: c["reason"] for c in plan["candidates"]} | {p["path"]: p["reason"] for p in plan["protected"]}
-    assert {reasons[u] for u in needed} == {"unreferenced-changelog" if collect else "changelog-fixed-job-id"}
+    assert {reasons[u] for u in needed} == {"changelog-fixed-job-id"}
 
 
-@pytest.mark.parametrize("renamed", [False, True])
-def test_spark_plan_reads_a_savepoint_found_by_the_listing_only_as_in_process(spark, tmp_path: Path, renamed) -> None:
-    """A savepoint moved into a job's shared/, where discovery does not look (renamed: under a
-    name of no checkpoint, known by its content): the full listing finds its _metadata and the
-    driver reads it after the listing and the references met; what it references is live
-    (counted as such, never a candidate) in both plans."""
+def test_spark_plan_reads_a_savepoint_found_by_the_listing_only_as_in_process(spark, tmp_path: Path) -> None:
+    """A savepoint moved into a job's shared/, where discovery does not look, under a name of no
+    checkpoint (known by its content): the full listing finds its _metadata and the driver reads
+    it after the listing and the references met; what it references is live (counted as such,
+    never a candidate) in both plans."""
     import shutil
 
     sc = Scenario("2.2.0", "savepoints", tmp_path)
     savepoint = next(p for p in (sc.root / "savepoints").iterdir() if (p / "_metadata").is_file())
-    inside = sc.jobs()[0] / "shared" / ("release-42" if renamed else savepoint.name)
+    inside = sc.jobs()[0] / "shared" / "release-42"  # by content: a name is the simpler case (test_discovery)
     shutil.move(str(savepoint), inside)
     plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0))
     assert plan["discovery"]["found_by_listing_only"] == [sc.uri(inside)]
