@@ -30,24 +30,12 @@ METADATA_FILE = "_metadata"
 CHK_RE = re.compile(r"^chk-([1-9][0-9]*)\Z")  # "chk-" + Long.toString(id): ASCII, no leading zero
 SAVEPOINT_RE = re.compile(r"^savepoint-([0-9a-fA-F]{6})-([0-9a-zA-Z]{12})\Z")
 JOB_ID_RE = re.compile(r"^[0-9a-f]{32}\Z")  # a JobID as Flink prints it: 16 bytes in lowercase hex
-
-
-def fixed_job_id(job_id: str) -> bool:
-    """A JobID that is not drawn at random but derived, so that several deployments share it.
-
-    Application mode with HA fixes the id so that a failover finds its job again: all zeros up to
-    Flink 1.15, ``JobID(clusterId.hashCode(), 0)`` since 1.16 (the same for every deployment of a
-    cluster id: a redeployment, another namespace); operators derive theirs from a resource id and
-    a small generation the same way. Flink prints the lower long first, so such an id ends in a
-    small number: its upper 32 bits (hex digits 17-24) are zero. A random id does so once in 2^32,
-    and then only keeps files that could have gone."""
-    return job_id[16:24] == "00000000"
 # ForSt (Flink 2.x, disaggregated state) keeps each operator's live database inside shared/:
 # shared/op_<operator>__<subtask>_<parallelism>__attempt_<k>/db/<files>, plus empty _dummy_dir_<uuid>
+FORST_DIR_RE = re.compile(r"^(?:op_.+__[0-9]+_[0-9]+__attempt_[0-9]+|_dummy_dir_.*)\Z")
 # file-merging's directories (FileMergingSnapshotManagerBase): one per subtask in shared/, one per
 # task manager in taskowned/
 FILE_MERGING_DIR_RE = re.compile(r"^job_[0-9a-f]{32}_(?:op_[0-9a-f]{32}_[0-9]+_[0-9]+|tm_.+)\Z")
-FORST_DIR_RE = re.compile(r"^(?:op_.+__[0-9]+_[0-9]+__attempt_[0-9]+|_dummy_dir_.*)\Z")
 # files of a RocksDB/ForSt database that are not data files: never collected from a working dir
 FORST_CONTROL_RE = re.compile(r"^(?:CURRENT|IDENTITY|LOCK|LOG(?:\..*)?|MANIFEST-[0-9]+|OPTIONS-[0-9]+)\Z")
 # how every name FORST_CONTROL_RE matches begins: columnar readers pick the names to test with it by these
@@ -110,6 +98,18 @@ def place_of(root: str, dir_uri: str) -> Place:
         if part.startswith("savepoint-") and SAVEPOINT_RE.match(part):
             return SAVEPOINT_PLACE
     return OTHER
+
+
+def fixed_job_id(job_id: str) -> bool:
+    """A JobID that is not drawn at random but derived, so that several deployments share it.
+
+    Application mode with HA fixes the id so that a failover finds its job again: all zeros up to
+    Flink 1.15, ``JobID(clusterId.hashCode(), 0)`` since 1.16 (the same for every deployment of a
+    cluster id: a redeployment, another namespace); operators derive theirs from a resource id and
+    a small generation the same way. Flink prints the lower long first, so such an id ends in a
+    small number: its upper 32 bits (hex digits 17-24) are zero. A random id does so once in 2^32,
+    and then only keeps files that could have gone."""
+    return job_id[16:24] == "00000000"
 
 
 def is_checkpoint_metadata(root: str, uri: str) -> bool:

@@ -301,10 +301,11 @@ def plan_relocation(
         d = st.parent(target)
         real = real_dirs.get(d) or real_dirs.setdefault(d, st.real_uri(d))
         for area, real_area in real_areas:
-            if st.is_under(target, area) or st.is_under(real, real_area):
+            as_written = st.is_under(target, area)
+            if as_written or st.is_under(real, real_area):
                 raise RelocateError(
                     f"{target} would be written inside a source directory ({area})"
-                    + ("" if st.is_under(target, area) else f", reached through a symlink ({real})")
+                    + ("" if as_written else f", reached through a symlink ({real})")
                     + "; choose a DST outside it"
                 )
     _refuse_aliased_destination(source_dirs, [*needed.values(), *ck_dirs.values()])

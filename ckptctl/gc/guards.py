@@ -307,7 +307,12 @@ class Guards:
 
 def _first_names(jobs: list[dict[str, Any]], n: int = 5) -> str:
     """The first ``n`` job ids of a dead-jobs list, '...' when there are more."""
-    return ", ".join(st.basename(d["job"]) for d in jobs[:n]) + (" ..." if len(jobs) > n else "")
+    return first_of([st.basename(d["job"]) for d in jobs], n)
+
+
+def first_of(names: list[str], n: int) -> str:
+    """The first ``n`` of ``names`` for a message, '...' when there are more."""
+    return ", ".join(names[:n]) + (" ..." if len(names) > n else "")
 
 
 def place_of_chk(path: str) -> bool:

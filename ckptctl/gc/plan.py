@@ -36,7 +36,7 @@ from ckptctl import storage as st
 from ckptctl.errors import CkptError
 from ckptctl.gc.contexts import JobEvidence, _Contexts, _forst_parents
 from ckptctl.gc.decisions import FileDecision, GcPlan
-from ckptctl.gc.guards import Guards
+from ckptctl.gc.guards import Guards, first_of
 from ckptctl.gc.inventory_source import InventorySource
 from ckptctl.gc.listed import (
     Listed,
@@ -548,7 +548,7 @@ class _Planner(InventorySource, Guards):
         if contexts.fixed_ids_kept:
             ids = sorted(contexts.fixed_ids_kept)
             self.warnings.append(
-                f"the changelog files of {len(ids)} fixed job ids are kept ({', '.join(ids[:3])}{' ...' if len(ids) > 3 else ''}): "
+                f"the changelog files of {len(ids)} fixed job ids are kept ({first_of(ids, 3)}): "
                 "application mode with HA gives every deployment of a cluster id (before Flink 1.16: every "
                 "deployment) the same id, so one whose checkpoints are not scanned may use them. Scan every root "
                 "that writes under those ids, then pass --collect-fixed-id-changelog to collect them"
