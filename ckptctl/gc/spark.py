@@ -342,7 +342,12 @@ def executor_error(e: BaseException) -> CkptError | None:
     import re
 
     raised = re.findall(r"^ckptctl\.[\w.]*?(\w+): (.+)$", str(e), re.MULTILINE)
-    return CkptError(raised[-1][1]) if raised else None
+    if raised:
+        return CkptError(raised[-1][1])
+    if "Checkpoint block" in str(e) and "not found" in str(e):  # kept rows lost with their executor
+        return CkptError("an executor holding the rows being planned was lost (its rows are not recomputed): "
+                         "nothing was decided; plan again")  # fmt: skip
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,6 +560,19 @@ class _SparkPlanner(_Planner):
         self.cached.append(frame)
         return frame
 
+    def materialise_rows(self, frame):
+        """``frame`` computed now and its rows kept as they are (serialized, in memory, spilling to
+        disk) while the plan is made: the rows per URI, read by every later pass. A cache would
+        keep them as compressed columns, and building those cost 16 s of a 10^7-row plan's 105
+        (bench/bucket_bench.py; 26 s to shuffle, group and keep the rows this way, 42 s cached).
+        Kept rows are not recomputed: if an executor holding some is lost, the next pass fails
+        (:func:`executor_error`'s line) -- a plan made again, never one made of fewer rows."""
+        from pyspark import StorageLevel
+
+        frame = frame.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+        self.cached.append(frame)
+        return frame
+
     def on_executors(self, items: list, slices: int, fn, ddl: str, *, arrow: bool = False):
         """The rows (tuples of ``ddl``) ``fn`` makes of each of ``slices`` slices of ``items`` (in
         order), on executors, handed to the JVM in Arrow batches: a pickled Python row each costs
@@ -588,7 +606,7 @@ class _SparkPlanner(_Planner):
         joined = self.per_uri(rows, fold_df, exact=False)
         summary = self.summarise(joined, rule.tolerance_limit)
         if summary.duplicated:  # keys an inventory lists twice: the newest row speaks, as in-process
-            joined.unpersist()
+            release([joined])
             joined = self.per_uri(rows, fold_df, exact=True)
             summary = self.summarise(joined, rule.tolerance_limit)
         self.take_listing(summary)
@@ -614,7 +632,7 @@ class _SparkPlanner(_Planner):
         slices = max(1, min(len(ordered), self.sc.defaultParallelism * 2))
         fn = functools.partial(_fold_partition, self.storage.options, retained_set, self.options.rebase,
                                self.scopes.prefixes)  # fmt: skip
-        fold_df = self.cache(self.on_executors(list(enumerate(ordered)), slices, fn, FOLD_SCHEMA, arrow=True))
+        fold_df = self.materialise_rows(self.on_executors(list(enumerate(ordered)), slices, fn, FOLD_SCHEMA, arrow=True))
         folded = Folded(set(), {}, set(), {}, {}, [])
         moved: dict[str, list[str]] = {}
         for row in sorted(fold_df.filter("kind = 'small'").select("part", "blob").collect()):
@@ -676,7 +694,7 @@ class _SparkPlanner(_Planner):
             F.lit(False).alias("live"), F.lit(False).alias("has_span"), F.lit(False).alias("expired"),
             F.when(stat, F.col("size")).alias("rows_read"), F.when(stat, F.col("pos")).alias("rows_kept"),
         )  # fmt: skip
-        return self.cache(_group_per_uri(listing.unionByName(_as_per_uri(fold_df)), exact=exact))
+        return self.materialise_rows(_group_per_uri(listing.unionByName(_as_per_uri(fold_df)), exact=exact))
 
     def summarise(self, joined, tolerance_limit: float) -> _Summary:
         """Everything the driver needs before deciding, by directory (listing order, files, bytes,
@@ -798,13 +816,14 @@ class _SparkPlanner(_Planner):
             late_df = self.spark.createDataFrame(late, FOLD_SCHEMA)
             fold_df = fold_df.union(late_df)
             stale = joined
-            joined = self.cache(_group_per_uri(joined.select(*PER_URI).unionByName(_as_per_uri(late_df)), exact=False))
+            joined = self.materialise_rows(_group_per_uri(joined.select(*PER_URI).unionByName(_as_per_uri(late_df)),
+                                                          exact=False))  # fmt: skip
         live_paths = fold_df.filter("kind in ('live', 'span')").select("path")
         files = joined.filter((F.col("kg") == "f") & (F.col("n_f") > 0))
         # the live files are counted, never decided: they stay in the JVM
         live = summary.live if not late else list(files.filter("live").agg(F.count(F.lit(1)), F.sum("size")).first())
-        if late:  # the regrouped rows are cached now (counted): the first grouping is not read again
-            stale.unpersist()
+        if late:  # the regrouped rows are kept now: the first grouping is not read again
+            release([stale])
 
         # the contexts of every directory, in listing order (the first overlap found is reported)
         dirs = summary.dirs
@@ -1253,12 +1272,17 @@ class SparkPlan(GcPlan):
 
 
 def release(frames: list) -> None:
-    """Drop persisted frames from the executors' storage."""
+    """Drop persisted frames from the executors' storage: cached ones, and the rows of locally
+    checkpointed ones (:meth:`_SparkPlanner.materialise_rows`), which ``unpersist()`` does not
+    know (they are an RDD of the frame's plan, not in the cache)."""
     for frame in frames:
         # a Spark context that died (a task's OutOfMemoryError) refuses unpersist too: that error
         # would hide the one that stopped the plan
         with contextlib.suppress(Exception):
             frame.unpersist()
+            plan = frame._jdf.logicalPlan()
+            if plan.getClass().getSimpleName() == "LogicalRDD" and plan.rdd().isLocallyCheckpointed():
+                plan.rdd().unpersist(False)
 
 
 def read_lists(spark, plan_file: str, record: dict[str, Any]):
