@@ -80,6 +80,13 @@ def test_a_released_plan_leaves_nothing_cached(spark, tmp_path: Path) -> None:
     assert persisted().size() > before and plan.summary()["candidate_files"] == 1
     plan.release()
     assert persisted().size() == before
+    # the rows per URI are not recomputed once dropped (nor when an executor holding them is lost):
+    # reading them fails, in one line, instead of planning again from nothing
+    from ckptctl.gc.spark import executor_error
+
+    with pytest.raises(Exception) as lost:
+        plan.files.frame.count()
+    assert "plan again" in str(executor_error(lost.value))
 
 
 def test_spark_plan_equals_local_plan_on_every_fixture(spark, tmp_path: Path) -> None:
