@@ -71,7 +71,7 @@ print(json.dumps({"wall": time.perf_counter() - start, "rc": rc,
 """
 
 ACTIONS = {  # the DataFrame and RDD methods that run Spark jobs and return to the driver
-    "DataFrame": ("collect", "count", "toLocalIterator", "toArrow"),
+    "DataFrame": ("collect", "count", "toLocalIterator", "toArrow", "localCheckpoint"),
     "RDD": ("collect", "count", "fold", "reduce", "countByValue", "take", "toLocalIterator"),
     "DataFrameWriter": ("parquet",),
 }
@@ -103,7 +103,8 @@ class SparkActions:
             if self.depth:
                 return method(*args, **kwargs)
             frames = [f for f in traceback.extract_stack()[:-1] if "/ckptctl/" in f.filename]
-            site = f"{label} <- {Path(frames[-1].filename).name}:{frames[-1].lineno} {frames[-1].name}" if frames else label
+            # two lines of ckptctl: a helper's callers (materialise_rows, on_executors) told apart
+            site = " <- ".join([label, *(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames[:-3:-1])])
             self.depth += 1
             t = time.perf_counter()
             try:
