@@ -1258,7 +1258,11 @@ class SparkPlan(GcPlan):
         # task sorts its rows by directory first). Many tasks and jobs: a task per directory.
         if self.files.tasks * 2 * (len(self.files.labels.jobs) + 1) > WRITE_FILES:
             frame = frame.repartition("outcome", "job_id")
-        frame.write.mode("overwrite").option("maxRecordsPerFile", 1_000_000).partitionBy("outcome", "job_id").parquet(
+        # no dictionary for the paths (each is written once): Parquet built one per column chunk and
+        # threw it away for plain pages when it outgrew a page -- the same bytes written, a third
+        # of the write's time (7.9M rows, 160 files: 20.7-22.2 s -> 13.4-15.0 s)
+        writer = frame.write.mode("overwrite").option("maxRecordsPerFile", 1_000_000)
+        writer.option("parquet.enable.dictionary#path", "false").partitionBy("outcome", "job_id").parquet(
             os.path.abspath(target)
         )
         c, p = self.files.totals["candidates"], self.files.totals["protected"]
