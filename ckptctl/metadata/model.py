@@ -126,7 +126,7 @@ class FileHandle(NamedTuple):
     inline_size = 0
 
     def source(self, resolve: Resolver) -> tuple:
-        return ("file", resolve(self))
+        return ("file", resolve(self), self.size)  # the size Flink recorded: what a read of it may take
 
 
 class RelativeFileHandle(NamedTuple):
@@ -140,7 +140,7 @@ class RelativeFileHandle(NamedTuple):
     inline_size = 0
 
     def source(self, resolve: Resolver) -> tuple:
-        return ("file", resolve(self))
+        return ("file", resolve(self), self.size)  # the size Flink recorded: what a read of it may take
 
 
 class SegmentFileHandle(NamedTuple):

@@ -22,7 +22,7 @@ def rebuild_handle_dir(storage: Storage, files: tuple, workdir: str) -> None:
             if src[0] == "inline":
                 out.write(src[1])
             elif src[0] == "file":
-                out.write(storage.read_bytes(src[1]))
+                out.write(storage.read_recorded(src[1], src[2]))
             else:
                 data = storage.read_range(src[1], src[2], src[3])
                 if len(data) != src[3]:

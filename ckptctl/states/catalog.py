@@ -43,7 +43,7 @@ def read_stream(storage, resolve, h, offset: int = 0, length: int | None = None)
         return storage.read_range(uri, start + offset, n), uri
     uri = src[1]
     if offset == 0 and length is None:
-        return storage.read_bytes(uri), uri
+        return storage.read_recorded(uri, src[2]), uri
     if length is None:
         length = h.state_size - offset
     return storage.read_range(uri, offset, length), uri

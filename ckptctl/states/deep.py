@@ -89,7 +89,7 @@ class SnapshotRef:
     """One full-snapshot stream to scan (same fields as verify's HandleRef where they matter)."""
 
     index: int
-    files: tuple  # the stream's source: ("inline", bytes) | ("file", uri) | ("range", uri, offset, length)
+    files: tuple  # the stream's source: ("inline", bytes) | ("file", uri, recorded size) | ("range", uri, offset, length)
     key_group_start: int
     key_group_end: int
     key_group_offsets: tuple[tuple[int, int], ...]

@@ -59,7 +59,7 @@ class SnapshotTask(NamedTuple):
     """Scan one full-snapshot stream (a canonical savepoint's; see :class:`ckptctl.states.deep.SnapshotRef`)."""
 
     index: int
-    source: tuple  # ("inline", bytes) | ("file", uri) | ("range", uri, offset, length)
+    source: tuple  # ("inline", bytes) | ("file", uri, recorded size) | ("range", uri, offset, length)
     key_group_offsets: tuple[tuple[int, int], ...]
     prefix_bytes: int
     specs: tuple[StateSpec, ...]
@@ -273,7 +273,7 @@ def scan_full_snapshot(storage, task: SnapshotTask) -> Iterator[tuple]:
         if source[0] == "inline":
             data, path = source[1], "(inline)"
         elif source[0] == "file":
-            data, path = storage.read_bytes(source[1]), source[1]
+            data, path = storage.read_recorded(source[1], source[2]), source[1]
         else:
             data, path = storage.read_range(source[1], source[2], source[3]), source[1]
     except (StorageError, OSError) as e:

@@ -6,6 +6,7 @@ botocore stays lazy: its errors are recognised by class name.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import time
 
@@ -60,6 +61,7 @@ RETRY_ATTEMPTS = 8
 RETRY_BASE = 0.1
 RETRY_CAP = 5.0
 _FINAL = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+_PERMANENT_ERRNOS = frozenset({errno.ELOOP, errno.ENAMETOOLONG, errno.EINVAL, errno.ENXIO, errno.ENODEV})
 
 
 def first_line(e: BaseException) -> str:
@@ -72,6 +74,8 @@ def retry_delay(error: Exception, attempt: int) -> float | None:
     (no credentials, no server: :func:`s3_problem`) are final, as is the last attempt."""
     if isinstance(error, _FINAL) or attempt >= RETRY_ATTEMPTS - 1 or s3_problem(error):
         return None
+    if isinstance(error, MemoryError) or (isinstance(error, OSError) and error.errno in _PERMANENT_ERRNOS):
+        return None  # a symlink loop or a read too large for memory: the same the next eight times
     return min(RETRY_BASE * 2**attempt, RETRY_CAP)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import os
+import sys
 import threading
 import time
 from collections import Counter
@@ -157,21 +158,11 @@ class Storage:
     @staticmethod
     def _refuse_larger(uri: str, size: int, limit: int) -> None:
         if size > limit:
-            raise StorageError(f"{size:,} bytes, more than the {limit:,} a _metadata may have: not read", path=uri)
+            raise StorageError(f"{size:,} bytes, more than the {limit:,} such a file may have: not read", path=uri)
 
     def _check_readable(self, uri: str, path: str, limit: int) -> None:
         if scheme_of(uri) == "file":
-            import stat as _stat
-
-            try:
-                info = os.stat(path)
-            except FileNotFoundError:
-                raise StorageError("file not found", path=uri) from None
-            except OSError as e:
-                raise StorageError(f"cannot stat: {e.strerror or e}", path=uri) from None
-            if not _stat.S_ISREG(info.st_mode):
-                raise StorageError("not a regular file (a FIFO, device or directory): not read", path=uri)
-            size = info.st_size
+            size = self._regular_size(uri, path)
         else:
             found = self.stat(uri)
             if found is None:
@@ -179,8 +170,51 @@ class Storage:
             size = found.size
         self._refuse_larger(uri, size, limit)
 
+    def read_recorded(self, uri: str, size: int) -> bytes:
+        """The whole file a checkpoint records with ``size`` bytes (-1: Flink did not know). A
+        file of another size is refused before it is read (a 1 KiB SST padded to 50 GB was read
+        whole, until MemoryError; the checkpoint is broken either way: verify says so), and
+        locally anything but a regular file (a FIFO blocked ``states`` forever)."""
+        if size < 0:
+            return self.read_bytes(uri, limit=sys.maxsize)
+        fs, path = self.fs(uri)
+        if scheme_of(uri) == "file":
+            found = self._regular_size(uri, path)
+        elif size > 0:  # one ranged GET, one byte past the end: no HEAD first
+            data = self.read_range(uri, 0, size + 1)
+            if len(data) > size:
+                raise StorageError(f"larger than the {size:,} bytes the checkpoint records: not read", path=uri)
+            found = len(data)
+            if found == size:
+                return data
+        else:  # no range of an empty object can be read
+            info = self.stat(uri)
+            if info is None:
+                raise StorageError("file not found", path=uri)
+            found = info.size
+        if found != size:
+            raise StorageError(f"ends at byte {found:,}, the checkpoint records {size:,} bytes: not read", path=uri)
+        return self.read_bytes(uri)
+
+    @staticmethod
+    def _regular_size(uri: str, path: str) -> int:
+        """A local file's size; anything but a regular file refused (opening a FIFO blocks)."""
+        import stat as _stat
+
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            raise StorageError("file not found", path=uri) from None
+        except OSError as e:
+            raise StorageError(f"cannot stat: {e.strerror or e}", path=uri) from None
+        if not _stat.S_ISREG(info.st_mode):
+            raise StorageError("not a regular file (a FIFO, device or directory): not read", path=uri)
+        return info.st_size
+
     def read_range(self, uri: str, start: int, length: int) -> bytes:
         fs, path = self.fs(uri)
+        if scheme_of(uri) == "file":
+            self._regular_size(uri, path)  # a FIFO's open would block
         try:  # retried here: botocore itself does not retry (see StorageOptions.s3fs_kwargs)
             return retrying(lambda: fs.cat_file(path, start=start, end=start + length))
         except FileNotFoundError:

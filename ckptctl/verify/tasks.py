@@ -135,7 +135,7 @@ class HandleRef:
 
     index: int
     # (local_name, source), see IncrementalHandle.sources:
-    # source: ("inline", bytes) | ("file", uri) | ("range", uri, offset, length)
+    # source: ("inline", bytes) | ("file", uri, recorded size) | ("range", uri, offset, length)
     files: tuple
     key_group_start: int
     key_group_end: int

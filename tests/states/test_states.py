@@ -211,6 +211,54 @@ def test_bad_meta_bytes_are_one_line_naming_file_and_offset(tmp_path: Path) -> N
     assert f"{victim}: byte 0:" in " ".join(result.stderr.split())
 
 
+def test_files_of_another_size_or_kind_are_refused_before_they_are_read(tmp_path: Path) -> None:
+    """Files a checkpoint records with a size are read only as regular files of that size: a FIFO
+    in place of an SST kept ``states --deep`` waiting forever, one in place of a handle's meta file
+    plain ``states``; a 28 KB SST padded to 50 GB (sparse) was read whole until MemoryError, after
+    eight retries. Found by a red-team helper; now one line each, at once."""
+    sc = Scenario("2.2.0", "states", tmp_path)
+    e = sc.entry
+    op = e["jobs"][0]["operators"]["stateful"]
+    chk = next(d for d in after_phase2(e) if "chk-" in str(d))
+    copy = sc.root / chk.relative_to(REPO / e["data_dir"])
+    exp = json.loads((REPO / e["expected_dir"] / (str(chk.relative_to(REPO / e["data_dir"])) + ".json")).read_text())
+    refs = [r for r in exp["references"] if r["operator_id"] == op]
+    meta = copy / Path(next(r for r in refs if r["role"] == "meta")["path"]).name
+    written = next(r["path"] for r in refs if r["role"] == "shared").removeprefix("file:")
+    sst = sc.root / Path(written).relative_to(sc.original)
+    assert meta.is_file() and sst.is_file()
+
+    data = meta.read_bytes()
+    meta.unlink()
+    os.mkfifo(meta)
+    err = " ".join(ckptctl("states", str(copy), *sc.rebase, expect=2).stderr.split())
+    assert f"{meta}: not a regular file" in err
+    meta.unlink()
+    meta.write_bytes(data)
+    with open(meta, "r+b") as f:
+        f.truncate(50 << 30)
+    result = ckptctl("states", str(copy), *sc.rebase, expect=2)
+    err = " ".join(result.stderr.split())
+    assert f"{meta}: ends at byte 53,687,091,200, the checkpoint records {len(data):,} bytes" in err
+    assert len(result.stderr.strip().splitlines()) == 1
+    meta.write_bytes(data)
+
+    for broken in ("fifo", "padded"):
+        original = sst.read_bytes()
+        sst.unlink()
+        if broken == "fifo":
+            os.mkfifo(sst)
+        else:
+            sst.write_bytes(original)
+            with open(sst, "r+b") as f:
+                f.truncate(50 << 30)
+        out = ckptctl("states", str(copy), "--deep", "--engine", "local", "--json", *sc.rebase, expect=1)
+        problems = json.dumps(json.loads(out.stdout))
+        assert str(sst) in problems and ("not a regular file" if broken == "fifo" else "ends at byte") in problems
+        sst.unlink()
+        sst.write_bytes(original)
+
+
 def test_option_errors() -> None:
     d = after_phase2(entry("2.2.0"))[0]
     assert "needs --deep" in ckptctl("states", str(d), "--ttl", "7d", expect=2).stderr
