@@ -38,8 +38,10 @@ def warn_moved(out, *checkpoints, inferred=()) -> None:
 
 def _chk_number(metadata_uri: str) -> int:
     """N of the ``chk-N`` directory holding a ``_metadata`` (-1 for any other directory)."""
-    name = metadata_uri.rsplit("/", 2)[-2]
-    return int(name[4:]) if name.startswith("chk-") and name[4:].isdigit() else -1
+    from ckptctl.layout import CHK_RE
+
+    m = CHK_RE.match(metadata_uri.rsplit("/", 2)[-2])
+    return int(m.group(1)) if m else -1
 
 
 def _not_a_checkpoint_hint(storage, path: str, error: Exception) -> str:
