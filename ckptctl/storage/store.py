@@ -177,9 +177,8 @@ class Storage:
         locally anything but a regular file (a FIFO blocked ``states`` forever)."""
         if size < 0:
             return self.read_bytes(uri, limit=sys.maxsize)
-        fs, path = self.fs(uri)
         if scheme_of(uri) == "file":
-            found = self._regular_size(uri, path)
+            found = self._regular_size(uri, self.fs(uri)[1])
         elif size > 0:  # one ranged GET, one byte past the end: no HEAD first
             data = self.read_range(uri, 0, size + 1)
             if len(data) > size:
