@@ -21,6 +21,7 @@ from ckptctl.layout import CheckpointLocation, locate_checkpoint
 from ckptctl.metadata import read_metadata
 from ckptctl.metadata.model import (
     CheckpointMetadata,
+    FileHandle,
     RelativeFileHandle,
     SegmentFileHandle,
     file_groups,
@@ -251,9 +252,10 @@ def reference_rows(ck: LoadedCheckpoint) -> list[Ref]:
 def file_resolver(ck: LoadedCheckpoint):
     """The one mapping from a file handle to the URI of its file now: relative handles against
     the checkpoint's directory, absolute ones canonicalised and rebased (see :func:`_resolver`)."""
-    base = ck.location.uri
-    to_uri = _resolver(ck.rebase)
+    return _handle_resolver(ck.location.uri, _resolver(ck.rebase))
 
+
+def _handle_resolver(base: str, to_uri):
     def resolve(h: Any) -> str:
         return relative_uri(base, h.relative_path) if type(h) is RelativeFileHandle else to_uri(h.path)
 
@@ -266,6 +268,17 @@ def referenced_files(ck: LoadedCheckpoint) -> Iterator[FileRef]:
     new = tuple.__new__
     for scope, h in file_handles(ck.metadata):
         yield new(FileRef, (resolve(h), scope, h.offset if type(h) is SegmentFileHandle else 0, h.size))
+
+
+def referenced_uris(ck: LoadedCheckpoint) -> Iterator[tuple[str, list[str], tuple]]:
+    """:func:`referenced_files` a group of handles at a time (:func:`file_groups`: one
+    incremental handle's shared files are one group): ``(scope, each file's URI, the
+    (local_name, handle) items)``. The fold's form: a list per group, not an object and two
+    generator steps per file (4M references of a 10^7-file bucket)."""
+    to_uri = _resolver(ck.rebase)
+    resolve = _handle_resolver(ck.location.uri, to_uri)
+    for _op, _subtask, _slot, scope, _kgr, items in file_groups(ck.metadata):
+        yield scope, [to_uri(h.path) if type(h) is FileHandle else resolve(h) for _name, h in items], items
 
 
 def rows_to_arrow(rows: Iterable[Ref]) -> Any:

@@ -62,7 +62,7 @@ from ckptctl.layout import (
 )
 from ckptctl.pycollector import paused_collector
 from ckptctl.rebase import Rebase
-from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_files
+from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_uris
 from ckptctl.scan import ScanStorage
 from ckptctl.storage import FileInfo, Storage
 from ckptctl.storage.listing import DirFiles, dir_runs
@@ -639,15 +639,20 @@ def fold_references(storage, ordered, retained_set, rebase: Rebase, prefixes, pr
             out.info[loc.uri] = _checkpoint_info(ck)
             if loc.uri in retained_set:
                 add(loc.metadata_uri)
-                for path, scope, offset, size in referenced_files(ck):
-                    if not path.startswith(prefixes) or escapes(path):
-                        external.setdefault(path, {"path": path, "referenced_by": loc.uri, "scope": scope})
-                    elif scope == "segment":
-                        spans.setdefault(path, []).append((offset, size))
-                    else:
-                        add(path)
+                for scope, uris, items in referenced_uris(ck):
+                    segment = scope == "segment"
+                    for path, (_name, h) in zip(uris, items, strict=True):
+                        # "/.." first: escapes() is a call, the substring test is not
+                        if not path.startswith(prefixes) or ("/.." in path and escapes(path)):
+                            external.setdefault(path, {"path": path, "referenced_by": loc.uri, "scope": scope})
+                        elif segment:
+                            spans.setdefault(path, []).append((h.offset, h.size))
+                        else:
+                            add(path)
             else:
-                out.expired_refs.update(ref[0] for ref in referenced_files(ck))
+                expired = out.expired_refs
+                for _scope, uris, _items in referenced_uris(ck):
+                    expired.update(uris)
             del ck
         out.moved = moved
         out.refusals.extend(moved_refusals(moved))

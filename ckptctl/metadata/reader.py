@@ -311,6 +311,7 @@ class _Decoder:
         pos = list_start = self.pos
         fast_paths: list[str] = []
         add_path = fast_paths.append
+        new = tuple.__new__
         for _ in range(n):
             if pos + 2 > end:
                 self.pos = pos
@@ -329,7 +330,7 @@ class _Decoder:
                         if size < -1:
                             raise self.fail(f"negative file size {size}", q + 1)
                         add_path(path)  # Path rules checked for the whole list below
-                        append(LocalFile(name, FileHandle(path, size)))
+                        append(new(LocalFile, (name, new(FileHandle, (path, size)))))  # no __new__ frames
                         pos = r
                         continue
             self.pos = pos

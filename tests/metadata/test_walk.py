@@ -33,6 +33,7 @@ from ckptctl.refs import (
     load_checkpoint,
     reference_rows,
     referenced_files,
+    referenced_uris,
 )
 from ckptctl.storage import Storage
 from tests.support.fixture_cases import cases
@@ -132,6 +133,16 @@ def test_incremental_sources_are_files_of_the_reference_map(case) -> None:
     if any(r.scope in ("shared", "private") and r.slot == "managed_keyed" for r in refs):
         assert found
 
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_the_folds_grouped_uris_are_the_referenced_files(case) -> None:
+    # gc's fold reads a group of handles at a time: the same files, scopes and order as one by
+    # one, relative and rebased handles included (the fixtures were written elsewhere and moved)
+    ck = load_checkpoint(Storage(), str(case.checkpoint_dir))
+    grouped = [(scope, uri, h) for scope, uris, items in referenced_uris(ck)
+               for uri, (_name, h) in zip(uris, items, strict=True)]  # fmt: skip
+    assert [(s, u) for s, u, _h in grouped] == [(f.scope, f.path) for f in referenced_files(ck)]
+    assert [(getattr(h, "offset", 0), h.size) for _s, _u, h in grouped] == [(f.offset, f.size) for f in referenced_files(ck)]
 
 
 def _with_repeated_local_name(raw: bytes):
