@@ -276,7 +276,7 @@ def test_operator_mistakes_never_delete_live_or_outside_files(mistake, graph, al
         shutil.rmtree(base, ignore_errors=True)
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graph=graphs(), mistakes=hs.sets(hs.sampled_from(MISTAKES), max_size=2), rnd=hs.randoms())
 def test_spark_plan_equals_local_plan_over_random_graphs_and_mistakes(graph, mistakes, rnd) -> None:
     """The Spark planner over the same random graphs and operator mistakes: exactly the local
