@@ -133,7 +133,7 @@ def scan_states(storage, task: RocksDBTask) -> Iterator[tuple]:
     import shutil
     import tempfile
 
-    from ckptctl.rocksdb.handledir import open_read_only, rebuild_handle_dir
+    from ckptctl.rocksdb.handledir import explain, open_read_only, rebuild_handle_dir
 
     index, files, _kg_start, _kg_end, prefix_bytes, specs, now_ms = task
     workdir = tempfile.mkdtemp(prefix="ckptctl-states-")
@@ -146,7 +146,7 @@ def scan_states(storage, task: RocksDBTask) -> Iterator[tuple]:
         try:
             db, cfs = open_read_only(workdir)
         except Exception as e:  # noqa: BLE001
-            yield HandleOutcome(index, False, f"RocksDB cannot open the rebuilt directory: {e}")
+            yield HandleOutcome(index, False, f"RocksDB cannot open the rebuilt directory: {explain(e, workdir, files)}")
             return
         by_name = {spec.name: spec for spec in specs}
         try:
@@ -157,7 +157,7 @@ def scan_states(storage, task: RocksDBTask) -> Iterator[tuple]:
                 try:
                     yield from _scan_cf(db, cf, spec, index, prefix_bytes, now_ms, workdir)
                 except Exception as e:  # noqa: BLE001 - SstFormatError, rocksdict errors: reported per handle
-                    yield HandleOutcome(index, False, f"column family '{cf}': {e}")
+                    yield HandleOutcome(index, False, f"column family '{cf}': {explain(e, workdir, files)}")
         finally:
             db.close()
         yield HandleOutcome(index, True, None)

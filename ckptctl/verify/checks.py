@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from ckptctl.errors import StorageError
-from ckptctl.rocksdb.handledir import open_read_only, rebuild_handle_dir
+from ckptctl.rocksdb.handledir import explain, open_read_only, rebuild_handle_dir
 from ckptctl.storage import Storage, StorageOptions
 from ckptctl.verify.tasks import FileTask, HandleTask
 
@@ -211,7 +211,7 @@ def check_handle(storage: Storage, task: HandleTask) -> Iterator[Check | KeyGrou
         try:
             counts, outside = _scan_rocksdb(workdir, kg_start, kg_end, prefix_bytes)
         except Exception as e:  # noqa: BLE001 - rocksdict raises plain exceptions
-            yield Check(index, "rocksdb", False, f"RocksDB cannot open the rebuilt directory: {e}")
+            yield Check(index, "rocksdb", False, f"RocksDB cannot open the rebuilt directory: {explain(e, workdir, files)}")
             return
         yield Check(index, "rocksdb", True, None)
         for (cf, kg), (n, nbytes) in sorted(counts.items()):
