@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from ckptctl import dstl
 from ckptctl.errors import StorageError
 from ckptctl.rocksdb.handledir import explain, open_read_only, rebuild_handle_dir
 from ckptctl.storage import Storage, StorageOptions
@@ -36,7 +37,10 @@ SST_MAGIC = 0x88E241B785F4CFF7  # BlockBasedTable (kBlockBasedTableMagicNumber)
 SST_LEGACY_MAGIC = 0xDB4775248B80FB57  # kLegacyBlockBasedTableMagicNumber
 SST_MAGICS = {SST_MAGIC: "block-based", SST_LEGACY_MAGIC: "legacy block-based"}
 
-FILE_CHECKS = ("exists", "size", "sst_magic", "readable")
+FILE_CHECKS = ("exists", "size", "sst_magic", "readable", "changelog")
+# a DSTL file is read whole for its structure (ckptctl.dstl); Flink uploads them in batches of a
+# few MB (dstl.dfs.batch.persist-size-threshold): a larger one is size-checked only, not read
+DSTL_READ_LIMIT = 256 << 20
 HANDLE_CHECKS = ("rocksdb", "key_groups")
 CHECKS = FILE_CHECKS + HANDLE_CHECKS
 
@@ -73,10 +77,10 @@ def run_tasks(options: StorageOptions, tasks: Iterable[FileTask | HandleTask]) -
 
 def check_file(storage: Storage, task: FileTask) -> list[Check]:
     """The records of one file task (a list: built in one go, no generator per file)."""
-    path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans, listed = task
+    path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans, listed, starts = task
     fd = -1  # a local regular file: opened once when it is read, its size from fstat
     if path.startswith("file:"):
-        read = bool(sst_whole or sst_segment_ends or read_spans)
+        read = bool(sst_whole or sst_segment_ends or read_spans or starts)
         if listed is None or read:
             fd, size = _open_local(path[5:], read)
             if listed is None:
@@ -84,7 +88,7 @@ def check_file(storage: Storage, task: FileTask) -> list[Check]:
     try:
         return _check_file(
             storage, path, listed, fd, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends,
-            read_spans,
+            read_spans, starts,
         )  # fmt: skip
     finally:
         if fd >= 0:
@@ -92,7 +96,8 @@ def check_file(storage: Storage, task: FileTask) -> list[Check]:
 
 
 def _check_file(
-    storage, path, listed, fd, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans
+    storage, path, listed, fd, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans,
+    changelog_starts=(),
 ) -> list[Check]:
     actual = listed
     if actual is None:  # not listed (or listed as absent: a listing may lag, so ask the file itself)
@@ -152,6 +157,14 @@ def _check_file(
             add(Check(path, "readable", False, f"read {len(data)} of {size} bytes at offset {offset}"))
         else:
             add(Check(path, "readable", True, None))
+    if changelog_starts and size_ok and actual <= DSTL_READ_LIMIT:
+        try:
+            data = _read_range(storage, path, 0, actual, fd)
+        except StorageError as e:
+            add(Check(path, "changelog", False, f"cannot read: {e.message}"))
+        else:
+            why = dstl.problem(data, changelog_sizes, changelog_starts)
+            add(Check(path, "changelog", why is None, why))
     return out
 
 

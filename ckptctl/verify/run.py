@@ -7,11 +7,12 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
+from ckptctl.dstl import changelog_starts
 from ckptctl.engine import Engine
 from ckptctl.errors import CkptError
 from ckptctl.flink39964 import explain_missing
 from ckptctl.pycollector import paused_collector
-from ckptctl.refs import LoadedCheckpoint, reference_groups
+from ckptctl.refs import LoadedCheckpoint, file_resolver, reference_groups
 from ckptctl.storage import FileInfo, Storage
 from ckptctl.verify.checks import run_tasks
 from ckptctl.verify.result import VerifyResult, assemble
@@ -52,6 +53,12 @@ def _verify(storage, checkpoints, deep, quick, chosen, progress, on_total, roots
     started = time.monotonic()
     # the reference map's groups, never flattened into a row per reference
     files, n_rows = group_file_refs(g for ck in checkpoints for g in reference_groups(ck))
+    if not quick:  # the change sets DSTL files must begin where the checkpoints' pieces say
+        for ck in checkpoints:
+            for path, starts in changelog_starts(ck.metadata, file_resolver(ck)).items():
+                if path in files:
+                    for offset, sizes in starts.items():
+                        files[path].changelog_starts.setdefault(offset, set()).update(sizes)
     handles = handle_refs(checkpoints) if deep else []
     sizes = listed_sizes(storage, files, listings)
     # handle tasks first: they are the slow ones, so they start early on every executor

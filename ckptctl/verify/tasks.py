@@ -31,6 +31,9 @@ class FileTask(NamedTuple):
     sst_segment_ends: tuple[int, ...]
     read_spans: tuple[tuple[int, int], ...]  # (offset, size)
     listed: int | None = None  # the size a listing of its directory gave, if any
+    # DSTL files: where referenced change sets begin, each with the state sizes of the handles of
+    # that one piece (ckptctl.dstl.problem); read and checked
+    changelog_starts: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 class HandleTask(NamedTuple):
@@ -56,6 +59,7 @@ class FileRefs:
     sst_segment_ends: set[int] = field(default_factory=set)
     read_spans: set[tuple[int, int]] = field(default_factory=set)
     checkpoints: set[str] = field(default_factory=set)
+    changelog_starts: dict[int, set[int]] = field(default_factory=dict)  # see ckptctl.dstl.changelog_starts
 
     def task(self, listed: int | None = None, *, reads: bool = True) -> FileTask:
         """The file's task; without ``reads`` only its existence and sizes are checked (no byte of
@@ -64,8 +68,12 @@ class FileRefs:
             self.path, _sorted(self.whole_sizes), _sorted(self.changelog_sizes),
             self.segment_end if self.has_segments else None,
             self.sst_whole and reads, _sorted(self.sst_segment_ends) if reads else (),
-            _sorted(self.read_spans) if reads else (), listed,
+            _sorted(self.read_spans) if reads else (), listed, _changelog(self.changelog_starts) if reads else (),
         )  # fmt: skip
+
+
+def _changelog(starts: dict[int, set[int]]) -> tuple:
+    return tuple((offset, _sorted(sizes)) for offset, sizes in sorted(starts.items()))
 
 
 def _sorted(values: set) -> tuple:

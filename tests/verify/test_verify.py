@@ -75,14 +75,14 @@ def test_every_fixture_is_sound_on_spark_and_both_engines_agree(tmp_path: Path) 
     )
     assert c["references"] == n_refs
     assert c["exists"] == c["size"] == c["files"] > 0
-    assert c["sst_magic"] > 0 and c["readable"] > 0
+    assert c["sst_magic"] > 0 and c["readable"] > 0 and c["changelog"] > 0
     assert c["rocksdb"] == c["key_groups"] == c["handles"] > 0
     # the report holds every check, the histogram every key group that has data
     report = pq.read_table(report_file)
     per_check = {}
     for check in report.column("check").to_pylist():
         per_check[check] = per_check.get(check, 0) + 1
-    for check in ("exists", "size", "sst_magic", "readable"):
+    for check in ("exists", "size", "sst_magic", "readable", "changelog"):
         assert per_check[check] == c[check]
     for check in ("rocksdb", "key_groups"):  # one row per checkpoint owning the handle
         assert per_check[check] >= c[check]
@@ -91,6 +91,7 @@ def test_every_fixture_is_sound_on_spark_and_both_engines_agree(tmp_path: Path) 
         "size",
         "sst_magic",
         "readable",
+        "changelog",
         "rocksdb",
         "key_groups",
     }
@@ -267,6 +268,33 @@ def test_truncated_file_merging_segment_file_is_found(tmp_path: Path) -> None:
     assert f"size {size // 2} bytes, segments need {need}" in {p["detail"] for p in report["problems"]}
     # a handle whose segment was cut off cannot be rebuilt: deep mode names it too
     assert any(p["check"] == "rocksdb" and "segment short" in p["detail"] for p in report["problems"])
+
+
+@pytest.mark.parametrize("version", ["1.15.4", "1.20.3", "2.2.0"])
+def test_corrupt_changelog_files_are_found(version: str, tmp_path: Path) -> None:
+    """DSTL files were only stat'ed: zeros, a flipped header or a change cut short passed as
+    "well-formed" (found by a red-team helper). Now read for their structure (ckptctl.dstl):
+    sound as Flink wrote them; each corruption a problem naming the file and its byte."""
+    scenario = "datastream_changelog" if version == "1.15.4" else "changelog"
+    sc = Scenario(version, scenario, tmp_path)
+    clean = verify_json(str(sc.checkpoints), *sc.rebase, engine="local")
+    assert not clean["problems"] and clean["checked"]["changelog"] > 0
+    dstl = [Path(u[5:]) for u in flink_references(version, scenario, sc.root) if "/dstl/" in u]
+    victim = max(dstl, key=lambda p: p.stat().st_size)
+    original = victim.read_bytes()
+    for name, broken in (
+        ("zeros", bytes(len(original))),  # change sets of no change: the handles' sizes say otherwise
+        ("header", bytes([original[0] ^ 0xFF]) + original[1:]),
+        ("cut", original[:-1]),  # one byte short: what the size check lets pass (a header byte or not)
+        ("length", original[:5] + bytes([original[5] ^ 0x40]) + original[6:]),  # the first group's change count
+    ):
+        victim.write_bytes(broken)
+        report = verify_json(str(sc.checkpoints), *sc.rebase, engine="local", expect=1)
+        details = [p["detail"] for p in report["problems"] if p["path"] == sc.uri(victim)]
+        assert [p["check"] for p in report["problems"]] == ["changelog"], (name, report["problems"])
+        assert details and details[0].startswith("byte "), (name, details)
+    victim.write_bytes(original)
+    assert ckptctl("check", str(sc.root), *sc.rebase, expect=0)
 
 
 def test_unreadable_metadata_is_one_line_and_exit_2(basic: Scenario) -> None:

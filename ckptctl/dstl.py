@@ -1,0 +1,134 @@
+"""The changelog state backend's DSTL files, read for their structure (``verify``).
+
+A DSTL file (``FsStateChangelogStorage``) is what a changelog checkpoint replays on top of its
+materialized RocksDB state. Flink writes it as (``OutputStreamWithPos``, ``StateChangeFormat``):
+
+- one header byte: 0 plain, 1 the rest Snappy-compressed (``dstl.dfs.compression.enabled``);
+- change sets one after another (a batch of uploads shares a file): ``int`` groups, then per
+  group ``int`` changes, ``int`` key group (-1: the state metadata, written first), and per
+  change ``int`` length + its bytes.
+
+The handle records the file's size without the header byte (the stream's position: of the
+uncompressed bytes), and each piece of a checkpoint's changelog as an offset into those bytes,
+where one change set begins; the handle's state size is the bytes of the changes its pieces
+hold (their payloads: so on every fixture, 1.15 to 2.2). Nothing in the file is checksummed: a
+flipped byte inside a change's bytes is found by nobody before the restore deserializes it. What
+can be checked without the serializers is checked: the header, that the change sets tile the file
+exactly to the size recorded, that every referenced piece begins one, that a handle of one piece
+holds as many bytes of changes as its state size, and that key groups are key groups.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+from ckptctl.metadata.model import (
+    ChangelogBackendHandle,
+    ChangelogFileHandle,
+    FileHandle,
+    RelativeFileHandle,
+)
+
+_INT = struct.Struct(">i").unpack_from
+COMMON_KEY_GROUP = -1  # StateChangeLoggerImpl: changes of no key group (state metadata)
+MAX_KEY_GROUPS = 1 << 15  # KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM
+
+
+class DstlError(ValueError):
+    """A DSTL file that is not what Flink writes; ``offset``: the byte of the file."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(f"byte {offset:,}: {message}")
+        self.offset = offset
+
+
+def problem(data: bytes, recorded: Iterable[int], starts: Iterable[tuple[int, tuple[int, ...]]]) -> str | None:
+    """Why ``data`` (a whole DSTL file) is not the file its handles record (sizes ``recorded``;
+    ``starts``: where referenced change sets begin, each with the bytes of changes a handle of
+    that one piece records), or ``None``. A compressed file is checked for its header only (no
+    Snappy here)."""
+    if not data:
+        return "empty: no header byte"
+    if data[0] not in (0, 1):
+        return f"byte 0: header {data[0]}, neither 0 (plain) nor 1 (Snappy-compressed)"
+    if data[0] == 1:
+        return None
+    try:
+        begins = change_sets(memoryview(data)[1:], 1)
+    except DstlError as e:
+        return str(e)
+    sizes = sorted(set(recorded))
+    if sizes and sizes != [len(data) - 1]:
+        return f"{len(data) - 1:,} bytes of changes after the header, the checkpoint records {sizes[0]:,}"
+    for start, expected in sorted(starts):
+        if start not in begins:
+            return f"byte {start + 1:,}: a checkpoint's changes begin there, but no change set does"
+        for size in expected:
+            if begins[start] != size:
+                return (f"byte {start + 1:,}: the change set there holds {begins[start]:,} bytes of changes, "
+                        f"the checkpoint records {size:,}")  # fmt: skip
+    return None
+
+
+def change_sets(body, at: int = 0) -> dict[int, int]:
+    """Where each change set of ``body`` (the bytes after the header; ``at``: their first byte's
+    offset in the file, for errors) begins, and the bytes of changes it holds. They must end
+    exactly at the end of ``body``."""
+    n = len(body)
+    pos = 0
+    begins: dict[int, int] = {}
+
+    def read_int(what: str) -> int:
+        nonlocal pos
+        if pos + 4 > n:
+            raise DstlError(f"truncated: {what} expected, {n - pos} bytes left", pos + at)
+        value = _INT(body, pos)[0]
+        pos += 4
+        return value
+
+    while pos < n:
+        start = pos
+        payload = 0
+        groups = read_int("a change set's group count")
+        if groups < 0:
+            raise DstlError(f"negative group count {groups}", start + at)
+        for _ in range(groups):
+            where = pos
+            changes = read_int("a group's change count")
+            if changes < 0:
+                raise DstlError(f"negative change count {changes}", where + at)
+            where = pos
+            key_group = read_int("a group's key group")
+            if not COMMON_KEY_GROUP <= key_group < MAX_KEY_GROUPS:
+                raise DstlError(f"key group {key_group} is no key group", where + at)
+            for _ in range(changes):
+                where = pos
+                length = read_int("a change's length")
+                if length < 0 or length > n - pos:
+                    raise DstlError(f"a change of {length:,} bytes, {n - pos:,} left in the file", where + at)
+                pos += length
+                payload += length
+        begins[start] = payload
+    return begins
+
+
+def changelog_starts(metadata, resolve) -> dict[str, dict[int, set[int]]]:
+    """The pieces a checkpoint's changelog handles reference, by DSTL file: URI -> offset (into
+    the bytes after the header) where a piece's change set begins -> the state sizes of the
+    handles of that one piece (the bytes of changes it must hold; none for a piece of many)."""
+    out: dict[str, dict[int, set[int]]] = {}
+    for op in metadata.operators:
+        for s in op.subtasks or ():
+            for keyed in (s.managed_keyed, s.raw_keyed):
+                if type(keyed) is not ChangelogBackendHandle:
+                    continue
+                for part in keyed.non_materialized:
+                    if type(part) is not ChangelogFileHandle:
+                        continue
+                    for offset, stream in part.pieces:
+                        if type(stream) is FileHandle or type(stream) is RelativeFileHandle:
+                            sizes = out.setdefault(resolve(stream), {}).setdefault(offset, set())
+                            if len(part.pieces) == 1:
+                                sizes.add(part.state_size)
+    return out
