@@ -76,11 +76,13 @@ def explain(error: BaseException | str, workdir: str, files: tuple) -> str:
         named.append((where, start, length))
 
         def block(m, where=where, start=start) -> str:
-            if m.group(1) is None:
-                return where
-            return f"{where} at byte {start + int(m.group(1)):,} (a block of {int(m.group(2)):,} bytes)"
+            if m.group(1) is not None:  # RocksDB's "offset N size S"
+                return f"{where} at byte {start + int(m.group(1)):,} (a block of {int(m.group(2)):,} bytes)"
+            if m.group(3) is not None:  # ckptctl's own SST reader's "PATH: byte N"
+                return f"{where} at byte {start + int(m.group(3)):,}"
+            return where
 
-        text = re.sub(re.escape(copy) + r"(?: offset (\d+) size (\d+))?", block, text)
+        text = re.sub(re.escape(copy) + r"(?: offset (\d+) size (\d+)|: byte (\d+))?", block, text)
     if len(named) == 1 and "at byte" not in text.replace(named[0][0], ""):
         where, start, length = named[0]
         for field, from_end in _FOOTER:

@@ -130,8 +130,11 @@ class SstFile:
                 path, len(d) - 12, f"SST format version {self.format_version} is not supported"
             )
         pos = len(d) - FOOTER_SIZE + 1  # after the checksum type
-        self.metaindex = self._handle(pos)
-        self.index = self._handle(self._after_handle(pos))
+        try:
+            self.metaindex = self._handle(pos)
+            self.index = self._handle(self._after_handle(pos))
+        except (IndexError, ValueError) as e:
+            raise SstFormatError(path, pos, f"a corrupt footer ({e})") from None
         self.properties = self._properties()
 
     def _handle(self, pos: int) -> tuple[int, int]:
@@ -197,10 +200,20 @@ class SstFile:
             else:
                 yield key, value
 
+    def _entries_of(self, handle: tuple[int, int], **how) -> Iterator[tuple]:
+        """:meth:`_entries` of the block at ``handle``; a block whose lengths lead past its end
+        (nothing here checks blocks' checksums: a flipped byte is read as it is) is an error at
+        the block's offset, not an IndexError or struct.error without a file."""
+        block = self.block(handle)
+        try:
+            yield from self._entries(block, **how)
+        except (IndexError, ValueError, struct.error) as e:
+            raise SstFormatError(self.path, handle[0], f"a corrupt block of {handle[1]} bytes ({e})") from None
+
     def _properties(self) -> dict[bytes, bytes]:
-        for name, handle in self._entries(self.block(self.metaindex), handle_values=True):
+        for name, handle in self._entries_of(self.metaindex, handle_values=True):
             if name == b"rocksdb.properties":
-                return dict(self._entries(self.block(handle)))
+                return dict(self._entries_of(handle))
         return {}
 
     @property
@@ -211,8 +224,8 @@ class SstFile:
     def internal_entries(self) -> Iterator[tuple[bytes, int, int, bytes]]:
         """(user key, sequence, type, value) of every entry, in file order."""
         delta = self.properties.get(b"rocksdb.index.value.is.delta.encoded", b"\x00") not in (b"\x00", b"")
-        for _k, handle in self._entries(self.block(self.index), handle_values=not delta, delta=delta):
-            for ikey, value in self._entries(self.block(handle)):
+        for _k, handle in self._entries_of(self.index, handle_values=not delta, delta=delta):
+            for ikey, value in self._entries_of(handle):
                 if len(ikey) < 8:
                     raise SstFormatError(self.path, handle[0], "internal key shorter than 8 bytes")
                 trailer = struct.unpack_from("<Q", ikey, len(ikey) - 8)[0]
