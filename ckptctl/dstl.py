@@ -60,7 +60,7 @@ def problem(data: bytes, recorded: Iterable[int], starts: Iterable[tuple[int, tu
         return str(e)
     sizes = sorted(set(recorded))
     if sizes and sizes != [len(data) - 1]:
-        return f"{len(data) - 1:,} bytes of changes after the header, the checkpoint records {sizes[0]:,}"
+        return f"byte {sizes[0] + 1:,}: the checkpoint's changes end there, the file's at byte {len(data):,}"
     for start, expected in sorted(starts):
         if start not in begins:
             return f"byte {start + 1:,}: a checkpoint's changes begin there, but no change set does"
