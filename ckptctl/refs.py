@@ -263,18 +263,19 @@ def _handle_resolver(base: str, to_uri):
 
 
 def referenced_files(ck: LoadedCheckpoint) -> Iterator[FileRef]:
-    """Every file reference reduced to what GC needs (:class:`FileRef`)."""
-    resolve = file_resolver(ck)
+    """Every file reference reduced to what GC needs (:class:`FileRef`): :func:`referenced_uris`
+    a file at a time."""
     new = tuple.__new__
-    for scope, h in file_handles(ck.metadata):
-        yield new(FileRef, (resolve(h), scope, h.offset if type(h) is SegmentFileHandle else 0, h.size))
+    for scope, uris, items in referenced_uris(ck):
+        for uri, (_name, h) in zip(uris, items, strict=True):
+            yield new(FileRef, (uri, scope, h.offset if type(h) is SegmentFileHandle else 0, h.size))
 
 
 def referenced_uris(ck: LoadedCheckpoint) -> Iterator[tuple[str, list[str], tuple]]:
-    """:func:`referenced_files` a group of handles at a time (:func:`file_groups`: one
-    incremental handle's shared files are one group): ``(scope, each file's URI, the
-    (local_name, handle) items)``. The fold's form: a list per group, not an object and two
-    generator steps per file (4M references of a 10^7-file bucket)."""
+    """Every file reference a group of handles at a time (:func:`file_groups`: one incremental
+    handle's shared files are one group): ``(scope, each file's URI, the (local_name, handle)
+    items)``. The fold's form: a list per group, not an object and two generator steps per file
+    (4M references of a 10^7-file bucket)."""
     to_uri = _resolver(ck.rebase)
     resolve = _handle_resolver(ck.location.uri, to_uri)
     for _op, _subtask, _slot, scope, _kgr, items in file_groups(ck.metadata):

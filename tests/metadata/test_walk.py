@@ -135,14 +135,19 @@ def test_incremental_sources_are_files_of_the_reference_map(case) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_the_folds_grouped_uris_are_the_referenced_files(case) -> None:
-    # gc's fold reads a group of handles at a time: the same files, scopes and order as one by
-    # one, relative and rebased handles included (the fixtures were written elsewhere and moved)
+def test_the_folds_grouped_uris_are_the_reference_map(case) -> None:
+    # gc's fold (and referenced_files) read a group of handles at a time: the files, scopes and
+    # order of the reference map, relative and rebased handles included (the fixtures were
+    # written elsewhere and moved), offsets and sizes of segments included
     ck = load_checkpoint(Storage(), str(case.checkpoint_dir))
     grouped = [(scope, uri, h) for scope, uris, items in referenced_uris(ck)
                for uri, (_name, h) in zip(uris, items, strict=True)]  # fmt: skip
-    assert [(s, u) for s, u, _h in grouped] == [(f.scope, f.path) for f in referenced_files(ck)]
-    assert [(getattr(h, "offset", 0), h.size) for _s, _u, h in grouped] == [(f.offset, f.size) for f in referenced_files(ck)]
+    rows = reference_rows(ck)
+    assert [(s, u) for s, u, _h in grouped] == [(r.scope, r.path) for r in rows]
+    assert [(getattr(h, "offset", 0), h.size) for _s, _u, h in grouped] == [(r.offset, r.size) for r in rows]
+    assert [(f.path, f.scope, f.offset, f.size) for f in referenced_files(ck)] == [
+        (r.path, r.scope, r.offset, r.size) for r in rows
+    ]
 
 
 def _with_repeated_local_name(raw: bytes):
