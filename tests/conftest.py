@@ -12,7 +12,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.support import jvm
 from tests.support.fixture_cases import FIXTURES
+
+# every JVM the tests start (and those started by the processes they start) runs with C1 only
+jvm.hand_on(os.environ)
 
 # Ports nobody listens on: port 9 (discard) on loopback; a stray S3 request fails there, at once.
 NOWHERE = "http://127.0.0.1:9"

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import jvm
 from tests.support.flink_harness import REPO, flink_python
 
 VERSION, SCENARIO = "2.2.0", "forst"
@@ -343,13 +344,13 @@ def dumper_references(tmp: Path, python: Path, metadata: list[Path]) -> set[str]
     ).strip())  # fmt: skip
     classes = tmp / "dumper"
     classes.mkdir(exist_ok=True)
-    subprocess.run([javac, "-nowarn", "-cp", f"{lib}/*", "-d", str(classes),
+    subprocess.run([javac, *jvm.javac_options(), "-nowarn", "-cp", f"{lib}/*", "-d", str(classes),
                     str(REPO / "fixtures" / "dumper" / "MetadataDump.java")],
                    check=True, capture_output=True, timeout=300)  # fmt: skip
     args = []
     for i, m in enumerate(metadata):
         args += [str(m), str(tmp / f"dump-{i}.json")]
-    subprocess.run([java, "-cp", f"{classes}:{lib}/*", "MetadataDump", VERSION, *args],
+    subprocess.run([java, *jvm.SHORT_LIVED, "-cp", f"{classes}:{lib}/*", "MetadataDump", VERSION, *args],
                    check=True, capture_output=True, timeout=300)  # fmt: skip
     refs = set()
     for i in range(len(metadata)):

@@ -34,6 +34,7 @@ from typer.testing import CliRunner
 
 from ckptctl.cli import app, gc_alias
 from ckptctl.paimon.table import PaimonTable
+from tests.support import jvm
 from tests.support.differential import cache_root, flink_lib
 from tests.support.flink_harness import file_lock, require_java
 
@@ -78,7 +79,7 @@ def compiled(classpath: str) -> Path:
     with file_lock(cache_root() / "paimon" / ".classes.lock"):
         if not (out / "PaimonSinkJob.class").is_file():
             tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".classes-"))
-            p = subprocess.run([javac, "-nowarn", "-cp", classpath, "-d", str(tmp), str(JOB)],
+            p = subprocess.run([javac, *jvm.javac_options(), "-nowarn", "-cp", classpath, "-d", str(tmp), str(JOB)],
                                capture_output=True, text=True, timeout=300)  # fmt: skip
             assert p.returncode == 0 and (tmp / "PaimonSinkJob.class").is_file(), p.stdout + p.stderr
             shutil.rmtree(out, ignore_errors=True)
@@ -105,7 +106,7 @@ def run_jvm(classpath: str, runs: list[list[str]], log: Path) -> None:
     ]) + "\n")  # fmt: skip
     args = [a for i, r in enumerate(runs) for a in ([] if i == 0 else ["--"]) + r]
     with open(log, "w") as out:
-        proc = subprocess.Popen(["java", f"-Dlog4j.configurationFile={log4j}", "-cp", classpath, "PaimonSinkJob", *args],
+        proc = subprocess.Popen(["java", *jvm.SHORT_LIVED, f"-Dlog4j.configurationFile={log4j}", "-cp", classpath, "PaimonSinkJob", *args],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         try:
             rc = proc.wait(timeout=JVM_TIMEOUT)

@@ -51,6 +51,7 @@ from ckptctl.metadata.model import (
     SegmentFileHandle,
 )
 from ckptctl.metadata.writer import encode_merged_channel_offsets
+from tests.support import jvm
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "fixtures" / "data"
@@ -650,7 +651,7 @@ def uuid_strings(n: int, seed: int) -> list[str]:
 def flink_uuids(classpath: str, strings: list[str]) -> list[str]:
     """The UUID Flink's deserializer makes of each string as a backend identifier."""
     p = subprocess.run(
-        [shutil.which("java") or "java", "-Xmx256m", "-cp", classpath, "MetadataVerdict", "uuids"],
+        [shutil.which("java") or "java", "-Xmx256m", *jvm.SHORT_LIVED, "-cp", classpath, "MetadataVerdict", "uuids"],
         input="\n".join(_utf16_hex(s) for s in strings) + "\n", capture_output=True, text=True, check=True,
     )  # fmt: skip
     out = p.stdout.split()
@@ -666,7 +667,7 @@ def _utf16_hex(s: str) -> str:
 def flink_path_verdicts(classpath: str, strings: list[str]) -> list[tuple[str, str]]:
     """(``new Path(s)``, ``new Path(dir, s)``) per string: "ok:<toString>"/"ok" or "err:<exception>"."""
     p = subprocess.run(
-        [shutil.which("java") or "java", "-Xmx256m", "-cp", classpath, "MetadataVerdict", "paths"],
+        [shutil.which("java") or "java", "-Xmx256m", *jvm.SHORT_LIVED, "-cp", classpath, "MetadataVerdict", "paths"],
         input="\n".join(_utf16_hex(s) for s in strings) + "\n", capture_output=True, text=True, check=True,
     )  # fmt: skip
     out = []
@@ -755,7 +756,7 @@ def compile_verdict(version: str, workdir: Path) -> str:
     lib = flink_lib(version)
     out = workdir / f"verdict-{version}"
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["javac", "-nowarn", "-cp", f"{lib}/*", "-d", str(out), str(VERDICT_SRC)], check=True,
+    subprocess.run(["javac", *jvm.javac_options(), "-nowarn", "-cp", f"{lib}/*", "-d", str(out), str(VERDICT_SRC)], check=True,
                    capture_output=True)  # fmt: skip
     return f"{out}:{lib}/*"
 
@@ -766,7 +767,7 @@ def flink_verdicts(classpath: str, files: list[str]) -> list[dict]:
     if java is None:
         raise RuntimeError("java not on PATH")
     p = subprocess.run(
-        [java, "-Xmx256m", "-Xss4m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
+        [java, "-Xmx256m", "-Xss4m", "-XX:+UseSerialGC", *jvm.SHORT_LIVED, "-cp", classpath,
          "MetadataVerdict"],
         input="\n".join(files) + "\n", capture_output=True, text=True, check=True,
     )  # fmt: skip
