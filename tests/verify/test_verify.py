@@ -297,6 +297,43 @@ def test_corrupt_changelog_files_are_found(version: str, tmp_path: Path) -> None
     assert ckptctl("check", str(sc.root), *sc.rebase, expect=0)
 
 
+def test_a_compressed_changelog_is_sound_and_its_damage_found(tmp_path: Path) -> None:
+    """With dstl.dfs.compression.enabled each DSTL file is a header byte 1 and a Snappy framed
+    stream, smaller on disk than the size its handles record (the uncompressed bytes): verify
+    (--quick too) and check called the checkpoints real Flink 1.20.3 wrote NOT SOUND ("size 27963
+    bytes, recorded 111123 (+1 header byte)"). Now sound, their sizes checked by decompressing;
+    damage to a compressed file is a problem naming it and its byte."""
+    sc = Scenario("1.20.3", "changelog_snappy", tmp_path)
+    refs = flink_references("1.20.3", "changelog_snappy", sc.root)
+    dstl = [Path(u[5:]) for u in refs if "/dstl/" in u]
+    victim = max(dstl, key=lambda p: p.stat().st_size)
+    original = victim.read_bytes()
+    recorded = {
+        r["size"]
+        for exp in (REPO / sc.entry["expected_dir"]).rglob("*.json")
+        for r in json.loads(exp.read_text())["references"]
+        if r["path"].endswith(victim.name) and r.get("size")
+    }
+    assert original[0] == 1 and recorded and all(len(original) < size for size in recorded), (len(original), recorded)
+    clean = verify_json(str(sc.checkpoints), *sc.rebase, engine="local")
+    assert not clean["problems"] and clean["checked"]["changelog"] > 0
+    assert not verify_json(str(sc.checkpoints), *sc.rebase, "--quick", engine="local")["problems"]
+    assert ckptctl("check", str(sc.root), *sc.rebase, expect=0)
+    first_chunk = 1 + 10  # the header byte, then the stream identifier chunk (4 + 6 bytes)
+    for name, broken, check in (
+        ("cut", original[:-1], "changelog"),  # the last chunk one byte short
+        ("identifier", original[:5] + b"X" + original[6:], "changelog"),  # "sNaPpY" no more
+        ("chunk length", original[: first_chunk + 1] + b"\xff" + original[first_chunk + 2 :], "changelog"),
+        ("appended", original + original[first_chunk:], "changelog"),  # more bytes than recorded
+        ("plain header", b"\x00" + original[1:], "size"),  # read as a plain file: its size is wrong
+    ):
+        victim.write_bytes(broken)
+        report = verify_json(str(sc.checkpoints), *sc.rebase, engine="local", expect=1)
+        assert [(p["path"], p["check"]) for p in report["problems"]] == [(sc.uri(victim), check)], (name, report)
+        assert check == "size" or report["problems"][0]["detail"].startswith(("byte ", "uncompressed byte ")), name
+    victim.write_bytes(original)
+
+
 def test_unreadable_metadata_is_one_line_and_exit_2(basic: Scenario) -> None:
     chk = sorted(basic.jobs()[0].glob("chk-*"))[0]
     meta = chk / "_metadata"
