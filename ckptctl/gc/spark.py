@@ -1098,13 +1098,19 @@ class SparkFiles:
         """The lists with their evidence and job names (:meth:`Labels.attach`)."""
         return self.labels.attach(self.frame)
 
-    def decisions(self, which: str) -> list[FileDecision]:
-        """The list in the local planner's order, on the driver (small plans, tests)."""
+    def decisions(self) -> dict[str, list[FileDecision]]:
+        """Both lists, each in the local planner's order, on the driver (small plans, tests): one
+        Spark job (a small plan is some 30 jobs; two collects here were two of them)."""
         frame = self.labelled()
-        rows = frame.filter(frame.outcome == which).orderBy(*ORDER).collect()
+        rows = frame.filter(frame.outcome.isin("candidates", "protected")).orderBy("outcome", *ORDER).collect()
         cache: dict[str, Any] = {}
-        return [FileDecision(r.path, r.size, r.mtime, Reason(r.reason), cache.setdefault(r.evidence, json.loads(r.evidence)))
-                for r in rows]  # fmt: skip
+        lists: dict[str, list[FileDecision]] = {"candidates": [], "protected": []}
+        for r in rows:
+            evidence = cache.get(r.evidence)
+            if evidence is None:
+                evidence = cache[r.evidence] = json.loads(r.evidence)
+            lists[r.outcome].append(FileDecision(r.path, r.size, r.mtime, Reason(r.reason), evidence))
+        return lists
 
 
 class ReasonTotals(NamedTuple):
@@ -1226,8 +1232,8 @@ class SparkPlan(GcPlan):
         the plan is small enough to inline them."""
         if self.candidates or self.protected or (if_small and not self.small()):
             return
-        self.candidates = self.files.decisions("candidates")
-        self.protected = self.files.decisions("protected")
+        lists = self.files.decisions()
+        self.candidates, self.protected = lists["candidates"], lists["protected"]
 
     def release(self) -> None:
         """Drop the cached lists from the executors (the plan is written or no longer needed)."""
