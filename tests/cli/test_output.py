@@ -408,5 +408,5 @@ def test_a_quick_verify_never_says_the_files_are_well_formed(monkeypatch) -> Non
     quick = cli("verify", root, "--quick", "--engine", "local", *data_rebase(DATA))
     full = cli("verify", root, "--engine", "local", *data_rebase(DATA))
     assert quick.exit_code == full.exit_code == 0, quick.output + full.output
-    assert "present with its recorded size (--quick: none was read)" in quick.stdout
+    assert "present with its recorded size (--quick: contents not read)" in quick.stdout
     assert "well-formed" not in quick.stdout and "well-formed" in full.stdout

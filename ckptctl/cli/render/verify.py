@@ -80,6 +80,6 @@ def report(console: Any, result: VerifyResult, root: str, named: str, term: Term
         )
     else:
         if result.quick:
-            console.print("[ok]sound[/ok]: every file is present with its recorded size (--quick: none was read)")
+            console.print("[ok]sound[/ok]: every file is present with its recorded size (--quick: contents not read)")
         else:
             console.print("[ok]sound[/ok]: every file is present, complete and well-formed")
