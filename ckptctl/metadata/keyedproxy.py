@@ -50,6 +50,7 @@ _ANCHORS = tuple(
     for k in SERIALIZER_KEYS
 )
 _CLASS_NAME = re.compile(rb"(?:[A-Za-z_$][\w$]*\.)+[A-Za-z_$][\w$]*")
+_JAVA_CLASS = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")  # a binary name, the default package too
 
 
 @dataclass
@@ -277,7 +278,11 @@ def _read_snapshot_then(r: _Reader, data: bytes, key: str | None, *, with_count:
         raise r.fail(
             f"serializer snapshot: proxy version {proxy}, expected {SNAPSHOT_PROXY_VERSION}", at=start
         )
+    at = r.pos
     cls = r.utf("serializer snapshot class")
+    if not _JAVA_CLASS.fullmatch(cls):
+        # Flink writes snapshot.getClass().getName() and loads it by that name on restore
+        raise r.fail(f"serializer snapshot class {cls[:80]!r} is no Java class name", at=at)
     version = r.int("serializer snapshot version")
     body_start = r.pos
     anchor = _next_anchor(data, body_start)

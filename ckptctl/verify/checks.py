@@ -28,7 +28,8 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from ckptctl import dstl
-from ckptctl.errors import StorageError
+from ckptctl.errors import CkptError, MetadataFormatError, StorageError
+from ckptctl.metadata.keyedproxy import parse_backend_header
 from ckptctl.rocksdb.handledir import explain, open_read_only, rebuild_handle_dir
 from ckptctl.storage import Storage, StorageOptions
 from ckptctl.verify.tasks import FileTask, HandleTask
@@ -37,10 +38,11 @@ SST_MAGIC = 0x88E241B785F4CFF7  # BlockBasedTable (kBlockBasedTableMagicNumber)
 SST_LEGACY_MAGIC = 0xDB4775248B80FB57  # kLegacyBlockBasedTableMagicNumber
 SST_MAGICS = {SST_MAGIC: "block-based", SST_LEGACY_MAGIC: "legacy block-based"}
 
-FILE_CHECKS = ("exists", "size", "sst_magic", "readable", "changelog")
+FILE_CHECKS = ("exists", "size", "sst_magic", "readable", "changelog", "meta")
 # a DSTL file is read whole for its structure (ckptctl.dstl); Flink uploads them in batches of a
 # few MB (dstl.dfs.batch.persist-size-threshold): a larger one is size-checked only, not read
 DSTL_READ_LIMIT = 256 << 20
+META_READ_LIMIT = 64 << 20  # a keyed handle's meta data: a few KB per state
 HANDLE_CHECKS = ("rocksdb", "key_groups")
 CHECKS = FILE_CHECKS + HANDLE_CHECKS
 
@@ -77,10 +79,10 @@ def run_tasks(options: StorageOptions, tasks: Iterable[FileTask | HandleTask]) -
 
 def check_file(storage: Storage, task: FileTask) -> list[Check]:
     """The records of one file task (a list: built in one go, no generator per file)."""
-    path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans, listed, starts = task
+    path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans, listed, starts, meta = task
     fd = -1  # a local regular file: opened once when it is read, its size from fstat
     if path.startswith("file:"):
-        read = bool(sst_whole or sst_segment_ends or read_spans or starts)
+        read = bool(sst_whole or sst_segment_ends or read_spans or starts or meta)
         if listed is None or read:
             fd, size = _open_local(path[5:], read)
             if listed is None:
@@ -88,7 +90,7 @@ def check_file(storage: Storage, task: FileTask) -> list[Check]:
     try:
         return _check_file(
             storage, path, listed, fd, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends,
-            read_spans, starts,
+            read_spans, starts, meta,
         )  # fmt: skip
     finally:
         if fd >= 0:
@@ -97,7 +99,7 @@ def check_file(storage: Storage, task: FileTask) -> list[Check]:
 
 def _check_file(
     storage, path, listed, fd, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans,
-    changelog_starts=(),
+    changelog_starts=(), meta_spans=(),
 ) -> list[Check]:
     actual = listed
     if actual is None:  # not listed (or listed as absent: a listing may lag, so ask the file itself)
@@ -167,7 +169,29 @@ def _check_file(
         else:
             why = dstl.problem(data, changelog_sizes, changelog_starts)
             add(Check(path, "changelog", why is None, why))
+    for offset, size in meta_spans:
+        if offset + size > actual or size > META_READ_LIMIT:
+            continue  # a size problem already (or no meta data: parsed by nobody at that size)
+        try:
+            data = _read_range(storage, path, offset, size, fd)
+        except StorageError as e:
+            add(Check(path, "meta", False, f"cannot read: {e.message}"))
+            continue
+        add(Check(path, "meta", *_meta_problem(data, path, offset)))
     return out
+
+
+def _meta_problem(data: bytes, path: str, offset: int) -> tuple[bool, str | None]:
+    """Whether ``data`` (at ``offset`` of ``path``) is a keyed backend's serialization proxy, as
+    Flink's restore reads it before anything else (a flipped byte in it fails the restore while
+    every size and footer is right); what is wrong, at its byte of the file."""
+    try:
+        parse_backend_header(data, path, base=offset)
+    except MetadataFormatError as e:
+        return False, f"not the keyed state meta data Flink wrote: byte {e.offset:,}: {e.message}"
+    except (CkptError, ValueError, IndexError, struct.error) as e:
+        return False, f"not the keyed state meta data Flink wrote: {e}"
+    return True, None
 
 
 def _compressed(storage: Storage, path: str, fd: int) -> bool:

@@ -34,6 +34,9 @@ class FileTask(NamedTuple):
     # DSTL files: where referenced change sets begin, each with the state sizes of the handles of
     # that one piece (ckptctl.dstl.problem); read and checked
     changelog_starts: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    # keyed handles' meta data (the backend's serialization proxy, read first by every restore):
+    # (offset, size) of each, parsed
+    meta_spans: tuple[tuple[int, int], ...] = ()
 
 
 class HandleTask(NamedTuple):
@@ -60,6 +63,7 @@ class FileRefs:
     read_spans: set[tuple[int, int]] = field(default_factory=set)
     checkpoints: set[str] = field(default_factory=set)
     changelog_starts: dict[int, set[int]] = field(default_factory=dict)  # see ckptctl.dstl.changelog_starts
+    meta_spans: set[tuple[int, int]] = field(default_factory=set)  # keyed handles' meta data: parsed
 
     def task(self, listed: int | None = None, *, reads: bool = True) -> FileTask:
         """The file's task; without ``reads`` only its existence and sizes are checked (no byte of
@@ -69,6 +73,7 @@ class FileRefs:
             self.segment_end if self.has_segments else None,
             self.sst_whole and reads, _sorted(self.sst_segment_ends) if reads else (),
             _sorted(self.read_spans) if reads else (), listed, _changelog(self.changelog_starts) if reads else (),
+            _sorted(self.meta_spans) if reads else (),
         )  # fmt: skip
 
 
@@ -135,6 +140,8 @@ def _add_files(out: dict[str, FileRefs], checkpoint: str, scope: str, files: Ite
                 ref.sst_whole = True
         if spans and not is_sst:
             ref.read_spans.add((f[off], f[sz]))
+            if scope == "metadata":
+                ref.meta_spans.add((f[off], f[sz]))
 
 
 @dataclass
