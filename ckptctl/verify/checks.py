@@ -149,6 +149,7 @@ def _check_file(
             where = "" if end == actual else f" (segment ending at byte {end})"
             found = f"0x{magic:016x}" if magic is not None else f"{len(tail)} bytes"
             add(Check(path, "sst_magic", False, f"no RocksDB table magic number at the end{where}: {found}"))
+    meta = set(meta_spans)  # spans read here too: parsed from the same bytes (one request each)
     for offset, size in read_spans:
         if offset + size > actual:
             continue  # already a size problem
@@ -159,8 +160,11 @@ def _check_file(
             continue
         if len(data) != size:
             add(Check(path, "readable", False, f"read {len(data)} of {size} bytes at offset {offset}"))
-        else:
-            add(Check(path, "readable", True, None))
+            continue
+        add(Check(path, "readable", True, None))
+        if (offset, size) in meta:
+            meta.discard((offset, size))
+            add(Check(path, "meta", *_meta_problem(data, path, offset)))
     if changelog_starts and size_ok and actual <= DSTL_READ_LIMIT:
         try:
             data = _read_range(storage, path, 0, actual, fd)
@@ -169,7 +173,7 @@ def _check_file(
         else:
             why = dstl.problem(data, changelog_sizes, changelog_starts)
             add(Check(path, "changelog", why is None, why))
-    for offset, size in meta_spans:
+    for offset, size in sorted(meta):  # not among the spans read above
         if offset + size > actual or size > META_READ_LIMIT:
             continue  # a size problem already (or no meta data: parsed by nobody at that size)
         try:
