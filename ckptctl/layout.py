@@ -112,6 +112,18 @@ def fixed_job_id(job_id: str) -> bool:
     return job_id[16:24] == "00000000"
 
 
+# Flink (1.17+) writes a _metadata through the file system's RecoverableWriter
+# (FsCheckpointMetadataOutputStream.getOutputStreamWrapper): on a local or HDFS file system into
+# "._metadata.inprogress.<uuid>" beside it, renamed to _metadata when complete (on S3 a multipart
+# upload, invisible until complete). While it exists, a checkpoint is completing in that directory.
+METADATA_IN_PROGRESS = "." + METADATA_FILE + ".inprogress."
+
+
+def is_metadata_being_written(uri: str) -> bool:
+    """Whether ``uri`` names a ``_metadata`` Flink is still writing (:data:`METADATA_IN_PROGRESS`)."""
+    return st.basename(uri).startswith(METADATA_IN_PROGRESS)
+
+
 def is_checkpoint_metadata(root: str, uri: str) -> bool:
     """A ``_metadata`` that can be a checkpoint's or savepoint's: any ``_metadata`` except inside a
     job's ``shared/`` or ``taskowned/`` (``<job-id>/shared/…``: Flink never writes one there and

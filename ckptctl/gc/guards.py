@@ -256,6 +256,22 @@ class Guards:
                 "Run the plan again once it has completed a checkpoint, or without --keep-last",
             )
 
+    def check_no_metadata_being_written(self, metadata_being_written, cutoff: float) -> None:
+        """A ``chk-N/._metadata.inprogress.<uuid>`` younger than the cut-off is a checkpoint
+        completing now (:data:`ckptctl.layout.METADATA_IN_PROGRESS`): its ``_metadata`` will name
+        files no ``_metadata`` names yet -- its own, shared files it uploaded, perhaps files only
+        an expired checkpoint names -- and a checkpoint that started while an older one was
+        still running can have written them before the newest ``_metadata`` minus ``--margin``.
+        What it references cannot be known before the rename: nothing is deleted. An older one
+        is a crashed write's leftover (Flink never finished it) and is ignored."""
+        n, first = metadata_being_written(cutoff)
+        if n:
+            self.refuse(
+                Refusal.METADATA_BEING_WRITTEN,
+                f"{n} checkpoints are completing: Flink is writing their _metadata (first: {first}). Run the plan "
+                "again when it has landed; a leftover of a crashed write is ignored once older than --older-than",
+            )
+
     def caps(self, contexts: _Contexts, n_candidates: int, candidate_bytes: int, total_files: int, total_bytes: int,
              retention: Retention) -> list[dict]:  # fmt: skip
         """Blast-radius caps (global and per living job) and the list of dead jobs."""

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from ckptctl import storage as st
 from ckptctl.flink39964 import SavepointFiles
 from ckptctl.gc.decisions import Decisions, GcPlan, Verdicts
-from ckptctl.layout import place_of
+from ckptctl.layout import is_metadata_being_written, place_of
 from ckptctl.storage import Storage, WalkNotes
 from ckptctl.storage.listing import NAMES_CHUNK, DirFiles, Names, dir_runs, walk_local_dirs
 
@@ -224,6 +224,12 @@ class Tally:
         """Protected files without an mtime or modified at ``since`` or later."""
         raise NotImplementedError
 
+    def metadata_being_written(self, since: float) -> tuple[int, str | None]:
+        """How many listed files are a ``_metadata`` Flink is still writing
+        (:func:`ckptctl.layout.is_metadata_being_written`) without an mtime or modified at
+        ``since`` or later, and the first of them by path."""
+        raise NotImplementedError
+
     def plan(self, *args) -> GcPlan:
         """The plan: :class:`GcPlan`'s fields but the per-file ones, in order."""
         raise NotImplementedError
@@ -292,6 +298,11 @@ class Listed(Tally):
 
     def kept_paths_since(self, since: float) -> Iterable[str]:
         return (d.path for d in self.protected if d.mtime is None or d.mtime >= since)
+
+    def metadata_being_written(self, since: float) -> tuple[int, str | None]:
+        hits = [d.path for decided in (self.candidates, self.protected) for d in decided
+                if is_metadata_being_written(d.path) and (d.mtime is None or d.mtime >= since)]  # fmt: skip
+        return len(hits), min(hits, default=None)
 
     def plan(self, options, now, now_source, cutoff, retained, expired, external, missing, *rest) -> GcPlan:
         return GcPlan(options, now, now_source, cutoff, retained, expired, self.candidates, self.protected,

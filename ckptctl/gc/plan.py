@@ -555,6 +555,7 @@ class _Planner(InventorySource, Guards):
             )
         if retention.expired:
             self.check_no_job_starting(contexts, tally.kept_paths_since, retention)
+        self.check_no_metadata_being_written(tally.metadata_being_written, cutoff)
         return tally.plan(
             options, now, now_source, cutoff,
             sorted((folded.info[u] for u in {loc.uri for loc in retention.retained}), key=lambda d: d["path"]),

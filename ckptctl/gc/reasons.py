@@ -88,6 +88,7 @@ class Refusal(StrEnum):
     NAME_COLLISION = "name-collision"
     KEEP_LAST_ORDER = "keep-last-order"
     JOB_STARTING = "job-starting"
+    METADATA_BEING_WRITTEN = "metadata-being-written"
     ALIASED_PATH = "aliased-path"
 
 

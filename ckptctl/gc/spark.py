@@ -996,6 +996,18 @@ class _Frames(Tally):
         keys = kept.groupBy(_parent("path"), F.col("path").endswith("/"))
         return [r[0] for r in keys.agg(F.min("path")).select("min(path)").collect()]
 
+    def metadata_being_written(self, since: float) -> tuple[int, str | None]:
+        from pyspark.sql import functions as F
+
+        from ckptctl.layout import METADATA_IN_PROGRESS
+
+        # a filter of the kept rows per URI by name (no string is sorted: the first is looked for
+        # only when there is one)
+        named = F.substring_index("uri", "/", -1).startswith(METADATA_IN_PROGRESS)
+        hits = self.files.filter(named & (F.col("mtime").isNull() | (F.col("mtime") >= since)))
+        n = hits.count()
+        return n, (hits.agg(F.min("uri")).first()[0] if n else None)
+
     def plan(self, options, now, now_source, cutoff, retained, expired, external, missing, *rest) -> SparkPlan:
         from pyspark.sql import functions as F
 

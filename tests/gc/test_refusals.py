@@ -114,6 +114,29 @@ def test_row08_future_mtime_on_metadata_or_live_file_blocks(tmp_path: Path, whic
     assert snapshot(sc.root) == before
 
 
+def test_a_metadata_being_written_blocks_and_a_crashed_writes_leftover_does_not(tmp_path: Path) -> None:
+    """Flink (1.17+) writes a ``_metadata`` into ``chk-N/._metadata.inprogress.<uuid>`` and renames
+    it (local and HDFS file systems). A plan made meanwhile saw chk-N without ``_metadata``: its
+    state file, written before the newest ``_metadata`` minus --margin (a checkpoint that started
+    while an older one ran), was a candidate (``incomplete-checkpoint``), and so were the job's
+    unreferenced shared files, which the completing checkpoint may name. A young one now blocks
+    the plan; one older than --older-than is a crashed write's leftover and does not."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0]
+    state = sc.plant(f"checkpoints/{job.name}/chk-1000/9c0ffee0-state", mtime=T0)
+    writing = sc.plant(f"checkpoints/{job.name}/chk-1000/._metadata.inprogress.5e1f", mtime=time.time() - 5)
+    args = [str(sc.checkpoints), *sc.rebase, *OLD, "--force"]
+    plan = plan_json(*args, expect=1)
+    assert plan["blocked"] and codes(plan) == {"metadata-being-written"}, plan["refusals"]
+    assert sc.uri(writing) in plan["refusals"][0]["message"]
+    before = snapshot(sc.root)
+    apply(plan_to_file(tmp_path, *args, expect=1), expect=1)
+    assert snapshot(sc.root) == before
+    os.utime(writing, (T0, T0))  # what a write that crashed three days ago left
+    plan = plan_json(*args, expect=0)
+    assert not codes(plan) and {sc.uri(state), sc.uri(writing)} <= candidates(plan)
+
+
 # ---------------------------------------------------------------------------------------------
 # row 9: the request that reads the storage clock fails
 

@@ -174,6 +174,10 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
         sc.plant("checkpoints/" + "b" * 32 + "/shared/fresh", mtime=NOW - 10)
         sc.plant(f"checkpoints/{job.name}/shared/young", mtime=NOW - 10)
         return {"keep_last": 1, "max_delete_fraction": 1.0}
+    elif name == "metadata-being-written":  # a checkpoint completing now, and a crashed write's leftover
+        sc.plant(f"checkpoints/{job.name}/chk-1000/state", mtime=T0)
+        sc.plant(f"checkpoints/{job.name}/chk-1000/._metadata.inprogress.0f1e", mtime=NOW - 5)
+        sc.plant(f"checkpoints/{job.name}/chk-999/._metadata.inprogress.a9b8", mtime=T0)
     elif name == "all-scopes":  # changelog and savepoints directories besides the root, one of them empty
         (sc.root / "empty-savepoints").mkdir()
         sc.plant("dstl/orphan-changelog")
@@ -197,6 +201,7 @@ ATTACKS = [
     ("2.2.0", "basic", "note-like-names"), ("2.2.0", "basic", "non-ascii-names"), ("2.2.0", "basic", "scope-alias"), ("2.2.0", "basic", "two-aliases"), ("2.2.0", "changelog", "all-scopes"),
     ("2.2.0", "savepoints", "all-scopes"), ("2.2.0", "claim_native", "all-scopes"),
     ("2.2.0", "basic", "keep-last"), ("1.20.3", "filemerging", "keep-last"),
+    ("2.2.0", "basic", "metadata-being-written"),
 ]  # fmt: skip
 
 
