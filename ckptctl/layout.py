@@ -112,7 +112,7 @@ def fixed_job_id(job_id: str) -> bool:
     return job_id[16:24] == "00000000"
 
 
-# Flink (1.17+) writes a _metadata through the file system's RecoverableWriter
+# Flink (FLINK-17808; so in the 1.20.3 and 2.2.0 jars) writes a _metadata through the RecoverableWriter
 # (FsCheckpointMetadataOutputStream.getOutputStreamWrapper): on a local or HDFS file system into
 # "._metadata.inprogress.<uuid>" beside it, renamed to _metadata when complete (on S3 a multipart
 # upload, invisible until complete). While it exists, a checkpoint is completing in that directory.

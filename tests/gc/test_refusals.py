@@ -115,7 +115,7 @@ def test_row08_future_mtime_on_metadata_or_live_file_blocks(tmp_path: Path, whic
 
 
 def test_a_metadata_being_written_blocks_and_a_crashed_writes_leftover_does_not(tmp_path: Path) -> None:
-    """Flink (1.17+) writes a ``_metadata`` into ``chk-N/._metadata.inprogress.<uuid>`` and renames
+    """Flink (FLINK-17808) writes a ``_metadata`` into ``chk-N/._metadata.inprogress.<uuid>`` and renames
     it (local and HDFS file systems). A plan made meanwhile saw chk-N without ``_metadata``: its
     state file, written before the newest ``_metadata`` minus --margin (a checkpoint that started
     while an older one ran), was a candidate (``incomplete-checkpoint``), and so were the job's
