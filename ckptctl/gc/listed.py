@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from ckptctl import storage as st
 from ckptctl.flink39964 import SavepointFiles
 from ckptctl.gc.decisions import Decisions, GcPlan, Verdicts
-from ckptctl.layout import is_metadata_being_written, place_of
+from ckptctl.layout import METADATA_IN_PROGRESS, is_metadata_being_written, place_of
 from ckptctl.storage import Storage, WalkNotes
 from ckptctl.storage.listing import NAMES_CHUNK, DirFiles, Names, dir_runs, walk_local_dirs
 
@@ -182,6 +182,9 @@ def list_runs(storage: Storage, root: str, notes: WalkNotes) -> list[DirFiles]:
     return list(dir_runs(storage.list_files(root, notes)))
 
 
+_IN_PROGRESS = "/" + METADATA_IN_PROGRESS  # in a URI the name follows a slash
+
+
 class Tally:
     """The per-file outcome as :meth:`_Planner.finish` needs it, wherever the files are: in columns
     here (:class:`Listed`) or in DataFrames on executors (:mod:`ckptctl.gc.spark`)."""
@@ -300,8 +303,10 @@ class Listed(Tally):
         return (d.path for d in self.protected if d.mtime is None or d.mtime >= since)
 
     def metadata_being_written(self, since: float) -> tuple[int, str | None]:
-        hits = [d.path for decided in (self.candidates, self.protected) for d in decided
-                if is_metadata_being_written(d.path) and (d.mtime is None or d.mtime >= since)]  # fmt: skip
+        # ``since`` is the cut-off: a file modified at it or later is never a candidate, so only the
+        # protected list is looked at, a substring test (in C) before the name's own
+        hits = [d.path for d in self.protected if _IN_PROGRESS in d.path and is_metadata_being_written(d.path)
+                and (d.mtime is None or d.mtime >= since)]  # fmt: skip
         return len(hits), min(hits, default=None)
 
     def plan(self, options, now, now_source, cutoff, retained, expired, external, missing, *rest) -> GcPlan:
