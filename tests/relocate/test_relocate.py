@@ -148,6 +148,15 @@ def test_refuses_a_different_checkpoint_at_dst_and_a_dst_inside_src(tmp_path: Pa
     assert again["result"]["copied_files"] == 0 and again["already_relocated"]
 
 
+def _files_in(d: Path) -> int:
+    """Files under ``d`` now; 0 while it does not exist. The dry-run's write probe creates and
+    removes ``d`` before the copies start, so it may vanish between a check and the walk."""
+    try:
+        return sum(1 for p in d.rglob("*") if p.is_file())
+    except FileNotFoundError:
+        return 0
+
+
 def test_kill_9_during_apply_then_rerun_converges(tmp_path: Path) -> None:
     sc = Scenario("2.2.0", "filemerging", tmp_path)
     dst = tmp_path / "dst"
@@ -156,9 +165,7 @@ def test_kill_9_during_apply_then_rerun_converges(tmp_path: Path) -> None:
            "--bwlimit", "300KiB", *sc.rebase]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (
-        dst.exists() and len([p for p in dst.rglob("*") if p.is_file()]) >= 3
-    ):
+    while time.monotonic() < deadline and _files_in(dst) < 3:
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
