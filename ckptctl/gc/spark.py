@@ -212,8 +212,10 @@ def _fold_partition(storage_options, retained_set, rebase, prefixes, rows: Itera
     """Arrow batches of :data:`FOLD_SCHEMA` for a slice of the checkpoints (in order): the live
     paths, the segments, the paths only expired checkpoints reference, and one ``small`` row with
     the rest of the :class:`Folded` (pickled; proportional to checkpoints and external
-    references). The paths go to Arrow a column at a time: a tuple per path cost a quarter of
-    decoding them (2M live paths at 10^7 files)."""
+    references), with the counts of live and segment rows and the live paths' possible ForSt
+    directories: each a Spark job of its own when the driver asked for them later (three of a
+    small plan's ~40). The paths go to Arrow a column at a time: a tuple per path cost a quarter
+    of decoding them (2M live paths at 10^7 files)."""
     import pyarrow as pa
 
     from ckptctl.engine.spark import arrow_batches, arrow_schema
@@ -234,9 +236,22 @@ def _fold_partition(storage_options, retained_set, rebase, prefixes, rows: Itera
             yield _record_batch(schema, len(chunk), kind=kind, path=chunk, part=part)
     yield from arrow_batches(((("span", p, offset, size, part, None) for p, spans in out.spans.items()
                               for offset, size in spans)), FOLD_SCHEMA)  # fmt: skip
+    counts = (len(out.live), sum(len(spans) for spans in out.spans.values()))
+    forst = _forst_parents(itertools.chain(out.live, out.spans))
     out.live, out.spans, out.expired_refs = set(), {}, set()
     out.refusals = [r for r in out.refusals if r[0] != Refusal.MOVED_DIRECTORY.value]  # merged on the driver
-    yield from arrow_batches([("small", None, None, None, part, pickle.dumps(out))], FOLD_SCHEMA)
+    yield from arrow_batches([("small", None, None, None, part, pickle.dumps(_FoldSmall(out, *counts, forst)))],
+                             FOLD_SCHEMA)  # fmt: skip
+
+
+class _FoldSmall(NamedTuple):
+    """A fold task's ``small`` row: what it folded but the paths, and what the driver needs of
+    the paths it keeps (counted as they were made, not by a later pass)."""
+
+    folded: Folded
+    live_rows: int
+    span_rows: int
+    forst_parents: set[str]
 
 
 def _decide_batches(rule: FileRule, contexts, batches: Iterable[Any]) -> Iterator[Any]:
@@ -328,10 +343,6 @@ def _referenced_partition(rows) -> Iterator[str]:
     yield from referenced_jobs(r[0] for r in rows)
 
 
-def _forst_partition(rows) -> Iterator[str]:
-    yield from _forst_parents(r[0] for r in rows)
-
-
 def _changelog_partition(rows) -> Iterator[str]:
     yield from changelog_ids(r[0] for r in rows)
 
@@ -406,14 +417,13 @@ def _group_per_uri(frame, *, exact: bool):
                           F.when(is_file, name_marks("name")).alias("marks"))
 
 
-def _with_spans(files, fold_df) -> tuple[Any, int]:
+def _with_spans(files, fold_df, n: int) -> tuple[Any, int]:
     """``files`` with the spans of each segment's file (``spans``: null for others), and the
-    number of segments. The segments are few or none in most buckets: then they go to every
-    deciding task (or nowhere) and the files are not shuffled again."""
+    number of segments (``n``, the fold's rows of them). The segments are few or none in most
+    buckets: then they go to every deciding task (or nowhere) and the files are not shuffled again."""
     from pyspark.sql import functions as F
 
     spans = fold_df.filter("kind = 'span'")
-    n = spans.count()
     if not n:
         return files.withColumn("spans", F.lit(None).cast(SPAN_LIST)), 0
     lists = spans.groupBy(F.col("path").alias("uri")).agg(F.collect_list(F.struct("offset", "size")).alias("spans"))
@@ -549,6 +559,8 @@ class _SparkPlanner(_Planner):
         self.sc = spark.sparkContext
         self.cached: list = []  # frames cached while planning, released with the plan (or by run())
         self.segments = 0  # the segments retained checkpoints use: without any, no file is partially live
+        self.fold_counts = [0, 0]  # the fold's rows of live paths and of segments
+        self.forst_parents: set[str] = set()  # directories of live paths a ForSt working directory's may be
 
     def cache(self, frame):
         """``frame`` kept (memory, spilling to disk) while the plan is made, released after: a
@@ -638,7 +650,11 @@ class _SparkPlanner(_Planner):
         folded = Folded(set(), {}, set(), {}, {}, [])
         moved: dict[str, list[str]] = {}
         for row in sorted(fold_df.filter("kind = 'small'").select("part", "blob").collect()):
-            part: Folded = pickle.loads(row.blob)  # noqa: S301 - written by this run's executors
+            small: _FoldSmall = pickle.loads(row.blob)  # noqa: S301 - written by this run's executors
+            part = small.folded
+            self.fold_counts[0] += small.live_rows
+            self.fold_counts[1] += small.span_rows
+            self.forst_parents |= small.forst_parents
             folded.refusals.extend(part.refusals)
             for path, ref in part.external.items():
                 folded.external.setdefault(path, ref)
@@ -835,9 +851,9 @@ class _SparkPlanner(_Planner):
             "referenced": lambda: set(live_paths.rdd.mapPartitions(_referenced_partition).distinct().collect()),
             "changelog": lambda: self._changelog_ids(files),
         }
-        forst = live_paths.filter(F.col("path").contains("/shared/op_") | F.col("path").contains("/shared/_dummy_dir_"))
-        contexts = self.contexts(now, retention, JobEvidence(sources),
-                                 lambda: set(forst.rdd.mapPartitions(_forst_partition).distinct().collect()))  # fmt: skip
+        # the fold's tasks found the ForSt directories of theirs; those of the checkpoints folded late are added
+        forst = self.forst_parents | _forst_parents(itertools.chain(folded.live, folded.spans))
+        contexts = self.contexts(now, retention, JobEvidence(sources), lambda: forst)
         shipped = {}
         for d in dirs:
             ctx = contexts.get(d.key)
@@ -852,7 +868,9 @@ class _SparkPlanner(_Planner):
 
         # not persisted: deciding again from the cached rows per URI in the JVM costs less than
         # keeping 10^7 decided rows (each consumer -- the totals here, the written lists -- reads them once)
-        decisions, in_python = self.decide(files, fold_df, rule, labels, shipped, broadcast)
+        live_rows = self.fold_counts[0] + len(folded.live)  # the fold's rows and those of `late`
+        span_rows = self.fold_counts[1] + len(late) - len(folded.live)
+        decisions, in_python = self.decide(files, fold_df, rule, labels, shipped, broadcast, span_rows)
         # one job (no row sorted): the candidates of each job (the caps), all of them, the live
         # files, and the lists' totals by reason
         counted = {"live": [live[0], live[1] or 0], "candidates": [0, 0]}
@@ -868,10 +886,11 @@ class _SparkPlanner(_Planner):
                 stats[2] += r.n
                 stats[3] += r.bytes
         tally = _Frames(self, joined, files, decisions, in_python, fold_df, live_paths, summary, counted, by_reason,
-                        labels)  # fmt: skip
+                        labels, live_rows + span_rows)  # fmt: skip
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
 
-    def decide(self, files, fold_df, rule: FileRule, labels: Labels, shipped: dict[str, tuple], broadcast):
+    def decide(self, files, fold_df, rule: FileRule, labels: Labels, shipped: dict[str, tuple], broadcast,
+               span_rows: int):  # fmt: skip
         """The files not live decided, as :data:`DECISION_SCHEMA` rows: in the JVM by the rule's
         SQL form (:mod:`ckptctl.gc.spark_rule`), but for the segments' files and the names the
         rule reads one by one, which go to :meth:`FileRule.verdicts` on Python workers. Returns
@@ -884,7 +903,7 @@ class _SparkPlanner(_Planner):
         contexts = self.spark.createDataFrame(context_rows(shipped, labels, rule), CONTEXT_SCHEMA)
         open_ = files.filter(~F.col("live")).join(F.broadcast(contexts), F.col("key") == contexts.dir, "left")
         to_python = F.coalesce(F.col("has_span"), F.lit(False)) | needs_python()
-        spanned, self.segments = _with_spans(open_.filter(to_python).select(*files.columns), fold_df)
+        spanned, self.segments = _with_spans(open_.filter(to_python).select(*files.columns), fold_df, span_rows)
         # few rows, decided once (the SQL's are decided again at each read of the lists)
         in_python = self.cache(map_in_arrow(spanned.select(*DECIDE_COLUMNS),
                                             functools.partial(_decide_batches, rule, broadcast), DECISION_SCHEMA))  # fmt: skip
@@ -911,9 +930,10 @@ class _Frames(Tally):
 
     def __init__(self, planner: _SparkPlanner, joined, files, decisions, in_python, fold_df, live_paths,
                  summary: _Summary, counted: dict[str, list[int]], by_reason: list[ReasonTotals], labels: Labels,
-                 ) -> None:  # fmt: skip
+                 referenced_rows: int) -> None:  # fmt: skip
         """``counted``: (files, bytes) of the live files and of the candidates, ``by_reason`` the
-        lists' totals, from the decisions; the listing's totals are the summary's."""
+        lists' totals, from the decisions; the listing's totals are the summary's;
+        ``referenced_rows`` the fold's rows of live paths and segments (counted as made)."""
         self.by_reason, self.labels = by_reason, labels
         self.planner, self.joined, self.files, self.decisions = planner, joined, files, decisions
         self.in_python = in_python  # the decisions made on Python workers (segments' files among them)
@@ -925,7 +945,7 @@ class _Frames(Tally):
         # one row per live (or segment's) path and slice of checkpoints: at least as many rows as
         # distinct paths, counted without a shuffle; those are counted only when that is not enough
         self.referenced = fold_df.filter("kind in ('live', 'span')").select("kind", "path")
-        self.referenced_rows = self.referenced.count()
+        self.referenced_rows = referenced_rows
         self.relived: set[str] = set()
 
     def missing_paths(self) -> set[str]:
