@@ -97,7 +97,7 @@ def test_s3_a_crash_half_way_is_finished_by_a_rerun(s3_server, spark, tmp_path: 
     """The third DeleteObjects goes through, then the manifests cannot be written: the job dies
     with a batch deleted and not recorded. The same apply again finishes; nothing live goes."""
     bucket = "spark-apply-crash"
-    up = bulk_bucket(s3_server, bucket, {"shared": 300, "taskowned": 200})
+    up = bulk_bucket(s3_server, bucket, {"shared": 36, "taskowned": 24})
     plan = s3_plan(up, bucket, s3_server.endpoint)
     candidates = {c.path for c in plan.candidates}
     before = objects(up, bucket)
@@ -118,14 +118,14 @@ def test_s3_a_crash_half_way_is_finished_by_a_rerun(s3_server, spark, tmp_path: 
         options = StorageOptions.from_env(proxy.endpoint)
         manifests.mkdir()
         with pytest.raises(SparkApplyFailed, match="run the same apply again"):
-            delete_on_executors(spark, options, rows(plan), plan.options.scopes(), str(manifests), batch=100)
+            delete_on_executors(spark, options, rows(plan), plan.options.scopes(), str(manifests), batch=10)
         assert crash.fired
         manifests.unlink()
         (tmp_path / "aside").rename(manifests)
         crash.match = lambda method, path: False
         after_crash = {r["path"] for r in manifest_records(manifests)}
         assert after_crash and after_crash < candidates
-        result = delete_on_executors(spark, options, rows(plan), plan.options.scopes(), str(manifests), batch=100)
+        result = delete_on_executors(spark, options, rows(plan), plan.options.scopes(), str(manifests), batch=10)
     out = result.to_json()
     assert out["failed_files"] == 0 and out["skipped_files"] == 0
     assert out["gone_files"] >= 1, "the batch deleted before the crash is found gone, counted as done"

@@ -184,19 +184,19 @@ def test_an_edited_manifest_refuses_the_run_naming_file_and_byte_before_anything
 def test_s3_over_1000_candidates_in_one_directory_with_odd_names_across_listing_pages(
     s3_server, spark, tmp_path: Path
 ) -> None:
-    """One directory of 2001 planted orphans between the job's live files, plus names that sort
+    """One directory of 1001 planted orphans between the job's live files, plus names that sort
     before digits and after ASCII (percent signs, spaces, NFC and NFD accents): the range listing
-    crosses S3's 1000-key pages; every candidate goes, every live object stays, and the two
-    spellings of "é" are two files."""
+    crosses S3's 1000-key page, the deletions a DeleteObjects batch; every candidate goes, every
+    live object stays, and the two spellings of "é" are two files."""
     from tests.support.executor_apply import CountingProxy, bulk_bucket, objects, s3_plan
 
     bucket = "attack-pages"
     odd = ["%41%2F..%2Fx", "with space", "zz-\u00e9", "zz-e\u0301", "!first"]
-    up = bulk_bucket(s3_server, bucket, {"shared": 2001}, extra=odd)
+    up = bulk_bucket(s3_server, bucket, {"shared": 1001}, extra=odd)
     plan = s3_plan(up, bucket, s3_server.endpoint)
     candidates = {c.path for c in plan.candidates}
     shared = f"s3://{bucket}/checkpoints/{up['job']}/shared/"
-    assert {shared + n for n in odd} | {shared + f"bulk-{i:04d}" for i in range(2001)} <= candidates
+    assert {shared + n for n in odd} | {shared + f"bulk-{i:04d}" for i in range(1001)} <= candidates
     before = objects(up, bucket)
     with CountingProxy(s3_server.endpoint) as proxy:
         result = delete_on_executors(
