@@ -433,11 +433,12 @@ def _with_spans(files, fold_df, n: int) -> tuple[Any, int]:
 _METADATA_FIELDS = ("part", "pos", "uri", "size", "mtime", "is_link")  # as metadata_listing reads them
 
 
-def _counts(future) -> list:
+def _counts(future, being_written) -> list:
     """The summary's counts and sums by directory (or note): hash aggregates."""
     from pyspark.sql import functions as F
 
     return [
+        F.count_if(being_written).alias("being_written"),
         F.max("root_idx").alias("root_idx"), F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"),
         F.count_if(future).alias("future"), F.count_if(F.col("n_f") > 1).alias("duplicated"),
         F.count_if("live").alias("live_files"), F.sum(F.when(F.col("live"), F.col("size"))).alias("live_bytes"),
@@ -508,6 +509,9 @@ def _nested(keys: Iterable[str]) -> set[str]:
     return out
 
 
+_MISSING_KG = "x:"  # the summary's group of referenced files the listing lacks (no note has this kind)
+
+
 class _DirRow:
     """One row of the summary (a directory of files, a note of a walk, inventory statistics)."""
 
@@ -520,10 +524,14 @@ class _Summary:
     ``key`` the directory), per note of a walk and per inventory statistics; proportional to
     directories."""
 
-    def __init__(self, rows: list, dirs: list, first_future: str | None) -> None:
+    def __init__(self, rows: list, dirs: list, first_future: str | None, cutoff: float) -> None:
         """``dirs``: the rows of directories of files, in listing order; ``first_future``: the
-        first file (listing order) dated in the future."""
+        first file (listing order) dated in the future; ``cutoff``: the one the count of
+        ``_metadata`` being written took."""
         self.dirs = dirs
+        self.cutoff = cutoff
+        self.being_written = sum(d.being_written for d in dirs)  # at most; none is sure
+        self.missing = sum(r.files for r in rows if r.kg == _MISSING_KG)  # referenced, not listed
         self.notes = sorted(((r.kg[0], r) for r in rows if r.kg[:1] in ("d", "l", "a", "m") and r.kg[1:2] == ":"),
                             key=lambda n: (n[1].root_idx, n[1].pos))  # fmt: skip
         stats = [r for r in rows if r.kg == "s:"]
@@ -618,11 +626,11 @@ class _SparkPlanner(_Planner):
         rule = self.rule(now, cutoff, True)
         rows = self.listing_rows()
         joined = self.per_uri(rows, fold_df, exact=False)
-        summary = self.summarise(joined, rule.tolerance_limit)
+        summary = self.summarise(joined, rule.tolerance_limit, cutoff)
         if summary.duplicated:  # keys an inventory lists twice: the newest row speaks, as in-process
             release([joined])
             joined = self.per_uri(rows, fold_df, exact=True)
-            summary = self.summarise(joined, rule.tolerance_limit)
+            summary = self.summarise(joined, rule.tolerance_limit, cutoff)
         self.take_listing(summary)
         for code, message in folded.refusals:
             self.refuse(Refusal(code), message)
@@ -714,10 +722,12 @@ class _SparkPlanner(_Planner):
         )  # fmt: skip
         return self.materialise_rows(_group_per_uri(listing.unionByName(_as_per_uri(fold_df)), exact=exact))
 
-    def summarise(self, joined, tolerance_limit: float) -> _Summary:
+    def summarise(self, joined, tolerance_limit: float, cutoff: float) -> _Summary:
         """Everything the driver needs before deciding, by directory (listing order, files, bytes,
-        the ``_metadata`` in each), the walks' notes, the inventory's read statistics, the totals
-        and the files dated in the future: one pass of hash aggregates over the rows per URI.
+        the ``_metadata`` in each), the walks' notes, the inventory's read statistics, the totals,
+        the files dated in the future, and for the guards the referenced files not listed and the
+        ``_metadata`` being written (:meth:`_summary_rows`): one pass of hash aggregates over the
+        rows per URI (each guard's own pass was a Spark job of every plan).
 
         A minimum of strings or structs is a sort-based aggregate: sorting 10^7 rows by directory
         cost more than the pass. So each directory's first file is not taken; its least order key
@@ -726,17 +736,17 @@ class _SparkPlanner(_Planner):
         field by field. The first file in the future is looked for only when there is one."""
         from pyspark.sql import functions as F
 
-        rows, future, is_metadata = self._summary_rows(joined, tolerance_limit)
+        rows, future, is_metadata, being_written = self._summary_rows(joined, tolerance_limit, cutoff)
         by_name = self.inventory is not None
         k1, fits = _order_key()
         of_metadata = [F.max(F.when(is_metadata, F.col(c))).alias(f"m_{c}") for c in _METADATA_FIELDS if c != "uri"]
         counted = rows.groupBy("kg", "key").agg(
-            *_counts(future), F.min(k1).alias("k1"), F.count_if(~fits).alias("unfit"),
+            *_counts(future, being_written), F.min(k1).alias("k1"), F.count_if(~fits).alias("unfit"),
             F.count_if(is_metadata).alias("n_metadata"), *of_metadata,
         ).collect()  # fmt: skip
         dirs = [_DirRow(**r.asDict(), k2=0) for r in counted if r.kg == "f"]
         if any(d.unfit or d.n_metadata > 1 for d in dirs):  # order keys beyond two longs: the sorting aggregates
-            return self._summarise_sorting(joined, tolerance_limit)
+            return self._summarise_sorting(joined, tolerance_limit, cutoff)
         nested = _nested(d.key for d in dirs) if by_name else set()
         if nested:  # only there can a name's first bytes order two directories: read for those alone
             at = {d.key: d for d in dirs}
@@ -745,37 +755,50 @@ class _SparkPlanner(_Planner):
                 at[r.key].k2 = r.k2
         ordered = _in_listing_order(dirs, by_name)
         if ordered is None:  # tied: the sorting aggregates
-            return self._summarise_sorting(joined, tolerance_limit)
+            return self._summarise_sorting(joined, tolerance_limit, cutoff)
         for d in ordered:
             d.metadata = (d.m_part, d.m_pos, f"{d.key}/_metadata", d.m_size, d.m_mtime, d.m_is_link) if d.n_metadata else None
         first_future = None
         if any(d.future for d in dirs):
             first = rows.filter((F.col("kg") == "f") & future).agg(F.min(F.struct(*ORDER[:3], "uri"))).first()[0]
             first_future = first.uri
-        return _Summary([_DirRow(**r.asDict()) for r in counted if r.kg != "f"], ordered, first_future)
+        return _Summary([_DirRow(**r.asDict()) for r in counted if r.kg != "f"], ordered, first_future, cutoff)
 
-    def _summary_rows(self, joined, tolerance_limit: float):
-        """The rows the summary reads (listed files and the walks' notes), and the conditions "in
-        the future" and "a _metadata"."""
+    def _summary_rows(self, joined, tolerance_limit: float, cutoff: float):
+        """The rows the summary reads (listed files and the walks' notes; the referenced files
+        missing from the listing as one group of their own, :data:`_MISSING_KG`), and the
+        conditions "in the future", "a _metadata" and "perhaps a _metadata being written" (a
+        young file whose URI holds the temporary name: a superset, as a substring test costs no
+        cut of every name; :meth:`_Frames.metadata_being_written` looks closer when any is)."""
         from pyspark.sql import functions as F
 
-        rows = joined.filter((F.col("kg") != "f") | (F.col("n_f") > 0))
-        return rows, F.col("mtime") > tolerance_limit, F.col("uri").endswith("/_metadata")
+        from ckptctl.layout import METADATA_IN_PROGRESS
 
-    def _summarise_sorting(self, joined, tolerance_limit: float) -> _Summary:
+        is_file, mtime = F.col("kg") == "f", F.col("mtime")
+        missing = is_file & (F.col("n_f") == 0) & (F.col("live") | F.col("has_span"))
+        rows = joined.filter(~is_file | (F.col("n_f") > 0) | missing).withColumns({
+            "kg": F.when(missing, F.lit(_MISSING_KG)).otherwise(F.col("kg")),
+            "key": F.when(missing, F.lit("")).otherwise(F.col("key")),
+        })  # fmt: skip
+        being_written = (is_file & F.col("uri").contains("/" + METADATA_IN_PROGRESS)
+                         & (mtime.isNull() | (mtime >= cutoff)))  # fmt: skip
+        return rows, mtime > tolerance_limit, F.col("uri").endswith("/_metadata"), being_written
+
+    def _summarise_sorting(self, joined, tolerance_limit: float, cutoff: float) -> _Summary:
         """:meth:`summarise` in one pass whose structs and strings sort the rows (the order keys
         of some file did not fit two longs, or could not tell two directories apart)."""
         from pyspark.sql import functions as F
 
-        rows, future, is_metadata = self._summary_rows(joined, tolerance_limit)
+        rows, future, is_metadata, being_written = self._summary_rows(joined, tolerance_limit, cutoff)
         order = F.struct(*ORDER[:3], "uri")
         counted = rows.groupBy("kg", "key").agg(
-            *_counts(future), F.min(order).alias("first"), F.min(F.when(future, order)).alias("first_future"),
+            *_counts(future, being_written), F.min(order).alias("first"), F.min(F.when(future, order)).alias("first_future"),
             F.max(F.when(is_metadata, F.struct(*_METADATA_FIELDS))).alias("metadata"),
         ).collect()  # fmt: skip
         dirs = sorted((_DirRow(**r.asDict()) for r in counted if r.kg == "f"), key=lambda d: d.first)
         firsts = [d.first_future for d in dirs if d.first_future is not None]
-        return _Summary([_DirRow(**r.asDict()) for r in counted if r.kg != "f"], dirs, min(firsts).uri if firsts else None)
+        return _Summary([_DirRow(**r.asDict()) for r in counted if r.kg != "f"], dirs,
+                        min(firsts).uri if firsts else None, cutoff)  # fmt: skip
 
     def take_listing(self, summary: _Summary) -> None:
         """The walks' notes into ``self.notes``, the inventory's statistics recorded, every ROOT
@@ -886,7 +909,7 @@ class _SparkPlanner(_Planner):
                 stats[2] += r.n
                 stats[3] += r.bytes
         tally = _Frames(self, joined, files, decisions, in_python, fold_df, live_paths, summary, counted, by_reason,
-                        labels, live_rows + span_rows)  # fmt: skip
+                        labels, live_rows + span_rows, bool(late))  # fmt: skip
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
 
     def decide(self, files, fold_df, rule: FileRule, labels: Labels, shipped: dict[str, tuple], broadcast,
@@ -930,10 +953,11 @@ class _Frames(Tally):
 
     def __init__(self, planner: _SparkPlanner, joined, files, decisions, in_python, fold_df, live_paths,
                  summary: _Summary, counted: dict[str, list[int]], by_reason: list[ReasonTotals], labels: Labels,
-                 referenced_rows: int) -> None:  # fmt: skip
+                 referenced_rows: int, late: bool) -> None:  # fmt: skip
         """``counted``: (files, bytes) of the live files and of the candidates, ``by_reason`` the
         lists' totals, from the decisions; the listing's totals are the summary's;
-        ``referenced_rows`` the fold's rows of live paths and segments (counted as made)."""
+        ``referenced_rows`` the fold's rows of live paths and segments (counted as made);
+        ``late``: checkpoints were folded after the summary (its count of missing files is short)."""
         self.by_reason, self.labels = by_reason, labels
         self.planner, self.joined, self.files, self.decisions = planner, joined, files, decisions
         self.in_python = in_python  # the decisions made on Python workers (segments' files among them)
@@ -942,6 +966,7 @@ class _Frames(Tally):
         self.candidates = tuple(counted["candidates"])
         self.total_files, self.total_bytes = summary.total_files, summary.total_bytes
         self.future = summary.future
+        self.summary, self.late = summary, late
         # one row per live (or segment's) path and slice of checkpoints: at least as many rows as
         # distinct paths, counted without a shuffle; those are counted only when that is not enough
         self.referenced = fold_df.filter("kind in ('live', 'span')").select("kind", "path")
@@ -951,8 +976,11 @@ class _Frames(Tally):
     def missing_paths(self) -> set[str]:
         from pyspark.sql import functions as F
 
-        # every listed live file was found once (the local planner's test, on the distinct paths)
-        if self.live_files >= self.referenced_rows or self.live_files >= self.referenced.distinct().count():
+        # every listed live file was found once (the local planner's test, on the distinct paths),
+        # or the summary counted no referenced file missing (references folded since: counted here)
+        if self.live_files >= self.referenced_rows or (not self.late and not self.summary.missing):
+            return set()
+        if self.late and self.live_files >= self.referenced.distinct().count():
             return set()
         missing = self.joined.filter((F.col("kg") == "f") & (F.col("n_f") == 0) & (F.col("live") | F.col("has_span")))
         rows = missing.select("uri").limit(MISSING_BOUND + 1).collect()
@@ -1023,6 +1051,8 @@ class _Frames(Tally):
 
         # a filter of the kept rows per URI by name (no string is sorted: the first is looked for
         # only when there is one)
+        if since == self.summary.cutoff and not self.summary.being_written:
+            return 0, None  # the summary's pass found none that may be
         named = F.substring_index("uri", "/", -1).startswith(METADATA_IN_PROGRESS)
         hits = self.files.filter(named & (F.col("mtime").isNull() | (F.col("mtime") >= since)))
         n = hits.count()

@@ -615,7 +615,8 @@ def _summary_view(summary) -> tuple:
     fields = ("kg", "key", "root_idx", "files", "bytes", "future", "duplicated", "live_files", "live_bytes", "mtime")
     dirs = [(*(getattr(d, f) for f in fields), d.metadata and tuple(d.metadata)) for d in summary.dirs]
     notes = [(k, r.key, r.root_idx, r.pos, r.mtime) for k, r in summary.notes]
-    return dirs, notes, summary.rows_read, summary.rows_kept, summary.future, summary.live
+    return (dirs, notes, summary.rows_read, summary.rows_kept, summary.future, summary.live, summary.missing,
+            summary.being_written)
 
 
 @pytest.fixture
@@ -627,12 +628,12 @@ def summaries_compared(monkeypatch):
     compared: list[bool] = []
     fast, sorting = _SparkPlanner.summarise, _SparkPlanner._summarise_sorting
 
-    def both(self, joined, tolerance_limit):
+    def both(self, joined, tolerance_limit, cutoff):
         sorted_too = []
         monkeypatch.setattr(_SparkPlanner, "_summarise_sorting", lambda *a: sorted_too.append(1) or sorting(*a))
-        summary = fast(self, joined, tolerance_limit)
+        summary = fast(self, joined, tolerance_limit, cutoff)
         monkeypatch.setattr(_SparkPlanner, "_summarise_sorting", sorting)
-        assert _summary_view(summary) == _summary_view(sorting(self, joined, tolerance_limit))
+        assert _summary_view(summary) == _summary_view(sorting(self, joined, tolerance_limit, cutoff))
         compared.append(bool(sorted_too))
         return summary
 
