@@ -214,7 +214,8 @@ class Guards:
             )
         return missing, also_live
 
-    def check_no_job_starting(self, contexts: _Contexts, kept_paths_since, retention: Retention) -> None:
+    def check_no_job_starting(self, contexts: _Contexts, kept_paths_since, retention: Retention,
+                              cutoff: float) -> None:  # fmt: skip
         """A job directory with fresh files but no completed checkpoint is a job starting up: it may
         have been restored (CLAIM or NO_CLAIM) from a checkpoint ``--keep-last`` is about to expire,
         and its first checkpoint will reference that checkpoint's files. Nothing can be expired then.
@@ -255,6 +256,52 @@ class Guards:
                 f"(first: {first}): a job starting up may restore from a checkpoint --keep-last would expire. "
                 "Run the plan again once it has completed a checkpoint, or without --keep-last",
             )
+        behind = self._checkpoints_behind(kept_paths_since, retention, max(since, cutoff))
+        if behind:
+            first = sorted(behind)[0]
+            self.refuse(
+                Refusal.JOB_STARTING,
+                f"{len(behind)} checkpoints in progress are numbered below a completed one of their job (first: "
+                f"{first}): a run restored from an older checkpoint under the same job id (application mode with "
+                "HA gives every deployment of a cluster id the same id) is taking its first checkpoint, and "
+                "--keep-last would expire what it restored from. Run the plan again once that checkpoint has "
+                "completed, or without --keep-last",
+            )
+
+    def _checkpoints_behind(self, kept_paths_since, retention: Retention, since: float) -> set[str]:
+        """The young ``chk-N`` directories without a ``_metadata`` of a job --keep-last expires
+        checkpoints of whose N is below the job's newest completed checkpoint: Flink numbers a
+        restored run's checkpoints on from the one it restored, so its first checkpoint lands below
+        the newest when it restored an older one into the same job directory (a fixed job id).
+        Young (``since``: the cut-off at the earliest) -- a leftover of an aborted checkpoint of the
+        run before is older, or a candidate, once --older-than has passed. Before the restored run
+        starts its first checkpoint nothing in its job directory shows it: that stays unseen."""
+        newest: dict[str, int] = {}
+        complete: set[str] = set()
+        for loc in (*retention.retained, *retention.expired):
+            if loc.kind == "checkpoint" and loc.dir_checkpoint_id is not None:
+                job = st.parent(loc.uri)
+                newest[job] = max(newest.get(job, 0), loc.dir_checkpoint_id)
+                complete.add(loc.uri)
+        expiring = {st.parent(loc.uri) for loc in retention.expired}
+        behind: set[str] = set()
+
+        def look(scope: str | None, directory: str) -> None:
+            place = place_of(scope or "", directory)
+            if place.area != "chk" or place.job not in expiring or place.chk in complete:
+                return
+            m = CHK_RE.match(st.basename(place.chk))
+            if m is not None and int(m.group(1)) < newest.get(place.job, 0):
+                behind.add(place.chk)
+
+        for path in kept_paths_since(since):
+            look(self.scopes.scope_of(path)[0], path.rstrip("/") if path.endswith("/") else st.parent(path))
+        for notes in self.notes.values():
+            for directory, mtime in notes.dirs.items():
+                scope, kind = self.scopes.scope_of(directory)
+                if mtime >= since and kind == "root":
+                    look(scope, directory)
+        return behind
 
     def check_no_metadata_being_written(self, metadata_being_written, cutoff: float) -> None:
         """A ``chk-N/._metadata.inprogress.<uuid>`` younger than the cut-off is a checkpoint

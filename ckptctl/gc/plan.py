@@ -554,7 +554,7 @@ class _Planner(InventorySource, Guards):
                 "that writes under those ids, then pass --collect-fixed-id-changelog to collect them"
             )
         if retention.expired:
-            self.check_no_job_starting(contexts, tally.kept_paths_since, retention)
+            self.check_no_job_starting(contexts, tally.kept_paths_since, retention, cutoff)
         self.check_no_metadata_being_written(tally.metadata_being_written, cutoff)
         return tally.plan(
             options, now, now_source, cutoff,

@@ -67,6 +67,37 @@ def test_f3_keep_last_refuses_when_checkpoint_numbers_and_times_disagree(tmp_pat
     assert (job / "chk-8" / "_metadata").exists(), "the most recently completed checkpoint was deleted"
 
 
+def test_f3b_keep_last_refuses_while_a_run_restored_under_the_same_job_id_takes_its_first_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """Application mode with HA gives every deployment of a cluster id the same job id: rolled
+    back to chk-7 (chk-8 was aborted, so discarded), the new run writes into the same job
+    directory and numbers its checkpoints on from chk-7. While its first one, chk-8, is in progress
+    -- below the newest completed chk-9, no _metadata yet -- --keep-last 1 would expire chk-7, the
+    checkpoint it restored from and fails over to: blocked. An old chk-8 (a leftover of an aborted
+    checkpoint) or a young one above the newest (the running job's next) blocks nothing."""
+    import shutil
+
+    sc = Scenario("1.20.3", "basic", tmp_path)
+    (job,) = sc.jobs()
+    shutil.rmtree(job / "chk-8")
+    state = sc.plant(f"checkpoints/{job.name}/chk-8/in-flight-state", mtime=time.time() - 60)
+    args = (str(sc.checkpoints), *sc.rebase, *OLD, "--force", "--keep-last", "1")
+    plan = plan_json(*args, expect=1)
+    refusals = {r["code"]: r["message"] for r in plan["refusals"]}
+    assert "job-starting" in refusals and f"{job.name}/chk-8" in refusals["job-starting"], refusals
+    apply(plan_to_file(tmp_path, *args, expect=1), expect=1)
+    assert (job / "chk-7" / "_metadata").exists(), "the checkpoint a restored run fails over to was deleted"
+
+    for path in (state, state.parent):  # the same chk-8, written two days ago: a leftover
+        os.utime(path, (time.time() - 2 * 86400,) * 2)
+    assert "job-starting" not in {r["code"] for r in plan_json(*args, expect=None)["refusals"]}
+    shutil.rmtree(state.parent)
+    sc.plant(f"checkpoints/{job.name}/chk-10/in-flight-state", mtime=time.time() - 60)  # the running job's next
+    plan = plan_json(*args, expect=0)
+    assert not plan["refusals"] and any(e["path"].endswith("/chk-7") for e in plan["expired"]), plan["expired"]
+
+
 # --- F4: a job starting from an expired checkpoint ---------------------------------------------
 
 

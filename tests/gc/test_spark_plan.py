@@ -174,6 +174,11 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
         sc.plant("checkpoints/" + "b" * 32 + "/shared/fresh", mtime=NOW - 10)
         sc.plant(f"checkpoints/{job.name}/shared/young", mtime=NOW - 10)
         return {"keep_last": 1, "max_delete_fraction": 1.0}
+    elif name == "restored-under-same-id":  # a rolled-back run's first checkpoint, below the newest completed one
+        for f in (job / "chk-8").iterdir():
+            f.unlink()
+        sc.plant(f"checkpoints/{job.name}/chk-8/in-flight-state", mtime=NOW - 10)
+        return {"keep_last": 1}
     elif name == "metadata-being-written":  # a checkpoint completing now, and a crashed write's leftover
         sc.plant(f"checkpoints/{job.name}/chk-1000/state", mtime=T0)
         sc.plant(f"checkpoints/{job.name}/chk-1000/._metadata.inprogress.0f1e", mtime=NOW - 5)
@@ -201,7 +206,7 @@ ATTACKS = [
     ("2.2.0", "basic", "note-like-names"), ("2.2.0", "basic", "non-ascii-names"), ("2.2.0", "basic", "scope-alias"), ("2.2.0", "basic", "two-aliases"), ("2.2.0", "changelog", "all-scopes"),
     ("2.2.0", "savepoints", "all-scopes"), ("2.2.0", "claim_native", "all-scopes"),
     ("2.2.0", "basic", "keep-last"), ("1.20.3", "filemerging", "keep-last"),
-    ("2.2.0", "basic", "metadata-being-written"),
+    ("2.2.0", "basic", "metadata-being-written"), ("2.2.0", "basic", "restored-under-same-id"),
 ]  # fmt: skip
 
 
@@ -218,6 +223,8 @@ def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, versio
             "CURRENT", "MANIFEST-000004", "OPTIONS-000007", "LOG.old.1", "LOG", "IDENTITY", "LOCK"}
         assert reasons["LOGx"] == reasons["CURRENTLY"] == reasons["000042.sst"] == "unreferenced-forst"
         assert reasons["_metadata"] == "not-flink-file" and reasons["a\\b"] == "abnormal-path"
+    if attack == "restored-under-same-id":  # both planners see the run restored from an older checkpoint
+        assert any(r["code"] == "job-starting" and "/chk-8" in r["message"] for r in plan["refusals"]), plan["refusals"]
 
 
 @pytest.mark.parametrize("where", ["file", "directory", "alias"])
