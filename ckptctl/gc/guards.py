@@ -265,7 +265,8 @@ class Guards:
                 f"{first}): a run restored from an older checkpoint under the same job id (application mode with "
                 "HA gives every deployment of a cluster id the same id) is taking its first checkpoint, and "
                 "--keep-last would expire what it restored from. Run the plan again once that checkpoint has "
-                "completed, or without --keep-last",
+                "completed, or without --keep-last (a leftover of an aborted checkpoint stops counting once older "
+                "than --older-than)",
             )
 
     def _checkpoints_behind(self, kept_paths_since, retention: Retention, since: float) -> set[str]:
