@@ -229,7 +229,9 @@ class Guards:
         (one per directory and kind, file or directory marker, is enough)."""
         job_of = {id(stats): job for job, stats in contexts.job_stats.items()}
         since = min((loc.metadata.mtime or 0) for loc in retention.expired)
-        starting = set()
+        young = max(since, cutoff)  # a restored run's checkpoint in progress: see _behind
+        behind_of = self._behind(retention)
+        starting, behind = set(), set()
         for path in kept_paths_since(since):
             # any kept file (young, of a dead job, not yet Flink's by evidence, a directory marker)
             # of a job without a retained checkpoint, written after the oldest expiring _metadata
@@ -238,6 +240,9 @@ class Guards:
                 job = place_of(self.scopes.scope_of(path)[0] or "", path.rstrip("/")).job
             if job is not None and job not in retention.newest_retained:
                 starting.add(job)
+        for path in kept_paths_since(young):  # the kept files carry no mtime here: asked again
+            directory = path.rstrip("/") if path.endswith("/") else st.parent(path)
+            behind.add(behind_of(place_of(self.scopes.scope_of(path)[0] or "", directory)))
         for notes in self.notes.values():
             for directory, mtime in notes.dirs.items():
                 if mtime < since:
@@ -248,6 +253,9 @@ class Guards:
                 place = place_of(scope, directory)
                 if place.area in ("shared", "taskowned", "chk") and place.job not in retention.newest_retained:
                     starting.add(place.job)
+                if mtime >= young:
+                    behind.add(behind_of(place))
+        behind.discard(None)
         if starting:
             first = sorted(starting)[0]
             self.refuse(
@@ -256,7 +264,6 @@ class Guards:
                 f"(first: {first}): a job starting up may restore from a checkpoint --keep-last would expire. "
                 "Run the plan again once it has completed a checkpoint, or without --keep-last",
             )
-        behind = self._checkpoints_behind(kept_paths_since, retention, max(since, cutoff))
         if behind:
             first = sorted(behind)[0]
             self.refuse(
@@ -269,14 +276,16 @@ class Guards:
                 "than --older-than)",
             )
 
-    def _checkpoints_behind(self, kept_paths_since, retention: Retention, since: float) -> set[str]:
-        """The young ``chk-N`` directories without a ``_metadata`` of a job --keep-last expires
-        checkpoints of whose N is below the job's newest completed checkpoint: Flink numbers a
-        restored run's checkpoints on from the one it restored, so its first checkpoint lands below
-        the newest when it restored an older one into the same job directory (a fixed job id).
-        Young (``since``: the cut-off at the earliest) -- a leftover of an aborted checkpoint of the
-        run before is older, or a candidate, once --older-than has passed. Before the restored run
-        starts its first checkpoint nothing in its job directory shows it: that stays unseen."""
+    @staticmethod
+    def _behind(retention: Retention):
+        """A function of a place giving its ``chk-N`` directory when that is a checkpoint in
+        progress (no ``_metadata``) of a job --keep-last expires checkpoints of, numbered below the
+        job's newest completed checkpoint, else ``None``. Flink numbers a restored run's checkpoints
+        on from the one it restored, so its first checkpoint lands below the newest when it restored
+        an older one into the same job directory (a fixed job id). Asked of young places only (the
+        cut-off at the earliest): a leftover of an aborted checkpoint of the run before is older, or
+        a candidate, once --older-than has passed. Before the restored run starts its first
+        checkpoint nothing in its job directory shows it: that stays unseen."""
         newest: dict[str, int] = {}
         complete: set[str] = set()
         for loc in (*retention.retained, *retention.expired):
@@ -285,24 +294,14 @@ class Guards:
                 newest[job] = max(newest.get(job, 0), loc.dir_checkpoint_id)
                 complete.add(loc.uri)
         expiring = {st.parent(loc.uri) for loc in retention.expired}
-        behind: set[str] = set()
 
-        def look(scope: str | None, directory: str) -> None:
-            place = place_of(scope or "", directory)
+        def behind_of(place) -> str | None:
             if place.area != "chk" or place.job not in expiring or place.chk in complete:
-                return
+                return None
             m = CHK_RE.match(st.basename(place.chk))
-            if m is not None and int(m.group(1)) < newest.get(place.job, 0):
-                behind.add(place.chk)
+            return place.chk if m is not None and int(m.group(1)) < newest.get(place.job, 0) else None
 
-        for path in kept_paths_since(since):
-            look(self.scopes.scope_of(path)[0], path.rstrip("/") if path.endswith("/") else st.parent(path))
-        for notes in self.notes.values():
-            for directory, mtime in notes.dirs.items():
-                scope, kind = self.scopes.scope_of(directory)
-                if mtime >= since and kind == "root":
-                    look(scope, directory)
-        return behind
+        return behind_of
 
     def check_no_metadata_being_written(self, metadata_being_written, cutoff: float) -> None:
         """A ``chk-N/._metadata.inprogress.<uuid>`` younger than the cut-off is a checkpoint
