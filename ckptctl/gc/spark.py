@@ -31,7 +31,6 @@ import contextlib
 import functools
 import itertools
 import json
-import operator
 import os
 import pickle
 from collections.abc import Iterable, Iterator
@@ -63,12 +62,14 @@ from ckptctl.gc.plan import (
 )
 from ckptctl.gc.reasons import Reason, Refusal
 from ckptctl.gc.rule import RuleColumns, partially_live
+from ckptctl.gc.spark_decided import Decided, ReasonTotals, hash_total, merge_totals, tied_reasons
 from ckptctl.layout import place_of
 from ckptctl.pycollector import paused_collector
 from ckptctl.storage import FileInfo, Storage, StorageOptions
 
 MISSING_BOUND = 100_000  # live files missing from the listing collected to the driver at most
 INLINE_FILES = 100_000  # plans with at most this many listed decisions also inline them in the JSON
+COLLECT_FILES = INLINE_FILES  # plans of at most this many listed files are decided once onto the driver (spark_decided)
 WRITE_FILES = 2_000  # a Spark plan's lists are written without a shuffle when that makes at most this many files
 LISTING_SCHEMA = (
     "kind string, root_idx int, part int, pos long, uri string, size long, mtime double, is_link boolean, "
@@ -895,9 +896,16 @@ class _SparkPlanner(_Planner):
         span_rows = self.fold_counts[1] + len(late) - len(folded.live)
         decisions, in_python = self.decide(files, fold_df, rule, labels, shipped, broadcast, span_rows)
         # one job (no row sorted): the candidates of each job (the caps), all of them, the live
-        # files, and the lists' totals by reason
+        # files, and the lists' totals by reason -- counted on the executors, or for a small plan
+        # from every decision brought to the driver once (read there from then on: spark_decided)
         counted = {"live": [live[0], live[1] or 0], "candidates": [0, 0]}
-        rows, by_reason = reason_totals(decisions.groupBy("outcome", "job", "reason"))
+        decided = None
+        if summary.total_files <= COLLECT_FILES:
+            decided = Decided(decisions.withColumn("h", F.xxhash64("path", "size", "mtime", "reason")).collect(), labels)
+            rows = decided.groups()
+            by_reason = merge_totals(rows)
+        else:
+            rows, by_reason = reason_totals(decisions.groupBy("outcome", "job", "reason"))
         for r in rows:
             if r.outcome not in counted:
                 continue
@@ -909,7 +917,7 @@ class _SparkPlanner(_Planner):
                 stats[2] += r.n
                 stats[3] += r.bytes
         tally = _Frames(self, joined, files, decisions, in_python, fold_df, live_paths, summary, counted, by_reason,
-                        labels, live_rows + span_rows, bool(late))  # fmt: skip
+                        labels, live_rows + span_rows, bool(late), decided)  # fmt: skip
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
 
     def decide(self, files, fold_df, rule: FileRule, labels: Labels, shipped: dict[str, tuple], broadcast,
@@ -953,11 +961,12 @@ class _Frames(Tally):
 
     def __init__(self, planner: _SparkPlanner, joined, files, decisions, in_python, fold_df, live_paths,
                  summary: _Summary, counted: dict[str, list[int]], by_reason: list[ReasonTotals], labels: Labels,
-                 referenced_rows: int, late: bool) -> None:  # fmt: skip
+                 referenced_rows: int, late: bool, decided: Decided | None = None) -> None:  # fmt: skip
         """``counted``: (files, bytes) of the live files and of the candidates, ``by_reason`` the
         lists' totals, from the decisions; the listing's totals are the summary's;
         ``referenced_rows`` the fold's rows of live paths and segments (counted as made);
-        ``late``: checkpoints were folded after the summary (its count of missing files is short)."""
+        ``late``: checkpoints were folded after the summary (its count of missing files is short);
+        ``decided``: a small plan's decisions on the driver, read instead of ``decisions``."""
         self.by_reason, self.labels = by_reason, labels
         self.planner, self.joined, self.files, self.decisions = planner, joined, files, decisions
         self.in_python = in_python  # the decisions made on Python workers (segments' files among them)
@@ -972,6 +981,7 @@ class _Frames(Tally):
         self.referenced = fold_df.filter("kind in ('live', 'span')").select("kind", "path")
         self.referenced_rows = referenced_rows
         self.relived: set[str] = set()
+        self.decided = decided
 
     def missing_paths(self) -> set[str]:
         from pyspark.sql import functions as F
@@ -1005,6 +1015,12 @@ class _Frames(Tally):
     def relive(self, paths: set[str]) -> None:
         from pyspark.sql import functions as F
 
+        if self.decided is not None:
+            n, size = self.decided.relive(paths)
+            self.live_files += n
+            self.live_bytes += size
+            self.relived |= paths
+            return
         gone = self.decisions.filter((F.col("outcome") == "protected") & F.col("path").isin(sorted(paths)))
         n, size = gone.agg(F.count(F.lit(1)), F.sum("size")).first()
         self.live_files += n
@@ -1026,6 +1042,8 @@ class _Frames(Tally):
     def first_collision(self, names: dict[str, str]) -> str | None:
         from pyspark.sql import functions as F
 
+        if self.decided is not None:
+            return self.decided.first_candidate_named(names)
         hits = self.decisions.filter((F.col("outcome") == "candidates") & F.substring_index("path", "/", -1).isin(sorted(names)))
         first = hits.agg(F.min(F.struct(*ORDER))).first()[0]
         return first.path if first is not None else None
@@ -1039,6 +1057,8 @@ class _Frames(Tally):
     def kept_paths_since(self, since: float) -> Iterable[str]:
         from pyspark.sql import functions as F
 
+        if self.decided is not None:
+            return self.decided.kept_paths_since(since)
         kept = self.lists().filter((F.col("outcome") == "protected") & (F.col("mtime").isNull() | (F.col("mtime") >= since)))
         # one path per directory and kind (file, directory marker): all the guard looks at
         keys = kept.groupBy(_parent("path"), F.col("path").endswith("/"))
@@ -1061,16 +1081,21 @@ class _Frames(Tally):
     def plan(self, options, now, now_source, cutoff, retained, expired, external, missing, *rest) -> SparkPlan:
         from pyspark.sql import functions as F
 
-        partial = [
-            {"path": r.path, "size": r.size, **json.loads(r.evidence)}  # live_bytes, dead_bytes
-            for r in self.in_python.filter(F.col("outcome") == "partial").orderBy(*ORDER).collect()
-        ] if self.planner.segments else []  # fmt: skip
+        if not self.planner.segments:
+            partial = []
+        elif self.decided is not None:
+            partial = [{"path": r.path, "size": r.size, **json.loads(r.evidence)} for r in self.decided.partial()]
+        else:
+            partial = [
+                {"path": r.path, "size": r.size, **json.loads(r.evidence)}  # live_bytes, dead_bytes
+                for r in self.in_python.filter(F.col("outcome") == "partial").orderBy(*ORDER).collect()
+            ]  # fmt: skip
         # the lists are decided again from the planner's cached frames each time they are read: those
         # stay with the plan until it is released. Files made live again: the lists' totals counted again.
         # Their tasks: each of the two kinds of decisions (SQL, Python) reads the cached rows per URI
         # (counted on the cached frame: on the lists, Spark would run their broadcasts and shuffles to tell)
         files = SparkFiles.of(self.lists(), self.labels, self.planner.cached, None if self.relived else self.by_reason,
-                              tasks=2 * self.files.rdd.getNumPartitions())  # fmt: skip
+                              tasks=2 * self.files.rdd.getNumPartitions(), decided=self.decided)  # fmt: skip
         return SparkPlan(options, now, now_source, cutoff, retained, expired, [], [], self.live_files,
                          self.live_bytes, self.total_files, self.total_bytes, external, missing, partial, *rest,
                          files=files, engine={"kind": "spark", "master": self.planner.master})  # fmt: skip
@@ -1130,13 +1155,17 @@ class SparkFiles:
     totals: dict[str, Any]
     cached: list = field(default_factory=list)  # the persisted frames ``frame`` is made of, released with the plan
     tasks: int = 0  # the tasks that decide ``frame``: a write without a shuffle makes up to this many files a directory
+    decided: Decided | None = None  # a small plan's decisions on the driver: read there, written from there
 
     @classmethod
     def of(cls, frame, labels: Labels, cached: list | None = None, totals: list[ReasonTotals] | None = None,
-           tasks: int = 0) -> SparkFiles:  # fmt: skip
+           tasks: int = 0, decided: Decided | None = None) -> SparkFiles:  # fmt: skip
         """The lists' totals: ``totals`` by list and reason when the planner counted them already
-        (:func:`reason_totals`, with the caps' counts: one job), else counted here."""
-        if totals is None:  # one job for both lists
+        (:func:`reason_totals`, with the caps' counts: one job), else counted here (on the driver
+        for a small plan)."""
+        if totals is None and decided is not None:
+            totals = decided.totals()
+        elif totals is None:  # one job for both lists
             _rows, totals = reason_totals(frame.groupBy("outcome", "reason"))
         by_reason: dict[str, list[ReasonTotals]] = {"candidates": [], "protected": []}
         for r in totals:
@@ -1145,7 +1174,10 @@ class SparkFiles:
         out: dict[str, Any] = {}
         for which, rows in by_reason.items():
             # Counter.most_common(): by count, ties in order of first appearance
-            first = _first_of_ties(frame, which, rows)
+            if decided is not None:
+                first = decided.first_of_ties(which, tied_reasons(rows))
+            else:
+                first = _first_of_ties(frame, which, rows)
             rows.sort(key=lambda r: (-r.n, first.get(r.reason, ())))
             out[which] = {
                 "files": sum(r.n for r in rows), "bytes": sum(r.bytes or 0 for r in rows),
@@ -1154,7 +1186,7 @@ class SparkFiles:
                 "newest": max((r.newest for r in rows if r.newest), default=None),
                 "digest": _digest_text(sum(int(r.digest or 0) for r in rows)),
             }  # fmt: skip
-        return cls(frame, labels, out, cached or [], tasks)
+        return cls(frame, labels, out, cached or [], tasks, decided)
 
     def labelled(self):
         """The lists with their evidence and job names (:meth:`Labels.attach`)."""
@@ -1162,7 +1194,10 @@ class SparkFiles:
 
     def decisions(self) -> dict[str, list[FileDecision]]:
         """Both lists, each in the local planner's order, on the driver (small plans, tests): one
-        Spark job (a small plan is some 30 jobs; two collects here were two of them)."""
+        Spark job (a small plan is some 30 jobs; two collects here were two of them), or none
+        when they are on the driver already."""
+        if self.decided is not None:
+            return self.decided.decisions()
         frame = self.labelled()
         rows = frame.filter(frame.outcome.isin("candidates", "protected")).orderBy("outcome", *ORDER).collect()
         cache: dict[str, Any] = {}
@@ -1175,18 +1210,6 @@ class SparkFiles:
         return lists
 
 
-class ReasonTotals(NamedTuple):
-    """Decisions of one list (``outcome``) and reason, over every job."""
-
-    outcome: str
-    reason: str | None
-    n: int
-    bytes: int | None
-    oldest: float | None
-    newest: float | None
-    digest: int | None  # the sum of :func:`_hash_sums`
-
-
 def reason_totals(grouped) -> tuple[list, list[ReasonTotals]]:
     """Decisions grouped (by outcome and reason, and perhaps job) counted, with hash aggregates
     only (no row is sorted): (the groups' rows, their :class:`ReasonTotals` over jobs)."""
@@ -1195,35 +1218,15 @@ def reason_totals(grouped) -> tuple[list, list[ReasonTotals]]:
     rows = grouped.agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes"), F.min("mtime").alias("oldest"),
                        F.max("mtime").alias("newest"), *_hash_sums(), F.sum("pos").alias("live_n"))
     rows = rows.collect()
-    merged: dict[tuple, ReasonTotals] = {}
-    for r in rows:
-        was = merged.get((r.outcome, r.reason))
-        if was is None:
-            merged[r.outcome, r.reason] = ReasonTotals(r.outcome, r.reason, r.n, r.bytes, r.oldest, r.newest,
-                                                       _hash_total(r.hash_hi, r.hash_lo))  # fmt: skip
-            continue
-        merged[r.outcome, r.reason] = ReasonTotals(
-            r.outcome, r.reason, was.n + r.n, _either(operator.add, was.bytes, r.bytes),
-            _either(min, was.oldest, r.oldest), _either(max, was.newest, r.newest),
-            _either(operator.add, was.digest, _hash_total(r.hash_hi, r.hash_lo)),
-        )  # fmt: skip
-    return rows, list(merged.values())
-
-
-def _either(combine, a, b):
-    """``combine(a, b)``, or the one of them that is not ``None`` (SQL aggregates' nulls)."""
-    return b if a is None else a if b is None else combine(a, b)
+    return rows, merge_totals(rows)
 
 
 def _first_of_ties(frame, which: str, rows: list[ReasonTotals]) -> dict[str, tuple]:
     """The first decision (listing order) of each reason whose count another reason of the list
     shares: the order of equal counts. Asked only for those (a sort of their rows)."""
-    from collections import Counter
-
     from pyspark.sql import functions as F
 
-    counts = Counter(r.n for r in rows)
-    tied = sorted(r.reason for r in rows if counts[r.n] > 1)
+    tied = tied_reasons(rows)
     if not tied:
         return {}
     firsts = frame.filter((F.col("outcome") == which) & F.col("reason").isin(tied)).groupBy("reason").agg(
@@ -1236,16 +1239,11 @@ def _hash_sums():
     """The sum of ``xxhash64(path, size, mtime, reason)`` over rows, exact, as two sums of longs:
     of each hash's high (signed) and low (unsigned) 32 bits. Each fits a long for 2^31 rows, and
     a long's sum is a hash aggregate (a decimal(38,0) sum, which needs no split, costs a Java
-    BigDecimal per row). :func:`_hash_total` puts them together."""
+    BigDecimal per row). :func:`ckptctl.gc.spark_decided.hash_total` puts them together."""
     from pyspark.sql import functions as F
 
     h = F.xxhash64("path", "size", "mtime", "reason")
     return F.sum(F.shiftright(h, 32)).alias("hash_hi"), F.sum(h.bitwiseAND(0xFFFFFFFF)).alias("hash_lo")
-
-
-def _hash_total(hi: int | None, lo: int | None) -> int | None:
-    """The exact sum of the hashes :func:`_hash_sums` summed in halves (``None``: no rows)."""
-    return None if hi is None else (hi << 32) + lo
 
 
 def _digest_text(value: int) -> str:
@@ -1255,7 +1253,7 @@ def _digest_text(value: int) -> str:
 def _digest(frame) -> str:
     """An order-independent checksum of decision rows (path, size, mtime, reason): sums of
     :func:`_hash_sums` add up, so lists are summed by reason in one job (:meth:`SparkFiles.of`)."""
-    return _digest_text(_hash_total(*frame.agg(*_hash_sums()).first()) or 0)
+    return _digest_text(hash_total(*frame.agg(*_hash_sums()).first()) or 0)
 
 
 @dataclass
@@ -1319,6 +1317,23 @@ class SparkPlan(GcPlan):
     def write(self, plan_file: str) -> None:
         """``PLAN.json`` and, next to it, ``PLAN.parquet/`` (the lists, partitioned by list and job id)."""
         target = os.path.splitext(plan_file)[0] + ".parquet"
+        if self.files.decided is not None:  # on the driver already: one small file per directory
+            self.files.decided.write(os.path.abspath(target))
+        else:
+            self._write_lists(target)
+        c, p = self.files.totals["candidates"], self.files.totals["protected"]
+        self.written = {
+            "format": "parquet", "path": os.path.basename(target), "partitioned_by": ["outcome", "job_id"],
+            "columns": ["path", "size", "mtime", "reason", "evidence", "root_idx", "part", "pos"],
+            "candidates": c["files"], "protected": p["files"],
+            "candidates_digest": c["digest"], "protected_digest": p["digest"], "inline": self.small(),
+        }  # fmt: skip
+        self._header = None
+        with open(plan_file, "wb") as f:
+            self.write_json(f)
+
+    def _write_lists(self, target: str) -> None:
+        """The lists written by the executors."""
         frame = self.files.labelled().drop("job")
         # written as decided, without a shuffle (of 8M rows: as long as the rest of the write), when
         # that makes a file per task and directory (list and job) of at most WRITE_FILES; each
@@ -1333,16 +1348,6 @@ class SparkPlan(GcPlan):
         writer.option("parquet.enable.dictionary#path", "false").partitionBy("outcome", "job_id").parquet(
             os.path.abspath(target)
         )
-        c, p = self.files.totals["candidates"], self.files.totals["protected"]
-        self.written = {
-            "format": "parquet", "path": os.path.basename(target), "partitioned_by": ["outcome", "job_id"],
-            "columns": ["path", "size", "mtime", "reason", "evidence", "root_idx", "part", "pos"],
-            "candidates": c["files"], "protected": p["files"],
-            "candidates_digest": c["digest"], "protected_digest": p["digest"], "inline": self.small(),
-        }  # fmt: skip
-        self._header = None
-        with open(plan_file, "wb") as f:
-            self.write_json(f)
 
 
 def release(frames: list) -> None:

@@ -47,18 +47,27 @@ def comparable(plan) -> dict:
     return data
 
 
-def assert_same_plan(storage: Storage, options) -> dict:
-    from ckptctl.gc.spark import build_plan_spark
+def assert_same_plan(storage: Storage, options, *, on_executors: tuple[bool, ...] = (False,)) -> dict:
+    """The local plan equals the Spark plan, whose lists are read on the driver (a small plan's
+    :class:`ckptctl.gc.spark_decided.Decided`) or, ``on_executors``, as at bucket scale."""
+    from ckptctl.gc import spark as spark_plan
 
     local = comparable(build_plan(storage, options))
-    plan = build_plan_spark(storage, options, MASTER)
-    try:
-        on_spark = comparable(plan)
-    finally:
-        plan.release()
-    assert on_spark.keys() == local.keys()
-    for key in local:
-        assert on_spark[key] == local[key], key
+    for executors in on_executors:
+        collect = spark_plan.COLLECT_FILES
+        spark_plan.COLLECT_FILES = -1 if executors else collect
+        try:
+            plan = spark_plan.build_plan_spark(storage, options, MASTER)
+        finally:
+            spark_plan.COLLECT_FILES = collect
+        assert (plan.files.decided is None) == executors
+        try:
+            on_spark = comparable(plan)
+        finally:
+            plan.release()
+        assert on_spark.keys() == local.keys()
+        for key in local:
+            assert on_spark[key] == local[key], (key, "on executors" if executors else "on the driver")
     return local
 
 
@@ -104,7 +113,7 @@ def test_spark_plan_equals_local_plan_on_every_fixture(spark, tmp_path: Path) ->
         tuple(str(sc.checkpoints) for sc in scenarios), older_than=DAY, margin=600.0, force=True,
         max_delete_fraction=1.0, rebase=Rebase.of((sc.original, str(sc.root)) for sc in scenarios),
     )  # fmt: skip
-    plan = assert_same_plan(Storage(), options)
+    plan = assert_same_plan(Storage(), options, on_executors=(False, True))
     orphans = {c["path"] for c in plan["candidates"] if c["path"].endswith("/orphan-old")}
     assert len(orphans) == len(scenarios) > 30  # each root planned: not two empty plans compared
 
@@ -210,12 +219,21 @@ ATTACKS = [
 ]  # fmt: skip
 
 
+# attacks whose plans read the lists after deciding them (a collision with an external name, the
+# young protected files of --keep-last, files made live again, partially live files): planned with
+# the lists read on the driver and read on the executors
+READ_BOTH_WAYS = {("2.2.0", "basic", "external-reference"), ("1.20.3", "filemerging", "keep-last"),
+                  ("2.2.0", "savepoints", "all-scopes"), ("2.2.0", "filemerging", "young-and-in-flight")}  # fmt: skip
+
+
 @pytest.mark.parametrize(("version", "scenario", "attack"), ATTACKS)
 def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, version, scenario, attack) -> None:
     sc = Scenario(version, scenario, tmp_path)
     overrides = _attack(attack, sc, tmp_path)
     changelog = (str(sc.root / "dstl"),) if (sc.root / "dstl").is_dir() else ()  # the fixtures' changelog
-    plan = assert_same_plan(Storage(), sc.gc_options(**{"changelog_dirs": changelog, **overrides}))
+    both = (version, scenario, attack) in READ_BOTH_WAYS
+    plan = assert_same_plan(Storage(), sc.gc_options(**{"changelog_dirs": changelog, **overrides}),
+                            on_executors=(False, True) if both else (False,))  # fmt: skip
     if attack == "forst-control-names":  # the names went to the rule's Python form, the others stayed in SQL
         reasons = {d["path"].rsplit("/", 1)[1]: d["reason"] for d in plan["candidates"] + plan["protected"]
                    if "/op_Dead_0123__" in d["path"]}  # fmt: skip
@@ -348,7 +366,7 @@ def test_spark_plan_orders_tied_reasons_and_joins_many_segments_as_in_process(sp
         sc.plant(f"checkpoints/{job}/chk-999999/aborted-{i}")
     sc.plant(f"checkpoints/{job}/shared/young", mtime=NOW - 10)
     sc.plant(f"checkpoints/{job}/taskowned/in-flight", mtime=T0 + 3500)
-    plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0))
+    plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0), on_executors=(False, True))
     assert list(plan["candidates_by_reason"].values()) == [2, 2, 2]
     assert list(plan["protected_by_reason"].values()) == [1, 1]
     assert plan["live_files"] > 0
@@ -395,16 +413,18 @@ def test_spark_plan_lists_in_parquet_are_checked_on_apply(spark, tmp_path: Path)
 
 def test_spark_plan_lists_written_with_or_without_a_shuffle_are_the_same(spark, tmp_path: Path, monkeypatch) -> None:
     """Few tasks and jobs: the lists are written as decided (a file per task and directory); many:
-    shuffled to a task per directory (a file each). The same rows either way, both verified."""
+    shuffled to a task per directory (a file each); a small plan's, from the driver (a file per
+    directory). The same rows and directories every way, each verified by its digests on apply."""
     from ckptctl.gc import spark as spark_plan
     from ckptctl.gc.spark import read_lists
 
     sc = Scenario("2.2.0", "basic", tmp_path)
     for i in range(3):
         sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan-{i}")
-    written = {}
-    for limit in (spark_plan.WRITE_FILES, 0):
-        monkeypatch.setattr(spark_plan, "WRITE_FILES", limit)
+    written, dirs = {}, {}
+    for limit in (spark_plan.WRITE_FILES, 0, "driver"):
+        monkeypatch.setattr(spark_plan, "COLLECT_FILES", spark_plan.INLINE_FILES if limit == "driver" else -1)
+        monkeypatch.setattr(spark_plan, "WRITE_FILES", spark_plan.WRITE_FILES if limit == "driver" else limit)
         plan_file = tmp_path / f"plan-{limit}.json"
         ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--margin", "10m", "--force",
                 "--engine", "spark", "--master", MASTER, "-o", str(plan_file))  # fmt: skip
@@ -413,11 +433,26 @@ def test_spark_plan_lists_written_with_or_without_a_shuffle_are_the_same(spark, 
                                                         "evidence").collect()))  # fmt: skip
         files = {}
         for f in tmp_path.glob(f"plan-{limit}.parquet/outcome=*/job_id=*/*.parquet"):
-            files.setdefault(f.parent, []).append(f)
-        if not limit:
+            files.setdefault(f.parent.relative_to(tmp_path / f"plan-{limit}.parquet"), []).append(f)
+        if limit in (0, "driver"):
             assert files and all(len(fs) == 1 for fs in files.values())
-    assert written[0] == written[spark_plan.WRITE_FILES]
+        dirs[limit] = set(files)
+    assert written[0] == written[spark_plan.WRITE_FILES] == written["driver"]
+    assert dirs[0] == dirs["driver"]
     assert any(r[0] == "candidates" for r in written[0])
+
+
+def test_partition_directories_written_from_the_driver_are_named_as_spark_names_them(spark, tmp_path: Path) -> None:
+    """A small plan's lists are written by pyarrow on the driver, in the directories Spark's own
+    write makes (and reads back to the same values): the escaping of partition values."""
+    from ckptctl.gc.spark_decided import escape_path_name
+
+    values = ["none", "a/b", "x=y:z", "100%", "q?#*'\"{[]^", "tab\there", "line\nbreak", "\x7f", "sp ace", "é😀", ""]
+    out = tmp_path / "by-spark"
+    spark.createDataFrame([(v, 1) for v in values], "job_id string, n int").write.partitionBy("job_id").parquet(str(out))
+    assert {p.name for p in out.glob("job_id=*")} == {f"job_id={escape_path_name(v)}" for v in values}
+    back = {r.job_id for r in spark.read.parquet(str(out)).collect()}
+    assert back == {v or None for v in values}
 
 
 # -- S3 (moto) ------------------------------------------------------------------------------------
