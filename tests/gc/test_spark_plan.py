@@ -49,22 +49,32 @@ def comparable(plan) -> dict:
 
 def assert_same_plan(storage: Storage, options, *, on_executors: tuple[bool, ...] = (False,)) -> dict:
     """The local plan equals the Spark plan, whose lists are read on the driver (a small plan's
-    :class:`ckptctl.gc.spark_decided.Decided`) or, ``on_executors``, as at bucket scale."""
+    :class:`ckptctl.gc.spark_decided.Decided`) or, ``on_executors``, as at bucket scale: written
+    as soon as decided, counted from what was written, and that Parquet is the plan's (it passes
+    apply's checks and holds the local plan's candidates)."""
+    import tempfile
+
     from ckptctl.gc import spark as spark_plan
 
     local = comparable(build_plan(storage, options))
     for executors in on_executors:
         collect = spark_plan.COLLECT_FILES
         spark_plan.COLLECT_FILES = -1 if executors else collect
+        out = Path(tempfile.mkdtemp(prefix="spark-plan-"))
         try:
-            plan = spark_plan.build_plan_spark(storage, options, MASTER)
+            plan = spark_plan.build_plan_spark(storage, options, MASTER, str(out / "plan.parquet"))
         finally:
             spark_plan.COLLECT_FILES = collect
         assert (plan.files.decided is None) == executors
         try:
             on_spark = comparable(plan)
+            plan.write(str(out / "plan.json"))
+            record = json.loads((out / "plan.json").read_text())["files"]
+            lists = spark_plan.read_lists(plan.files.frame.sparkSession, str(out / "plan.json"), record)
+            written = {r.path for r in lists.filter("outcome = 'candidates'").select("path").collect()}
         finally:
             plan.release()
+        assert written == {c["path"] for c in local["candidates"]}
         assert on_spark.keys() == local.keys()
         for key in local:
             assert on_spark[key] == local[key], (key, "on executors" if executors else "on the driver")
@@ -192,6 +202,10 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
         sc.plant(f"checkpoints/{job.name}/chk-1000/state", mtime=T0)
         sc.plant(f"checkpoints/{job.name}/chk-1000/._metadata.inprogress.0f1e", mtime=NOW - 5)
         sc.plant(f"checkpoints/{job.name}/chk-999/._metadata.inprogress.a9b8", mtime=T0)
+    elif name == "savepoint-metadata-gone":  # its files protected, then live again (FLINK-39964: a checkpoint uses them)
+        for metadata in (sc.root / "savepoints").glob("savepoint-*/_metadata"):
+            metadata.unlink()
+        return {"savepoint_dirs": (str(sc.root / "savepoints"),), "max_delete_fraction": 1.0}
     elif name == "all-scopes":  # changelog and savepoints directories besides the root, one of them empty
         (sc.root / "empty-savepoints").mkdir()
         sc.plant("dstl/orphan-changelog")
@@ -214,16 +228,19 @@ ATTACKS = [
     ("2.2.0", "claim_native", "dead-job"),
     ("2.2.0", "basic", "note-like-names"), ("2.2.0", "basic", "non-ascii-names"), ("2.2.0", "basic", "scope-alias"), ("2.2.0", "basic", "two-aliases"), ("2.2.0", "changelog", "all-scopes"),
     ("2.2.0", "savepoints", "all-scopes"), ("2.2.0", "claim_native", "all-scopes"),
+    ("2.2.0", "claim_native", "savepoint-metadata-gone"),
     ("2.2.0", "basic", "keep-last"), ("1.20.3", "filemerging", "keep-last"),
     ("2.2.0", "basic", "metadata-being-written"), ("2.2.0", "basic", "restored-under-same-id"),
 ]  # fmt: skip
 
 
 # attacks whose plans read the lists after deciding them (a collision with an external name, the
-# young protected files of --keep-last, files made live again, partially live files): planned with
-# the lists read on the driver and read on the executors
+# young protected files of --keep-last, savepoint files made live again (claim_native: FLINK-39964),
+# partially live files, a dead job's candidates counted by job): planned with the lists read on the
+# driver and read on the executors
 READ_BOTH_WAYS = {("2.2.0", "basic", "external-reference"), ("1.20.3", "filemerging", "keep-last"),
-                  ("2.2.0", "savepoints", "all-scopes"), ("2.2.0", "filemerging", "young-and-in-flight")}  # fmt: skip
+                  ("2.2.0", "claim_native", "all-scopes"), ("2.2.0", "filemerging", "young-and-in-flight"),
+                  ("2.2.0", "basic", "dead-job-collected"), ("2.2.0", "claim_native", "savepoint-metadata-gone")}  # fmt: skip
 
 
 @pytest.mark.parametrize(("version", "scenario", "attack"), ATTACKS)
