@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from functools import partial
 from typing import Annotated
@@ -175,8 +174,7 @@ def plan_command(
     if spark_master is not None:
         from ckptctl.gc.spark import build_plan_spark
 
-        lists_to = os.path.splitext(plan_file)[0] + ".parquet" if plan_file else None  # as plan.write() puts them
-        plan = build_plan_spark(storage, options, spark_master, lists_to)
+        plan = build_plan_spark(storage, options, spark_master)
     else:
         plan = build_plan(storage, options, progress=out.term.iterate("reading _metadata"))
     try:

@@ -62,7 +62,7 @@ from ckptctl.gc.plan import (
 )
 from ckptctl.gc.reasons import Reason, Refusal
 from ckptctl.gc.rule import RuleColumns, partially_live
-from ckptctl.gc.spark_decided import Decided, Group, ReasonTotals, hash_total, merge_totals, tied_reasons
+from ckptctl.gc.spark_decided import Decided, ReasonTotals, hash_total, merge_totals, tied_reasons
 from ckptctl.layout import place_of
 from ckptctl.pycollector import paused_collector
 from ckptctl.storage import FileInfo, Storage, StorageOptions
@@ -86,15 +86,13 @@ DECISION_SCHEMA = (
 ORDER = ("root_idx", "part", "pos", "path")
 
 
-def build_plan_spark(storage: Storage, options: GcOptions, master: str, lists_to: str | None = None) -> SparkPlan:
-    """:func:`ckptctl.gc.plan.build_plan` on Spark: the same plan, the per-file lists in a DataFrame.
-    ``lists_to``: where :meth:`SparkPlan.write` will put the lists (``PLAN.parquet``); a large
-    plan writes them there as soon as they are decided and counts them from what it wrote."""
+def build_plan_spark(storage: Storage, options: GcOptions, master: str) -> SparkPlan:
+    """:func:`ckptctl.gc.plan.build_plan` on Spark: the same plan, the per-file lists in a DataFrame."""
     from ckptctl.engine.spark import spark_session
 
     spark = spark_session(master)
     with paused_collector():
-        return _SparkPlanner(storage, options, spark, master, lists_to).run()
+        return _SparkPlanner(storage, options, spark, master).run()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,11 +562,9 @@ class _Summary:
 
 
 class _SparkPlanner(_Planner):
-    def __init__(self, storage: Storage, options: GcOptions, spark, master: str, lists_to: str | None = None) -> None:
+    def __init__(self, storage: Storage, options: GcOptions, spark, master: str) -> None:
         super().__init__(storage, options, None)
         self.spark, self.master = spark, master
-        self.lists_to = None if lists_to is None else os.path.abspath(lists_to)
-        self.written_to: str | None = None  # where the lists were written while planning
         self.sc = spark.sparkContext
         self.cached: list = []  # frames cached while planning, released with the plan (or by run())
         self.segments = 0  # the segments retained checkpoints use: without any, no file is partially live
@@ -907,11 +903,9 @@ class _SparkPlanner(_Planner):
         if summary.total_files <= COLLECT_FILES:
             decided = Decided(decisions.withColumn("h", F.xxhash64("path", "size", "mtime", "reason")).collect(), labels)
             rows = decided.groups()
-        elif self.lists_to is not None and labels.job_of_id() is not None:
-            rows = self.write_then_count(decisions, in_python, labels, 2 * files.rdd.getNumPartitions())
+            by_reason = merge_totals(rows)
         else:
-            rows, _by_reason = reason_totals(decisions.groupBy("outcome", "job", "reason"))
-        by_reason = merge_totals(rows)
+            rows, by_reason = reason_totals(decisions.groupBy("outcome", "job", "reason"))
         for r in rows:
             if r.outcome not in counted:
                 continue
@@ -925,23 +919,6 @@ class _SparkPlanner(_Planner):
         tally = _Frames(self, joined, files, decisions, in_python, fold_df, live_paths, summary, counted, by_reason,
                         labels, live_rows + span_rows, bool(late), decided)  # fmt: skip
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
-
-    def write_then_count(self, decisions, in_python, labels: Labels, tasks: int) -> list[Group]:
-        """The lists written where the plan's will be (:meth:`SparkPlan.write`), then counted by
-        list, job and reason from the Parquet written: a pass over the decided rows fewer (each
-        pass decides them again: 10-18 s of a 10^7-row plan, against 2-4 s to read back the
-        columns counted), and the totals are those of the files apply will check. The live files
-        the Python decisions counted (segments' files) are not in the lists: counted apart."""
-        from pyspark.sql import functions as F
-
-        by_id = labels.job_of_id()
-        lists = decisions.filter(F.col("outcome").isin("candidates", "protected"))
-        write_lists(labels.attach(lists).drop("job"), self.lists_to, tasks, len(labels.jobs))
-        self.written_to = self.lists_to
-        written, _ = reason_totals(read_written(self.spark, self.lists_to).groupBy("outcome", "job_id", "reason"))
-        live, _ = reason_totals(in_python.filter("outcome = 'live'").groupBy("outcome", "job", "reason"))
-        return [Group(r.outcome, by_id[r.job_id], r.reason, r.n, r.bytes, r.oldest, r.newest, r.hash_hi, r.hash_lo,
-                      r.live_n) for r in written] + list(live)  # fmt: skip
 
     def decide(self, files, fold_df, rule: FileRule, labels: Labels, shipped: dict[str, tuple], broadcast,
                span_rows: int):  # fmt: skip
@@ -1118,8 +1095,7 @@ class _Frames(Tally):
         # Their tasks: each of the two kinds of decisions (SQL, Python) reads the cached rows per URI
         # (counted on the cached frame: on the lists, Spark would run their broadcasts and shuffles to tell)
         files = SparkFiles.of(self.lists(), self.labels, self.planner.cached, None if self.relived else self.by_reason,
-                              tasks=2 * self.files.rdd.getNumPartitions(), decided=self.decided,
-                              written_to=None if self.relived else self.planner.written_to)  # fmt: skip
+                              tasks=2 * self.files.rdd.getNumPartitions(), decided=self.decided)  # fmt: skip
         return SparkPlan(options, now, now_source, cutoff, retained, expired, [], [], self.live_files,
                          self.live_bytes, self.total_files, self.total_bytes, external, missing, partial, *rest,
                          files=files, engine={"kind": "spark", "master": self.planner.master})  # fmt: skip
@@ -1149,14 +1125,6 @@ class Labels:
         jobs = sorted({job for c in contexts if (job := job_of.get(id(c[4]))) is not None})
         evidence = sorted(texts)
         return cls(evidence, jobs, {t: i for i, t in enumerate(evidence)}, {j: i for i, j in enumerate(jobs)})
-
-    def job_of_id(self) -> dict[str, int | None] | None:
-        """Each job's number by the job id :meth:`attach` gives it (``none``: no job), or ``None``
-        when two jobs share an id (one job id under two roots) or a job is called ``none``."""
-        ids = {job.rpartition("/")[2]: i for i, job in enumerate(self.jobs)}
-        if len(ids) < len(self.jobs) or "none" in ids:
-            return None
-        return {**ids, "none": None}
 
     def attach(self, frame):
         """``frame`` (:data:`DECISION_SCHEMA`) with ``evidence`` the text, ``job`` the name and
@@ -1188,11 +1156,10 @@ class SparkFiles:
     cached: list = field(default_factory=list)  # the persisted frames ``frame`` is made of, released with the plan
     tasks: int = 0  # the tasks that decide ``frame``: a write without a shuffle makes up to this many files a directory
     decided: Decided | None = None  # a small plan's decisions on the driver: read there, written from there
-    written_to: str | None = None  # where the planner wrote the lists already (absolute)
 
     @classmethod
     def of(cls, frame, labels: Labels, cached: list | None = None, totals: list[ReasonTotals] | None = None,
-           tasks: int = 0, decided: Decided | None = None, written_to: str | None = None) -> SparkFiles:  # fmt: skip
+           tasks: int = 0, decided: Decided | None = None) -> SparkFiles:  # fmt: skip
         """The lists' totals: ``totals`` by list and reason when the planner counted them already
         (:func:`reason_totals`, with the caps' counts: one job), else counted here (on the driver
         for a small plan)."""
@@ -1219,7 +1186,7 @@ class SparkFiles:
                 "newest": max((r.newest for r in rows if r.newest), default=None),
                 "digest": _digest_text(sum(int(r.digest or 0) for r in rows)),
             }  # fmt: skip
-        return cls(frame, labels, out, cached or [], tasks, decided, written_to)
+        return cls(frame, labels, out, cached or [], tasks, decided)
 
     def labelled(self):
         """The lists with their evidence and job names (:meth:`Labels.attach`)."""
@@ -1349,11 +1316,11 @@ class SparkPlan(GcPlan):
 
     def write(self, plan_file: str) -> None:
         """``PLAN.json`` and, next to it, ``PLAN.parquet/`` (the lists, partitioned by list and job id)."""
-        target = os.path.abspath(os.path.splitext(plan_file)[0] + ".parquet")
+        target = os.path.splitext(plan_file)[0] + ".parquet"
         if self.files.decided is not None:  # on the driver already: one small file per directory
-            self.files.decided.write(target)
-        elif self.files.written_to != target:  # else written while planning, and counted from there
-            write_lists(self.files.labelled().drop("job"), target, self.files.tasks, len(self.files.labels.jobs))
+            self.files.decided.write(os.path.abspath(target))
+        else:
+            self._write_lists(target)
         c, p = self.files.totals["candidates"], self.files.totals["protected"]
         self.written = {
             "format": "parquet", "path": os.path.basename(target), "partitioned_by": ["outcome", "job_id"],
@@ -1365,22 +1332,22 @@ class SparkPlan(GcPlan):
         with open(plan_file, "wb") as f:
             self.write_json(f)
 
-
-
-def write_lists(frame, target: str, tasks: int, jobs: int) -> None:
-    """The labelled lists (:meth:`Labels.attach` without ``job``) written by the executors to
-    ``target``, partitioned by list and job id. ``tasks``: those deciding the rows; ``jobs``: how many."""
-    # written as decided, without a shuffle (of 8M rows: as long as the rest of the write), when
-    # that makes a file per task and directory (list and job) of at most WRITE_FILES; each
-    # task's writers open side by side (spark.sql.maxConcurrentOutputFileWriters: else each
-    # task sorts its rows by directory first). Many tasks and jobs: a task per directory.
-    if tasks * 2 * (jobs + 1) > WRITE_FILES:
-        frame = frame.repartition("outcome", "job_id")
-    # no dictionary for the paths (each is written once): Parquet built one per column chunk and
-    # threw it away for plain pages when it outgrew a page -- the same bytes written, a third
-    # of the write's time (7.9M rows, 160 files: 20.7-22.2 s -> 13.4-15.0 s)
-    writer = frame.write.mode("overwrite").option("maxRecordsPerFile", 1_000_000)
-    writer.option("parquet.enable.dictionary#path", "false").partitionBy("outcome", "job_id").parquet(target)
+    def _write_lists(self, target: str) -> None:
+        """The lists written by the executors."""
+        frame = self.files.labelled().drop("job")
+        # written as decided, without a shuffle (of 8M rows: as long as the rest of the write), when
+        # that makes a file per task and directory (list and job) of at most WRITE_FILES; each
+        # task's writers open side by side (spark.sql.maxConcurrentOutputFileWriters: else each
+        # task sorts its rows by directory first). Many tasks and jobs: a task per directory.
+        if self.files.tasks * 2 * (len(self.files.labels.jobs) + 1) > WRITE_FILES:
+            frame = frame.repartition("outcome", "job_id")
+        # no dictionary for the paths (each is written once): Parquet built one per column chunk and
+        # threw it away for plain pages when it outgrew a page -- the same bytes written, a third
+        # of the write's time (7.9M rows, 160 files: 20.7-22.2 s -> 13.4-15.0 s)
+        writer = frame.write.mode("overwrite").option("maxRecordsPerFile", 1_000_000)
+        writer.option("parquet.enable.dictionary#path", "false").partitionBy("outcome", "job_id").parquet(
+            os.path.abspath(target)
+        )
 
 
 def release(frames: list) -> None:
@@ -1397,26 +1364,12 @@ def release(frames: list) -> None:
                 plan.rdd().unpersist(False)
 
 
-# the lists as written (:func:`write_lists`, :meth:`ckptctl.gc.spark_decided.Decided.write`), the
-# partition columns last: read with it, a job id of digits stays the string it is (Spark would
-# infer a number from the directory names)
-WRITTEN_SCHEMA = (
-    "root_idx int, part int, pos long, path string, size long, mtime double, reason string, evidence string, "
-    "outcome string, job_id string"
-)
-
-
-def read_written(spark, path: str):
-    """The lists written at ``path``, with their partition columns (``outcome``, ``job_id``)."""
-    return spark.read.schema(WRITTEN_SCHEMA).parquet(path)
-
-
 def read_lists(spark, plan_file: str, record: dict[str, Any]):
     """A Spark plan's Parquet lists, checked against the row counts and digests its JSON records."""
     path = os.path.join(os.path.dirname(os.path.abspath(plan_file)), record["path"])
     if not os.path.isdir(path):
         raise CkptError(f"the plan's file lists are not there ({path})", path=plan_file)
-    frame = read_written(spark, path)
+    frame = spark.read.parquet(path)
     for which in ("candidates", "protected"):
         rows = frame.filter(frame.outcome == which)
         if rows.count() != record[which] or _digest(rows) != record[f"{which}_digest"]:

@@ -57,15 +57,3 @@ def test_files_made_live_again_leave_the_protected_list_and_its_totals() -> None
     assert (totals.n, totals.bytes, totals.digest) == (2, 1 + 3, 0 + 2)
     assert [f.path for f in d.decisions()["protected"]] == ["file:/r/job/savepoints/sp/f0", "file:/r/job/savepoints/sp/f2"]
 
-
-def test_lists_are_counted_from_their_parquet_only_when_a_job_id_names_one_job() -> None:
-    """The written lists name a job by its id (the directory's last part): counted by job from the
-    Parquet only when each id is one job's, else by the decisions' job numbers."""
-    from ckptctl.gc.spark import Labels
-
-    def labels(*jobs: str) -> Labels:
-        return Labels([], list(jobs), {}, {j: i for i, j in enumerate(jobs)})
-
-    assert labels("file:/a/j1", "file:/a/j2").job_of_id() == {"j1": 0, "j2": 1, "none": None}
-    assert labels("file:/a/j1", "file:/b/j1").job_of_id() is None  # one job id under two roots
-    assert labels("file:/a/none").job_of_id() is None  # a job called like the rows of no job
