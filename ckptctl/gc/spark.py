@@ -1364,12 +1364,22 @@ def release(frames: list) -> None:
                 plan.rdd().unpersist(False)
 
 
+# the lists as written (:meth:`SparkPlan.write`, :meth:`ckptctl.gc.spark_decided.Decided.write`),
+# their partition columns last
+WRITTEN_SCHEMA = (
+    "root_idx int, part int, pos long, path string, size long, mtime double, reason string, evidence string, "
+    "outcome string, job_id string"
+)
+
+
 def read_lists(spark, plan_file: str, record: dict[str, Any]):
     """A Spark plan's Parquet lists, checked against the row counts and digests its JSON records."""
     path = os.path.join(os.path.dirname(os.path.abspath(plan_file)), record["path"])
     if not os.path.isdir(path):
         raise CkptError(f"the plan's file lists are not there ({path})", path=plan_file)
-    frame = spark.read.parquet(path)
+    # with their schema: lists without a row are a directory without a file (Spark infers no schema
+    # from it), and a job id of digits stays the string it is (Spark would infer a number)
+    frame = spark.read.schema(WRITTEN_SCHEMA).parquet(path)
     for which in ("candidates", "protected"):
         rows = frame.filter(frame.outcome == which)
         if rows.count() != record[which] or _digest(rows) != record[f"{which}_digest"]:
