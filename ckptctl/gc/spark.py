@@ -1017,12 +1017,9 @@ class _Frames(Tally):
 
         if self.decided is not None:
             n, size = self.decided.relive(paths)
-            self.live_files += n
-            self.live_bytes += size
-            self.relived |= paths
-            return
-        gone = self.decisions.filter((F.col("outcome") == "protected") & F.col("path").isin(sorted(paths)))
-        n, size = gone.agg(F.count(F.lit(1)), F.sum("size")).first()
+        else:
+            gone = self.decisions.filter((F.col("outcome") == "protected") & F.col("path").isin(sorted(paths)))
+            n, size = gone.agg(F.count(F.lit(1)), F.sum("size")).first()
         self.live_files += n
         self.live_bytes += size or 0
         self.relived |= paths
@@ -1082,14 +1079,12 @@ class _Frames(Tally):
         from pyspark.sql import functions as F
 
         if not self.planner.segments:
-            partial = []
+            rows = []
         elif self.decided is not None:
-            partial = [{"path": r.path, "size": r.size, **json.loads(r.evidence)} for r in self.decided.partial()]
+            rows = self.decided.partial()
         else:
-            partial = [
-                {"path": r.path, "size": r.size, **json.loads(r.evidence)}  # live_bytes, dead_bytes
-                for r in self.in_python.filter(F.col("outcome") == "partial").orderBy(*ORDER).collect()
-            ]  # fmt: skip
+            rows = self.in_python.filter(F.col("outcome") == "partial").orderBy(*ORDER).collect()
+        partial = [{"path": r.path, "size": r.size, **json.loads(r.evidence)} for r in rows]  # live_bytes, dead_bytes
         # the lists are decided again from the planner's cached frames each time they are read: those
         # stay with the plan until it is released. Files made live again: the lists' totals counted again.
         # Their tasks: each of the two kinds of decisions (SQL, Python) reads the cached rows per URI
