@@ -44,3 +44,16 @@ class LayoutError(CkptError):
 
 class StorageError(CkptError):
     """Listing, reading or deleting on the storage failed (permissions, network, missing file)."""
+
+
+class StoreUnanswered(CkptError):
+    """The store accepted connections but answered none within the deadline (a hung S3 gateway,
+    a load balancer with no backend). Not a :class:`StorageError` on purpose: code that reports one
+    file's or one checkpoint's storage error and goes on to the next must not go on here -- each
+    next request would wait out the same deadline (a 20 s wait per file, per checkpoint)."""
+
+    def at(self, path: str) -> StoreUnanswered:
+        """This error naming ``path`` (the first request that went unanswered), unless it names one."""
+        if self.path is None:
+            self.path = path
+        return self

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.errors import CkptError, StorageError
+from ckptctl.errors import CkptError, StorageError, StoreUnanswered
 from ckptctl.layout import METADATA_FILE, RootLayout, is_checkpoint_metadata, scan_root
 from ckptctl.rebase import Rebase
 from ckptctl.refs import LoadedCheckpoint, load_checkpoint
@@ -167,6 +167,8 @@ class RootScan:
                 continue
             try:
                 loaded.append(load_checkpoint(view, loc, rebase, apply_inferred=apply_inferred))
+            except StoreUnanswered:
+                raise  # each next checkpoint would wait out the same deadline
             except CkptError as e:
                 unreadable[loc.uri] = e
         return cls(layout.root, files, layout, loaded, unreadable, view)

@@ -46,7 +46,7 @@ def checkpoints_at(
     there (directory -> one-line error) and the rest are returned; otherwise the first aborts.
     ``apply_inferred=False``: paths as Flink will open them (only the explicit ``--rebase``).
     """
-    from ckptctl.errors import CkptError
+    from ckptctl.errors import CkptError, StoreUnanswered
     from ckptctl.layout import METADATA_FILE, scan_root
     from ckptctl.refs import load_checkpoint
     from ckptctl.storage import basename, normalize_uri
@@ -64,6 +64,8 @@ def checkpoints_at(
     for loc in (progress or _each)(complete, len(complete)):
         try:
             loaded.append(load_checkpoint(storage, loc, mappings, apply_inferred=apply_inferred))
+        except StoreUnanswered:
+            raise  # each next checkpoint would wait out the same deadline
         except CkptError as e:
             errors[loc.uri] = str(e)
     if errors and unreadable is None:

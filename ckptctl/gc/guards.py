@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ckptctl import storage as st
-from ckptctl.errors import CkptError
+from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.reasons import Reason, Refusal
 from ckptctl.layout import CHK_RE, below_job_area, flink_area_subdir, is_checkpoint_metadata, place_of
 from ckptctl.refs import load_checkpoint, referenced_files
@@ -164,6 +164,8 @@ class Guards:
         for loc in retention.retained:
             try:
                 ck = load_checkpoint(self.storage, loc, rebase, apply_inferred=False)
+            except StoreUnanswered:
+                raise
             except CkptError:
                 continue  # already a refusal
             for path, _scope, _offset, size in referenced_files(ck):

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.errors import CkptError
+from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.contexts import JobEvidence, _Contexts, _forst_parents
 from ckptctl.gc.decisions import FileDecision, GcPlan
 from ckptctl.gc.guards import Guards, first_of
@@ -627,6 +627,8 @@ def fold_references(storage, ordered, retained_set, rebase: Rebase, prefixes, pr
         for loc in iterator:
             try:
                 ck = load_checkpoint(storage, loc, rebase, apply_inferred=False)
+            except StoreUnanswered:
+                raise  # each next checkpoint would wait out the same deadline
             except CkptError as e:
                 out.refusals.append(
                     (Refusal.UNREADABLE_METADATA.value, f"unreadable _metadata, nothing can be proven unreferenced: {e}")

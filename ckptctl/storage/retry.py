@@ -10,7 +10,7 @@ import errno
 import os
 import time
 
-from ckptctl.errors import StorageError
+from ckptctl.errors import StorageError, StoreUnanswered
 
 # One storage call (with every retry) has a total deadline (see ckptctl.storage.options for the
 # timeouts of each request). It can be set for slow links (and small ones make the tests fast).
@@ -98,10 +98,11 @@ def retrying(call):
 
 
 def _past_deadline(error: Exception) -> Exception:
-    """The error to raise when retries ran out of time: one line that says the server did not answer."""
+    """The error to raise when retries ran out of time: one line that says the server did not answer
+    (:class:`StoreUnanswered`: the command stops there)."""
     names = {cls.__name__ for cls in type(error).__mro__}
     if names & set(_NO_ANSWER):
-        return StorageError(
+        return StoreUnanswered(
             f"the S3 endpoint accepted the connection but did not answer in time ({type(error).__name__}); "
             "retried until the deadline (CKPTCTL_S3_DEADLINE). Is --s3-endpoint an S3 server?"
         )

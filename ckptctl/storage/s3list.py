@@ -15,6 +15,7 @@ import bisect
 from collections.abc import Callable
 from typing import Any
 
+from ckptctl.errors import StoreUnanswered
 from ckptctl.storage.retry import retrying_async
 
 BOUNDARIES = "123456789abcdef"
@@ -246,7 +247,7 @@ async def list_outside(
     if delimiter is not None:
         try:
             return await _outside(lister, prefix, start, area_of, delimiter, trial=True)
-        except FileNotFoundError:
+        except (FileNotFoundError, StoreUnanswered):
             raise
         except Exception:  # noqa: BLE001 - refused (400, 501...): list without it, which raises if that fails too
             lister.listed = 0

@@ -17,11 +17,25 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-from ckptctl.errors import StorageError
+from ckptctl.errors import StorageError, StoreUnanswered
 from ckptctl.storage.listing import JOB_AREAS, FileInfo, WalkNotes, is_job_dir_name, walk_local
 from ckptctl.storage.options import StorageOptions
 from ckptctl.storage.retry import first_line, retry_delay, retrying, retrying_async, s3_problem
 from ckptctl.storage.uri import SUPPORTED_SCHEMES, clean_local, scheme_of
+
+
+def _names_unanswered(method):
+    """A storage call whose store did not answer (:class:`StoreUnanswered`) names the URI asked for."""
+    import functools
+
+    @functools.wraps(method)
+    def call(self, uri, *args, **kwargs):
+        try:
+            return method(self, uri, *args, **kwargs)
+        except StoreUnanswered as e:
+            raise e.at(uri) from None
+
+    return call
 
 
 class Storage:
@@ -80,6 +94,7 @@ class Storage:
         return fs_path
 
     # -- reading -------------------------------------------------------------------------
+    @_names_unanswered
     def read_bytes(self, uri: str, limit: int | None = None, size: int | None = None) -> bytes:
         """The whole file. With ``limit``, a file larger than that (or, locally, anything but a
         regular file: a FIFO would block forever, ``/dev/zero`` never end) is refused first.
@@ -113,6 +128,7 @@ class Storage:
         except OSError as e:
             raise StorageError(f"cannot read: {e}", path=uri) from None
 
+    @_names_unanswered
     def read_small(self, uri: str, limit: int) -> tuple[FileInfo, bytes | None] | None:
         """A file's stat and, on S3, its bytes; ``None`` if there is no such file.
 
@@ -170,6 +186,7 @@ class Storage:
             size = found.size
         self._refuse_larger(uri, size, limit)
 
+    @_names_unanswered
     def read_recorded(self, uri: str, size: int) -> bytes:
         """The whole file a checkpoint records with ``size`` bytes (-1: Flink did not know). A
         file of another size is refused before it is read (a 1 KiB SST padded to 50 GB was read
@@ -210,6 +227,7 @@ class Storage:
             raise StorageError("not a regular file (a FIFO, device or directory): not read", path=uri)
         return info.st_size
 
+    @_names_unanswered
     def read_range(self, uri: str, start: int, length: int) -> bytes:
         fs, path = self.fs(uri)
         if scheme_of(uri) == "file":
@@ -221,6 +239,7 @@ class Storage:
         except OSError as e:
             raise StorageError(f"cannot read: {e}", path=uri) from None
 
+    @_names_unanswered
     def stat(self, uri: str, fresh: bool = False) -> FileInfo | None:
         """The file's size and mtime, or ``None`` if it does not exist (or is a directory).
 
@@ -238,6 +257,7 @@ class Storage:
             return None
         return FileInfo(uri, int(info.get("size") or 0), _mtime_of(info))
 
+    @_names_unanswered
     def is_file(self, uri: str) -> bool:
         """``uri`` names a file (not a directory, not nothing). On S3 one HEAD of the key, without
         the listing ``stat`` adds to tell a directory from nothing, and none for a bucket."""
@@ -251,10 +271,13 @@ class Storage:
             retrying(lambda: fs.call_s3("head_object", Bucket=bucket, Key=key))
         except FileNotFoundError:
             return False
+        except StoreUnanswered:
+            raise
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
             raise StorageError(f"cannot stat: {s3_problem(e) or first_line(e)}", path=uri) from None
         return True
 
+    @_names_unanswered
     def is_dir(self, uri: str) -> bool:
         fs, path = self.fs(uri)
         try:
@@ -295,6 +318,8 @@ class Storage:
         try:
             with self._listing(f"s3://{path}") as on_page:
                 objects = sync(fs.loop, list_prefix, fs, bucket, prefix, None, on_page)
+        except StoreUnanswered as e:
+            raise e.at(f"s3://{path}") from None
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
             if s3_problem(e):
                 raise StorageError(s3_problem(e), path=f"s3://{path}") from None
@@ -475,6 +500,8 @@ class Storage:
                 objects = sync(fs.loop, list_outside, fs, bucket, prefix, area_of, None, on_page, within)
         except FileNotFoundError:
             return  # no such bucket: an empty listing, as for a prefix without keys
+        except StoreUnanswered as e:
+            raise e.at(f"s3://{path}") from None
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
             if s3_problem(e):
                 raise StorageError(s3_problem(e), path=f"s3://{path}") from None
@@ -485,6 +512,7 @@ class Storage:
             yield FileInfo(f"s3://{bucket}/{name}", size, modified.timestamp() if modified else None)
 
     # -- time ----------------------------------------------------------------------------
+    @_names_unanswered
     def now(self, uri: str) -> tuple[float | None, str]:
         """The storage's idea of the current time, and where it came from.
 
@@ -501,6 +529,8 @@ class Storage:
             response = retrying(lambda: fs.call_s3("list_objects_v2", Bucket=bucket, MaxKeys=1))
             date = response["ResponseMetadata"]["HTTPHeaders"]["date"]
             return email.utils.parsedate_to_datetime(date).timestamp(), "S3 Date header"
+        except StoreUnanswered:
+            raise  # the plan would wait as long for every request after this one
         except Exception as e:  # noqa: BLE001 - any failure: say so, gc refuses
             return None, f"no S3 Date header ({type(e).__name__}: {first_line(e)})"
 

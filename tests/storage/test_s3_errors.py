@@ -3,6 +3,9 @@ within seconds."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import pytest
 
 from tests.support.cli_runner import DATA, cli, one_line_error, run_ckptctl
@@ -25,6 +28,12 @@ def test_closed_s3_endpoint_fails_fast_in_one_line(command: list[str]) -> None:
     assert elapsed < 10, f"{elapsed:.1f}s"
 
 
+@dataclass
+class Silent:
+    url: str
+    accepted: list[float]  # when each connection came (time.monotonic())
+
+
 @pytest.fixture
 def silent_endpoint():
     """A TCP server on loopback that accepts every connection and never answers (issue 22 row 4)."""
@@ -35,6 +44,7 @@ def silent_endpoint():
     server.bind(("127.0.0.1", 0))
     server.listen(64)
     held: list[socket.socket] = []
+    accepted: list[float] = []
     stop = threading.Event()
 
     def accept() -> None:
@@ -44,10 +54,11 @@ def silent_endpoint():
                 held.append(server.accept()[0])
             except OSError:
                 continue
+            accepted.append(time.monotonic())
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    yield Silent(f"http://127.0.0.1:{server.getsockname()[1]}", accepted)
     stop.set()
     thread.join(2)
     for c in held:
@@ -55,16 +66,30 @@ def silent_endpoint():
     server.close()
 
 
-@pytest.mark.parametrize("command", [["ls"], ["check"], ["verify", "--engine", "local"], ["refs"]])
+DEADLINE, READ_TIMEOUT = 4.0, 0.5
+
+
+@pytest.mark.parametrize("command", [["ls"], ["check"], ["verify", "--engine", "local"], ["refs"], ["show"], ["gc"]])
 def test_an_s3_endpoint_that_never_answers_fails_in_one_line_within_the_deadline(command, silent_endpoint) -> None:
+    """One storage call waits out the deadline, and the command stops there: each next request
+    (the directory test after the ``_metadata`` read, the next checkpoint, the next file) would
+    wait as long, and used to -- refs and verify waited two deadlines, as the error of the first
+    call was taken for "not a checkpoint" and a second call asked again."""
     proc, elapsed = run_ckptctl(
-        *command, "s3://bucket/checkpoints", "--s3-endpoint", silent_endpoint, timeout=60,
-        env={"CKPTCTL_S3_READ_TIMEOUT": "0.5", "CKPTCTL_S3_DEADLINE": "2"},
+        *command, "s3://bucket/checkpoints", "--s3-endpoint", silent_endpoint.url, timeout=60,
+        env={"CKPTCTL_S3_READ_TIMEOUT": str(READ_TIMEOUT), "CKPTCTL_S3_DEADLINE": str(DEADLINE)},
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "did not answer in time" in lines[0], proc.stderr
-    assert elapsed < 15, f"{elapsed:.1f}s"
+    assert len(lines) == 1 and "did not answer in time" in lines[0] and "s3://bucket/checkpoints" in lines[0], (
+        proc.stderr
+    )
+    came = silent_endpoint.accepted
+    assert came, "no request reached the endpoint"
+    # the call's last attempt starts before its deadline (after a GET that is not retried: read_small),
+    # a second call's up to a whole deadline after that (measured: 4.6-5.3 s vs 8.8-9.6 s)
+    assert came[-1] - came[0] < DEADLINE + 3.0, [round(t - came[0], 1) for t in came]
+    assert elapsed < 20, f"{elapsed:.1f}s"
 
 
 @pytest.mark.parametrize(
@@ -125,3 +150,34 @@ def test_missing_s3_credentials_say_how_to_provide_them(
     assert time.monotonic() - started < 5
     assert "no AWS credentials" in line and "AWS_ACCESS_KEY_ID" in line and "AWS_PROFILE" in line
     assert "internal error" not in line
+
+
+@pytest.mark.parametrize("command", [["verify", "--engine", "local"], ["check"]])
+def test_an_endpoint_that_stops_answering_midway_stops_the_command_at_its_first_deadline(
+    command, s3_server, s3_fixtures
+) -> None:
+    """The endpoint answers the listings and every ``_metadata`` but holds the requests for
+    shared files (a gateway whose backend for those keys hung). A command that reports one file's
+    storage error and goes on (verify's per-file checks, a checkpoint's unreadable _metadata)
+    used to wait out the deadline for each next file too: it stops at the first one, in one line."""
+    from tests.support.faulty_proxy import HANG, FaultyProxy, Rule
+    from tests.support.fixture_cases import manifest
+
+    e = next(e for e in manifest()["entries"] if e["flink_version"] == "2.2.0" and e["scenario"] == "basic")
+    base = f"{s3_fixtures}/2.2.0/basic"
+
+    def hangs(method: str, path: str) -> bool:  # a GET or HEAD of a key under shared/ (listings pass)
+        return method in ("GET", "HEAD") and "/shared/" in path.partition("?")[0]
+
+    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[Rule(hangs, fail=10**9, fault=HANG)]) as proxy:
+        proc, elapsed = run_ckptctl(
+            *command, f"{base}/checkpoints", "--rebase", f"{e['original_root']}={base}", "--s3-endpoint", proxy.endpoint,
+            timeout=120, env={"CKPTCTL_S3_READ_TIMEOUT": str(READ_TIMEOUT), "CKPTCTL_S3_DEADLINE": str(DEADLINE)},
+        )  # fmt: skip
+    held = proxy.held
+    assert held, "no request for a shared file was held"
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "did not answer in time" in lines[0] and "/shared/" in lines[0], proc.stderr
+    # before: every shared file's request held in turn (352 of them, 29 s, and exit 1: "cannot read")
+    assert elapsed < 3 * DEADLINE and len(held) < 20, (f"{elapsed:.1f}s", len(held))

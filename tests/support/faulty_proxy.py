@@ -25,6 +25,8 @@ INTERNAL = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code>'
     b"<Message>We encountered an internal error. Please try again.</Message></Error>",
 )
+# no answer at all: the request is held open until the proxy closes (a gateway whose backend hung)
+HANG = (0, b"")
 
 
 @dataclass
@@ -106,6 +108,8 @@ class FaultyProxy:
         self.requests = 0
         self.faults = 0
         self.faults_by_kind: dict[str, int] = {}
+        self.held: list[tuple[str, str]] = []  # the requests left unanswered (HANG)
+        self.closing = threading.Event()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -118,6 +122,11 @@ class FaultyProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 fault = proxy.decide(self.command, self.path)
+                if fault is HANG:
+                    proxy.held.append((self.command, self.path))
+                    proxy.closing.wait()
+                    self.close_connection = True
+                    return
                 if fault is not None:
                     status, payload = fault
                     self.send_response(status)
@@ -185,5 +194,6 @@ class FaultyProxy:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.closing.set()
         self.server.shutdown()
         self.server.server_close()
