@@ -71,7 +71,7 @@ def silent_endpoint():
     server.close()
 
 
-DEADLINE, READ_TIMEOUT = 4.0, 0.5
+DEADLINE, READ_TIMEOUT = 2.0, 0.5
 
 
 @pytest.mark.parametrize("command", [["ls"], ["check"], ["verify", "--engine", "local"], ["refs"], ["show"], ["gc"]])
@@ -158,22 +158,24 @@ def test_missing_s3_credentials_say_how_to_provide_them(
     assert "internal error" not in line
 
 
-@pytest.mark.parametrize("command", [["verify", "--engine", "local"], ["check"]])
+@pytest.mark.parametrize(("command", "held_below"), [(["verify", "--engine", "local"], "/shared/"),
+                                                    (["check"], "/shared/"), (["gc"], "/_metadata")])  # fmt: skip
 def test_an_endpoint_that_stops_answering_midway_stops_the_command_at_its_first_deadline(
-    command, s3_server, s3_fixtures
+    command, held_below, s3_server, s3_fixtures
 ) -> None:
-    """The endpoint answers the listings and every ``_metadata`` but holds the requests for
-    shared files (a gateway whose backend for those keys hung). A command that reports one file's
-    storage error and goes on (verify's per-file checks, a checkpoint's unreadable _metadata)
-    used to wait out the deadline for each next file too: it stops at the first one, in one line."""
+    """The endpoint answers the listings but holds the requests for shared files (verify, check)
+    or for every ``_metadata`` (gc) -- a gateway whose backend for those keys hung. A command that
+    reports one file's storage error and goes on (verify's per-file checks, gc's refusal of an
+    unreadable _metadata) used to wait out the deadline for each next file too: it stops at the
+    first one, in one line, and gc plans nothing."""
     from tests.support.faulty_proxy import HANG, FaultyProxy, Rule
     from tests.support.fixture_cases import manifest
 
     e = next(e for e in manifest()["entries"] if e["flink_version"] == "2.2.0" and e["scenario"] == "basic")
     base = f"{s3_fixtures}/2.2.0/basic"
 
-    def hangs(method: str, path: str) -> bool:  # a GET or HEAD of a key under shared/ (listings pass)
-        return method in ("GET", "HEAD") and "/shared/" in path.partition("?")[0]
+    def hangs(method: str, path: str) -> bool:  # a GET or HEAD of such a key (listings pass)
+        return method in ("GET", "HEAD") and held_below in path.partition("?")[0]
 
     with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[Rule(hangs, fail=10**9, fault=HANG)]) as proxy:
         proc, elapsed = run_ckptctl(
@@ -184,7 +186,8 @@ def test_an_endpoint_that_stops_answering_midway_stops_the_command_at_its_first_
     assert held, "no request for a shared file was held"
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "did not answer in time" in lines[0] and "/shared/" in lines[0], proc.stderr
-    # before: every shared file's request held in turn (352 of them, 29 s, and exit 1: "cannot read")
+    assert len(lines) == 1 and "did not answer in time" in lines[0] and held_below in lines[0], proc.stderr
+    # before: every shared file's request held in turn (352 of them, 29 s with a 4 s deadline, and exit 1:
+    # "cannot read")
     assert len(held) < 20 and elapsed < 5 * DEADLINE, (f"{elapsed:.1f}s", len(held))
 
