@@ -165,7 +165,7 @@ class Guards:
             try:
                 ck = load_checkpoint(self.storage, loc, rebase, apply_inferred=False)
             except StoreUnanswered:
-                raise
+                raise  # each next checkpoint would wait out the same deadline
             except CkptError:
                 continue  # already a refusal
             for path, _scope, _offset, size in referenced_files(ck):
