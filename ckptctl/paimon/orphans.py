@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.errors import CkptError
+from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.paimon.restore import committers, held_file_names, sink_states
 from ckptctl.paimon.table import DAY_SECONDS, PaimonTable
 from ckptctl.storage import StorageOptions
@@ -119,6 +119,8 @@ def plan_orphans(
         unreadable: dict[str, str] = {}
         try:
             got, root_uri = sink_states(storage, root, mappings, unreadable)
+        except StoreUnanswered:
+            raise
         except CkptError as e:
             refusals.append({"code": "unreadable-checkpoints", "message": f"{root}: {e}"})
             continue

@@ -303,7 +303,7 @@ def sink_states(storage, path: str, mappings, unreadable: dict[str, str]):
 
     Reading the state reads bytes, so the checkpoint's files are taken where they are now (a moved
     checkpoint's inferred mapping applies): the committables are the same wherever the copy lives."""
-    from ckptctl.errors import CkptError
+    from ckptctl.errors import CkptError, StoreUnanswered
     from ckptctl.paimon.sinkstate import read_sink_state
     from ckptctl.targets import checkpoints_at
 
@@ -312,6 +312,8 @@ def sink_states(storage, path: str, mappings, unreadable: dict[str, str]):
     for ck in loaded:
         try:
             out.append((ck, read_sink_state(storage, ck)))
+        except StoreUnanswered:
+            raise  # each next checkpoint would wait out the same deadline
         except CkptError as e:
             unreadable[ck.location.uri] = str(e)
     return out, root

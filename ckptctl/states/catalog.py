@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckptctl.errors import CkptError, StorageError
+from ckptctl.errors import CkptError, StorageError, StoreUnanswered
 from ckptctl.metadata.keyedproxy import BackendHeader, SerializerInfo, parse_backend_header
 from ckptctl.metadata.model import (
     DISTRIBUTION_MODES,
@@ -233,6 +233,8 @@ def _read_headers(storage, resolve, ck: LoadedCheckpoint, workers: int = 16) -> 
     def one(part):
         try:
             return read_keyed_header(storage, resolve, part)[0]
+        except StoreUnanswered:
+            raise  # each next handle would wait out the same deadline
         except CkptError as e:
             return e
 

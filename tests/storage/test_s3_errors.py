@@ -159,27 +159,35 @@ def test_missing_s3_credentials_say_how_to_provide_them(
 
 
 @pytest.mark.parametrize(("command", "held_below"), [(["verify", "--engine", "local"], "/shared/"),
-                                                    (["check"], "/shared/"), (["gc"], "/_metadata")])  # fmt: skip
+                                                    (["check"], "/shared/"), (["gc"], "/_metadata"),
+                                                    (["states"], "/chk-")])  # fmt: skip
 def test_an_endpoint_that_stops_answering_midway_stops_the_command_at_its_first_deadline(
     command, held_below, s3_server, s3_fixtures
 ) -> None:
-    """The endpoint answers the listings but holds the requests for shared files (verify, check)
-    or for every ``_metadata`` (gc) -- a gateway whose backend for those keys hung. A command that
+    """The endpoint answers the listings but holds the requests for shared files (verify, check),
+    for every ``_metadata`` (gc) or for a checkpoint's own files but its ``_metadata`` (states: the
+    keyed state's meta files) -- a gateway whose backend for those keys hung. A command that
     reports one file's storage error and goes on (verify's per-file checks, gc's refusal of an
-    unreadable _metadata) used to wait out the deadline for each next file too: it stops at the
-    first one, in one line, and gc plans nothing."""
+    unreadable _metadata, states' headers read side by side) used to wait out the deadline for
+    each next file too: it stops at the first one, in one line, and gc plans nothing."""
     from tests.support.faulty_proxy import HANG, FaultyProxy, Rule
-    from tests.support.fixture_cases import manifest
+    from tests.support.fixture_cases import REPO, manifest
 
     e = next(e for e in manifest()["entries"] if e["flink_version"] == "2.2.0" and e["scenario"] == "basic")
     base = f"{s3_fixtures}/2.2.0/basic"
 
     def hangs(method: str, path: str) -> bool:  # a GET or HEAD of such a key (listings pass)
-        return method in ("GET", "HEAD") and held_below in path.partition("?")[0]
+        key = path.partition("?")[0]
+        return method in ("GET", "HEAD") and held_below in key and not (held_below == "/chk-" and key.endswith("/_metadata"))
+
+    target = f"{base}/checkpoints"
+    if command == ["states"]:  # one checkpoint: the newest of the fixture's job
+        newest = max((REPO / e["data_dir"]).glob("checkpoints/*/chk-*"), key=lambda d: int(d.name[4:]))
+        target = f"{base}/{newest.relative_to(REPO / e['data_dir']).as_posix()}"
 
     with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[Rule(hangs, fail=10**9, fault=HANG)]) as proxy:
         proc, elapsed = run_ckptctl(
-            *command, f"{base}/checkpoints", "--rebase", f"{e['original_root']}={base}", "--s3-endpoint", proxy.endpoint,
+            *command, target, "--rebase", f"{e['original_root']}={base}", "--s3-endpoint", proxy.endpoint,
             timeout=120, env={"CKPTCTL_S3_READ_TIMEOUT": str(READ_TIMEOUT), "CKPTCTL_S3_DEADLINE": str(DEADLINE)},
         )  # fmt: skip
     held = proxy.held
