@@ -62,7 +62,14 @@ from ckptctl.gc.plan import (
 )
 from ckptctl.gc.reasons import Reason, Refusal
 from ckptctl.gc.rule import RuleColumns, partially_live
-from ckptctl.gc.spark_decided import Decided, ReasonTotals, hash_total, merge_totals, tied_reasons
+from ckptctl.gc.spark_decided import (
+    WRITTEN_SCHEMA,
+    Decided,
+    ReasonTotals,
+    hash_total,
+    merge_totals,
+    tied_reasons,
+)
 from ckptctl.layout import place_of
 from ckptctl.pycollector import paused_collector
 from ckptctl.storage import FileInfo, Storage, StorageOptions
@@ -1357,14 +1364,6 @@ def release(frames: list) -> None:
             plan = frame._jdf.logicalPlan()
             if plan.getClass().getSimpleName() == "LogicalRDD" and plan.rdd().isLocallyCheckpointed():
                 plan.rdd().unpersist(False)
-
-
-# the lists as written (:meth:`SparkPlan.write`, :meth:`ckptctl.gc.spark_decided.Decided.write`),
-# their partition columns last
-WRITTEN_SCHEMA = (
-    "root_idx int, part int, pos long, path string, size long, mtime double, reason string, evidence string, "
-    "outcome string, job_id string"
-)
 
 
 def read_lists(spark, plan_file: str, record: dict[str, Any]):

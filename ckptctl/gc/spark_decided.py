@@ -28,6 +28,15 @@ from ckptctl.gc.reasons import Reason
 LISTS = ("candidates", "protected")
 
 
+# the lists as written (:meth:`ckptctl.gc.spark.SparkPlan.write`, :meth:`Decided.write`) and read
+# back (:func:`ckptctl.gc.spark.read_lists`), their partition columns last
+WRITTEN_SCHEMA = (
+    "root_idx int, part int, pos long, path string, size long, mtime double, reason string, evidence string, "
+    "outcome string, job_id string"
+)
+_FILE_COLUMNS = [tuple(c.split()) for c in WRITTEN_SCHEMA.split(", ")][:-2]  # (name, type) in each Parquet file
+
+
 class ReasonTotals(NamedTuple):
     """Decisions of one list (``outcome``) and reason, over every job."""
 
@@ -196,9 +205,8 @@ class Decided:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        schema = pa.schema([("root_idx", pa.int32()), ("part", pa.int32()), ("pos", pa.int64()), ("path", pa.string()),
-                            ("size", pa.int64()), ("mtime", pa.float64()), ("reason", pa.string()),
-                            ("evidence", pa.string())])  # fmt: skip
+        types = {"int": pa.int32(), "long": pa.int64(), "double": pa.float64(), "string": pa.string()}
+        schema = pa.schema([(name, types[kind]) for name, kind in _FILE_COLUMNS])
         by_dir: dict[tuple[str, str], list[Row]] = {}
         for r in self.listed():
             job_id = r.job_name.rpartition("/")[2] if r.job_name is not None else "none"
@@ -209,8 +217,7 @@ class Decided:
         for (outcome, job_id), rows in sorted(by_dir.items()):
             directory = os.path.join(target, f"outcome={escape_path_name(outcome)}", f"job_id={escape_path_name(job_id)}")
             os.makedirs(directory)
-            columns = list(zip(*((r.root_idx, r.part, r.pos, r.path, r.size, r.mtime, r.reason, r.evidence)
-                                 for r in rows), strict=True))  # fmt: skip
+            columns = [[getattr(r, name) for r in rows] for name in schema.names]
             pq.write_table(pa.table(columns, schema=schema), os.path.join(directory, name), compression="snappy")
         with open(os.path.join(target, "_SUCCESS"), "wb"):
             pass

@@ -56,4 +56,3 @@ def test_files_made_live_again_leave_the_protected_list_and_its_totals() -> None
     (totals,) = d.totals()
     assert (totals.n, totals.bytes, totals.digest) == (2, 1 + 3, 0 + 2)
     assert [f.path for f in d.decisions()["protected"]] == ["file:/r/job/savepoints/sp/f0", "file:/r/job/savepoints/sp/f2"]
-
