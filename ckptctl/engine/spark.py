@@ -98,6 +98,12 @@ def spark_session(master: str) -> Any:
             # a partitioned write (gc plan's lists by list and job) keeps a writer open per
             # directory instead of sorting each task's rows by directory first
             .config("spark.sql.maxConcurrentOutputFileWriters", "64")
+            # gc plan keeps its 10^7 rows per URI serialized (PySpark's storage levels are the
+            # serialized ones), read again by the totals and the written lists: with Java's
+            # serialization each row went through writeExternal/readObject (sampled: the largest
+            # share of the executors' stacks after the shuffle); Kryo took a 10^7-row plan from
+            # 178.7-186.8 s to 147.7-158.9 s (bench/bucket_bench.py, two runs each, turn about)
+            .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
         )
         if _loopback_master(master):
             builder = builder.config("spark.driver.host", "127.0.0.1").config(
