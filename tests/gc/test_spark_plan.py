@@ -270,6 +270,10 @@ def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, versio
 
 
 def test_spark_plan_equals_local_plan_under_attacks_planned_together(spark, tmp_path: Path) -> None:
+    """The attacks of :data:`TOGETHER` (each sets no option and refuses nothing), made on their
+    scenarios' trees and planned as one plan of three roots: the Spark plan, its lists read on the
+    driver and on the executors, equals the local plan, nothing is refused, and every root has
+    files in it (three empty plans would compare equal too)."""
     from ckptctl.gc import GcOptions
 
     scenarios, changelogs = [], []
