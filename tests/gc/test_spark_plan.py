@@ -179,6 +179,9 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
         sc.plant(f"checkpoints/{job.name}/shared/d:")
         sc.plant(f"checkpoints/{job.name}/taskowned/f/100%25:x")
         sc.plant(f"checkpoints/{job.name}/chk-999999/l:%")
+    elif name == "odd-shapes":  # a chk-N that is a file; a _metadata that is a directory (no checkpoint's)
+        sc.plant(f"checkpoints/{job.name}/chk-77")
+        sc.plant(f"checkpoints/{job.name}/chk-78/_metadata/part-0")
     elif name == "non-ascii-names":
         sc.plant(f"checkpoints/{job.name}/shared/\U0001f600-\u00e9")
         sc.plant(f"checkpoints/{job.name}/taskowned/\u00fc/leftover")
@@ -236,7 +239,7 @@ ATTACKS = [
 # that refuse or set options are planned one by one above
 TOGETHER = [
     ("2.2.0", "basic", ("symlinked-chk", "checkpoint-under-shared", "dead-job", "young-and-in-flight", "special-names",
-                        "newline-names", "note-like-names", "non-ascii-names")),
+                        "newline-names", "note-like-names", "non-ascii-names", "odd-shapes")),
     ("2.2.0", "forst", ("dead-job",)), ("2.2.0", "changelog", ("dead-job",)),
 ]  # fmt: skip
 
@@ -292,6 +295,11 @@ def test_spark_plan_equals_local_plan_under_attacks_planned_together(spark, tmp_
     )  # fmt: skip
     plan = assert_same_plan(Storage(), options, on_executors=(False, True))
     assert not plan["refusals"], plan["refusals"]
+    # odd-shapes: a file named like a checkpoint directory is no Flink file's; a _metadata
+    # directory makes no checkpoint, its old chk-N is an incomplete one's leftovers
+    reasons = {d["path"].split("/checkpoints/", 1)[1].split("/", 1)[1]: d["reason"]
+               for d in plan["candidates"] + plan["protected"] if "/chk-7" in d["path"]}  # fmt: skip
+    assert reasons["chk-77"] == "not-flink-file" and reasons["chk-78/_metadata/part-0"] == "incomplete-checkpoint"
     # each scenario's root planned (not two empty plans compared)
     for sc in scenarios:
         root = sc.uri(sc.checkpoints) + "/"
