@@ -191,7 +191,7 @@ def test_an_endpoint_that_stops_answering_midway_stops_the_command_at_its_first_
             timeout=120, env={"CKPTCTL_S3_READ_TIMEOUT": str(READ_TIMEOUT), "CKPTCTL_S3_DEADLINE": str(DEADLINE)},
         )  # fmt: skip
     held = proxy.held
-    assert held, "no request for a shared file was held"
+    assert held, f"no request below {held_below} was held"
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "did not answer in time" in lines[0] and held_below in lines[0], proc.stderr
