@@ -451,8 +451,17 @@ def _counts(future, being_written) -> list:
         F.count_if(future).alias("future"), F.count_if(F.col("n_f") > 1).alias("duplicated"),
         F.count_if("live").alias("live_files"), F.sum(F.when(F.col("live"), F.col("size"))).alias("live_bytes"),
         F.sum("rows_read").alias("rows_read"), F.sum("rows_kept").alias("rows_kept"), F.max("mtime").alias("mtime"),
-        F.max("pos").alias("pos"),
+        F.max("pos").alias("pos"), F.count_if(_may_need_python()).alias("may_need_python"),
     ]  # fmt: skip
+
+
+def _may_need_python():
+    """A superset of the files :meth:`_SparkPlanner.decide` sends to Python workers, whatever
+    their directory's context: a file not live with spans or a name :func:`name_marks` marks."""
+    from pyspark.sql import functions as F
+
+    no = F.lit(False)
+    return ~F.coalesce(F.col("live"), no) & (F.coalesce(F.col("has_span"), no) | (F.coalesce(F.col("marks"), F.lit(3)) != 0))
 
 
 # an order key (root_idx, part, pos) packed in a long: 11, 21 and 31 bits
@@ -550,6 +559,7 @@ class _Summary:
         self.future = sum(d.future for d in self.dirs), first_future
         self.duplicated = sum(d.duplicated for d in self.dirs)
         self.live = [sum(d.live_files for d in self.dirs), sum(d.live_bytes or 0 for d in self.dirs)]
+        self.may_need_python = sum(d.may_need_python for d in self.dirs)  # files; none: no Python decides
 
     def files_in(self, root_idx: int) -> int:
         return sum(d.files for d in self.dirs if d.root_idx == root_idx)
@@ -901,7 +911,9 @@ class _SparkPlanner(_Planner):
         # keeping 10^7 decided rows (each consumer -- the totals here, the written lists -- reads them once)
         live_rows = self.fold_counts[0] + len(folded.live)  # the fold's rows and those of `late`
         span_rows = self.fold_counts[1] + len(late) - len(folded.live)
-        decisions, in_python = self.decide(files, fold_df, rule, labels, shipped, broadcast, span_rows)
+        # the summary's count of files Python may decide holds for the rows it read: not after `late`
+        python = summary.may_need_python if not late else None
+        decisions, in_python = self.decide(files, fold_df, rule, labels, shipped, broadcast, span_rows, python)
         # one job (no row sorted): the candidates of each job (the caps), all of them, the live
         # files, and the lists' totals by reason -- counted on the executors, or for a small plan
         # from every decision brought to the driver once (read there from then on: spark_decided)
@@ -928,11 +940,15 @@ class _SparkPlanner(_Planner):
         return self.finish(now, now_source, cutoff, retention, folded, contexts, tally)
 
     def decide(self, files, fold_df, rule: FileRule, labels: Labels, shipped: dict[str, tuple], broadcast,
-               span_rows: int):  # fmt: skip
+               span_rows: int, python: int | None):  # fmt: skip
         """The files not live decided, as :data:`DECISION_SCHEMA` rows: in the JVM by the rule's
         SQL form (:mod:`ckptctl.gc.spark_rule`), but for the segments' files and the names the
         rule reads one by one, which go to :meth:`FileRule.verdicts` on Python workers. Returns
-        (every decision, those made in Python: the only ones of outcome ``partial``)."""
+        (every decision, those made in Python: the only ones of outcome ``partial``).
+
+        ``python``: how many files the summary found that may go to Python (``None``: not
+        known). None does in most buckets, and finding them is a pass over every file of its
+        own (the Python decisions are kept, so they are made once): 7.4 s of a 10^7-file plan."""
         from pyspark.sql import functions as F
 
         from ckptctl.engine.spark import map_in_arrow
@@ -941,10 +957,13 @@ class _SparkPlanner(_Planner):
         contexts = self.spark.createDataFrame(context_rows(shipped, labels, rule), CONTEXT_SCHEMA)
         open_ = files.filter(~F.col("live")).join(F.broadcast(contexts), F.col("key") == contexts.dir, "left")
         to_python = F.coalesce(F.col("has_span"), F.lit(False)) | needs_python()
-        spanned, self.segments = _with_spans(open_.filter(to_python).select(*files.columns), fold_df, span_rows)
-        # few rows, decided once (the SQL's are decided again at each read of the lists)
-        in_python = self.cache(map_in_arrow(spanned.select(*DECIDE_COLUMNS),
-                                            functools.partial(_decide_batches, rule, broadcast), DECISION_SCHEMA))  # fmt: skip
+        if python == 0:
+            in_python, self.segments = self.spark.createDataFrame([], DECISION_SCHEMA), span_rows
+        else:
+            spanned, self.segments = _with_spans(open_.filter(to_python).select(*files.columns), fold_df, span_rows)
+            # few rows, decided once (the SQL's are decided again at each read of the lists)
+            in_python = self.cache(map_in_arrow(spanned.select(*DECIDE_COLUMNS),
+                                                functools.partial(_decide_batches, rule, broadcast), DECISION_SCHEMA))  # fmt: skip
         taken, reason, verdict = sql_verdicts(rule, labels)
         in_sql = open_.filter(~to_python).select(
             F.when(taken, "candidates").otherwise("protected").alias("outcome"), "root_idx", "part", "pos",
