@@ -112,7 +112,6 @@ def spark_session(master: str) -> Any:
         try:
             if SparkContext._gateway is None:
                 _launch_gateway(log)
-            builder = builder.config("spark.executor.defaultJavaOptions", _executor_java_options())
             _SPARK = builder.getOrCreate()
             _SPARK.sparkContext.setLogLevel("ERROR")
         except BaseException as e:
@@ -123,24 +122,6 @@ def spark_session(master: str) -> Any:
                 f"cannot start Spark with master {master}: {_short(e)} (Spark log: {log})"
             ) from None
         return _SPARK
-
-
-# HotSpot leaves a method of over 8,000 bytes of bytecode to its interpreter (DontCompileHugeMethods),
-# and the code Spark generates for a whole stage of gc plan's wide rows (the grouping by URI, the
-# decisions and their written lists) is larger: those stages ran interpreted. Compiled, a 10^7-row
-# plan took 92.9-96.0 s instead of 144.3-160.1 s (bench/bucket_bench.py, plans in turn, one bucket);
-# spark.sql.codegen.hugeMethodLimit=8000, Spark's own advice (no whole-stage code that large),
-# took 157.5 s. The embedded JVM (whose executors are its threads) and other masters' executors get it.
-COMPILE_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
-
-
-def _executor_java_options() -> str:
-    """``spark.executor.defaultJavaOptions`` with :data:`COMPILE_HUGE_METHODS` first: the
-    cluster's own defaults, and any ``extraJavaOptions``, come after it and win."""
-    from pyspark import SparkConf
-
-    own = SparkConf().get("spark.executor.defaultJavaOptions", "") or ""
-    return own if COMPILE_HUGE_METHODS in own.split() else f"{COMPILE_HUGE_METHODS} {own}".strip()
 
 
 def spark_log_path() -> str:
@@ -170,7 +151,7 @@ def _launch_gateway(log: str) -> None:
     # spark-class adds SPARK_SUBMIT_OPTS to the JVM's options (the user's own come last and win);
     # launch_gateway passes the JVM a copy of os.environ, so it is set there while it starts
     before = os.environ.get("SPARK_SUBMIT_OPTS")
-    os.environ["SPARK_SUBMIT_OPTS"] = f"-Djava.io.tmpdir={_JVM_DIR} {COMPILE_HUGE_METHODS} {before or ''}".strip()
+    os.environ["SPARK_SUBMIT_OPTS"] = f"-Djava.io.tmpdir={_JVM_DIR} {before or ''}".strip()
     from pyspark import SparkConf
 
     conf = SparkConf(loadDefaults=False)

@@ -66,24 +66,3 @@ def test_the_embedded_spark_jvm_gets_a_quarter_of_memory_not_spark_submits_1g() 
     asked = int(driver_memory().removesuffix("m")) << 20
     assert asked >= 1 << 30
     assert 0.8 * asked <= heap <= 1.05 * asked  # the JVM rounds -Xmx to its regions, less a survivor space
-
-
-def test_the_embedded_spark_jvm_compiles_the_huge_methods_spark_generates() -> None:
-    """HotSpot interprets any method of over 8,000 bytes of bytecode unless told otherwise, and
-    the code Spark generates for gc plan's wide stages is larger: they ran interpreted (a 10^7-row
-    plan 144-160 s instead of 93-96 s). Asked of the running JVM, not of the options ckptctl
-    passed: a user's SPARK_SUBMIT_OPTS that turned it back on is the only way it is on."""
-    import os
-
-    from ckptctl.engine.spark import COMPILE_HUGE_METHODS, spark_session
-
-    if "DontCompileHugeMethods" in os.environ.get("SPARK_SUBMIT_OPTS", ""):
-        pytest.skip("the user's SPARK_SUBMIT_OPTS decides")
-    jvm = spark_session("local[*]").sparkContext._jvm
-    bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
-        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
-    )
-    assert bean.getVMOption("DontCompileHugeMethods").getValue() == "false"
-    assert COMPILE_HUGE_METHODS in spark_session("local[*]").sparkContext.getConf().get(
-        "spark.executor.defaultJavaOptions"
-    )  # other masters' executors
