@@ -947,7 +947,7 @@ class _SparkPlanner(_Planner):
         (every decision, those made in Python: the only ones of outcome ``partial``).
 
         ``python``: how many files the summary found that may go to Python (``None``: not
-        known). None does in most buckets, and finding them is a pass over every file of its
+        known). No file does in most buckets, and finding them is a pass over every file of its
         own (the Python decisions are kept, so they are made once): 7.4 s of a 10^7-file plan."""
         from pyspark.sql import functions as F
 
