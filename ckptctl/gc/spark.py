@@ -457,11 +457,14 @@ def _counts(future, being_written) -> list:
 
 def _may_need_python():
     """A superset of the files :meth:`_SparkPlanner.decide` sends to Python workers, whatever
-    their directory's context: a file not live with spans or a name :func:`name_marks` marks."""
+    their directory's context: a file not live with spans or whose name
+    :func:`ckptctl.gc.spark_rule.name_may_need_python` (beside its twin, ``needs_python``) flags."""
     from pyspark.sql import functions as F
 
+    from ckptctl.gc.spark_rule import name_may_need_python
+
     no = F.lit(False)
-    return ~F.coalesce(F.col("live"), no) & (F.coalesce(F.col("has_span"), no) | (F.coalesce(F.col("marks"), F.lit(3)) != 0))
+    return ~F.coalesce(F.col("live"), no) & (F.coalesce(F.col("has_span"), no) | name_may_need_python())
 
 
 # an order key (root_idx, part, pos) packed in a long: 11, 21 and 31 bits

@@ -71,9 +71,21 @@ def needs_python(marks: str = "marks"):
     columns of :data:`CONTEXT_SCHEMA`."""
     from pyspark.sql import functions as F
 
-    m = F.coalesce(F.col(marks), F.lit(3))  # no marks: read the name (never decided blind)
+    m = _marks(marks)
     special, control = m.bitwiseAND(1) != 0, m.bitwiseAND(2) != 0
     return F.coalesce(F.col("cand") & (special | (F.col("forst") & control)), F.lit(False))
+
+
+def name_may_need_python(marks: str = "marks"):
+    """:func:`needs_python` without a directory's context (``cand``, ``forst``): a superset of
+    it, which a pass with no context can count (a mark of either kind)."""
+    return _marks(marks) != 0
+
+
+def _marks(marks: str):
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.col(marks), F.lit(3))  # no marks: read the name (never decided blind)
 
 
 def sql_verdicts(rule: FileRule, labels: Labels) -> tuple[Any, Any, Any]:
