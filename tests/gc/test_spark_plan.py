@@ -53,6 +53,7 @@ def assert_same_plan(storage: Storage, options, *, on_executors: tuple[bool, ...
     the executors write pass apply's checks and hold the local plan's candidates (those written from
     the driver: test_spark_plan_lists_written_with_or_without_a_shuffle_are_the_same and
     test_lists_of_an_empty_plan_read_back_empty_both_ways)."""
+    import shutil
     import tempfile
 
     from ckptctl.gc import spark as spark_plan
@@ -77,6 +78,7 @@ def assert_same_plan(storage: Storage, options, *, on_executors: tuple[bool, ...
                 assert written == {c["path"] for c in local["candidates"]}
         finally:
             plan.release()
+            shutil.rmtree(out, ignore_errors=True)
         assert on_spark.keys() == local.keys()
         for key in local:
             assert on_spark[key] == local[key], (key, "on executors" if executors else "on the driver")
