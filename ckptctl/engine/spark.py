@@ -151,7 +151,9 @@ def _launch_gateway(log: str) -> None:
     # spark-class adds SPARK_SUBMIT_OPTS to the JVM's options (the user's own come last and win);
     # launch_gateway passes the JVM a copy of os.environ, so it is set there while it starts
     before = os.environ.get("SPARK_SUBMIT_OPTS")
-    os.environ["SPARK_SUBMIT_OPTS"] = f"-Djava.io.tmpdir={_JVM_DIR} {before or ''}".strip()
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
+        [f"-Djava.io.tmpdir={_JVM_DIR}", *jvm_collector(os.environ), before or ""]
+    ).strip()
     from pyspark import SparkConf
 
     conf = SparkConf(loadDefaults=False)
@@ -166,6 +168,36 @@ def _launch_gateway(log: str) -> None:
         else:
             os.environ["SPARK_SUBMIT_OPTS"] = before
     SparkContext._ensure_initialized(gateway=gateway)
+
+
+# where a user's JVM options may choose a collector: two choices stop the JVM at its start
+_JVM_OPTION_VARIABLES = ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
+
+
+def jvm_collector(environ) -> list[str]:
+    """The embedded JVM's garbage collector: the parallel one, unless the user's JVM options
+    (the variables above, spark-defaults.conf) choose one. It runs the executors of ``local[*]``
+    too, and on few cores G1's concurrent threads take CPU from the tasks: a 10^7-row gc plan,
+    plans in turn on one bucket, took 78.2 / 63.2 s with it against 86.4 / 77.6 s with G1."""
+    import re
+
+    chooses = re.compile(r"-XX:[+-]Use\w*GC\b")
+    texts = [environ.get(name, "") for name in _JVM_OPTION_VARIABLES]
+    conf_dir = environ.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        try:  # where spark-submit looks (the pyspark package itself when SPARK_HOME is unset)
+            from pyspark.find_spark_home import _find_spark_home
+
+            conf_dir = os.path.join(environ.get("SPARK_HOME") or _find_spark_home(), "conf")
+        except (Exception, SystemExit):  # noqa: BLE001 - no Spark home: the launch says so itself
+            conf_dir = None
+    if conf_dir:
+        try:
+            with open(os.path.join(conf_dir, "spark-defaults.conf"), encoding="utf-8", errors="replace") as f:
+                texts.append(f.read())
+        except OSError:
+            pass
+    return [] if any(chooses.search(t) for t in texts) else ["-XX:+UseParallelGC"]
 
 
 def driver_memory() -> str:

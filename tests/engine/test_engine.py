@@ -66,3 +66,33 @@ def test_the_embedded_spark_jvm_gets_a_quarter_of_memory_not_spark_submits_1g() 
     asked = int(driver_memory().removesuffix("m")) << 20
     assert asked >= 1 << 30
     assert 0.8 * asked <= heap <= 1.05 * asked  # the JVM rounds -Xmx to its regions, less a survivor space
+
+
+def test_the_embedded_jvm_collects_in_parallel_unless_the_users_options_choose(tmp_path) -> None:
+    """On few cores G1's concurrent threads take CPU from ``local[*]``'s tasks (the JVM is the
+    executor): the embedded JVM gets the parallel collector -- unless the user's JVM options
+    choose one, as a second choice stops the JVM at its start (a real start below)."""
+    from ckptctl.engine.spark import jvm_collector
+
+    assert jvm_collector({"SPARK_CONF_DIR": str(tmp_path)}) == ["-XX:+UseParallelGC"]
+    for name in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"):
+        assert jvm_collector({"SPARK_CONF_DIR": str(tmp_path), name: "-Xss4m -XX:+UseG1GC"}) == [], name
+    assert jvm_collector({"SPARK_CONF_DIR": str(tmp_path), "SPARK_SUBMIT_OPTS": "-XX:+UseStringDeduplication"})
+    (tmp_path / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -XX:+UseSerialGC\n")
+    assert jvm_collector({"SPARK_CONF_DIR": str(tmp_path)}) == []
+
+
+@pytest.mark.parametrize(("user", "collector"), [("", "PS Scavenge"), ("-XX:+UseG1GC", "G1 Young Generation")])
+def test_the_embedded_jvm_starts_with_the_collector_chosen(user, collector) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1 {user}".strip()}
+    code = ("from ckptctl.engine.spark import spark_session, stop_spark\n"
+            "jvm = spark_session('local[1]').sparkContext._jvm\n"
+            "print([b.getName() for b in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()])\n"
+            "stop_spark()")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert collector in out.stdout, out.stdout

@@ -8,10 +8,10 @@ small gc plans: 116 CPU-s and 66.3 s with the defaults, 70 CPU-s and 56.9 s with
 last plan 4.53 -> 3.94 s: C2 did not catch up within the session). The serial collector made a
 long session's plans slower (pauses of a large heap): not used beyond the one-shot JVMs that
 already had it. A JIT tier changes how fast the same bytecode runs, not what it computes. The
-product keeps the JVM's defaults: at bucket scale (bench/) C2 pays for itself.
+product keeps the JVM's default JIT: at bucket scale (bench/) C2 pays for itself.
 
 The long-lived JVMs (each worker's Spark session, Flink's restore gateways) collect with the
-parallel collector: G1's concurrent threads took a third of a session's CPU. One Spark session
+parallel collector (the product's embedded Spark JVM too: ckptctl.engine.spark.jvm_collector): G1's concurrent threads took a third of a session's CPU. One Spark session
 making 36 small gc plans (three fixture roots in turn), C1 only: G1 125 CPU-s of the JVM and
 93.0 s; parallel 80.7 CPU-s and 78.6 s; serial 81.2 CPU-s and 85.1 s. Set through the launchers'
 variables only: a command line that names its own collector (the one-shot serial JVMs) must not
