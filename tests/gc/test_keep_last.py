@@ -118,3 +118,39 @@ def test_f4_keep_last_refuses_while_a_job_is_starting(tmp_path: Path) -> None:
     assert (sc.checkpoints / J1 / "chk-7" / "_metadata").exists(), (
         "the checkpoint a starting job restores from was deleted"
     )
+
+
+def test_a_checkpoint_copied_under_a_name_flink_never_writes_keeps_its_files_under_keep_last(tmp_path: Path) -> None:
+    """Attack: before the job subsumes chk-N, an operator keeps it as ``chk-0N`` (a zero-padded
+    backup beside it; ``flink run -s …/chk-0N`` restores from it). Flink never writes that name,
+    so it never subsumes it. ``--keep-last 1`` expires chk-N, but the copy's ``_metadata`` still
+    references chk-N's shared files: they, the copy's ``_metadata`` and the copy's own files stay."""
+    import shutil
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job = sc.jobs()[0]
+    chks = sorted(job.glob("chk-*/_metadata"), key=lambda m: int(m.parent.name[4:]))
+    assert len(chks) >= 2
+    oldest = chks[0].parent
+    copy = job / f"chk-0{oldest.name[4:]}"
+    shutil.copytree(oldest, copy)
+    for f in copy.rglob("*"):
+        os.utime(f, (T0, T0))
+    exp = json.loads((REPO / sc.entry["expected_dir"] / oldest.relative_to(sc.root)).with_suffix(".json").read_text())
+    shared = {
+        "file:" + str(sc.root) + r["path"].removeprefix("file:")[len(sc.original) :]
+        for r in exp["references"]
+        if "/shared/" in r["path"]
+    }
+    assert shared, "the copied checkpoint references shared files"
+    args = [str(sc.checkpoints), *sc.rebase, *OLD, "--keep-last", "1", "--force"]
+    plan = plan_json(*args, expect=None)
+    gone = candidates(plan)
+    assert not shared & gone, sorted(shared & gone)[:3]
+    assert not {sc.uri(f) for f in copy.rglob("*") if f.is_file()} & gone
+    if plan["refusals"]:
+        return  # refused: nothing at all is deleted
+    apply(plan_to_file(tmp_path, *args))
+    for uri in shared:
+        assert Path(uri[5:]).exists(), uri
+    ckptctl("check", str(copy), *sc.rebase)  # the copy still resolves every file it needs
