@@ -17,9 +17,10 @@ from tests.support.fixture_cases import FIXTURES
 
 
 def pytest_configure(config) -> None:
-    """Every JVM the tests start (and those started by the processes they start) runs with C1 only.
-    Set here, not when this module is imported: the benches import its helpers, and an import that
-    handed them the suite's JIT measured every bench JVM on C1 (a 10^7-row gc plan 1.5x slower)."""
+    """Every JVM the tests start (and those started by the processes they start) runs with the
+    suite's options (C1 only, the parallel collector: tests/support/jvm.py). Set here, not when this
+    module is imported: the benches import its helpers, and an import that handed them the suite's
+    JIT measured every bench JVM on C1 (a 10^7-row gc plan 1.5x slower)."""
     jvm.hand_on(os.environ)
 
 

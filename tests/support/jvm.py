@@ -11,11 +11,12 @@ already had it. A JIT tier changes how fast the same bytecode runs, not what it 
 product keeps the JVM's default JIT: at bucket scale (bench/) C2 pays for itself.
 
 The long-lived JVMs (each worker's Spark session, Flink's restore gateways) collect with the
-parallel collector (the product's embedded Spark JVM too: ckptctl.engine.spark.jvm_collector): G1's concurrent threads took a third of a session's CPU. One Spark session
-making 36 small gc plans (three fixture roots in turn), C1 only: G1 125 CPU-s of the JVM and
-93.0 s; parallel 80.7 CPU-s and 78.6 s; serial 81.2 CPU-s and 85.1 s. Set through the launchers'
-variables only: a command line that names its own collector (the one-shot serial JVMs) must not
-get a second one (the JVM refuses to start with two).
+parallel collector, as the product's embedded Spark JVM does (ckptctl.engine.spark.jvm_collector):
+G1's concurrent threads took a third of a session's CPU. One Spark session making 36 small gc
+plans (three fixture roots in turn), C1 only: G1 125 CPU-s of the JVM and 93.0 s; parallel 80.7
+CPU-s and 78.6 s; serial 81.2 CPU-s and 85.1 s. Set through the launchers' variables only: a
+command line that names its own collector (the one-shot serial JVMs) must not get a second one
+(the JVM refuses to start with two).
 """
 
 from __future__ import annotations
