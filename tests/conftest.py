@@ -24,15 +24,6 @@ def pytest_configure(config) -> None:
     jvm.hand_on(os.environ)
 
 
-def pytest_xdist_auto_num_workers(config) -> int:
-    """Workers for ``-n auto``: one more than the cores, at most three. The suite's processes wait
-    (deadlines, JVM starts, subprocesses) while another could run: on the 2-core CI machine, two
-    workers ran the suite in 11:16, three in 9:33 (same hour). At most three: each worker's Spark
-    JVM may take a heap of a quarter of the machine's memory (one reached 6.5 GB here)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return min(3, cores + 1)
-
-
 # Ports nobody listens on: port 9 (discard) on loopback; a stray S3 request fails there, at once.
 NOWHERE = "http://127.0.0.1:9"
 
