@@ -21,7 +21,18 @@ NAMES = ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS", "FLINK_ENV_JAVA_OPTS")
 
 def test_the_suite_hands_its_jvm_options_to_the_jvms_it_starts() -> None:
     for name in NAMES:
+        assert set(jvm.SHORT_LIVED) <= set(os.environ.get(name, "").split()), name
+    for name in ("SPARK_DAEMON_JAVA_OPTS", "FLINK_ENV_JAVA_OPTS"):
         assert set(jvm.LONG_LIVED) <= set(os.environ.get(name, "").split()), name
+
+
+def test_the_suites_spark_sessions_collect_as_ckptctl_chooses() -> None:
+    """The suite leaves the collector of its Spark sessions to ckptctl (the parallel one)."""
+    from ckptctl.engine.spark import spark_session
+
+    jvm = spark_session("local[*]").sparkContext._jvm
+    names = [b.getName() for b in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()]
+    assert "PS Scavenge" in names, names
 
 
 def test_importing_what_the_benches_import_changes_no_jvm_option() -> None:
