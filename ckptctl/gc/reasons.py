@@ -52,7 +52,7 @@ _TEXT = {
     Reason.IN_SAVEPOINT: "inside a savepoint directory",
     Reason.RETAINED_CHECKPOINT_DIR: "unreferenced file inside a retained checkpoint directory",
     Reason.SYMLINK: "symbolic link (never followed or deleted)",
-    Reason.NO_MTIME: "no modification time (age unknown)",
+    Reason.NO_MTIME: "no modification time, or one before 2016 that no Flink file can have (age unknown)",
     Reason.FUTURE_MTIME: "modification time in the future",
     Reason.YOUNG: "younger than --older-than",
     Reason.IN_FLIGHT: "not older than the newest retained checkpoint of its job minus --margin (may be in flight)",

@@ -36,6 +36,14 @@ _CANDIDATE = frozenset(
 
 _SPECIAL_NAMES = ("", ".", "..", METADATA_FILE)  # names :func:`_by_name` may judge otherwise
 
+# The oldest mtime a file may have for its age to tell anything: 2016-01-01T00:00:00Z (Flink 1.0
+# came out in March 2016; the checkpoint formats ckptctl reads, later). Stores and file systems
+# report stand-ins for times they do not have -- 0 (Alibaba OSS's access time defeated Amoro's age
+# guard: apache/amoro#2924), 1 (Nix's store, some FUSE mounts of object stores), 1980-01-01 (FAT,
+# zip) -- and each made a file written a second ago look decades old: a candidate, past every age
+# guard. An mtime before this date is no age: the file is kept as "no-mtime".
+PLAUSIBLE_MTIME = 1_451_606_400.0
+
 
 def _by_name(name: str, reason: Reason) -> Reason:
     """Rules that depend on the file's own name (called only for the names that need them)."""
@@ -187,7 +195,7 @@ class FileRule:
         in_flight_at = [math.inf if x[2] is None else x[2] - self.margin for x in ctxs]
         held = {
             "link": links,
-            "no_mtime": pc.invert(pc.greater(m, 0)),  # none (NaN), zero or negative
+            "no_mtime": pc.invert(pc.greater_equal(m, PLAUSIBLE_MTIME)),  # none (NaN), or a stand-in
             "future": pc.greater(m, self.tolerance_limit),
             "young": pc.greater_equal(m, self.young_limit),
             "in_flight": pc.greater_equal(m, per_file(in_flight_at, pa.float64())),

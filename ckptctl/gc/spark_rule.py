@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ckptctl.gc.reasons import Reason
-from ckptctl.gc.rule import _SPECIAL_NAMES, FileRule
+from ckptctl.gc.rule import _SPECIAL_NAMES, PLAUSIBLE_MTIME, FileRule
 from ckptctl.layout import FORST_CONTROL_PREFIXES
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def sql_verdicts(rule: FileRule, labels: Labels) -> tuple[Any, Any, Any]:
     cand = F.coalesce(F.col("cand"), F.lit(False))
     guards = [  # (holds, reason, evidence)
         (F.coalesce(F.col("is_link"), F.lit(False)), F.lit(str(Reason.SYMLINK)), ev(None)),
-        (m.isNull() | F.isnan(m) | (m <= 0), F.lit(str(Reason.NO_MTIME)), ev(None)),
+        (m.isNull() | F.isnan(m) | (m < PLAUSIBLE_MTIME), F.lit(str(Reason.NO_MTIME)), ev(None)),
         (m > rule.tolerance_limit, F.lit(str(Reason.FUTURE_MTIME)), ev(None)),
         (m >= rule.young_limit,
          F.when(m >= rule.cutoff, str(Reason.YOUNG)).otherwise(str(Reason.AFTER_INVENTORY)),

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gc_support import DAY, T0, Scenario, ckptctl, plan_json
+from tests.support.gc_plans import apply, plan_to_file
+from tests.support.gc_support import DAY, STAND_INS, T0, Scenario, ckptctl, plan_json
 
 OLD = ["--older-than", "1d", "--margin", "10m"]
 
@@ -168,12 +169,23 @@ def test_partially_live_merged_files_are_reported_not_deleted(tmp_path: Path) ->
     assert plan["dead_bytes_in_partially_live_files"] == sum(p["dead_bytes"] for p in plan["partially_live"])
 
 
-def test_zero_mtime_is_kept(tmp_path: Path) -> None:
+def test_a_stand_in_mtime_is_no_age(tmp_path: Path) -> None:
+    """A file just written (referenced by no checkpoint yet: in flight) whose store reports a
+    stand-in for its time looks decades old: past --older-than and the in-flight margin, it was a
+    candidate. Such a time is no age: kept as "no-mtime", and ``gc apply`` leaves it. An orphan of
+    2016's first second is old and collected (the guard is not "anything old")."""
     sc = Scenario("2.2.0", "basic", tmp_path)
-    zero = sc.uri(sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/zero-mtime", mtime=0))
-    plan = plan_json(str(sc.checkpoints), *sc.rebase, *OLD, "--force")
+    shared = f"checkpoints/{sc.jobs()[0].name}/shared"
+    stand_ins = {sc.uri(sc.plant(f"{shared}/{name}", mtime=t)): name for name, t in STAND_INS.items()}
+    first_age = sc.uri(sc.plant(f"{shared}/written-2016-01-01", mtime=1_451_606_400))
+    plan_file = plan_to_file(tmp_path, str(sc.checkpoints), *sc.rebase, *OLD, "--force")
+    plan = json.loads(plan_file.read_text())
     kept = {p["path"]: p["reason"] for p in plan["protected"]}
-    assert kept[zero] == "no-mtime"
+    assert {kept.get(path) for path in stand_ins} == {"no-mtime"}, kept
+    assert first_age in {c["path"] for c in plan["candidates"]}
+    apply(plan_file)
+    assert all(Path(path.removeprefix("file:")).exists() for path in stand_ins)
+    assert not Path(first_age.removeprefix("file:")).exists()
 
 
 def test_missing_mtime_is_kept(tmp_path: Path) -> None:

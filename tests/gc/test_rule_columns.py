@@ -2,7 +2,7 @@
 and a batch with a directory per file (the Spark planner's Arrow batches) give every file the
 same verdict.
 
-Random files over every branch of the rule -- symlinks, no mtime, zero and future mtimes, young,
+Random files over every branch of the rule -- symlinks, no mtime, zero, stand-in and future mtimes, young,
 after the inventory, in flight, expired-only, the names :func:`_by_name` reads (``_metadata``,
 ``..``, backslashes, ForSt control files), names that are no UTF-8 -- in directories of every kind
 of context, decided both ways; each verdict must be reached at least once, or the test proves
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import random
+from datetime import UTC, datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,6 +24,8 @@ from ckptctl.layout import FORST_CONTROL_PREFIXES, FORST_CONTROL_RE
 from ckptctl.storage.listing import DirFiles
 
 NOW = 1_800_000_000.0
+# mtimes stores report for times they do not have (0, 1, FAT's 1980-01-01): no age before this day
+FIRST_AGE = datetime(2016, 1, 1, tzinfo=UTC).timestamp()
 CUTOFF = NOW - 86_400
 INVENTORY = CUTOFF - 43_200  # the report began before the cutoff: files between are "after the inventory"
 ANCHOR = NOW - 7 * 86_400
@@ -31,7 +34,7 @@ MARGIN = 3_600.0
 NAMES = ["a.sst", "b.sst", "_metadata", "..", ".", "", "x\\y", "CURRENT", "LOG.old.1", "LOG", "LOGx",
          "MANIFEST-000004", "MANIFEST-x", "OPTIONS-000007", "IDENTITY", "LOCK", "bad\udcff", "\ud800",
          "LOG.\ud800", "000042.sst", "uuid-1", "uuid-2"]  # fmt: skip
-MTIMES = [math.nan, 0.0, -5.0, NOW + 3_600, NOW + 10, CUTOFF, CUTOFF - 1, INVENTORY, INVENTORY - 1,
+MTIMES = [math.nan, 0.0, -5.0, 1.0, FIRST_AGE - 1, FIRST_AGE, NOW + 3_600, NOW + 10, CUTOFF, CUTOFF - 1, INVENTORY, INVENTORY - 1,
           ANCHOR - MARGIN, ANCHOR - MARGIN - 1, ANCHOR, ANCHOR - 30 * 86_400]  # fmt: skip
 
 
@@ -175,7 +178,7 @@ def _one_file(rule: FileRule, context: tuple, name: str, mtime: float, is_link: 
     m = math.nan if mtime is None else mtime
     if is_link:
         return "kept", Reason.SYMLINK, None
-    if not m > 0:
+    if not m >= FIRST_AGE:  # NaN compares false
         return "kept", Reason.NO_MTIME, None
     if m > rule.tolerance_limit:
         return "kept", Reason.FUTURE_MTIME, None
@@ -196,8 +199,9 @@ def random_rule(rng: random.Random) -> tuple[FileRule, list[float]]:
     rule = FileRule(cutoff, NOW + 60, margin, inventory, {"cutoff": cutoff}, {"inventory_created": inventory},
                     rng.random() < 0.7)  # fmt: skip
     edges = [cutoff, inventory, ANCHOR - margin, NOW + 60]
-    old = [1.0, ANCHOR - margin - 1, ANCHOR - 30 * 86_400]
-    return rule, [math.nan, 0.0, -1.0, *old * 4, *(t + d for t in edges for d in (-1, 0, 1))]
+    old = [FIRST_AGE, ANCHOR - margin - 1, ANCHOR - 30 * 86_400]
+    stand_ins = [1.0, 315_532_800.0, FIRST_AGE - 1, FIRST_AGE - 0.5]  # Nix, FAT's 1980, the day before
+    return rule, [math.nan, 0.0, -1.0, *stand_ins, *old * 4, *(t + d for t in edges for d in (-1, 0, 1))]
 
 
 def test_the_columnar_rule_decides_as_one_condition_at_a_time() -> None:

@@ -19,7 +19,7 @@ from ckptctl.gc.plan import _Planner
 from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.fixture_cases import scenario_roots
-from tests.support.gc_support import DAY, T0, Scenario, ckptctl
+from tests.support.gc_support import DAY, STAND_INS, T0, Scenario, ckptctl
 from tests.support.s3_clock import next_second
 
 MASTER = "local[*]"  # the session the other Spark tests use: no JVM restart between modules
@@ -165,6 +165,9 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
         fresh = sc.checkpoints / ("c" * 32) / "shared"
         fresh.mkdir(parents=True)
         return {"keep_last": 1}
+    elif name == "stand-in-mtimes":  # times a store reports for none it has: no age, kept (test_plan.py)
+        for name, t in STAND_INS.items():
+            sc.plant(f"checkpoints/{job.name}/shared/stand-in-{name}", mtime=t)
     elif name == "special-names":
         sc.plant(f"checkpoints/{job.name}/shared/_metadata")
         sc.plant(f"checkpoints/{job.name}/taskowned/a\\b")
@@ -241,7 +244,7 @@ ATTACKS = [
 # that refuse or set options are planned one by one above
 TOGETHER = [
     ("2.2.0", "basic", ("symlinked-chk", "checkpoint-under-shared", "dead-job", "young-and-in-flight", "special-names",
-                        "newline-names", "note-like-names", "non-ascii-names", "odd-shapes")),
+                        "newline-names", "note-like-names", "non-ascii-names", "odd-shapes", "stand-in-mtimes")),
     ("2.2.0", "forst", ("dead-job",)), ("2.2.0", "changelog", ("dead-job",)),
 ]  # fmt: skip
 
@@ -302,6 +305,9 @@ def test_spark_plan_equals_local_plan_under_attacks_planned_together(spark, tmp_
     reasons = {d["path"].split("/checkpoints/", 1)[1].split("/", 1)[1]: d["reason"]
                for d in plan["candidates"] + plan["protected"] if "/chk-7" in d["path"]}  # fmt: skip
     assert reasons["chk-77"] == "not-flink-file" and reasons["chk-78/_metadata/part-0"] == "incomplete-checkpoint"
+    stand_ins = {d["path"].rsplit("/", 1)[1]: d["reason"] for d in plan["candidates"] + plan["protected"]
+                 if "/shared/stand-in-" in d["path"]}  # fmt: skip
+    assert stand_ins == {f"stand-in-{name}": "no-mtime" for name in STAND_INS}
     # each scenario's root planned (not two empty plans compared)
     for sc in scenarios:
         root = sc.uri(sc.checkpoints) + "/"

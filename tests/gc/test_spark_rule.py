@@ -1,6 +1,6 @@
 """The rule's Spark SQL form (:mod:`ckptctl.gc.spark_rule`) decides every file it takes as the rule
 read one condition at a time (the oracle of ``test_rule_columns.py``): random files over every
-branch -- symlinks, no mtime (null, NaN, zero, negative, minus infinity), future and infinite
+branch -- symlinks, no mtime (null, NaN, zero, negative, minus infinity, a stand-in before 2016), future and infinite
 mtimes, each threshold and its neighbours, expired-only, every kind of directory context -- and
 the files it leaves to Python are at least those whose name the rule reads."""
 
