@@ -25,7 +25,7 @@ from ckptctl.columns import starts_with_any
 from ckptctl.gc.decisions import Verdicts
 from ckptctl.gc.reasons import Reason
 from ckptctl.layout import FORST_CONTROL_PREFIXES, FORST_CONTROL_RE, METADATA_FILE
-from ckptctl.storage.listing import DirFiles
+from ckptctl.storage.listing import PLAUSIBLE_MTIME, DirFiles
 
 _CANDIDATE = frozenset(
     {
@@ -35,14 +35,6 @@ _CANDIDATE = frozenset(
 )  # fmt: skip
 
 _SPECIAL_NAMES = ("", ".", "..", METADATA_FILE)  # names :func:`_by_name` may judge otherwise
-
-# The oldest mtime a file may have for its age to tell anything: 2016-01-01T00:00:00Z (Flink 1.0
-# came out in March 2016; the checkpoint formats ckptctl reads, later). Stores and file systems
-# report stand-ins for times they do not have -- 0 (Alibaba OSS's access time defeated Amoro's age
-# guard: apache/amoro#2924), 1 (Nix's store, some FUSE mounts of object stores), 1980-01-01 (FAT,
-# zip) -- and each made a file written a second ago look decades old: a candidate, past every age
-# guard. An mtime before this date is no age: the file is kept as "no-mtime".
-PLAUSIBLE_MTIME = 1_451_606_400.0
 
 
 def _by_name(name: str, reason: Reason) -> Reason:

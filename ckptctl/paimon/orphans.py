@@ -30,6 +30,7 @@ from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.paimon.restore import committers, held_file_names, sink_states
 from ckptctl.paimon.table import DAY_SECONDS, PaimonTable
 from ckptctl.storage import StorageOptions
+from ckptctl.storage.listing import PLAUSIBLE_MTIME
 
 PLAN_KIND = "paimon-orphans"
 PLAN_FORMAT = 1
@@ -67,6 +68,9 @@ class OrphanPlan:
     # what ``gc apply`` reads of a plan besides its files: no expired checkpoints, no dead jobs
     expired: tuple = ()
     dead_jobs: tuple = ()
+    # Paimon orphans whose mtime is a store's stand-in (before 2016: :data:`PLAUSIBLE_MTIME`): no age,
+    # so --older-than and --min-age cannot vouch for them: kept
+    undated: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def options(self) -> OrphanPlan:
@@ -83,7 +87,7 @@ class OrphanPlan:
             "kind": PLAN_KIND, "format": PLAN_FORMAT, "table": self.table, "checkpoints": self.checkpoints,
             "cutoff": self.cutoff, "min_age": self.min_age, "scopes": list(self.scope_uris), "blocked": bool(self.refusals),
             "refusals": self.refusals, "warnings": self.warnings, "storage": {"s3_endpoint": self.s3_endpoint},
-            "candidates": [c.as_dict() for c in self.candidates], "held": self.held,
+            "candidates": [c.as_dict() for c in self.candidates], "held": self.held, "undated": self.undated,
             "candidate_bytes": sum(c.size for c in self.candidates),
         }  # fmt: skip
 
@@ -173,16 +177,20 @@ def plan_orphans(
     held_names = held_file_names(states)
     candidates: list[Candidate] = []
     held: list[dict[str, Any]] = []
+    undated: list[dict[str, Any]] = []
     for c in table.orphan_candidates(cutoff):
         name = c.uri.rpartition("/")[2]
         if name in held_names:
             held.append({"path": c.path, "size": c.size, "checkpoints": sorted(held_names[name])})
+        elif c.mtime is None or not c.mtime >= PLAUSIBLE_MTIME:  # Paimon would take it: its age is unknown
+            undated.append({"path": c.path, "size": c.size, "mtime": c.mtime})
         else:
             candidates.append(Candidate(c.uri, c.size, c.mtime, c.reason))
     layout = table._layout()
     scopes = (table.uri, *(st.normalize_uri(p.strip()) for p in layout.external_paths if p.strip()))
     return OrphanPlan(
-        table.uri, roots, cutoff, candidates, held, refusals, warnings, s3_endpoint, None, min_age, scopes
+        table.uri, roots, cutoff, candidates, held, refusals, warnings, s3_endpoint, None, min_age, scopes,
+        undated=undated,
     )
 
 

@@ -29,6 +29,16 @@ class FileInfo(NamedTuple):
     is_link: bool = False
 
 
+# The oldest mtime a file may have for its age to tell anything (gc's rule, the Paimon orphan
+# plan): 2016-01-01T00:00:00Z (Flink 1.0 came out in March 2016; the checkpoint formats ckptctl
+# reads, later). Stores and file systems report stand-ins for times they do not have -- 0 (Alibaba
+# OSS's access time defeated Amoro's age guard: apache/amoro#2924), 1 (Nix's store, some FUSE
+# mounts of object stores), 1980-01-01 (FAT, zip) -- and each made a file written a second ago look
+# decades old: a candidate, past every age guard. An mtime before this date is no age: gc keeps
+# the file as "no-mtime", the Paimon orphan plan as "undated".
+PLAUSIBLE_MTIME = 1_451_606_400.0
+
+
 def _contains_walk_root(link: str, root: str) -> bool:
     """Whether the directory a symlink points at is the walk's root or one of its ancestors."""
     try:

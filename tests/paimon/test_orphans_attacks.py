@@ -234,3 +234,31 @@ def test_a_commit_user_main_snapshots_do_not_show_is_still_checked(tmp_path: Pat
     plan = plan_orphans(Storage(), str(table), [str(job_a)], Rebase(), older_than=86400)
     assert needed & {c.path.rpartition("/")[2] for c in plan.candidates}  # what a plan not blocked deleted
     assert "unprotected-commit-user" in {r["code"] for r in plan.refusals}, plan.refusals  # blocked: nothing goes
+
+
+def test_a_stand_in_mtime_is_no_age_for_paimon_orphans(tmp_path: Path) -> None:
+    """Paimon's cleaner takes an orphan whose mtime is before the cut-off; a store reporting a
+    stand-in for a time it lacks (0, 1, FAT's 1980) makes a data file written a second ago -- by a
+    checkpoint in progress that names it nowhere yet -- look decades old, past --min-age too. The
+    plan keeps it as ``undated``; `gc apply` leaves it. An orphan really two days old goes."""
+    from tests.support.gc_support import STAND_INS
+
+    job, table = copy_scenario(tmp_path, "pending")
+    bucket = next(table.glob("part=*/bucket-*"))
+    old = time.time() - 2 * 86400
+    planted = {}
+    for name, t in {**STAND_INS, "two-days-old": old}.items():
+        f = bucket / f"data-{name}-0.orc"
+        f.write_bytes(os.urandom(64))
+        os.utime(f, (t, t))
+        planted[name] = f
+    plan_file = tmp_path / "plan.json"
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "-o", str(plan_file))
+    assert res.exit_code == 0, res.output
+    plan = json.loads(plan_file.read_text())
+    undated = {Path(u["path"]).name for u in plan["undated"]}
+    assert undated == {planted[n].name for n in STAND_INS}
+    assert "file:" + str(planted["two-days-old"]) in {c["path"] for c in plan["candidates"]}
+    assert run("gc", "apply", str(plan_file), "--yes").exit_code == 0
+    assert all(planted[n].exists() for n in STAND_INS) and not planted["two-days-old"].exists()
+    assert not missing_on_restore(newest(job), table)

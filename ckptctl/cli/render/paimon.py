@@ -83,8 +83,11 @@ def orphans(console: Any, plan: Any) -> None:
     for h in plan.held[:50]:
         table.add_row(_escape(h["path"]), human_bytes(h["size"]),
                       f"[warning]keep: checkpoint {_ids(h['checkpoints'])} holds it[/warning]")  # fmt: skip
+    for u in plan.undated[:50]:
+        table.add_row(_escape(plan.relative(u["path"])), human_bytes(u["size"]),
+                      "[warning]keep: no age (mtime missing or before 2016)[/warning]")  # fmt: skip
     console.print(table)
-    hidden = max(0, len(plan.candidates) - 50) + max(0, len(plan.held) - 50)
+    hidden = max(0, len(plan.candidates) - 50) + max(0, len(plan.held) - 50) + max(0, len(plan.undated) - 50)
     if hidden:
         console.print(f"... and {hidden} more rows (--json lists every file)")
     for r in plan.refusals:
@@ -94,7 +97,7 @@ def orphans(console: Any, plan: Any) -> None:
     total = sum(c.size for c in plan.candidates)
     console.print(
         f"{len(plan.candidates)} Paimon orphan(s), {human_bytes(total)} to delete; {len(plan.held)} kept because a "
-        "Flink checkpoint still holds them"
+        "Flink checkpoint still holds them" + (f", {len(plan.undated)} without an age" if plan.undated else "")
     )
     if plan.refusals:
         console.print("[error]blocked: nothing may be deleted[/error]")
