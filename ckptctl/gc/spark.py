@@ -455,6 +455,15 @@ def _counts(future, being_written) -> list:
     ]  # fmt: skip
 
 
+def _has_span():
+    """Whether a row's file holds segments of a retained checkpoint (null: no reference reached it).
+    Such a file goes to Python (its spans), in :meth:`_SparkPlanner.decide` and in the summary's
+    count of what may: one spelling for both."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.col("has_span"), F.lit(False))
+
+
 def _may_need_python():
     """A superset of the files :meth:`_SparkPlanner.decide` sends to Python workers, whatever
     their directory's context: a file not live with spans or whose name
@@ -463,8 +472,7 @@ def _may_need_python():
 
     from ckptctl.gc.spark_rule import name_may_need_python
 
-    no = F.lit(False)
-    return ~F.coalesce(F.col("live"), no) & (F.coalesce(F.col("has_span"), no) | name_may_need_python())
+    return ~F.coalesce(F.col("live"), F.lit(False)) & (_has_span() | name_may_need_python())
 
 
 # an order key (root_idx, part, pos) packed in a long: 11, 21 and 31 bits
@@ -959,7 +967,7 @@ class _SparkPlanner(_Planner):
 
         contexts = self.spark.createDataFrame(context_rows(shipped, labels, rule), CONTEXT_SCHEMA)
         open_ = files.filter(~F.col("live")).join(F.broadcast(contexts), F.col("key") == contexts.dir, "left")
-        to_python = F.coalesce(F.col("has_span"), F.lit(False)) | needs_python()
+        to_python = _has_span() | needs_python()
         if python == 0:
             in_python, self.segments = self.spark.createDataFrame([], DECISION_SCHEMA), span_rows
         else:
