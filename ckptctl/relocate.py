@@ -38,7 +38,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from ckptctl import storage as st
-from ckptctl.errors import CkptError
+from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.flink39964 import ISSUE, misanchored_uris, savepoint_dir_of
 from ckptctl.layout import JOB_ID_RE, METADATA_FILE, locate_checkpoint, scan_root
 from ckptctl.metadata import read_metadata, write_metadata
@@ -507,8 +507,14 @@ def apply_relocation(
                 one(item)
         else:
             with ThreadPoolExecutor(workers) as pool:
-                for fut in as_completed([pool.submit(one, item) for item in plan.copies]):
-                    fut.result()
+                futures = [pool.submit(one, item) for item in plan.copies]
+                try:
+                    for fut in as_completed(futures):
+                        fut.result()
+                except BaseException:  # the first failure ends the run: the copies not begun are not
+                    for f in futures:  # (a hung endpoint: each would wait out the deadline, in turn)
+                        f.cancel()
+                    raise
         check_copies(storage, copied)
     written = []
     for c in plan.checkpoints:  # last: a _metadata never names a file that is not there yet
@@ -535,6 +541,8 @@ def copy_partition(options: st.StorageOptions, items: Iterable[CopyItem]) -> Ite
     items = list(items)
     try:
         already = _already_copied(storage, items)
+    except StoreUnanswered:
+        raise  # the task stops: each copy would wait out the same deadline
     except CkptError as e:
         yield from (CopyOutcome(item.src, error=str(e)) for item in items)
         return
@@ -544,6 +552,8 @@ def copy_partition(options: st.StorageOptions, items: Iterable[CopyItem]) -> Ite
                 yield CopyOutcome(item.src, skipped=True)
             else:
                 yield CopyOutcome(item.src, copy_file(storage, item.src, item.dst, item.size))
+        except StoreUnanswered:
+            raise
         except CkptError as e:
             yield CopyOutcome(item.src, error=str(e))
 

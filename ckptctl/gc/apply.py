@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.errors import CkptError
+from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.plan import FileDecision, GcPlan, build_plan
 from ckptctl.gc.planfile import BlockedPlan, options_from_plan, validate
 from ckptctl.gc.reasons import Reason
@@ -444,6 +444,8 @@ class Remover:
             dst_fs, dst_path = self.storage.fs(target)
             with os.fdopen(src_fd, "rb") as src, dst_fs.open(dst_path, "wb") as out:  # streamed
                 shutil.copyfileobj(src, out, 8 << 20)
+        except StoreUnanswered as e:
+            raise e.at(target) from None
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors: the source stays
             return f"cannot write {target}: {type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e) else ''}"
         copied = self.storage.stat(target)
@@ -487,6 +489,8 @@ class Remover:
                         why = self._local_upload(uri, target, judged.get(uri))
                     else:
                         remote.append((uri, target, judged[uri][0] if uri in judged else None))
+                except StoreUnanswered:
+                    raise  # every next file would wait out the same deadline
                 except (CkptError, OSError) as e:
                     why = str(e)
             if why is not None:

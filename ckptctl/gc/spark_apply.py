@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.errors import CkptError
+from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.apply import (
     GcApplyRefused,
     Remover,
@@ -344,6 +344,8 @@ def _listing(
         return remover.list_dir(prefix)
     try:
         return _list_s3_range(storage, prefix, first, last), None
+    except StoreUnanswered as e:  # each next directory would wait out the same deadline: the task stops
+        raise e.at(prefix) from None
     except Exception as e:  # noqa: BLE001 - retried already (SlowDown, 5xx): tried again next run
         return None, f"cannot list its directory: {type(e).__name__}: {first_line(e)}"
 

@@ -581,6 +581,8 @@ class Storage:
             try:
                 request = {"Objects": [{"Key": k} for k in pending], "Quiet": True}
                 response = retrying(lambda r=request: fs.call_s3("delete_objects", Bucket=bucket, Delete=r))
+            except StoreUnanswered as e:  # each next batch would wait out the same deadline: stop
+                raise e.at(f"s3://{bucket}/{pending[0]}") from None
             except Exception as e:  # noqa: BLE001 - retried already: these keys failed
                 last_error = {k: f"{type(e).__name__}: {first_line(e)}" for k in pending}
                 break
@@ -637,13 +639,19 @@ class Storage:
                     # the source gone (an interrupted run repeated), or no such destination bucket
                     try:
                         there = await _exists(fs, src_bucket, src_key)
+                    except StoreUnanswered as e:
+                        raise e.at(src) from None
                     except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
                         return f"cannot move to {dst}: {type(e).__name__}: {first_line(e)}"
                     return f"cannot move to {dst}: no such bucket" if there else "gone"
+                except StoreUnanswered as e:  # each next copy would wait out the same deadline: stop
+                    raise e.at(src) from None
                 except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
                     return f"cannot move to {dst}: {type(e).__name__}: {first_line(e)}"
                 try:
                     copied = await retrying_async(lambda: fs._call_s3("head_object", Bucket=dst_bucket, Key=dst_key))
+                except StoreUnanswered as e:
+                    raise e.at(dst) from None
                 except Exception:  # noqa: BLE001 - not there, or not readable: the source stays
                     copied = None
                 if copied is None or copied.get("ContentLength") != size:
@@ -688,6 +696,8 @@ class Storage:
             else:
                 data = retrying(lambda: fs.cat_file(src_path))
                 retrying(lambda: dst_fs.pipe_file(dst_path, data))
+        except StoreUnanswered as e:  # not this file's error: every next move would wait as long
+            raise e.at(src) from None
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
             raise StorageError(f"cannot move to {dst}: {type(e).__name__}: {first_line(e)}", path=src) from None
         copied = self.stat(dst)

@@ -275,6 +275,35 @@ def test_a_relocation_to_s3_asks_no_head_per_file_and_still_finds_a_copy_that_is
     assert [k for k in fs.find("reloc-requests/ck") if k.endswith("/_metadata")]
 
 
+def test_a_relocation_to_an_endpoint_that_holds_every_write_stops_at_the_first(
+    tmp_path: Path, s3_server, monkeypatch
+) -> None:
+    """The destination answers listings, and the write probe, but holds every PUT below shared/ (a
+    gateway whose backend for those keys hung). The thread pool's other copies went on after the
+    first one failed, each waiting out the deadline in turn (two at a time). The copies not begun
+    are not begun: one line, exit 2, after about one deadline; no _metadata written."""
+    from tests.support.faulty_proxy import HANG, FaultyProxy, Rule
+
+    deadline = 2.0
+    monkeypatch.setenv("CKPTCTL_S3_READ_TIMEOUT", "0.5")
+    monkeypatch.setenv("CKPTCTL_S3_DEADLINE", str(deadline))
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    chk = str(sorted(sc.checkpoints.rglob("_metadata"))[-1].parent)
+    s3_server.create_bucket("reloc-held")
+    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[Rule(lambda m, p: m == "PUT" and "/shared/" in p, fail=10**9,
+                                                                     fault=HANG)]) as proxy:  # fmt: skip
+        started = time.monotonic()
+        failed = ckptctl("relocate", chk, "s3://reloc-held/ck", "--apply", "--workers", "2", "--s3-endpoint",
+                         proxy.endpoint, *sc.rebase, expect=None)  # fmt: skip
+        elapsed = time.monotonic() - started
+    lines = failed.stderr.strip().splitlines()
+    assert failed.exit_code == 2 and len(lines) == 1 and "/shared/" in lines[0], failed.stderr
+    assert "Read timeout" in lines[0] or "did not answer in time" in lines[0], lines[0]
+    files = {path for _method, path in proxy.held}  # botocore tries a timed-out PUT again
+    assert len(files) <= 3 and elapsed < 3 * deadline + 3, (len(files), f"{elapsed:.1f}s")
+    assert not [k for k in s3_server.filesystem().find("reloc-held/ck") if k.endswith("/_metadata")]
+
+
 @pytest.mark.parametrize("scenario", ["filemerging", "changelog"])
 def test_local_to_s3_and_back_keeps_the_model(scenario: str, tmp_path: Path, s3_server) -> None:
     sc, back, remote = s3_relocation("2.2.0", scenario, tmp_path, s3_server, f"reloc-{scenario}")
