@@ -34,8 +34,8 @@ MARGIN = 3_600.0
 NAMES = ["a.sst", "b.sst", "_metadata", "..", ".", "", "x\\y", "CURRENT", "LOG.old.1", "LOG", "LOGx",
          "MANIFEST-000004", "MANIFEST-x", "OPTIONS-000007", "IDENTITY", "LOCK", "bad\udcff", "\ud800",
          "LOG.\ud800", "000042.sst", "uuid-1", "uuid-2"]  # fmt: skip
-MTIMES = [math.nan, 0.0, -5.0, 1.0, FIRST_AGE - 1, FIRST_AGE, NOW + 3_600, NOW + 10, CUTOFF, CUTOFF - 1, INVENTORY, INVENTORY - 1,
-          ANCHOR - MARGIN, ANCHOR - MARGIN - 1, ANCHOR, ANCHOR - 30 * 86_400]  # fmt: skip
+MTIMES = [math.nan, 0.0, -5.0, 1.0, FIRST_AGE - 1, FIRST_AGE, NOW + 3_600, NOW + 10, CUTOFF, CUTOFF - 1,
+          INVENTORY, INVENTORY - 1, ANCHOR - MARGIN, ANCHOR - MARGIN - 1, ANCHOR, ANCHOR - 30 * 86_400]  # fmt: skip
 
 
 def _contexts() -> list[tuple]:

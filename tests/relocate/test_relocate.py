@@ -290,8 +290,8 @@ def test_a_relocation_to_an_endpoint_that_holds_every_write_stops_at_the_first(
     sc = Scenario("2.2.0", "basic", tmp_path)
     chk = str(sorted(sc.checkpoints.rglob("_metadata"))[-1].parent)
     s3_server.create_bucket("reloc-held")
-    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[Rule(lambda m, p: m == "PUT" and "/shared/" in p, fail=10**9,
-                                                                     fault=HANG)]) as proxy:  # fmt: skip
+    held = Rule(lambda m, p: m == "PUT" and "/shared/" in p, fail=10**9, fault=HANG)
+    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[held]) as proxy:
         started = time.monotonic()
         failed = ckptctl("relocate", chk, "s3://reloc-held/ck", "--apply", "--workers", "2", "--s3-endpoint",
                          proxy.endpoint, *sc.rebase, expect=None)  # fmt: skip
