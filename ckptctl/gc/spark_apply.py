@@ -150,9 +150,13 @@ def delete_on_executors(
     except CkptError:
         raise
     except Exception as e:  # noqa: BLE001 - Py4JJavaError with an executor's traceback
+        from ckptctl.gc.spark import executor_error
+
+        raised = executor_error(e)  # a task's own error (an endpoint that stopped answering), not "PythonException"
+        why = str(raised) if raised is not None else f"{type(e).__name__}: {first_line(e)}"
         raise SparkApplyFailed(
-            f"the Spark job failed ({type(e).__name__}: {first_line(e)}); the batches that finished are in "
-            f"{manifest_dir}: run the same apply again to finish"
+            f"the Spark job failed ({why}); the batches that finished are in {manifest_dir}: run the same apply "
+            "again to finish"
         ) from None
 
 
