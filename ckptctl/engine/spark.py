@@ -472,3 +472,19 @@ def arrow_batches(rows: Iterable[tuple], ddl: str, chunk: int = 65536) -> Iterat
         columns = list(zip(*batch, strict=True))
         yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)],
                                          schema=schema)  # fmt: skip
+
+
+def executor_error(e: BaseException) -> CkptError | None:
+    """The :class:`CkptError` a task raised (the last one its traceback names), as one line on
+    the driver; ``None`` when the task failed otherwise (a bug, the JVM). A task's error comes
+    back as a PythonException whose first line names nothing; the gc planner and gc apply on
+    executors both read it (here, below both: apply importing the planner made an import cycle)."""
+    import re
+
+    raised = re.findall(r"^ckptctl\.[\w.]*?(\w+): (.+)$", str(e), re.MULTILINE)
+    if raised:
+        return CkptError(raised[-1][1])
+    if "Checkpoint block" in str(e) and "not found" in str(e):  # kept rows lost with their executor
+        return CkptError("an executor holding the rows being planned was lost (its rows are not recomputed): "
+                         "nothing was decided; plan again")  # fmt: skip
+    return None

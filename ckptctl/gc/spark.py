@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from ckptctl import storage as st
+from ckptctl.engine.spark import executor_error
 from ckptctl.errors import CkptError
 from ckptctl.flink39964 import SavepointFiles
 from ckptctl.gc.contexts import (
@@ -353,20 +354,6 @@ def _referenced_partition(rows) -> Iterator[str]:
 
 def _changelog_partition(rows) -> Iterator[str]:
     yield from changelog_ids(r[0] for r in rows)
-
-
-def executor_error(e: BaseException) -> CkptError | None:
-    """The :class:`CkptError` a task raised (the last one its traceback names), as one line on
-    the driver; ``None`` when the task failed otherwise (a bug, the JVM)."""
-    import re
-
-    raised = re.findall(r"^ckptctl\.[\w.]*?(\w+): (.+)$", str(e), re.MULTILINE)
-    if raised:
-        return CkptError(raised[-1][1])
-    if "Checkpoint block" in str(e) and "not found" in str(e):  # kept rows lost with their executor
-        return CkptError("an executor holding the rows being planned was lost (its rows are not recomputed): "
-                         "nothing was decided; plan again")  # fmt: skip
-    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -150,7 +150,7 @@ def delete_on_executors(
     except CkptError:
         raise
     except Exception as e:  # noqa: BLE001 - Py4JJavaError with an executor's traceback
-        from ckptctl.gc.spark import executor_error
+        from ckptctl.engine.spark import executor_error
 
         raised = executor_error(e)  # a task's own error (an endpoint that stopped answering), not "PythonException"
         why = str(raised) if raised is not None else f"{type(e).__name__}: {first_line(e)}"
