@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.engine.spark import executor_error
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.apply import (
     GcApplyRefused,
@@ -150,8 +151,6 @@ def delete_on_executors(
     except CkptError:
         raise
     except Exception as e:  # noqa: BLE001 - Py4JJavaError with an executor's traceback
-        from ckptctl.engine.spark import executor_error
-
         raised = executor_error(e)  # a task's own error (an endpoint that stopped answering), not "PythonException"
         why = str(raised) if raised is not None else f"{type(e).__name__}: {first_line(e)}"
         raise SparkApplyFailed(
