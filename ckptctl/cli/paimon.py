@@ -24,7 +24,7 @@ from ckptctl.cli.base import (
     get_output,
     writable_outputs,
 )
-from ckptctl.cli.params import AGE, Instant
+from ckptctl.cli.params import AGE, DURATION, Instant
 
 paimon_app = typer.Typer(
     help=(
@@ -39,7 +39,11 @@ app.add_typer(paimon_app, name="paimon")
 
 TableOpt = Annotated[
     str,
-    typer.Option("--table", metavar="URI", help="The Paimon table directory (local path or s3://bucket/warehouse/db.db/t)."),
+    typer.Option(
+        "--table",
+        metavar="URI",
+        help="The Paimon table directory (local path or s3://bucket/warehouse/db.db/t).",
+    ),
 ]
 OlderThanOpt = Annotated[
     float | None,
@@ -75,8 +79,11 @@ def status_command(
     table: TableOpt,
     operator: Annotated[
         str | None,
-        typer.Option("--operator", metavar="ID", help="The Global Committer's operator id or uid, when a job "
-                     "writes several Paimon tables."),
+        typer.Option(
+            "--operator",
+            metavar="ID",
+            help="The Global Committer's operator id or uid, when a job writes several Paimon tables.",
+        ),
     ] = None,  # fmt: skip
     older_than: OlderThanOpt = None,
     s3_endpoint: EndpointOpt = None,
@@ -103,7 +110,8 @@ def orphans_command(
     checkpoints: Annotated[
         list[str],
         typer.Option(
-            "--checkpoints", metavar="ROOT",
+            "--checkpoints",
+            metavar="ROOT",
             help="Where the writing job's retained checkpoints and savepoints are (repeatable): every file a "
             "committable of theirs names is kept.",
         ),
@@ -112,11 +120,24 @@ def orphans_command(
     min_age: Annotated[
         float,
         typer.Option(
-            "--min-age", parser=AGE, metavar="AGE",
+            "--min-age",
+            parser=AGE,
+            metavar="AGE",
             help="Never delete a file younger than this, whatever --older-than says: a running job's checkpoint "
             "in progress names its files nowhere yet. Lower it only when no job writes the table.",
         ),
     ] = 3600.0,  # fmt: skip
+    margin: Annotated[
+        float | None,
+        typer.Option(
+            "--margin",
+            parser=DURATION,
+            metavar="DURATION",
+            help="gc's in-flight margin (default: gc plan's, 1h): files must also predate the newest retained "
+            "checkpoint of every scanned writer by this, and data, changelog and index files the table's latest "
+            "commit by this; younger ones may be named by the checkpoint or commit coming next.",
+        ),
+    ] = None,  # fmt: skip
     output: Annotated[
         str | None,
         typer.Option("-o", "--output", metavar="PLAN.json", help="Write the plan for `ckptctl gc apply`."),
@@ -134,7 +155,7 @@ def orphans_command(
     age, at = _cut_off(older_than)
     plan = plan_orphans(
         storage, table, list(checkpoints), mappings, older_than=age, older_than_at=at, s3_endpoint=s3_endpoint,
-        min_age=float(min_age),
+        min_age=float(min_age), margin=margin,
     )  # fmt: skip
     if output:
         write_plan(plan, output)

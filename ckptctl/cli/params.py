@@ -51,6 +51,16 @@ def parse_age(text: str, option: str) -> float:
     return Instant(when.timestamp())
 
 
+def parse_duration(text: str, option: str) -> float:
+    """A duration only (``--margin 1h``): an ISO time is an instant, which no margin is."""
+    from ckptctl.errors import CkptError
+
+    value = parse_age(text, option)
+    if isinstance(value, Instant):
+        raise CkptError(f"{option} expects a duration like 1h or 10m, not a time")
+    return value
+
+
 def parse_bytes(text: str, option: str) -> int:
     """``1048576``, ``512MiB``, ``10G`` (binary units) as a number of bytes."""
     from ckptctl.errors import CkptError
@@ -152,6 +162,7 @@ def _rebase(text: str, option: str) -> Any:
 
 
 AGE = Typed("duration", parse_age)  # --older-than 24h: seconds of age (a duration or an ISO time)
+DURATION = Typed("duration", parse_duration)  # --margin 1h: seconds, never an instant
 BYTES = Typed("bytes", parse_bytes)  # --bwlimit 50MiB: bytes, binary units
 PARALLELISM = Typed("parallelism", parse_parallelism)  # -p 4 or -p 1..8: the list of parallelisms
 TTL = Typed("ttl", parse_ttl)  # --ttl 7d or NAME=7d: (state name or None, milliseconds)

@@ -10,12 +10,24 @@ a retained checkpoint or savepoint under ``--checkpoints`` names, and the result
 ``ckptctl gc apply`` re-validates (a fresh plan with the same cut-off instant, each file unchanged)
 before it deletes anything.
 
+Two more guards read time, both with gc's ``--margin`` (its in-flight rule, the same option and
+default). A file younger than the newest retained checkpoint or savepoint of any commit user whose
+checkpoints are scanned, less the margin, may be one that user's running writer flushed for the
+checkpoint it is taking (slow or failing checkpoints): kept as ``in_flight``. A data, changelog or
+index file written after the table's latest commit (its newest ``snapshot-N`` file, on any branch),
+less the margin, was named by no commit yet: if no scanned committable names it, only a writer whose
+checkpoints are not scanned (one whose commits all failed has no snapshot to be learnt from) or a
+running one holds it: kept as ``after_last_commit``. Times before 2016 are no time
+(:data:`PLAUSIBLE_MTIME`): such an anchor keeps every file it would date.
+
 Fail closed: the plan is blocked when a checkpoint cannot be read, when a root is one checkpoint
 (``chk-N``: the job's other retained checkpoints would not be protected), when no checkpoint under
 the roots holds Paimon committer state, or when the table has a streaming commit user (a Flink job's)
 with no checkpoint under the roots, or whose latest commit identifier (a checkpoint id) is above
 every checkpoint of it under the roots (the job's newer checkpoints or savepoint are elsewhere):
-that job's uncommitted files would not be protected.
+that job's uncommitted files would not be protected; and when such a user's newest checkpoint is
+older than the cut-off (its checkpoints are failing, or the job stopped: nothing tells the two
+apart, and a running writer's files since then are named nowhere yet).
 """
 
 from __future__ import annotations
@@ -71,6 +83,13 @@ class OrphanPlan:
     # Paimon orphans whose mtime is a store's stand-in (before 2016: :data:`PLAUSIBLE_MTIME`): no age,
     # so --older-than and --min-age cannot vouch for them: kept
     undated: list[dict[str, Any]] = field(default_factory=list)
+    margin: float | None = None  # gc's --margin; None: gc's default
+    # not older than a scanned writer's newest checkpoint less the margin: kept (see the module docstring)
+    in_flight: list[dict[str, Any]] = field(default_factory=list)
+    # data, changelog and index files not older than the table's latest commit less the margin: kept
+    after_last_commit: list[dict[str, Any]] = field(default_factory=list)
+    anchors: list[dict[str, Any]] = field(default_factory=list)  # per commit user: its newest checkpoint
+    latest_commit: dict[str, Any] | None = None  # the table's newest snapshot file, its time
 
     @property
     def options(self) -> OrphanPlan:
@@ -88,6 +107,8 @@ class OrphanPlan:
             "cutoff": self.cutoff, "min_age": self.min_age, "scopes": list(self.scope_uris), "blocked": bool(self.refusals),
             "refusals": self.refusals, "warnings": self.warnings, "storage": {"s3_endpoint": self.s3_endpoint},
             "candidates": [c.as_dict() for c in self.candidates], "held": self.held, "undated": self.undated,
+            "margin": self.margin, "in_flight": self.in_flight, "after_last_commit": self.after_last_commit,
+            "anchors": self.anchors, "latest_commit": self.latest_commit,
             "candidate_bytes": sum(c.size for c in self.candidates),
         }  # fmt: skip
 
@@ -95,10 +116,18 @@ class OrphanPlan:
 def plan_orphans(
     storage, table_uri: str, checkpoint_roots: list[str], mappings, *,
     older_than: float = DAY_SECONDS, older_than_at: float | None = None, s3_endpoint: str | None = None,
-    min_age: float = MIN_AGE,
+    min_age: float = MIN_AGE, margin: float | None = None,
 ) -> OrphanPlan:  # fmt: skip
     """``min_age``: the youngest a candidate may be, whatever the cut-off says (see :data:`MIN_AGE`);
-    lowered only by a user who knows no job writes the table."""
+    lowered only by a user who knows no job writes the table. ``margin``: gc's ``--margin`` (``None``:
+    its default), how long before a writer's newest checkpoint, or the table's latest commit, a file
+    may have been written for what comes next."""
+    from ckptctl.gc.options import GcOptions
+
+    if margin is None:
+        margin = GcOptions.margin
+    if not (math.isfinite(margin) and margin >= 0):
+        raise CkptError(f"--margin must be a finite duration, not negative, got {margin}")
     if not checkpoint_roots:
         raise CkptError("--checkpoints ROOT is required: the Flink checkpoints whose files must be kept")
     table = PaimonTable(table_uri, storage)
@@ -108,7 +137,9 @@ def plan_orphans(
     cutoff = older_than_at if older_than_at is not None else now - older_than
     if cutoff > now:
         # as Paimon refuses: a file written right now is named by no snapshot yet
-        raise CkptError(f"--older-than must lie in the past of the storage's clock (now {now:.0f}, cut-off {cutoff:.0f})")
+        raise CkptError(
+            f"--older-than must lie in the past of the storage's clock (now {now:.0f}, cut-off {cutoff:.0f})"
+        )
     if cutoff > now - min_age:
         raise CkptError(
             f"--older-than must be at least --min-age ({min_age:g}s) before the storage's clock (now {now:.0f}, "
@@ -119,6 +150,7 @@ def plan_orphans(
     warnings: list[str] = []
     states = []
     roots = []
+    loaded = []  # (checkpoint, its sink state) of every root
     for root in checkpoint_roots:
         unreadable: dict[str, str] = {}
         try:
@@ -130,6 +162,7 @@ def plan_orphans(
             continue
         roots.append(root_uri)
         states.extend(s for _ck, s in got)
+        loaded.extend(got)
         if len(got) == 1 and got[0][0].location.uri == root_uri and got[0][0].kind != "savepoint":
             # one retained checkpoint of a job: the others retained next to it (newer ones with
             # committables not yet committed) would not be protected
@@ -138,7 +171,9 @@ def plan_orphans(
                 "checkpoints next to it would not be protected; name the job's checkpoint directory"
             )})  # fmt: skip
         for uri, err in unreadable.items():
-            refusals.append({"code": "unreadable-metadata", "message": f"{uri}: {err} (its files cannot be protected)"})
+            refusals.append(
+                {"code": "unreadable-metadata", "message": f"{uri}: {err} (its files cannot be protected)"}
+            )
     with_sink = [s for s in states if committers(s)]
     if not with_sink and not refusals:
         refusals.append({"code": "no-paimon-checkpoint", "message": (
@@ -174,24 +209,145 @@ def plan_orphans(
                 f"its newest checkpoint under --checkpoints is {newest_of[user]}: the job's newer checkpoints or "
                 "savepoints are elsewhere and their uncommitted files would not be protected; add their directory"
             )})  # fmt: skip
+    anchors = writer_anchors(loaded)
+    in_flight_at = _in_flight_at(anchors, margin, warnings)
+    for a in anchors:
+        was = latest_of.get(a["commit_user"])
+        if (
+            was is not None
+            and was[1].commit_identifier != END_INPUT
+            and _dated(a["mtime"])
+            and a["mtime"] < cutoff
+        ):
+            refusals.append({"code": "failing-checkpoints", "message": (
+                f"commit user {a['commit_user']}: its newest checkpoint {a['checkpoint']} completed at "
+                f"{_iso(a['mtime'])}, before the cut-off {_iso(cutoff)}: its checkpoints are failing (or the job "
+                "stopped), and the files its writer flushed since are named by no checkpoint yet; if the job is "
+                f"stopped, pass --older-than {_iso(a['mtime'] - margin)} or earlier"
+            )})  # fmt: skip
+    latest_commit = _latest_commit(table)
+    after_commit_at = _after_commit_at(latest_commit, margin, warnings)
     held_names = held_file_names(states)
     candidates: list[Candidate] = []
     held: list[dict[str, Any]] = []
     undated: list[dict[str, Any]] = []
+    in_flight: list[dict[str, Any]] = []
+    after_last_commit: list[dict[str, Any]] = []
     for c in table.orphan_candidates(cutoff):
         name = c.uri.rpartition("/")[2]
         if name in held_names:
             held.append({"path": c.path, "size": c.size, "checkpoints": sorted(held_names[name])})
         elif c.mtime is None or not c.mtime >= PLAUSIBLE_MTIME:  # Paimon would take it: its age is unknown
             undated.append({"path": c.path, "size": c.size, "mtime": c.mtime})
+        elif c.mtime >= in_flight_at:
+            in_flight.append({"path": c.path, "size": c.size, "mtime": c.mtime})
+        elif c.area in WRITTEN_BY_WRITERS and c.mtime >= after_commit_at:
+            after_last_commit.append({"path": c.path, "size": c.size, "mtime": c.mtime})
         else:
             candidates.append(Candidate(c.uri, c.size, c.mtime, c.reason))
     layout = table._layout()
     scopes = (table.uri, *(st.normalize_uri(p.strip()) for p in layout.external_paths if p.strip()))
     return OrphanPlan(
-        table.uri, roots, cutoff, candidates, held, refusals, warnings, s3_endpoint, None, min_age, scopes,
+        table.uri,
+        roots,
+        cutoff,
+        candidates,
+        held,
+        refusals,
+        warnings,
+        s3_endpoint,
+        None,
+        min_age,
+        scopes,
         undated=undated,
+        margin=margin,
+        in_flight=in_flight,
+        after_last_commit=after_last_commit,
+        anchors=anchors,
+        latest_commit=latest_commit,
     )
+
+
+# the areas of a table whose files a commit message names (OrphanCandidate.area): a bucket
+# directory's data and changelog files, and index files
+WRITTEN_BY_WRITERS = frozenset({"data", "index"})
+
+
+def _dated(t: float | None) -> bool:
+    return t is not None and t >= PLAUSIBLE_MTIME
+
+
+def _iso(t: float) -> str:
+    import datetime as dt
+
+    try:
+        return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"{t:.0f}"
+
+
+def writer_anchors(loaded) -> list[dict[str, Any]]:
+    """Per commit user with Paimon committer state in a scanned checkpoint or savepoint: the
+    newest of them by ``_metadata`` time (gc's in-flight anchor), or the first without a usable
+    time (before 2016, or none): then nothing tells when the user's writer last checkpointed."""
+    per_user: dict[str | None, list[tuple[float | None, str]]] = {}
+    for ck, s in loaded:
+        meta = ck.location.metadata
+        for op in committers(s):
+            per_user.setdefault(op.commit_user, []).append(
+                (None if meta is None else meta.mtime, ck.location.uri)
+            )
+    out = []
+    for user, cks in sorted(per_user.items(), key=lambda kv: str(kv[0])):
+        undated = sorted(uri for t, uri in cks if not _dated(t))
+        if undated:
+            out.append({"commit_user": user, "checkpoint": undated[0], "mtime": None})
+            continue
+        t, uri = max(cks)
+        out.append({"commit_user": user, "checkpoint": uri, "mtime": t})
+    return out
+
+
+def _in_flight_at(anchors: list[dict[str, Any]], margin: float, warnings: list[str]) -> float:
+    """The time from which a file may be in flight for some scanned writer: its newest checkpoint
+    less the margin, the earliest over the writers; an undated anchor: every file (-inf)."""
+    undated = [a for a in anchors if a["mtime"] is None]
+    if undated:
+        a = undated[0]
+        warnings.append(
+            f"commit user {a['commit_user']}: {a['checkpoint']} has no usable _metadata time, so nothing tells "
+            "when its writer last checkpointed: every Paimon orphan is kept as possibly in flight"
+        )
+        return -math.inf
+    return min((a["mtime"] - margin for a in anchors), default=math.inf)
+
+
+def _latest_commit(table: PaimonTable) -> dict[str, Any] | None:
+    """The table's latest commit: of the newest ``snapshot-N`` file of each branch, the newest by
+    time, or the first without a usable time (then nothing is known to be older than it)."""
+    found = [(branch, f) for branch, f in table.latest_commit_files()]
+    if not found:
+        return None
+    undated = [(b, f) for b, f in found if not _dated(f.mtime)]
+    branch, f = undated[0] if undated else max(found, key=lambda bf: bf[1].mtime)
+    return {
+        "branch": branch,
+        "snapshot": table.relative(f.uri),
+        "mtime": f.mtime if _dated(f.mtime) else None,
+    }
+
+
+def _after_commit_at(latest: dict[str, Any] | None, margin: float, warnings: list[str]) -> float:
+    """From when a writer's file was named by no commit yet: the latest commit less the margin. No
+    commit at all, or one without a usable time: every file (-inf)."""
+    if latest is not None and latest["mtime"] is not None:
+        return latest["mtime"] - margin
+    if latest is not None:
+        warnings.append(
+            f"{latest['snapshot']}, the table's latest commit, has no usable time: every data, changelog and index "
+            "file no scanned checkpoint names is kept (a writer whose checkpoints are not scanned may hold it)"
+        )
+    return -math.inf
 
 
 def write_plan(plan: OrphanPlan, path: str) -> None:
@@ -213,7 +369,10 @@ def validate(data: dict[str, Any], path: str | None) -> None:
         if not cond:
             raise InvalidPlan(what, path)
 
-    check(data.get("format") == PLAN_FORMAT, f"paimon-orphans format {data.get('format')!r} (expected {PLAN_FORMAT})")
+    check(
+        data.get("format") == PLAN_FORMAT,
+        f"paimon-orphans format {data.get('format')!r} (expected {PLAN_FORMAT})",
+    )
     check(isinstance(data.get("table"), str) and bool(data["table"]), "'table' is not a string")
     cks = data.get("checkpoints")
     check(isinstance(cks, list) and bool(cks) and all(isinstance(c, str) for c in cks), "'checkpoints'")
@@ -221,9 +380,17 @@ def validate(data: dict[str, Any], path: str | None) -> None:
     check(isinstance(scopes, list) and bool(scopes) and all(isinstance(c, str) for c in scopes), "'scopes'")
     check(data["table"] in scopes, "'scopes' does not hold the table")
     cutoff = data.get("cutoff")
-    check(isinstance(cutoff, int | float) and not isinstance(cutoff, bool) and math.isfinite(cutoff), "'cutoff'")
+    check(
+        isinstance(cutoff, int | float) and not isinstance(cutoff, bool) and math.isfinite(cutoff), "'cutoff'"
+    )
     ma = data.get("min_age", MIN_AGE)
-    check(isinstance(ma, int | float) and not isinstance(ma, bool) and math.isfinite(ma) and ma >= 0, "'min_age'")
+    check(
+        isinstance(ma, int | float) and not isinstance(ma, bool) and math.isfinite(ma) and ma >= 0,
+        "'min_age'",
+    )
+    mg = data.get("margin")
+    check(mg is None or (isinstance(mg, int | float) and not isinstance(mg, bool) and math.isfinite(mg) and mg >= 0),
+          "'margin'")  # fmt: skip
     validate_outcome(data, path)
     for i, c in enumerate(data["candidates"]):
         check(any(st.is_under(c["path"], s) for s in scopes), f"candidate #{i} lies outside the table")
@@ -237,10 +404,13 @@ def revalidate(storage, data: dict[str, Any], mappings=None):
 
     validate(data, None)
     if data["blocked"]:
-        raise BlockedPlan("this plan was blocked and can never be applied; run `ckptctl paimon orphans` again")
+        raise BlockedPlan(
+            "this plan was blocked and can never be applied; run `ckptctl paimon orphans` again"
+        )
     fresh = plan_orphans(
         storage, data["table"], data["checkpoints"], mappings or Rebase(), older_than_at=float(data["cutoff"]),
         min_age=float(data.get("min_age", MIN_AGE)),
+        margin=None if data.get("margin") is None else float(data["margin"]),
         s3_endpoint=data["storage"].get("s3_endpoint"),
     )  # fmt: skip
     if fresh.refusals:
@@ -253,7 +423,12 @@ def revalidate(storage, data: dict[str, Any], mappings=None):
     for c in data["candidates"]:
         cur = now.get(c["path"])
         if cur is None:
-            skipped.append({"path": c["path"], "reason": "no longer a candidate (gone, named again, or held by a checkpoint)"})
+            skipped.append(
+                {
+                    "path": c["path"],
+                    "reason": "no longer a candidate (gone, named again, or held by a checkpoint)",
+                }
+            )
         elif cur.size != c["size"] or cur.mtime != c["mtime"]:
             skipped.append({"path": c["path"], "reason": "changed since the plan (size or mtime)"})
         else:

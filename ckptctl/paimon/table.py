@@ -205,6 +205,10 @@ class OrphanCandidate:
     size: int
     mtime: float | None
     reason: str
+    # where it lies: ``data`` (a bucket directory: data and changelog files), ``index``, ``manifest``,
+    # ``statistics``, ``snapshot`` or ``changelog`` (a stray there); only data and index files are
+    # what a writer's commit message names
+    area: str = ""
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -608,26 +612,49 @@ class PaimonTable:
                     name = f.uri.rpartition("/")[2]
                     if not name.startswith(prefix) and name not in (EARLIEST, LATEST) and old(f):
                         out.append(
-                            OrphanCandidate(self.relative(f.uri), f.uri, f.size, f.mtime, f"not-a-{subdir}")
+                            OrphanCandidate(
+                                self.relative(f.uri), f.uri, f.size, f.mtime, f"not-a-{subdir}", subdir
+                            )
                         )
         candidates = [
-            f for f in self._candidate_files() if old(f) and not f.uri.endswith(MANAGED_BLOB_SUFFIX)
+            (area, f)
+            for area, f in self._candidate_files()
+            if old(f) and not f.uri.endswith(MANAGED_BLOB_SUFFIX)
         ]
         if candidates:
             used = self.used_file_names()
-            for f in candidates:
+            for area, f in candidates:
                 if f.uri.rpartition("/")[2] not in used:
-                    out.append(OrphanCandidate(self.relative(f.uri), f.uri, f.size, f.mtime, "unreferenced"))
+                    out.append(
+                        OrphanCandidate(self.relative(f.uri), f.uri, f.size, f.mtime, "unreferenced", area)
+                    )
         return sorted(out, key=lambda c: c.path)
+
+    def latest_commit_files(self) -> list[tuple[str, FileInfo]]:
+        """(branch, its newest ``snapshot-N`` file as the listing shows it: time included) for each
+        branch that has one: the table's latest commits. A file newer than all of them was named by
+        no commit yet, whatever the snapshots say."""
+        out = []
+        for branch in self._valid_branches():
+            table = self if branch == self.branch else self.with_branch(branch)
+            numbered = []
+            for f in table._names("snapshot"):
+                name = f.uri.rpartition("/")[2]
+                if name.startswith(SNAPSHOT_PREFIX) and name[len(SNAPSHOT_PREFIX) :].isdigit():
+                    numbered.append((int(name[len(SNAPSHOT_PREFIX) :]), f))
+            if numbered:
+                out.append((branch, max(numbered)[1]))
+        return out
 
     def listed_files(self) -> list[FileInfo]:
         """The files in the directories Paimon's orphan clean-up lists (manifest/, index/,
         statistics/ and the bucket directories), whatever names them."""
-        return list(self._candidate_files())
+        return [f for _area, f in self._candidate_files()]
 
-    def _candidate_files(self) -> Iterator[FileInfo]:
-        """Files of ``OrphanFilesClean.listPaimonFileDirs``: manifest/, index/, statistics/ and the
-        bucket directories (partition directories are those whose name contains ``=``)."""
+    def _candidate_files(self) -> Iterator[tuple[str, FileInfo]]:
+        """(area, file) of ``OrphanFilesClean.listPaimonFileDirs``: manifest/, index/, statistics/
+        (area: the directory's name) and the bucket directories (``data``; partition directories
+        are those whose name contains ``=``)."""
         layout = self._layout()
         roots = [layout.data_root] + [normalize_uri(p.strip()) for p in layout.external_paths if p.strip()]
         in_table = {"manifest", "index", "statistics"}
@@ -639,7 +666,7 @@ class PaimonTable:
             for f in files:
                 rest = f.uri[len(top) + 1 :].split("/")
                 if top == self.uri and len(rest) == 2 and rest[0] in in_table:
-                    yield f
+                    yield rest[0], f
                     continue
                 for root in roots:
                     if f.uri.startswith(root + "/"):
@@ -650,7 +677,7 @@ class PaimonTable:
                             and all("=" in p for p in parts[:depth])
                             and parts[depth].startswith(BUCKET_PREFIX)
                         ):
-                            yield f
+                            yield "data", f
                         break
 
     # -- layout

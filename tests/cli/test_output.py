@@ -103,8 +103,10 @@ def json_runs(s: Scenario, tmp: Path) -> list[tuple[tuple[str, ...], list[str]]]
         (("relocate",), [*relocate_args, *s.rebase, "-o", str(tmp / "relocate.json")]),
         (("relocate-apply",), [str(tmp / "relocate.json")]),
         (("paimon", "status"), [str(PAIMON_RUN / "checkpoints"), "--table", str(PAIMON_RUN / PAIMON_TABLE)]),
+        # a cut-off before any checkout: the job's newest checkpoint (checked out when the repo was)
+        # is never older than it, which a stopped job's must not be (failing checkpoints are refused)
         (("paimon", "orphans"), ["--table", str(PAIMON_RUN / PAIMON_TABLE), "--checkpoints",
-                                 str(PAIMON_RUN / "checkpoints")]),
+                                 str(PAIMON_RUN / "checkpoints"), "--older-than", "2020-01-01T00:00:00Z"]),
     ]
 
 

@@ -11,7 +11,6 @@ restore went wrong.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import time
@@ -26,6 +25,7 @@ from ckptctl.paimon.restore import run_report
 from ckptctl.paimon.table import PaimonTable
 from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
+from tests.support.paimon_scenarios import CHECKPOINTED, age_files, commit_again
 from tests.support.s3_clock import next_second
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +33,11 @@ PAIMON = REPO / "fixtures" / "paimon"
 MANIFEST = json.loads((PAIMON / "manifest.json").read_text())
 ENTRIES = {e["scenario"]: e for e in MANIFEST["entries"]}
 TABLE = Path("warehouse/default.db/events")
-RESTORED = [(sc, name) for sc in ENTRIES for name in json.loads((REPO / ENTRIES[sc]["expected"]).read_text())["restores"]]
+RESTORED = [
+    (sc, name)
+    for sc in ENTRIES
+    for name in json.loads((REPO / ENTRIES[sc]["expected"]).read_text())["restores"]
+]
 
 
 def expected(scenario: str) -> dict:
@@ -141,14 +145,22 @@ def test_cli_exit_codes_and_json() -> None:
 
 
 def _copy_pending(tmp_path: Path) -> tuple[Path, Path, float]:
-    """pending (checkpoints + table) copied, with every file made two days old."""
+    """pending (checkpoints + table) copied, the table's files made two days old, the checkpoints
+    minutes old (the job still runs: see tests/support/paimon_scenarios.py)."""
     dst = tmp_path / "pending"
     shutil.copytree(REPO / ENTRIES["pending"]["data_dir"], dst, copy_function=shutil.copy)  # times of now
-    old = time.time() - 2 * 86400
-    for p in dst.rglob("*"):
-        os.utime(p, (old, old))
-    chk_root = dst / Path(expected("pending")["checkpoint_dir"]).relative_to(ENTRIES["pending"]["original_root"])
+    old = age_files(dst, 2 * 86400)
+    chk_root = dst / Path(expected("pending")["checkpoint_dir"]).relative_to(
+        ENTRIES["pending"]["original_root"]
+    )
+    age_files(chk_root, CHECKPOINTED)
     return chk_root, dst / TABLE, old
+
+
+def _restored_from_older(chk_root: Path, table: Path, old: float) -> None:
+    """The job restored from its checkpoint before the newest (chk-5) and re-committed 5: the files
+    only the newest checkpoint named are garbage now, older than the table's latest commit."""
+    commit_again(table, 5, old + 3 * 3600)
 
 
 def test_orphans_keep_what_a_checkpoint_holds_and_gc_apply_deletes_the_rest(tmp_path: Path) -> None:
@@ -162,10 +174,13 @@ def test_orphans_keep_what_a_checkpoint_holds_and_gc_apply_deletes_the_rest(tmp_
     plan = plan_orphans(Storage(), str(table), [str(chk_root)], Rebase())
     assert not plan.refusals and not plan.candidates
     assert {h["path"] for h in plan.held} == paimon_would_delete
-    # the newest checkpoint gone (subsumed): the files only it named become garbage
+    # the newest checkpoint gone (the job restored from the one before): the files only it named become garbage
     shutil.rmtree(newest)
+    _restored_from_older(chk_root, table, _old)
     plan_file = tmp_path / "plan.json"
-    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(chk_root), "-o", str(plan_file))
+    res = run(
+        "paimon", "orphans", "--table", str(table), "--checkpoints", str(chk_root), "-o", str(plan_file)
+    )
     assert res.exit_code == 0, res.output
     plan = json.loads(plan_file.read_text())
     going = {c["path"].rpartition("/")[2] for c in plan["candidates"]}
@@ -180,22 +195,30 @@ def test_orphans_keep_what_a_checkpoint_holds_and_gc_apply_deletes_the_rest(tmp_
     assert all(any(p.name == k for p in table.rglob("*")) for k in kept)
     # every retained checkpoint still restores: nothing it needs is missing
     after = run_report(Storage(), str(chk_root), str(table), Rebase())
-    assert after.forecasts and all(x.state != "missing" for f in after.forecasts for c in f.committables for x in c.files)
+    assert after.forecasts and all(
+        x.state != "missing" for f in after.forecasts for c in f.committables for x in c.files
+    )
 
 
 def test_apply_skips_a_file_a_checkpoint_holds_again(tmp_path: Path) -> None:
-    chk_root, table, _old = _copy_pending(tmp_path)
+    chk_root, table, old = _copy_pending(tmp_path)
     newest = max(chk_root.glob("chk-*"), key=lambda p: int(p.name[4:]))
     aside = tmp_path / "aside"
     shutil.move(newest, aside)
+    _restored_from_older(chk_root, table, old)
     plan_file = tmp_path / "plan.json"
-    assert run("paimon", "orphans", "--table", str(table), "--checkpoints", str(chk_root), "-o", str(plan_file)).exit_code == 0
+    assert (
+        run(
+            "paimon", "orphans", "--table", str(table), "--checkpoints", str(chk_root), "-o", str(plan_file)
+        ).exit_code
+        == 0
+    )
     n = len(json.loads(plan_file.read_text())["candidates"])
     assert n > 0
     shutil.move(aside, newest)  # the checkpoint is back (a restore from it is possible again)
     res = run("--json", "gc", "apply", str(plan_file), "--yes")
     assert res.exit_code == 0, res.output
-    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    doc = json.loads(res.stdout[res.stdout.index("{") :])
     assert doc["deleted_files"] == 0 and len(doc["skipped"]) == n
     f = run_report(Storage(), str(newest), str(table), Rebase()).forecasts[0]
     assert f.committables and all(x.state != "missing" for c in f.committables for x in c.files)
@@ -215,7 +238,12 @@ def test_orphans_fail_closed(tmp_path: Path) -> None:
     assert "no-paimon-checkpoint" in {r["code"] for r in plan.refusals}
     # a blocked plan written to a file can never be applied
     plan_file = tmp_path / "blocked.json"
-    assert run("paimon", "orphans", "--table", str(table), "--checkpoints", str(other), "-o", str(plan_file)).exit_code == 1
+    assert (
+        run(
+            "paimon", "orphans", "--table", str(table), "--checkpoints", str(other), "-o", str(plan_file)
+        ).exit_code
+        == 1
+    )
     res = run("gc", "apply", str(plan_file), "--yes")
     assert res.exit_code == 1 and "blocked" in res.output
     # an unreadable _metadata under the roots blocks: its files cannot be protected
@@ -234,7 +262,12 @@ def test_a_tampered_orphan_plan_is_refused(tmp_path: Path) -> None:
     chk_root, table, _old = _copy_pending(tmp_path)
     shutil.rmtree(max(chk_root.glob("chk-*"), key=lambda p: int(p.name[4:])))
     plan_file = tmp_path / "plan.json"
-    assert run("paimon", "orphans", "--table", str(table), "--checkpoints", str(chk_root), "-o", str(plan_file)).exit_code == 0
+    assert (
+        run(
+            "paimon", "orphans", "--table", str(table), "--checkpoints", str(chk_root), "-o", str(plan_file)
+        ).exit_code
+        == 0
+    )
     plan = json.loads(plan_file.read_text())
     victim = next(chk_root.glob("chk-*/_metadata"))
     plan["candidates"].append({"path": victim.as_uri().replace("file:///", "file:/"), "size": victim.stat().st_size,
@@ -262,12 +295,19 @@ def test_states_shows_the_committables_java_read(scenario: str) -> None:
         assert got == want
 
 
-def _upload(s3_server, bucket: str, src: Path, prefix: str, skip: str | None = None) -> str:
-    s3_server.create_bucket(bucket)
+def _upload(s3_server, bucket: str, src: Path, prefix: str, skip: str | None = None, where=None) -> str:
+    """``src``'s files to s3://bucket/prefix, but ``skip`` (a file or directory) and those whose
+    path relative to ``src`` ``where`` (if given) refuses."""
     fs = s3_server.filesystem()
+    if not fs.exists(bucket):
+        s3_server.create_bucket(bucket)
     for p in sorted(src.rglob("*")):
         rel = p.relative_to(src).as_posix()
-        if p.is_file() and not (skip and (rel == skip or rel.startswith(skip + "/"))):
+        if (
+            p.is_file()
+            and not (skip and (rel == skip or rel.startswith(skip + "/")))
+            and (where is None or where(rel))
+        ):
             fs.pipe_file(f"{bucket}/{prefix}/{rel}", p.read_bytes())
     return f"s3://{bucket}/{prefix}"
 
@@ -296,15 +336,33 @@ def test_status_and_orphans_over_s3_agree_with_local(s3_server, tmp_path: Path) 
     assert on_s3 == on_disk and on_s3[0][1] == [5, 6]
     broken = forecast(f"{base}/{job}/{newest}", cleaned)
     assert broken[0][2] == ["B"] and broken[0][3] is False
-    # orphans on S3: the newest checkpoint not uploaded, so only its own files are garbage
-    run_base = _upload(s3_server, "ckptctl-paimon-gc", local, "pending", skip=f"{job}/{newest}")
-    next_second()  # object times have whole seconds: the cut-off "now" must be after the uploads
+    # orphans on S3: the newest checkpoint not uploaded (the job restored from the one before), so
+    # only its own files are garbage. Uploaded in the order the job wrote them, a second apart (S3
+    # times have whole seconds): the data files, then the table's commits, then the checkpoints.
+    table_rel = TABLE.as_posix()
+    bucket_files = re.compile(re.escape(table_rel) + r"/part=[^/]+/bucket-")
+    run_base = _upload(s3_server, "ckptctl-paimon-gc", local, "pending", where=bucket_files.match)
+    next_second()
+    _upload(s3_server, "ckptctl-paimon-gc", local, "pending",
+            where=lambda rel: rel.startswith(table_rel + "/") and not bucket_files.match(rel))  # fmt: skip
+    next_second()
+    checkpointed = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    _upload(s3_server, "ckptctl-paimon-gc", local, "pending", skip=f"{job}/{newest}",
+            where=lambda rel: rel.startswith(job + "/"))  # fmt: skip
+    next_second()  # the cut-off "now" must be after the uploads
     plan_file = tmp_path / "plan.json"
-    res = run("paimon", "orphans", "--table", f"{run_base}/{TABLE.as_posix()}", "--checkpoints",
-              f"{run_base}/{job}", "--older-than", "0s", "-o", str(plan_file), *endpoint)  # fmt: skip
-    assert res.exit_code == 2 and "--min-age" in res.output  # the uploads are seconds old: a job could be writing
-    res = run("paimon", "orphans", "--table", f"{run_base}/{TABLE.as_posix()}", "--checkpoints",
-              f"{run_base}/{job}", "--older-than", "0s", "--min-age", "0s", "-o", str(plan_file), *endpoint)  # fmt: skip
+    orphans = ["paimon", "orphans", "--table", f"{run_base}/{table_rel}", "--checkpoints", f"{run_base}/{job}",
+               "-o", str(plan_file), *endpoint]  # fmt: skip
+    res = run(*orphans, "--older-than", "0s")
+    assert (
+        res.exit_code == 2 and "--min-age" in res.output
+    )  # the uploads are seconds old: a job could be writing
+    # a cut-off after the job's newest checkpoint: a job that checkpoints no more (failing, or stopped)
+    res = run(*orphans, "--older-than", "0s", "--min-age", "0s", "--margin", "0s")
+    assert res.exit_code == 1 and "failing-checkpoints" in {
+        r["code"] for r in json.loads(plan_file.read_text())["refusals"]
+    }
+    res = run(*orphans, "--older-than", checkpointed, "--min-age", "0s", "--margin", "0s")
     assert res.exit_code == 0, res.output
     plan = json.loads(plan_file.read_text())
     going = {c["path"] for c in plan["candidates"]}

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -21,25 +22,11 @@ from ckptctl.paimon.orphans import plan_orphans
 from ckptctl.paimon.restore import run_report
 from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
-
-REPO = Path(__file__).resolve().parents[2]
-PAIMON = REPO / "fixtures" / "paimon"
-TABLE = Path("warehouse/default.db/events")
+from tests.support.paimon_scenarios import commit_again, commit_user, copy_scenario, set_mtime
 
 
 def run(*args: str):
     return CliRunner().invoke(app, gc_alias(list(args)))
-
-
-def copy_scenario(tmp_path: Path, scenario: str, age: float = 2 * 86400) -> tuple[Path, Path]:
-    """A scenario's checkpoints and table copied, every file made ``age`` seconds old: (job dir, table)."""
-    dst = tmp_path / scenario
-    shutil.copytree(PAIMON / "flink" / scenario, dst)
-    old = time.time() - age
-    for p in dst.rglob("*"):
-        os.utime(p, (old, old))
-    (job,) = (dst / "checkpoints").iterdir()
-    return job, dst / TABLE
 
 
 def chk(job: Path, n: int) -> Path:
@@ -63,7 +50,9 @@ def test_one_checkpoint_as_the_root_does_not_protect_its_siblings(tmp_path: Path
     job, table = copy_scenario(tmp_path, "pending")
     assert not missing_on_restore(newest(job), table)
     plan_file = tmp_path / "plan.json"
-    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(chk(job, 4)), "-o", str(plan_file))
+    res = run(
+        "paimon", "orphans", "--table", str(table), "--checkpoints", str(chk(job, 4)), "-o", str(plan_file)
+    )
     assert res.exit_code == 1, res.output
     plan = json.loads(plan_file.read_text())
     assert plan["blocked"] and "single-checkpoint" in {r["code"] for r in plan["refusals"]}
@@ -78,7 +67,12 @@ def test_a_tampered_plan_cannot_narrow_the_checkpoints_to_one(tmp_path: Path) ->
     """The plan names the job's directory; edited to name chk-4 only, `gc apply` re-plans with it."""
     job, table = copy_scenario(tmp_path, "pending")
     plan_file = tmp_path / "plan.json"
-    assert run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "-o", str(plan_file)).exit_code == 0
+    assert (
+        run(
+            "paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "-o", str(plan_file)
+        ).exit_code
+        == 0
+    )
     plan = json.loads(plan_file.read_text())
     doomed = []
     for h in plan["held"]:  # the files chk-5 and chk-6 hold, edited into candidates
@@ -94,21 +88,6 @@ def test_a_tampered_plan_cannot_narrow_the_checkpoints_to_one(tmp_path: Path) ->
     assert not missing_on_restore(newest(job), table)
 
 
-def _commit_again(table: Path, identifier: int) -> None:
-    """A later snapshot of the same commit user with ``identifier`` (the table's latest one, its
-    manifests unchanged): what a commit of the job's checkpoint ``identifier`` looks like to
-    ``latestSnapshotOfUser``."""
-    snap_dir = table / "snapshot"
-    latest = int((snap_dir / "LATEST").read_text())
-    snap = json.loads((snap_dir / f"snapshot-{latest}").read_text())
-    snap.update(id=latest + 1, commitIdentifier=identifier, deltaRecordCount=0)
-    (snap_dir / f"snapshot-{latest + 1}").write_text(json.dumps(snap))
-    (snap_dir / "LATEST").write_text(str(latest + 1))
-    old = time.time() - 2 * 86400
-    for p in snap_dir.iterdir():
-        os.utime(p, (old, old))
-
-
 def test_checkpoints_older_than_what_the_user_committed_are_not_the_jobs_current_ones(tmp_path: Path) -> None:
     """The job moved on: its newer checkpoints (or the savepoint it was stopped with and restarted
     from) are in another directory, and it committed identifier 5 from there. --checkpoints names
@@ -120,7 +99,7 @@ def test_checkpoints_older_than_what_the_user_committed_are_not_the_jobs_current
     elsewhere.mkdir(parents=True)
     for n in (5, 6):
         shutil.move(chk(job, n), elsewhere / f"chk-{n}")
-    _commit_again(table, 5)
+    commit_again(table, 5, time.time() - 2 * 86400)
     held_elsewhere = missing_on_restore(elsewhere / "chk-6", table)
     assert not held_elsewhere
     plan_file = tmp_path / "plan.json"
@@ -197,7 +176,12 @@ def _user_b_elsewhere(table: Path, user_a: str, where: str) -> None:
         for f in snaps.glob("snapshot-*"):  # main: the same snapshots, committed by job A
             f.write_text(json.dumps({**json.loads(f.read_text()), "commitUser": user_a}))
         return
-    fifth = {**json.loads((snaps / "snapshot-4").read_text()), "id": 5, "commitUser": user_a, "commitIdentifier": 5}
+    fifth = {
+        **json.loads((snaps / "snapshot-4").read_text()),
+        "id": 5,
+        "commitUser": user_a,
+        "commitIdentifier": 5,
+    }
     if where == "changelog":
         (table / "changelog").mkdir()
         for i in range(1, 5):
@@ -231,23 +215,28 @@ def test_a_commit_user_main_snapshots_do_not_show_is_still_checked(tmp_path: Pat
     report = run_report(Storage(), str(newest(job_b)), str(table), Rebase())
     needed = {x.name for f in report.forecasts for c in f.committables if c.recommitted for x in c.files}
     assert needed
+    for p in table.rglob("*"):  # B flushed them hours before the table's latest commit
+        if p.name in needed:
+            os.utime(p, (old - 3 * 3600, old - 3 * 3600))
     plan = plan_orphans(Storage(), str(table), [str(job_a)], Rebase(), older_than=86400)
     assert needed & {c.path.rpartition("/")[2] for c in plan.candidates}  # what a plan not blocked deleted
-    assert "unprotected-commit-user" in {r["code"] for r in plan.refusals}, plan.refusals  # blocked: nothing goes
+    assert "unprotected-commit-user" in {r["code"] for r in plan.refusals}, (
+        plan.refusals
+    )  # blocked: nothing goes
 
 
 def test_a_stand_in_mtime_is_no_age_for_paimon_orphans(tmp_path: Path) -> None:
     """Paimon's cleaner takes an orphan whose mtime is before the cut-off; a store reporting a
     stand-in for a time it lacks (0, 1, FAT's 1980) makes a data file written a second ago -- by a
     checkpoint in progress that names it nowhere yet -- look decades old, past --min-age too. The
-    plan keeps it as ``undated``; `gc apply` leaves it. An orphan really two days old goes."""
+    plan keeps it as ``undated``; `gc apply` leaves it. An orphan really three days old goes."""
     from tests.support.gc_support import STAND_INS
 
     job, table = copy_scenario(tmp_path, "pending")
     bucket = next(table.glob("part=*/bucket-*"))
-    old = time.time() - 2 * 86400
+    old = time.time() - 3 * 86400  # a day before the table's latest commit
     planted = {}
-    for name, t in {**STAND_INS, "two-days-old": old}.items():
+    for name, t in {**STAND_INS, "three-days-old": old}.items():
         f = bucket / f"data-{name}-0.orc"
         f.write_bytes(os.urandom(64))
         os.utime(f, (t, t))
@@ -258,7 +247,172 @@ def test_a_stand_in_mtime_is_no_age_for_paimon_orphans(tmp_path: Path) -> None:
     plan = json.loads(plan_file.read_text())
     undated = {Path(u["path"]).name for u in plan["undated"]}
     assert undated == {planted[n].name for n in STAND_INS}
-    assert "file:" + str(planted["two-days-old"]) in {c["path"] for c in plan["candidates"]}
+    assert "file:" + str(planted["three-days-old"]) in {c["path"] for c in plan["candidates"]}
     assert run("gc", "apply", str(plan_file), "--yes").exit_code == 0
-    assert all(planted[n].exists() for n in STAND_INS) and not planted["two-days-old"].exists()
+    assert all(planted[n].exists() for n in STAND_INS) and not planted["three-days-old"].exists()
     assert not missing_on_restore(newest(job), table)
+
+
+HOUR = 3600.0
+
+
+def _files_of(ck: Path, table: Path, identifiers: set[int]) -> set[str]:
+    """The names of the files the committables ``identifiers`` of checkpoint ``ck`` name."""
+    report = run_report(Storage(), str(ck), str(table), Rebase())
+    return {
+        x.name
+        for f in report.forecasts
+        for c in f.committables
+        if c.identifier in identifiers
+        for x in c.files
+    }
+
+
+def _on_disk(table: Path, names: set[str]) -> list[Path]:
+    return [p for p in table.rglob("*") if p.name in names]
+
+
+def _old_orphan(table: Path, age: float) -> Path:
+    """A real data file of the table copied under a name no snapshot or checkpoint uses, ``age``
+    seconds old: the leftover of a commit that failed long ago, which the plan must still delete."""
+    src = next(table.glob("part=*/bucket-*/data-*.avro"))
+    dst = src.with_name(f"data-{uuid.uuid4()}-0.avro")
+    shutil.copy(src, dst)
+    set_mtime([dst], time.time() - age)
+    return dst
+
+
+def _checkpoint_being_taken(
+    tmp_path: Path, newest_age: float, flushed_age: float
+) -> tuple[Path, Path, Path, set[str]]:
+    """``pending``'s job still running: chk-6 is being taken (moved aside to ``aside``: it appears
+    when it completes), its newest completed checkpoint chk-5 is ``newest_age`` seconds old, and the
+    files its writer flushed for checkpoint 6 (the committable 6 chk-6 will name) ``flushed_age``.
+    Returns (job, table, aside, those files' names)."""
+    job, table = copy_scenario(tmp_path, "pending")
+    flushed = _files_of(chk(job, 6), table, {6})
+    assert len(flushed) == 4
+    aside = tmp_path / "in-progress" / "chk-6"
+    aside.parent.mkdir()
+    shutil.move(chk(job, 6), aside)
+    set_mtime([*chk(job, 4).rglob("*"), chk(job, 4)], time.time() - newest_age - 600)
+    set_mtime([*chk(job, 5).rglob("*"), chk(job, 5)], time.time() - newest_age)
+    set_mtime(_on_disk(table, flushed), time.time() - flushed_age)
+    return job, table, aside, flushed
+
+
+def test_a_writer_whose_checkpoints_fail_is_refused(tmp_path: Path) -> None:
+    """Issue 45, row 3: the writing job runs but its checkpoints fail: its newest retained
+    checkpoint is 2 h old, its writer flushed the files of the next checkpoint 100 min ago.
+    `paimon orphans --older-than 1h` took them (only the one-hour floor protected files in flight,
+    though the command read the job's checkpoints), `gc apply` deleted them, and the restore of the
+    checkpoint that then completed fails. A streaming commit user whose newest checkpoint is older
+    than the cut-off is refused, in one line naming it and that checkpoint."""
+    job, table, aside, flushed = _checkpoint_being_taken(tmp_path, newest_age=2 * HOUR, flushed_age=100 * 60)
+    user = commit_user(table)
+    plan_file = tmp_path / "plan.json"
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "--older-than", "1h",
+              "-o", str(plan_file))  # fmt: skip
+    assert run("gc", "apply", str(plan_file), "--yes").exit_code == 1
+    shutil.move(aside, chk(job, 6))  # the checkpoint completes
+    assert not missing_on_restore(chk(job, 6), table)
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    plan = json.loads(plan_file.read_text())
+    (refusal,) = [r for r in plan["refusals"] if r["code"] == "failing-checkpoints"]
+    assert (
+        user in refusal["message"]
+        and str(chk(job, 5)) in refusal["message"]
+        and "\n" not in refusal["message"]
+    )
+    assert not {Path(c["path"]).name for c in plan["candidates"]} & flushed
+    # stopped for good: a cut-off before its newest checkpoint less --margin plans again
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "--older-than", "3h1m",
+              "-o", str(plan_file))  # fmt: skip
+    assert res.exit_code == 0, res.output
+
+
+def test_files_flushed_while_a_slow_checkpoint_completes_are_in_flight(tmp_path: Path) -> None:
+    """Issue 45, row 3, slow checkpoints: chk-5 took long to complete (its _metadata landed 2 h
+    ago) and the writer flushed files for checkpoint 6 in the meantime, 2 h 45 min ago. With
+    `--older-than 150m` the job's newest checkpoint is after the cut-off, so nothing is refused, but
+    those files are older than the cut-off and named by no completed checkpoint. gc's in-flight
+    rule: files not older than the writer's newest checkpoint less --margin are kept. Another job
+    (``committed``'s, healthy: checkpoints minutes old) commits to the same table, so the table's
+    latest commit is a minute old and does not protect them."""
+    job, table, aside, flushed = _checkpoint_being_taken(tmp_path, newest_age=2 * HOUR, flushed_age=165 * 60)
+    other_job, other_table = copy_scenario(tmp_path / "other", "committed", checkpointed=300)
+    commit_again(table, 5, time.time() - 60, user=commit_user(other_table))
+    orphan = _old_orphan(table, 3 * 86400)
+    plan_file = tmp_path / "plan.json"
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "--checkpoints", str(other_job),
+              "--older-than", "150m", "-o", str(plan_file))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    plan = json.loads(plan_file.read_text())
+    assert {Path(f["path"]).name for f in plan["in_flight"]} == flushed
+    assert [Path(c["path"]).name for c in plan["candidates"]] == [orphan.name]
+    # --margin is gc's: a smaller one reaches them
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "--checkpoints", str(other_job),
+              "--older-than", "150m", "--margin", "30m", "-o", str(tmp_path / "smaller.json"))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    smaller = json.loads((tmp_path / "smaller.json").read_text())
+    assert {Path(c["path"]).name for c in smaller["candidates"]} == flushed | {orphan.name}
+    res = run(
+        "paimon",
+        "orphans",
+        "--table",
+        str(table),
+        "--checkpoints",
+        str(job),
+        "--margin",
+        "2026-01-01T00:00:00Z",
+    )
+    assert res.exit_code == 2 and "--margin" in res.output and "Traceback" not in res.output
+    assert run("gc", "apply", str(plan_file), "--yes").exit_code == 0
+    shutil.move(aside, chk(job, 6))  # the checkpoint completes
+    assert not orphan.exists() and not missing_on_restore(chk(job, 6), table)
+
+
+def _second_writer(tmp_path: Path, when: str) -> tuple[Path, Path, Path, set[str], Path]:
+    """Issue 45, row 4: job B (``pending``'s: chk-6 holds committables 5 and 6, eight data files)
+    wrote to a table whose every commit is job A's (``committed``'s, running: checkpoints 20 min
+    old): B's commits all failed (a conflict, lost notifications) and B was stopped, so no
+    snapshot, tag or changelog names B. A's latest commit is 3 h old; B flushed its files
+    ``when``: 2.5 h ago (after A's latest commit), in the same second, or A's latest commit has a
+    stand-in time (1, before 2016: no time at all). Returns (A's job, B's job, table, B's files, an
+    orphan three days old)."""
+    job_b, table = copy_scenario(tmp_path / "b", "pending")
+    job_a, table_a = copy_scenario(tmp_path / "a", "committed", checkpointed=20 * 60)
+    user_a = commit_user(table_a)
+    for f in (table / "snapshot").glob("snapshot-*"):
+        f.write_text(json.dumps({**json.loads(f.read_text()), "commitUser": user_a}))
+    b_files = _files_of(newest(job_b), table, {5, 6})
+    assert len(b_files) == 8
+    committed = time.time() - 3 * HOUR
+    set_mtime((table / "snapshot").iterdir(), committed if when != "commit-undated" else 1.0)
+    set_mtime(_on_disk(table, b_files), time.time() - 2.5 * HOUR if when == "after" else committed)
+    return job_a, job_b, table, b_files, _old_orphan(table, 3 * 86400)
+
+
+@pytest.mark.parametrize("when", ["after", "same-second", "commit-undated"])
+def test_files_of_a_writer_the_table_never_saw_commit_are_kept(tmp_path: Path, when: str) -> None:
+    """Issue 45, row 4: `paimon orphans --checkpoints <A>` took B's eight files (no commit names
+    them, no scanned checkpoint does) and `gc apply` deleted them: B's restore then fails. Data,
+    changelog and index files written after the table's latest commit less --margin are kept: no
+    commit could name them yet, so only a writer whose checkpoints are not scanned (or a running
+    one) holds them. A latest commit without a usable time dates nothing: every such file is kept."""
+    job_a, job_b, table, b_files, orphan = _second_writer(tmp_path, when)
+    assert not missing_on_restore(newest(job_b), table)
+    plan_file = tmp_path / "plan.json"
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job_a), "--older-than", "1h",
+              "-o", str(plan_file))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert run("gc", "apply", str(plan_file), "--yes").exit_code == 0
+    assert not missing_on_restore(newest(job_b), table)
+    plan = json.loads(plan_file.read_text())
+    kept = {Path(f["path"]).name for f in plan["after_last_commit"]}
+    assert b_files <= kept
+    if when == "commit-undated":
+        assert orphan.exists() and orphan.name in kept and "snapshot/snapshot-4" in " ".join(plan["warnings"])
+    else:
+        assert not orphan.exists() and kept == b_files
+        assert plan["latest_commit"]["snapshot"] == "snapshot/snapshot-4"

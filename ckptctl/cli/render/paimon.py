@@ -86,8 +86,15 @@ def orphans(console: Any, plan: Any) -> None:
     for u in plan.undated[:50]:
         table.add_row(_escape(plan.relative(u["path"])), human_bytes(u["size"]),
                       "[warning]keep: no age (mtime missing or before 2016)[/warning]")  # fmt: skip
+    for f in plan.in_flight[:50]:
+        table.add_row(_escape(plan.relative(f["path"])), human_bytes(f["size"]),
+                      "[warning]keep: not older than a writer's newest checkpoint less --margin (in flight)[/warning]")  # fmt: skip
+    for f in plan.after_last_commit[:50]:
+        table.add_row(_escape(plan.relative(f["path"])), human_bytes(f["size"]),
+                      "[warning]keep: written after the table's latest commit less --margin[/warning]")  # fmt: skip
     console.print(table)
-    hidden = max(0, len(plan.candidates) - 50) + max(0, len(plan.held) - 50) + max(0, len(plan.undated) - 50)
+    hidden = sum(max(0, len(rows) - 50) for rows in (plan.candidates, plan.held, plan.undated, plan.in_flight,
+                                                      plan.after_last_commit))  # fmt: skip
     if hidden:
         console.print(f"... and {hidden} more rows (--json lists every file)")
     for r in plan.refusals:
@@ -97,7 +104,14 @@ def orphans(console: Any, plan: Any) -> None:
     total = sum(c.size for c in plan.candidates)
     console.print(
         f"{len(plan.candidates)} Paimon orphan(s), {human_bytes(total)} to delete; {len(plan.held)} kept because a "
-        "Flink checkpoint still holds them" + (f", {len(plan.undated)} without an age" if plan.undated else "")
+        "Flink checkpoint still holds them"
+        + (f", {len(plan.undated)} without an age" if plan.undated else "")
+        + (f", {len(plan.in_flight)} possibly in flight" if plan.in_flight else "")
+        + (
+            f", {len(plan.after_last_commit)} written after the latest commit"
+            if plan.after_last_commit
+            else ""
+        )
     )
     if plan.refusals:
         console.print("[error]blocked: nothing may be deleted[/error]")
