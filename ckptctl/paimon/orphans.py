@@ -11,14 +11,15 @@ a retained checkpoint or savepoint under ``--checkpoints`` names, and the result
 before it deletes anything.
 
 Two more guards read time, both with gc's ``--margin`` (its in-flight rule, the same option and
-default). A file younger than the newest retained checkpoint or savepoint of any commit user whose
-checkpoints are scanned, less the margin, may be one that user's running writer flushed for the
-checkpoint it is taking (slow or failing checkpoints): kept as ``in_flight``. A data, changelog or
+default). A file younger than the newest retained checkpoint or savepoint (by checkpoint id: a copy
+of an older one made today moves nothing) of any commit user whose checkpoints are scanned, less
+the margin, may be one that user's running writer flushed for the checkpoint it is taking (slow or
+failing checkpoints): kept as ``in_flight``. A data, changelog or
 index file written after the table's latest commit (its newest ``snapshot-N`` file, on any branch),
 less the margin, was named by no commit yet: if no scanned committable names it, only a writer whose
 checkpoints are not scanned (one whose commits all failed has no snapshot to be learnt from) or a
-running one holds it: kept as ``after_last_commit``. Times before 2016 are no time
-(:data:`PLAUSIBLE_MTIME`): such an anchor keeps every file it would date.
+running one holds it: kept as ``after_last_commit``. Times before 2016 (:data:`PLAUSIBLE_MTIME`)
+or ahead of the storage's clock date nothing: such an anchor keeps every file it would date.
 
 Fail closed: the plan is blocked when a checkpoint cannot be read, when a root is one checkpoint
 (``chk-N``: the job's other retained checkpoints would not be protected), when no checkpoint under
@@ -209,14 +210,14 @@ def plan_orphans(
                 f"its newest checkpoint under --checkpoints is {newest_of[user]}: the job's newer checkpoints or "
                 "savepoints are elsewhere and their uncommitted files would not be protected; add their directory"
             )})  # fmt: skip
-    anchors = writer_anchors(loaded)
+    anchors = writer_anchors(loaded, now)
     in_flight_at = _in_flight_at(anchors, margin, warnings)
     for a in anchors:
         was = latest_of.get(a["commit_user"])
         if (
             was is not None
             and was[1].commit_identifier != END_INPUT
-            and _dated(a["mtime"])
+            and a["mtime"] is not None
             and a["mtime"] < cutoff
         ):
             refusals.append({"code": "failing-checkpoints", "message": (
@@ -225,7 +226,7 @@ def plan_orphans(
                 "stopped), and the files its writer flushed since are named by no checkpoint yet; if the job is "
                 f"stopped, pass --older-than {_iso(a['mtime'] - margin)} or earlier"
             )})  # fmt: skip
-    latest_commit = _latest_commit(table)
+    latest_commit = _latest_commit(table, now)
     after_commit_at = _after_commit_at(latest_commit, margin, warnings)
     held_names = held_file_names(states)
     candidates: list[Candidate] = []
@@ -273,80 +274,86 @@ def plan_orphans(
 WRITTEN_BY_WRITERS = frozenset({"data", "index"})
 
 
-def _dated(t: float | None) -> bool:
-    return t is not None and t >= PLAUSIBLE_MTIME
+def _usable(t: float | None, now: float) -> bool:
+    """A time that dates something: not missing, not a store's stand-in (before 2016), not ahead of
+    the storage's clock by more than gc's tolerance (a copy that kept another clock's times)."""
+    from ckptctl.gc.plan import CLOCK_TOLERANCE
+
+    return t is not None and PLAUSIBLE_MTIME <= t <= now + CLOCK_TOLERANCE
 
 
-def _iso(t: float) -> str:
+def _iso(t: float | None) -> str:
     import datetime as dt
 
     try:
         return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, OSError, ValueError):
-        return f"{t:.0f}"
+    except (TypeError, OverflowError, OSError, ValueError):
+        return repr(t)
 
 
-def writer_anchors(loaded) -> list[dict[str, Any]]:
-    """Per commit user with Paimon committer state in a scanned checkpoint or savepoint: the
-    newest of them by ``_metadata`` time (gc's in-flight anchor), or the first without a usable
-    time (before 2016, or none): then nothing tells when the user's writer last checkpointed."""
-    per_user: dict[str | None, list[tuple[float | None, str]]] = {}
+def writer_anchors(loaded, now: float) -> list[dict[str, Any]]:
+    """Per commit user with Paimon committer state in a scanned checkpoint or savepoint, gc's
+    in-flight anchor: the ``_metadata`` time of its newest checkpoint by id (checkpoint and
+    savepoint ids count up along a job's lineage; a copy of an older savepoint made today does not
+    move the anchor; of two with one id, after a restore from an older one, the later). ``mtime``
+    is ``None`` when that time dates nothing (:func:`_usable`): then nothing tells when the
+    user's writer last checkpointed."""
+    newest: dict[str | None, tuple[int, float, str, float | None]] = {}
     for ck, s in loaded:
         meta = ck.location.metadata
+        t = None if meta is None else meta.mtime
+        key = (s.checkpoint_id, -math.inf if t is None else t, ck.location.uri, t)
         for op in committers(s):
-            per_user.setdefault(op.commit_user, []).append(
-                (None if meta is None else meta.mtime, ck.location.uri)
-            )
-    out = []
-    for user, cks in sorted(per_user.items(), key=lambda kv: str(kv[0])):
-        undated = sorted(uri for t, uri in cks if not _dated(t))
-        if undated:
-            out.append({"commit_user": user, "checkpoint": undated[0], "mtime": None})
-            continue
-        t, uri = max(cks)
-        out.append({"commit_user": user, "checkpoint": uri, "mtime": t})
-    return out
+            if op.commit_user not in newest or key > newest[op.commit_user]:
+                newest[op.commit_user] = key
+    return [
+        {"commit_user": user, "checkpoint": uri, "checkpoint_id": ck_id, "mtime": t if _usable(t, now) else None,
+         "metadata_mtime": t}
+        for user, (ck_id, _t, uri, t) in sorted(newest.items(), key=lambda kv: str(kv[0]))
+    ]  # fmt: skip
 
 
 def _in_flight_at(anchors: list[dict[str, Any]], margin: float, warnings: list[str]) -> float:
     """The time from which a file may be in flight for some scanned writer: its newest checkpoint
-    less the margin, the earliest over the writers; an undated anchor: every file (-inf)."""
-    undated = [a for a in anchors if a["mtime"] is None]
-    if undated:
-        a = undated[0]
-        warnings.append(
-            f"commit user {a['commit_user']}: {a['checkpoint']} has no usable _metadata time, so nothing tells "
-            "when its writer last checkpointed: every Paimon orphan is kept as possibly in flight"
-        )
-        return -math.inf
+    less the margin, the earliest over the writers; an anchor that dates nothing: every file (-inf)."""
+    for a in anchors:
+        if a["mtime"] is None:
+            warnings.append(
+                f"commit user {a['commit_user']}: the _metadata of its newest checkpoint {a['checkpoint']} has no "
+                f"usable time ({_iso(a['metadata_mtime'])}: missing, before 2016 or ahead of the storage's clock), "
+                "so nothing tells when its writer last checkpointed: every Paimon orphan is kept as possibly in flight"
+            )
+            return -math.inf
     return min((a["mtime"] - margin for a in anchors), default=math.inf)
 
 
-def _latest_commit(table: PaimonTable) -> dict[str, Any] | None:
+def _latest_commit(table: PaimonTable, now: float) -> dict[str, Any] | None:
     """The table's latest commit: of the newest ``snapshot-N`` file of each branch, the newest by
-    time, or the first without a usable time (then nothing is known to be older than it)."""
-    found = [(branch, f) for branch, f in table.latest_commit_files()]
+    time, or the first whose time dates nothing (then no file is known to be older than it)."""
+    found = table.latest_commit_files()
     if not found:
         return None
-    undated = [(b, f) for b, f in found if not _dated(f.mtime)]
-    branch, f = undated[0] if undated else max(found, key=lambda bf: bf[1].mtime)
-    return {
-        "branch": branch,
-        "snapshot": table.relative(f.uri),
-        "mtime": f.mtime if _dated(f.mtime) else None,
-    }
+    unusable = [(b, f) for b, f in found if not _usable(f.mtime, now)]
+    branch, f = unusable[0] if unusable else max(found, key=lambda bf: bf[1].mtime)
+    return {"branch": branch, "snapshot": table.relative(f.uri), "mtime": None if unusable else f.mtime,
+            "file_mtime": f.mtime}  # fmt: skip
 
 
 def _after_commit_at(latest: dict[str, Any] | None, margin: float, warnings: list[str]) -> float:
     """From when a writer's file was named by no commit yet: the latest commit less the margin. No
-    commit at all, or one without a usable time: every file (-inf)."""
+    commit at all, or one whose time dates nothing: every file (-inf)."""
     if latest is not None and latest["mtime"] is not None:
         return latest["mtime"] - margin
-    if latest is not None:
-        warnings.append(
-            f"{latest['snapshot']}, the table's latest commit, has no usable time: every data, changelog and index "
-            "file no scanned checkpoint names is kept (a writer whose checkpoints are not scanned may hold it)"
+    warnings.append(
+        (
+            "the table has no snapshot: no commit named any of its files"
+            if latest is None
+            else f"{latest['snapshot']}, the table's latest commit, has no usable time ({_iso(latest['file_mtime'])}: "
+            "missing, before 2016 or ahead of the storage's clock)"
         )
+        + ": every data, changelog and index file no scanned checkpoint names is kept (a writer whose checkpoints "
+        "are not scanned may hold it)"
+    )
     return -math.inf
 
 

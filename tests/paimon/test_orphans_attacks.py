@@ -310,9 +310,13 @@ def test_a_writer_whose_checkpoints_fail_is_refused(tmp_path: Path) -> None:
     than the cut-off is refused, in one line naming it and that checkpoint."""
     job, table, aside, flushed = _checkpoint_being_taken(tmp_path, newest_age=2 * HOUR, flushed_age=100 * 60)
     user = commit_user(table)
+    # an older savepoint of the job copied next to them today: a copy's time is not the job's last checkpoint
+    savepoints = tmp_path / "savepoints"
+    copy = shutil.copytree(chk(job, 4), savepoints / "savepoint-0a1b2c-0123456789ab")
+    set_mtime([copy, *copy.iterdir()], time.time() - 60)
     plan_file = tmp_path / "plan.json"
-    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "--older-than", "1h",
-              "-o", str(plan_file))  # fmt: skip
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "--checkpoints", str(savepoints),
+              "--older-than", "1h", "-o", str(plan_file))  # fmt: skip
     assert run("gc", "apply", str(plan_file), "--yes").exit_code == 1
     shutil.move(aside, chk(job, 6))  # the checkpoint completes
     assert not missing_on_restore(chk(job, 6), table)
@@ -372,13 +376,33 @@ def test_files_flushed_while_a_slow_checkpoint_completes_are_in_flight(tmp_path:
     assert not orphan.exists() and not missing_on_restore(chk(job, 6), table)
 
 
+def test_a_checkpoint_time_ahead_of_the_storage_clock_dates_nothing(tmp_path: Path) -> None:
+    """The newest checkpoint's _metadata is dated a day ahead (copied with another clock's times):
+    its time less --margin would lie after every file, so nothing would look in flight. It dates
+    nothing: every Paimon orphan is kept, and a warning names the checkpoint."""
+    job, table, aside, flushed = _checkpoint_being_taken(tmp_path, newest_age=-86400, flushed_age=100 * 60)
+    orphan = _old_orphan(table, 3 * 86400)
+    plan_file = tmp_path / "plan.json"
+    res = run("paimon", "orphans", "--table", str(table), "--checkpoints", str(job), "--older-than", "1h",
+              "-o", str(plan_file))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    plan = json.loads(plan_file.read_text())
+    assert not plan["candidates"] and flushed | {orphan.name} <= {
+        Path(f["path"]).name for f in plan["in_flight"]
+    }
+    assert any(str(chk(job, 5)) in w for w in plan["warnings"])
+    assert run("gc", "apply", str(plan_file), "--yes").exit_code == 0
+    shutil.move(aside, chk(job, 6))
+    assert orphan.exists() and not missing_on_restore(chk(job, 6), table)
+
+
 def _second_writer(tmp_path: Path, when: str) -> tuple[Path, Path, Path, set[str], Path]:
     """Issue 45, row 4: job B (``pending``'s: chk-6 holds committables 5 and 6, eight data files)
     wrote to a table whose every commit is job A's (``committed``'s, running: checkpoints 20 min
     old): B's commits all failed (a conflict, lost notifications) and B was stopped, so no
     snapshot, tag or changelog names B. A's latest commit is 3 h old; B flushed its files
     ``when``: 2.5 h ago (after A's latest commit), in the same second, or A's latest commit has a
-    stand-in time (1, before 2016: no time at all). Returns (A's job, B's job, table, B's files, an
+    stand-in time (1, before 2016: no time at all) or one a day ahead of the storage's clock. Returns (A's job, B's job, table, B's files, an
     orphan three days old)."""
     job_b, table = copy_scenario(tmp_path / "b", "pending")
     job_a, table_a = copy_scenario(tmp_path / "a", "committed", checkpointed=20 * 60)
@@ -388,12 +412,13 @@ def _second_writer(tmp_path: Path, when: str) -> tuple[Path, Path, Path, set[str
     b_files = _files_of(newest(job_b), table, {5, 6})
     assert len(b_files) == 8
     committed = time.time() - 3 * HOUR
-    set_mtime((table / "snapshot").iterdir(), committed if when != "commit-undated" else 1.0)
+    stamp = {"commit-undated": 1.0, "commit-ahead": time.time() + 86400}.get(when, committed)
+    set_mtime((table / "snapshot").iterdir(), stamp)
     set_mtime(_on_disk(table, b_files), time.time() - 2.5 * HOUR if when == "after" else committed)
     return job_a, job_b, table, b_files, _old_orphan(table, 3 * 86400)
 
 
-@pytest.mark.parametrize("when", ["after", "same-second", "commit-undated"])
+@pytest.mark.parametrize("when", ["after", "same-second", "commit-undated", "commit-ahead"])
 def test_files_of_a_writer_the_table_never_saw_commit_are_kept(tmp_path: Path, when: str) -> None:
     """Issue 45, row 4: `paimon orphans --checkpoints <A>` took B's eight files (no commit names
     them, no scanned checkpoint does) and `gc apply` deleted them: B's restore then fails. Data,
@@ -411,7 +436,7 @@ def test_files_of_a_writer_the_table_never_saw_commit_are_kept(tmp_path: Path, w
     plan = json.loads(plan_file.read_text())
     kept = {Path(f["path"]).name for f in plan["after_last_commit"]}
     assert b_files <= kept
-    if when == "commit-undated":
+    if when in ("commit-undated", "commit-ahead"):
         assert orphan.exists() and orphan.name in kept and "snapshot/snapshot-4" in " ".join(plan["warnings"])
     else:
         assert not orphan.exists() and kept == b_files
