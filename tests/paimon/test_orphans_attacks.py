@@ -441,3 +441,56 @@ def test_files_of_a_writer_the_table_never_saw_commit_are_kept(tmp_path: Path, w
     else:
         assert not orphan.exists() and kept == b_files
         assert plan["latest_commit"]["snapshot"] == "snapshot/snapshot-4"
+
+
+def test_on_s3_files_of_a_writer_the_table_never_saw_commit_are_kept(s3_server, tmp_path: Path) -> None:
+    """Row 4 on S3 (moto, loopback), where an object's time is when it was uploaded: the table's
+    data files, then its commits (all job A's), then the eight files job B flushed, then A's
+    checkpoints, each a second apart. Nothing B flushed after the latest commit goes; an orphan
+    older than that commit does."""
+    from ckptctl.storage import StorageOptions
+    from tests.support.s3_clock import next_second
+
+    job_a, job_b, table, b_files, orphan = _second_writer(tmp_path, "after")
+    bucket = "ckptctl-paimon-row4"
+    s3_server.create_bucket(bucket)
+    fs = s3_server.filesystem()
+    base = f"{bucket}/lake/events"
+
+    def upload(files, under: Path, to: str) -> None:
+        for p in sorted(files):
+            if p.is_file():
+                fs.pipe_file(f"{to}/{p.relative_to(under).as_posix()}", p.read_bytes())
+
+    data = [p for p in table.glob("part=*/bucket-*/*") if p.name not in b_files]
+    assert orphan in data
+    upload(data, table, base)
+    next_second()
+    upload(
+        [p for p in table.rglob("*") if not p.relative_to(table).as_posix().startswith("part=")], table, base
+    )
+    next_second()
+    upload([p for p in table.rglob("*") if p.name in b_files], table, base)
+    next_second()
+    checkpointed = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    upload(job_a.rglob("*"), job_a.parent, f"{bucket}/ck")
+    next_second()
+    endpoint = ["--s3-endpoint", s3_server.endpoint]
+    orphans = ["paimon", "orphans", "--table", f"s3://{base}", "--checkpoints", f"s3://{bucket}/ck/{job_a.name}",
+               "--older-than", checkpointed, "--min-age", "0s", *endpoint]  # fmt: skip
+    plan_file = tmp_path / "plan.json"
+    res = run(*orphans, "-o", str(plan_file))
+    assert res.exit_code == 0, res.output
+    assert not {Path(c["path"]).name for c in json.loads(plan_file.read_text())["candidates"]} & b_files
+    res = run(*orphans, "--margin", "0s", "-o", str(plan_file))
+    assert res.exit_code == 0, res.output
+    plan = json.loads(plan_file.read_text())
+    assert [Path(c["path"]).name for c in plan["candidates"]] == [orphan.name]
+    assert {Path(f["path"]).name for f in plan["after_last_commit"]} == b_files
+    assert run("gc", "apply", str(plan_file), "--yes", *endpoint).exit_code == 0
+    left = {k.rpartition("/")[2] for k in fs.find(base)}
+    assert b_files <= left and orphan.name not in left
+    storage = Storage(StorageOptions.from_env(s3_endpoint=s3_server.endpoint))
+    report = run_report(storage, str(newest(job_b)), f"s3://{base}", Rebase())
+    recommitted = [x for f in report.forecasts for c in f.committables if c.recommitted for x in c.files]
+    assert {x.name for x in recommitted} == b_files and all(x.state != "missing" for x in recommitted)
