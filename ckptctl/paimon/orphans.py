@@ -15,8 +15,8 @@ default). A file younger than the newest retained checkpoint or savepoint (by ch
 of an older one made today moves nothing) of any commit user whose checkpoints are scanned, less
 the margin, may be one that user's running writer flushed for the checkpoint it is taking (slow or
 failing checkpoints): kept as ``in_flight``. A data, changelog or
-index file written after the table's latest commit (its newest ``snapshot-N`` file, on any branch),
-less the margin, was named by no commit yet: if no scanned committable names it, only a writer whose
+index file written after the table's latest commit (its newest ``snapshot-N`` on any branch, the
+earlier of the file's time and its ``timeMillis``), less the margin, was named by no commit yet: if no scanned committable names it, only a writer whose
 checkpoints are not scanned (one whose commits all failed has no snapshot to be learnt from) or a
 running one holds it: kept as ``after_last_commit``. Times before 2016 (:data:`PLAUSIBLE_MTIME`)
 or ahead of the storage's clock date nothing: such an anchor keeps every file it would date.
@@ -328,15 +328,20 @@ def _in_flight_at(anchors: list[dict[str, Any]], margin: float, warnings: list[s
 
 
 def _latest_commit(table: PaimonTable, now: float) -> dict[str, Any] | None:
-    """The table's latest commit: of the newest ``snapshot-N`` file of each branch, the newest by
-    time, or the first whose time dates nothing (then no file is known to be older than it)."""
-    found = table.latest_commit_files()
+    """The table's latest commit: of each branch's newest snapshot, the earlier of its file's time
+    and its ``timeMillis`` (a copied table or a new branch gives the file a later time; a committer
+    whose clock is ahead, the snapshot: either is later than the commit), the newest over the
+    branches, or the first whose file time dates nothing (then no file is known to be older than it)."""
+    found = []
+    for branch, f, snap in table.latest_commits():
+        said = None if snap is None else snap.time_millis / 1000
+        times = [t for t in (f.mtime, said) if _usable(t, now)]
+        found.append((branch, f, min(times) if _usable(f.mtime, now) else None))
     if not found:
         return None
-    unusable = [(b, f) for b, f in found if not _usable(f.mtime, now)]
-    branch, f = unusable[0] if unusable else max(found, key=lambda bf: bf[1].mtime)
-    return {"branch": branch, "snapshot": table.relative(f.uri), "mtime": None if unusable else f.mtime,
-            "file_mtime": f.mtime}  # fmt: skip
+    unusable = [x for x in found if x[2] is None]
+    branch, f, t = unusable[0] if unusable else max(found, key=lambda x: x[2])
+    return {"branch": branch, "snapshot": table.relative(f.uri), "mtime": t, "file_mtime": f.mtime}
 
 
 def _after_commit_at(latest: dict[str, Any] | None, margin: float, warnings: list[str]) -> float:

@@ -630,10 +630,11 @@ class PaimonTable:
                     )
         return sorted(out, key=lambda c: c.path)
 
-    def latest_commit_files(self) -> list[tuple[str, FileInfo]]:
-        """(branch, its newest ``snapshot-N`` file as the listing shows it: time included) for each
-        branch that has one: the table's latest commits. A file newer than all of them was named by
-        no commit yet, whatever the snapshots say."""
+    def latest_commits(self) -> list[tuple[str, FileInfo, Snapshot | None]]:
+        """(branch, its newest ``snapshot-N`` file as the listing shows it, that snapshot) for each
+        branch that has one: the table's latest commits. The file's time is the storage's, the
+        snapshot's ``timeMillis`` the committer's; a copy of the table (or a branch created from a
+        snapshot) gives the file a time of its own. The snapshot is ``None`` when it vanished since."""
         out = []
         for branch in self._valid_branches():
             table = self if branch == self.branch else self.with_branch(branch)
@@ -643,7 +644,8 @@ class PaimonTable:
                 if name.startswith(SNAPSHOT_PREFIX) and name[len(SNAPSHOT_PREFIX) :].isdigit():
                     numbered.append((int(name[len(SNAPSHOT_PREFIX) :]), f))
             if numbered:
-                out.append((branch, max(numbered)[1]))
+                n, f = max(numbered)
+                out.append((branch, f, table.snapshot(n)))
         return out
 
     def listed_files(self) -> list[FileInfo]:

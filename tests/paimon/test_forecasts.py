@@ -25,7 +25,7 @@ from ckptctl.paimon.restore import run_report
 from ckptctl.paimon.table import PaimonTable
 from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
-from tests.support.paimon_scenarios import CHECKPOINTED, age_files, commit_again
+from tests.support.paimon_scenarios import CHECKPOINTED, age_files, commit_again, sync_commit_times
 from tests.support.s3_clock import next_second
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,6 +154,7 @@ def _copy_pending(tmp_path: Path) -> tuple[Path, Path, float]:
         ENTRIES["pending"]["original_root"]
     )
     age_files(chk_root, CHECKPOINTED)
+    sync_commit_times(dst / TABLE)
     return chk_root, dst / TABLE, old
 
 
@@ -343,6 +344,7 @@ def test_status_and_orphans_over_s3_agree_with_local(s3_server, tmp_path: Path) 
     bucket_files = re.compile(re.escape(table_rel) + r"/part=[^/]+/bucket-")
     run_base = _upload(s3_server, "ckptctl-paimon-gc", local, "pending", where=bucket_files.match)
     next_second()
+    sync_commit_times(local / TABLE, time.time())  # committed now, after those files
     _upload(s3_server, "ckptctl-paimon-gc", local, "pending",
             where=lambda rel: rel.startswith(table_rel + "/") and not bucket_files.match(rel))  # fmt: skip
     next_second()

@@ -22,7 +22,13 @@ from ckptctl.paimon.orphans import plan_orphans
 from ckptctl.paimon.restore import run_report
 from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
-from tests.support.paimon_scenarios import commit_again, commit_user, copy_scenario, set_mtime
+from tests.support.paimon_scenarios import (
+    commit_again,
+    commit_user,
+    copy_scenario,
+    set_mtime,
+    sync_commit_times,
+)
 
 
 def run(*args: str):
@@ -212,6 +218,7 @@ def test_a_commit_user_main_snapshots_do_not_show_is_still_checked(tmp_path: Pat
     old = time.time() - 2 * 86400
     for p in table.rglob("*"):
         os.utime(p, (old, old))
+    sync_commit_times(table)
     report = run_report(Storage(), str(newest(job_b)), str(table), Rebase())
     needed = {x.name for f in report.forecasts for c in f.committables if c.recommitted for x in c.files}
     assert needed
@@ -402,7 +409,8 @@ def _second_writer(tmp_path: Path, when: str) -> tuple[Path, Path, Path, set[str
     old): B's commits all failed (a conflict, lost notifications) and B was stopped, so no
     snapshot, tag or changelog names B. A's latest commit is 3 h old; B flushed its files
     ``when``: 2.5 h ago (after A's latest commit), in the same second, or A's latest commit has a
-    stand-in time (1, before 2016: no time at all) or one a day ahead of the storage's clock. Returns (A's job, B's job, table, B's files, an
+    stand-in time (1, before 2016: no time at all) or one a day ahead of the storage's clock, or the snapshot files were copied 10 min ago (their
+    ``timeMillis``, the committer's, still say 3 h). Returns (A's job, B's job, table, B's files, an
     orphan three days old)."""
     job_b, table = copy_scenario(tmp_path / "b", "pending")
     job_a, table_a = copy_scenario(tmp_path / "a", "committed", checkpointed=20 * 60)
@@ -412,13 +420,18 @@ def _second_writer(tmp_path: Path, when: str) -> tuple[Path, Path, Path, set[str
     b_files = _files_of(newest(job_b), table, {5, 6})
     assert len(b_files) == 8
     committed = time.time() - 3 * HOUR
-    stamp = {"commit-undated": 1.0, "commit-ahead": time.time() + 86400}.get(when, committed)
+    stamp = {
+        "commit-undated": 1.0,
+        "commit-ahead": time.time() + 86400,
+        "commit-copied": time.time() - 600,
+    }.get(when, committed)
     set_mtime((table / "snapshot").iterdir(), stamp)
+    sync_commit_times(table, committed)  # the committer's clock: right
     set_mtime(_on_disk(table, b_files), time.time() - 2.5 * HOUR if when == "after" else committed)
     return job_a, job_b, table, b_files, _old_orphan(table, 3 * 86400)
 
 
-@pytest.mark.parametrize("when", ["after", "same-second", "commit-undated", "commit-ahead"])
+@pytest.mark.parametrize("when", ["after", "same-second", "commit-undated", "commit-ahead", "commit-copied"])
 def test_files_of_a_writer_the_table_never_saw_commit_are_kept(tmp_path: Path, when: str) -> None:
     """Issue 45, row 4: `paimon orphans --checkpoints <A>` took B's eight files (no commit names
     them, no scanned checkpoint does) and `gc apply` deleted them: B's restore then fails. Data,
@@ -466,6 +479,7 @@ def test_on_s3_files_of_a_writer_the_table_never_saw_commit_are_kept(s3_server, 
     assert orphan in data
     upload(data, table, base)
     next_second()
+    sync_commit_times(table, time.time())  # committed now, after those files
     upload(
         [p for p in table.rglob("*") if not p.relative_to(table).as_posix().startswith("part=")], table, base
     )

@@ -27,6 +27,25 @@ def age_files(top: Path, age: float) -> float:
     return when
 
 
+def sync_commit_times(table: Path, when: float | None = None) -> None:
+    """Each commit's ``timeMillis`` (every snapshot, tag and changelog file of every branch) set to
+    its file's time, or ``when``; the files' times kept. A copy aged with ``os.utime`` would keep the
+    committer's times of the fixture's generation, and ``paimon orphans`` dates the table's latest
+    commit by the earlier of its file's time and its ``timeMillis`` (a copy or a new branch gives the
+    file a later time)."""
+    for f in table.rglob("*"):
+        if (
+            f.is_file()
+            and f.parent.name in ("snapshot", "tag", "changelog")
+            and f.name.split("-")[0] in ("snapshot", "tag", "changelog")
+        ):
+            st = f.stat()
+            snap = json.loads(f.read_text())
+            snap["timeMillis"] = int((st.st_mtime if when is None else when) * 1000)
+            f.write_text(json.dumps(snap))
+            os.utime(f, (st.st_atime, st.st_mtime))
+
+
 def copy_scenario(tmp_path: Path, scenario: str, age: float = 2 * 86400,
                   checkpointed: float = CHECKPOINTED) -> tuple[Path, Path]:  # fmt: skip
     """A scenario's checkpoints and table copied: (job dir, table). The table's files are ``age``
@@ -34,6 +53,7 @@ def copy_scenario(tmp_path: Path, scenario: str, age: float = 2 * 86400,
     dst = tmp_path / scenario
     shutil.copytree(PAIMON / "flink" / scenario, dst)
     age_files(dst, age)
+    sync_commit_times(dst / TABLE)
     (job,) = (dst / "checkpoints").iterdir()
     age_files(dst / "checkpoints", checkpointed)
     return job, dst / TABLE
@@ -46,7 +66,7 @@ def commit_again(table: Path, identifier: int, when: float, user: str | None = N
     snap_dir = table / "snapshot"
     latest = int((snap_dir / "LATEST").read_text())
     snap = json.loads((snap_dir / f"snapshot-{latest}").read_text())
-    snap.update(id=latest + 1, commitIdentifier=identifier, deltaRecordCount=0)
+    snap.update(id=latest + 1, commitIdentifier=identifier, deltaRecordCount=0, timeMillis=int(when * 1000))
     if user is not None:
         snap["commitUser"] = user
     (snap_dir / f"snapshot-{latest + 1}").write_text(json.dumps(snap))
