@@ -91,6 +91,10 @@ class OrphanPlan:
     after_last_commit: list[dict[str, Any]] = field(default_factory=list)
     anchors: list[dict[str, Any]] = field(default_factory=list)  # per commit user: its newest checkpoint
     latest_commit: dict[str, Any] | None = None  # the table's newest snapshot file, its time
+    # what those two rules keep from (files not older than this are kept): None when they keep
+    # nothing (no scanned writer) or everything (an anchor that dates nothing): see the warnings
+    in_flight_from: float | None = None
+    after_commit_from: float | None = None
 
     @property
     def options(self) -> OrphanPlan:
@@ -109,7 +113,8 @@ class OrphanPlan:
             "refusals": self.refusals, "warnings": self.warnings, "storage": {"s3_endpoint": self.s3_endpoint},
             "candidates": [c.as_dict() for c in self.candidates], "held": self.held, "undated": self.undated,
             "margin": self.margin, "in_flight": self.in_flight, "after_last_commit": self.after_last_commit,
-            "anchors": self.anchors, "latest_commit": self.latest_commit,
+            "anchors": self.anchors, "latest_commit": self.latest_commit, "in_flight_from": self.in_flight_from,
+            "after_commit_from": self.after_commit_from,
             "candidate_bytes": sum(c.size for c in self.candidates),
         }  # fmt: skip
 
@@ -222,9 +227,9 @@ def plan_orphans(
         ):
             refusals.append({"code": "failing-checkpoints", "message": (
                 f"commit user {a['commit_user']}: its newest checkpoint {a['checkpoint']} completed at "
-                f"{_iso(a['mtime'])}, before the cut-off {_iso(cutoff)}: its checkpoints are failing (or the job "
+                f"{iso_time(a['mtime'])}, before the cut-off {iso_time(cutoff)}: its checkpoints are failing (or the job "
                 "stopped), and the files its writer flushed since are named by no checkpoint yet; if the job is "
-                f"stopped, pass --older-than {_iso(a['mtime'] - margin)} or earlier"
+                f"stopped, pass --older-than {iso_time(a['mtime'] - margin)} or earlier"
             )})  # fmt: skip
     latest_commit = _latest_commit(table, now)
     after_commit_at = _after_commit_at(latest_commit, margin, warnings)
@@ -266,6 +271,8 @@ def plan_orphans(
         after_last_commit=after_last_commit,
         anchors=anchors,
         latest_commit=latest_commit,
+        in_flight_from=in_flight_at if math.isfinite(in_flight_at) else None,
+        after_commit_from=after_commit_at if math.isfinite(after_commit_at) else None,
     )
 
 
@@ -282,7 +289,8 @@ def _usable(t: float | None, now: float) -> bool:
     return t is not None and PLAUSIBLE_MTIME <= t <= now + CLOCK_TOLERANCE
 
 
-def _iso(t: float | None) -> str:
+def iso_time(t: float | None) -> str:
+    """``t`` as the ISO time ``--older-than`` takes (a refusal suggests one); a time that is none, as itself."""
     import datetime as dt
 
     try:
@@ -320,7 +328,7 @@ def _in_flight_at(anchors: list[dict[str, Any]], margin: float, warnings: list[s
         if a["mtime"] is None:
             warnings.append(
                 f"commit user {a['commit_user']}: the _metadata of its newest checkpoint {a['checkpoint']} has no "
-                f"usable time ({_iso(a['metadata_mtime'])}: missing, before 2016 or ahead of the storage's clock), "
+                f"usable time ({iso_time(a['metadata_mtime'])}: missing, before 2016 or ahead of the storage's clock), "
                 "so nothing tells when its writer last checkpointed: every Paimon orphan is kept as possibly in flight"
             )
             return -math.inf
@@ -353,7 +361,7 @@ def _after_commit_at(latest: dict[str, Any] | None, margin: float, warnings: lis
         (
             "the table has no snapshot: no commit named any of its files"
             if latest is None
-            else f"{latest['snapshot']}, the table's latest commit, has no usable time ({_iso(latest['file_mtime'])}: "
+            else f"{latest['snapshot']}, the table's latest commit, has no usable time ({iso_time(latest['file_mtime'])}: "
             "missing, before 2016 or ahead of the storage's clock)"
         )
         + ": every data, changelog and index file no scanned checkpoint names is kept (a writer whose checkpoints "

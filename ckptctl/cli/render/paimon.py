@@ -74,6 +74,8 @@ def report(console: Any, r: Any) -> None:
 def orphans(console: Any, plan: Any) -> None:
     from rich.table import Table
 
+    from ckptctl.paimon.orphans import iso_time
+
     table = Table(title=_escape(f"paimon orphans {plan.table}"), title_justify="left")
     table.add_column("file", overflow="fold")
     table.add_column("size", justify="right")
@@ -97,6 +99,12 @@ def orphans(console: Any, plan: Any) -> None:
                                                       plan.after_last_commit))  # fmt: skip
     if hidden:
         console.print(f"... and {hidden} more rows (--json lists every file)")
+    if plan.in_flight_from is not None and plan.in_flight:
+        console.print(f"in flight: files from {iso_time(plan.in_flight_from)} (a scanned writer's newest checkpoint "
+                      f"less --margin {plan.margin:g}s) are kept")  # fmt: skip
+    if plan.after_commit_from is not None and plan.after_last_commit:
+        console.print(f"after the latest commit: data, changelog and index files from {iso_time(plan.after_commit_from)} "
+                      f"({_escape(plan.latest_commit['snapshot'])} less --margin) are kept")  # fmt: skip
     for r in plan.refusals:
         console.print(f"[error]refused[/error] {_escape(r['message'])}")
     for w in plan.warnings:
