@@ -40,14 +40,22 @@ from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError, StoreUnanswered
+from ckptctl.paimon.anchors import (
+    WRITTEN_BY_WRITERS,
+    after_commit_from,
+    failing_checkpoints,
+    in_flight_from,
+    table_latest_commit,
+    writer_anchors,
+)
 from ckptctl.paimon.restore import committers, held_file_names, sink_states
+from ckptctl.paimon.sinkstate import END_INPUT_IDENTIFIER as END_INPUT  # a batch commit: the job ended
 from ckptctl.paimon.table import DAY_SECONDS, PaimonTable
 from ckptctl.storage import StorageOptions
 from ckptctl.storage.listing import PLAUSIBLE_MTIME
 
 PLAN_KIND = "paimon-orphans"
 PLAN_FORMAT = 1
-END_INPUT = (1 << 63) - 1  # the identifier of a batch (bounded) commit
 # The youngest cut-off a plan takes. The files a running job writes for the checkpoint being taken
 # (and a compaction's output not committed yet) are named by no completed checkpoint and no
 # snapshot: only the cut-off keeps them, as Paimon's older_than does (its default is one day).
@@ -216,23 +224,10 @@ def plan_orphans(
                 "savepoints are elsewhere and their uncommitted files would not be protected; add their directory"
             )})  # fmt: skip
     anchors = writer_anchors(loaded, now)
-    in_flight_at = _in_flight_at(anchors, margin, warnings)
-    for a in anchors:
-        was = latest_of.get(a["commit_user"])
-        if (
-            was is not None
-            and was[1].commit_identifier != END_INPUT
-            and a["mtime"] is not None
-            and a["mtime"] < cutoff
-        ):
-            refusals.append({"code": "failing-checkpoints", "message": (
-                f"commit user {a['commit_user']}: its newest checkpoint {a['checkpoint']} completed at "
-                f"{iso_time(a['mtime'])}, before the cut-off {iso_time(cutoff)}: its checkpoints are failing (or the job "
-                "stopped), and the files its writer flushed since are named by no checkpoint yet; if the job is "
-                f"stopped, pass --older-than {iso_time(a['mtime'] - margin)} or earlier"
-            )})  # fmt: skip
-    latest_commit = _latest_commit(table, now)
-    after_commit_at = _after_commit_at(latest_commit, margin, warnings)
+    in_flight_at = in_flight_from(anchors, margin, warnings)
+    refusals.extend(failing_checkpoints(anchors, latest_of, cutoff, margin))
+    latest_commit = table_latest_commit(table, now)
+    after_commit_at = after_commit_from(latest_commit, margin, warnings)
     held_names = held_file_names(states)
     candidates: list[Candidate] = []
     held: list[dict[str, Any]] = []
@@ -274,100 +269,6 @@ def plan_orphans(
         in_flight_from=in_flight_at if math.isfinite(in_flight_at) else None,
         after_commit_from=after_commit_at if math.isfinite(after_commit_at) else None,
     )
-
-
-# the areas of a table whose files a commit message names (OrphanCandidate.area): a bucket
-# directory's data and changelog files, and index files
-WRITTEN_BY_WRITERS = frozenset({"data", "index"})
-
-
-def _usable(t: float | None, now: float) -> bool:
-    """A time that dates something: not missing, not a store's stand-in (before 2016), not ahead of
-    the storage's clock by more than gc's tolerance (a copy that kept another clock's times)."""
-    from ckptctl.gc.plan import CLOCK_TOLERANCE
-
-    return t is not None and PLAUSIBLE_MTIME <= t <= now + CLOCK_TOLERANCE
-
-
-def iso_time(t: float | None) -> str:
-    """``t`` as the ISO time ``--older-than`` takes (a refusal suggests one); a time that is none, as itself."""
-    import datetime as dt
-
-    try:
-        return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (TypeError, OverflowError, OSError, ValueError):
-        return repr(t)
-
-
-def writer_anchors(loaded, now: float) -> list[dict[str, Any]]:
-    """Per commit user with Paimon committer state in a scanned checkpoint or savepoint, gc's
-    in-flight anchor: the ``_metadata`` time of its newest checkpoint by id (checkpoint and
-    savepoint ids count up along a job's lineage; a copy of an older savepoint made today does not
-    move the anchor; of two with one id, after a restore from an older one, the later). ``mtime``
-    is ``None`` when that time dates nothing (:func:`_usable`): then nothing tells when the
-    user's writer last checkpointed."""
-    newest: dict[str | None, tuple[int, float, str, float | None]] = {}
-    for ck, s in loaded:
-        meta = ck.location.metadata
-        t = None if meta is None else meta.mtime
-        key = (s.checkpoint_id, -math.inf if t is None else t, ck.location.uri, t)
-        for op in committers(s):
-            if op.commit_user not in newest or key > newest[op.commit_user]:
-                newest[op.commit_user] = key
-    return [
-        {"commit_user": user, "checkpoint": uri, "checkpoint_id": ck_id, "mtime": t if _usable(t, now) else None,
-         "metadata_mtime": t}
-        for user, (ck_id, _t, uri, t) in sorted(newest.items(), key=lambda kv: str(kv[0]))
-    ]  # fmt: skip
-
-
-def _in_flight_at(anchors: list[dict[str, Any]], margin: float, warnings: list[str]) -> float:
-    """The time from which a file may be in flight for some scanned writer: its newest checkpoint
-    less the margin, the earliest over the writers; an anchor that dates nothing: every file (-inf)."""
-    for a in anchors:
-        if a["mtime"] is None:
-            warnings.append(
-                f"commit user {a['commit_user']}: the _metadata of its newest checkpoint {a['checkpoint']} has no "
-                f"usable time ({iso_time(a['metadata_mtime'])}: missing, before 2016 or ahead of the storage's clock), "
-                "so nothing tells when its writer last checkpointed: every Paimon orphan is kept as possibly in flight"
-            )
-            return -math.inf
-    return min((a["mtime"] - margin for a in anchors), default=math.inf)
-
-
-def _latest_commit(table: PaimonTable, now: float) -> dict[str, Any] | None:
-    """The table's latest commit: of each branch's newest snapshot, the earlier of its file's time
-    and its ``timeMillis`` (a copied table or a new branch gives the file a later time; a committer
-    whose clock is ahead, the snapshot: either is later than the commit), the newest over the
-    branches, or the first whose file time dates nothing (then no file is known to be older than it)."""
-    found = []
-    for branch, f, snap in table.latest_commits():
-        said = None if snap is None else snap.time_millis / 1000
-        times = [t for t in (f.mtime, said) if _usable(t, now)]
-        found.append((branch, f, min(times) if _usable(f.mtime, now) else None))
-    if not found:
-        return None
-    unusable = [x for x in found if x[2] is None]
-    branch, f, t = unusable[0] if unusable else max(found, key=lambda x: x[2])
-    return {"branch": branch, "snapshot": table.relative(f.uri), "mtime": t, "file_mtime": f.mtime}
-
-
-def _after_commit_at(latest: dict[str, Any] | None, margin: float, warnings: list[str]) -> float:
-    """From when a writer's file was named by no commit yet: the latest commit less the margin. No
-    commit at all, or one whose time dates nothing: every file (-inf)."""
-    if latest is not None and latest["mtime"] is not None:
-        return latest["mtime"] - margin
-    warnings.append(
-        (
-            "the table has no snapshot: no commit named any of its files"
-            if latest is None
-            else f"{latest['snapshot']}, the table's latest commit, has no usable time ({iso_time(latest['file_mtime'])}: "
-            "missing, before 2016 or ahead of the storage's clock)"
-        )
-        + ": every data, changelog and index file no scanned checkpoint names is kept (a writer whose checkpoints "
-        "are not scanned may hold it)"
-    )
-    return -math.inf
 
 
 def write_plan(plan: OrphanPlan, path: str) -> None:

@@ -74,7 +74,7 @@ def report(console: Any, r: Any) -> None:
 def orphans(console: Any, plan: Any) -> None:
     from rich.table import Table
 
-    from ckptctl.paimon.orphans import iso_time
+    from ckptctl.paimon.anchors import iso_time
 
     table = Table(title=_escape(f"paimon orphans {plan.table}"), title_justify="left")
     table.add_column("file", overflow="fold")
