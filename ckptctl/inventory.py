@@ -159,6 +159,7 @@ def read_manifest(storage: Storage, uri: str, *, latest: float) -> Inventory:
         need(md5 is None or (isinstance(md5, str) and MD5_HEX.fullmatch(md5) is not None),
              f"files[{i}].MD5checksum is not an MD5 in hex")  # fmt: skip
         out.append(DataFile(_data_uri(storage, uri, dest, f["key"]), size, md5))
+    need(len({f.uri for f in out}) == len(out), "a data file is listed twice in 'files'")
     return Inventory(uri, data["sourceBucket"], dest, str(data.get("version", "")), created, fmt,
                      data["fileSchema"], tuple(out), latest)  # fmt: skip
 
@@ -529,10 +530,13 @@ def _select(inv: Inventory, batch, by_norm, prefixes, regex, stats: ReadStats, *
 
 
 def _sizes(column):
-    """A CSV's sizes (strings) as int64: digits only (Arrow's cast also takes ``+5`` and ``-0``)."""
+    """Sizes as int64: another integer type cast; a CSV's strings digits only (Arrow's cast also
+    takes ``+5`` and ``-0``)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if pa.types.is_integer(column.type):
+        return pc.cast(column, pa.int64())  # a uint64 beyond int64 raises: one line naming the file
     digits = pc.match_substring_regex(column, r"^[0-9]{1,19}$")
     if not pc.all(pc.fill_null(digits, True)).as_py():
         bad = pc.filter(column, pc.invert(pc.fill_null(digits, True)))[0].as_py()

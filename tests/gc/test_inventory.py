@@ -543,6 +543,7 @@ MANIFEST_ATTACKS = [
     ("file-size-huge", {"files": [{"key": "src/cfg/data/part.csv.gz", "size": 10**30}]}, "files[0].size"),
     ("file-md5-not-hex", {"files": [{"key": "src/cfg/data/part.csv.gz", "size": 10, "MD5checksum": "zz"}]},
      "MD5checksum"),
+    ("file-listed-twice", {"files": [{"key": "src/cfg/data/part.csv.gz", "size": 10}] * 2}, "twice"),
 ]  # fmt: skip
 
 
@@ -698,6 +699,12 @@ def test_a_report_at_its_bounds_is_read(tmp_path: Path) -> None:
         got = list(iter_files(storage, read_manifest(storage, manifest, latest=latest), ["s3://src/ck"]))
         assert [(f.uri, f.size, f.mtime) for f in got] == [("s3://src/ck/a", 0, S3_LAUNCH),
                                                            ("s3://src/ck/b", MAX_OBJECT_SIZE, float(int(latest)))]  # fmt: skip
+    import pyarrow as pa
+
+    narrow = _parquet(report_rows(["ck/a"], size=7), size=pa.array([7], pa.int32()))  # another integer type
+    manifest = local_report(tmp_path / "int32", report_rows(["ck/a"]), "Parquet", data=narrow)
+    got = list(iter_files(storage, read_manifest(storage, manifest, latest=latest), ["s3://src/ck"]))
+    assert [(f.uri, f.size) for f in got] == [("s3://src/ck/a", 7)]
 
 
 @pytest.mark.parametrize("engine", ["local", "spark"])
