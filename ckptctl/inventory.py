@@ -347,9 +347,7 @@ def _read_data_file(
                     raise InventoryError("inventory data file does not match its MD5checksum in the manifest",
                                          path=df.uri)  # fmt: skip
             else:
-                _check_md5(raw, df)
-                raw.seek(0)
-                yield from _columnar_batches(inv, raw, prefixes, stats)
+                yield from _columnar_batches(inv, _checked(raw, df), prefixes, stats)
     except CkptError as e:
         if e.path is None:
             e.path = df.uri
@@ -365,18 +363,31 @@ def _read_data_file(
     )
 
 
-def _check_md5(raw, df: DataFile) -> None:
-    """A columnar file's MD5, when the manifest gives one: read through once before Arrow reads it
-    (by seeking: a CSV's is hashed as it streams)."""
+# A columnar file up to this size is read once, into memory, and hashed there; a larger one is
+# hashed as it streams, then read again by Arrow (which seeks): twice the bytes, not its size in memory.
+HASHED_IN_MEMORY = 512 << 20
+
+
+def _checked(raw, df: DataFile):
+    """What Arrow reads an ORC or Parquet file from, its MD5 checked first when the manifest gives
+    one (a CSV's is hashed as it streams)."""
     if not df.md5:
-        return
+        return raw
     md5 = hashlib.md5(usedforsecurity=False)
-    while chunk := raw.read(8 << 20):
-        md5.update(chunk)
+    if df.size <= HASHED_IN_MEMORY:
+        import pyarrow as pa
+
+        data = raw.read()
+        md5.update(data)
+        source = pa.BufferReader(data)
+    else:
+        while chunk := raw.read(8 << 20):
+            md5.update(chunk)
+        raw.seek(0)
+        source = raw
     if md5.hexdigest() != df.md5.lower():
-        raise InventoryError(
-            "inventory data file does not match its MD5checksum in the manifest", path=df.uri
-        )
+        raise InventoryError("inventory data file does not match its MD5checksum in the manifest", path=df.uri)
+    return source
 
 
 def _csv_batches(inv: Inventory, reader, prefixes, stats):

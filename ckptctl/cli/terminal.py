@@ -265,7 +265,7 @@ class Terminal:
             raise CkptError(no_terminal)
         import typer
 
-        return typer.confirm(question, default=False, err=True)
+        return typer.confirm(visible(question), default=False, err=True)
 
 
 class Bar:

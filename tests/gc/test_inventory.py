@@ -28,6 +28,8 @@ from tests.support.inventory import (
     csv_gz,
     encode,
     listing,
+    local_report,
+    report_rows,
     setup,
     shared,
     versioned_rows,
@@ -553,7 +555,6 @@ MANIFEST_ATTACKS = [
 def test_every_field_of_a_manifest_is_checked(tmp_path: Path, changed: dict, word: str) -> None:
     from ckptctl.inventory import InventoryError, iter_files, read_manifest
     from ckptctl.storage import Storage
-    from tests.support.inventory import local_report, report_rows
 
     manifest = local_report(tmp_path, report_rows(["ck/a"]), "CSV", **changed)
     storage = Storage()
@@ -568,7 +569,6 @@ def test_a_manifest_not_matching_its_checksum_file(tmp_path: Path) -> None:
     a checksum that is no MD5, is refused; a right one (or none) is read."""
     from ckptctl.inventory import InventoryError, read_manifest
     from ckptctl.storage import Storage
-    from tests.support.inventory import local_report, report_rows
 
     manifest = Path(local_report(tmp_path, report_rows(["ck/a"]), "CSV"))
     checksum = manifest.with_name("manifest.checksum")
@@ -629,8 +629,6 @@ def test_every_field_of_a_csv_report_row_is_checked(tmp_path: Path, schema: str,
 def _columnar_attacks() -> list[tuple]:
     import pyarrow as pa
 
-    from tests.support.inventory import report_rows
-
     rows = report_rows(["ck/a", "ck/b"], e_tag="etag-of-the-row")
     ms = pa.timestamp("ms", tz="UTC")
     return [
@@ -659,7 +657,6 @@ COLUMNAR_ATTACKS = ["parquet-size-negative", "parquet-size-a-string", "parquet-m
 def test_every_field_of_a_columnar_report_row_is_checked(tmp_path: Path, attack: str) -> None:
     from ckptctl.inventory import InventoryError, iter_files, read_manifest
     from ckptctl.storage import Storage
-    from tests.support.inventory import local_report, report_rows
 
     attacks = _columnar_attacks()
     assert [a[0] for a in attacks] == COLUMNAR_ATTACKS
@@ -686,7 +683,6 @@ def test_a_report_at_its_bounds_is_read(tmp_path: Path) -> None:
     as S3 and as young as the clock's tolerance allows, of sizes 0 and S3's largest."""
     from ckptctl.inventory import INVENTORY_LAUNCH, MAX_OBJECT_SIZE, S3_LAUNCH, iter_files, read_manifest
     from ckptctl.storage import Storage
-    from tests.support.inventory import local_report, report_rows
 
     latest = time.time() + 300
     rows = [*report_rows(["ck/a"], size=0, last_modified_date=datetime.fromtimestamp(S3_LAUNCH, UTC)),
@@ -733,3 +729,28 @@ def test_a_manifest_from_beyond_the_clock_is_one_line_exit_2(s3_server, engine: 
         assert len(message.splitlines()) == 1 and word in message, message
         assert "internal error" not in message
         assert (manifest if created else f"s3://{DEST}/") in message
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_a_columnar_files_md5_is_checked_in_memory_or_streamed(tmp_path: Path, monkeypatch, in_memory: bool) -> None:
+    """Up to HASHED_IN_MEMORY a columnar file is read once and hashed in memory, above it hashed
+    as it streams and read again: either way a good file is read and a changed one refused."""
+    import ckptctl.inventory as inventory
+    from ckptctl.inventory import InventoryError, iter_files, read_manifest
+    from ckptctl.storage import Storage
+
+    if not in_memory:
+        monkeypatch.setattr(inventory, "HASHED_IN_MEMORY", 0)
+    rows = report_rows(["ck/a", "ck/b"], e_tag="etag-of-the-row")
+    storage = Storage()
+    for fmt in ("Parquet", "ORC"):
+        manifest = local_report(tmp_path / fmt, rows, fmt)
+        got = list(iter_files(storage, read_manifest(storage, manifest, latest=LATEST), ["s3://src/ck"]))
+        assert [f.uri for f in got] == ["s3://src/ck/a", "s3://src/ck/b"]
+    written = encode(rows, "Parquet")[0]
+    manifest = local_report(tmp_path / "changed", rows, "Parquet", data=_flipped_etag(rows))
+    described = json.loads(Path(manifest).read_text())
+    described["files"][0]["MD5checksum"] = hashlib.md5(written).hexdigest()
+    Path(manifest).write_text(json.dumps(described))
+    with pytest.raises(InventoryError, match="MD5checksum"):
+        list(iter_files(storage, read_manifest(storage, manifest, latest=LATEST), ["s3://src/ck"]))
