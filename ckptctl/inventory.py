@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import unquote_plus
+from urllib.parse import unquote_to_bytes
 
 from ckptctl import storage as st
 from ckptctl.columns import starts_with_any
@@ -31,6 +32,16 @@ from ckptctl.storage import FileInfo, Storage
 FORMATS = ("CSV", "ORC", "Parquet")
 MANIFEST_LIMIT = 64 << 20  # a manifest lists data files; one of 64 MiB is not one
 CSV_BLOCK = 8 << 20
+# The bounds every time of a report is held to (a time outside them is a broken report: exit 2,
+# never a plan). S3 Inventory was launched on 2016-11-30 (the manifest's "version"): no report was
+# created before. No object was written before S3 launched (2006-03-14). Neither is later than the
+# ``latest`` the caller gives (the storage clock plus its tolerance): a report cannot speak of a
+# time that has not come yet.
+INVENTORY_LAUNCH = 1_480_464_000.0  # 2016-11-30T00:00:00Z
+S3_LAUNCH = 1_142_294_400.0  # 2006-03-14T00:00:00Z
+# S3's largest object (50 TB since December 2025; 5 TiB before): a larger size is a broken row
+MAX_OBJECT_SIZE = 50 * 10**12
+MD5_HEX = re.compile(r"[0-9a-fA-F]{32}")
 
 
 class InventoryError(CkptError):
@@ -56,6 +67,7 @@ class Inventory:
     file_format: str
     file_schema: str
     files: tuple[DataFile, ...]
+    latest: float = math.inf  # no time of the report may be later (the storage clock plus its tolerance)
 
     def describe(self) -> dict[str, Any]:
         return {"uri": self.uri, "source_bucket": self.source_bucket, "created": self.created,
@@ -88,17 +100,22 @@ def most_rows(inventory: Inventory) -> int:
     return sum(f.size for f in inventory.files) // per_row
 
 
-def read_manifest(storage: Storage, uri: str) -> Inventory:
-    """Read and check ``manifest.json`` (local path or ``s3://``)."""
+def read_manifest(storage: Storage, uri: str, *, latest: float) -> Inventory:
+    """Read and check ``manifest.json`` (local path or ``s3://``) and, when AWS wrote one beside it,
+    ``manifest.checksum`` (the manifest's MD5). ``latest``: the latest time the report may name
+    (its creation and its rows' LastModifiedDate), the storage clock plus its tolerance."""
     uri = st.normalize_uri(uri)
     try:
         raw = storage.read_bytes(uri, limit=MANIFEST_LIMIT)
     except CkptError as e:
         raise InventoryError(f"cannot read the inventory manifest: {e.message}", path=uri) from None
+    _check_manifest_checksum(storage, uri, raw)
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
-        raise InventoryError(f"not an S3 Inventory manifest (not JSON: {str(e).splitlines()[0]})", path=uri) from None
+        raise InventoryError(
+            f"not an S3 Inventory manifest (not JSON: {str(e).splitlines()[0]})", path=uri
+        ) from None
 
     def need(cond: bool, what: str) -> None:
         if not cond:
@@ -107,24 +124,96 @@ def read_manifest(storage: Storage, uri: str) -> Inventory:
     need(isinstance(data, dict), "the top level is not an object")
     for key in ("sourceBucket", "destinationBucket", "fileFormat", "fileSchema", "creationTimestamp"):
         need(isinstance(data.get(key), str) and bool(data[key]), f"'{key}' is missing or not a string")
+    for key in ("sourceBucket", "destinationBucket"):
+        need(
+            _BUCKET.fullmatch(_bucket_name(data[key])) is not None,
+            f"'{key}' {data[key]!r} is not a bucket name",
+        )
     fmt = data["fileFormat"]
     need(fmt.lower() in {f.lower() for f in FORMATS}, f"fileFormat {fmt!r} is none of {', '.join(FORMATS)}")
     fmt = next(f for f in FORMATS if f.lower() == fmt.lower())
-    need(data["creationTimestamp"].isdigit(), "'creationTimestamp' is not milliseconds since the epoch")
-    created = int(data["creationTimestamp"]) / 1000.0
+    stamp = data["creationTimestamp"]
+    need(re.fullmatch(r"[0-9]{1,16}", stamp) is not None, f"'creationTimestamp' {stamp[:40]!r} is not milliseconds "
+         "since the epoch")  # fmt: skip
+    created = int(stamp) / 1000.0
+    need(INVENTORY_LAUNCH <= created <= latest,
+         f"'creationTimestamp' {stamp} ({_iso(created)}) is not between S3 Inventory's launch ({_iso(INVENTORY_LAUNCH)}) "
+         f"and the storage clock ({_iso(latest)}, with its tolerance)")  # fmt: skip
+    columns = schema_columns(fmt, data["fileSchema"])
+    need(columns is not None, f"'fileSchema' is no {fmt} schema of named columns without duplicates")
+    _require([_norm(c) for c in columns or ()], uri)
     files = data.get("files")
     need(isinstance(files, list) and bool(files), "'files' is missing or empty")
     dest = _bucket_name(data["destinationBucket"])
     out = []
     for i, f in enumerate(files):
-        need(isinstance(f, dict) and isinstance(f.get("key"), str) and bool(f["key"]), f"files[{i}] has no key")
+        need(
+            isinstance(f, dict) and isinstance(f.get("key"), str) and bool(f["key"]), f"files[{i}] has no key"
+        )
+        need(st.is_normal(f"s3://{dest}/{f['key']}") and "\x00" not in f["key"], f"files[{i}].key {f['key']!r} "
+             "is not a key in normal form")  # fmt: skip
         size = f.get("size")
-        need(isinstance(size, int) and not isinstance(size, bool) and size >= 0, f"files[{i}].size is not a size")
+        need(isinstance(size, int) and not isinstance(size, bool) and 0 < size <= MAX_OBJECT_SIZE,
+             f"files[{i}].size is not a size")  # fmt: skip
         md5 = f.get("MD5checksum")
-        need(md5 is None or isinstance(md5, str), f"files[{i}].MD5checksum is not a string")
+        need(md5 is None or (isinstance(md5, str) and MD5_HEX.fullmatch(md5) is not None),
+             f"files[{i}].MD5checksum is not an MD5 in hex")  # fmt: skip
         out.append(DataFile(_data_uri(storage, uri, dest, f["key"]), size, md5))
+    need(len({f.uri for f in out}) == len(out), "a data file is listed twice in 'files'")
     return Inventory(uri, data["sourceBucket"], dest, str(data.get("version", "")), created, fmt,
-                     data["fileSchema"], tuple(out))  # fmt: skip
+                     data["fileSchema"], tuple(out), latest)  # fmt: skip
+
+
+# S3's rules for a bucket name: 3-63 of lowercase letters, digits, dots and hyphens (older
+# us-east-1 buckets may also hold capitals and underscores), beginning and ending with a letter or digit
+_BUCKET = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,61}[a-zA-Z0-9]")
+
+
+def _iso(t: float) -> str:
+    """An epoch time as UTC ISO 8601; one beyond what Python's calendar holds as said."""
+    try:
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return "beyond year 9999" if t > 0 else "before year 1"
+
+
+def _check_manifest_checksum(storage: Storage, uri: str, raw: bytes) -> None:
+    """``manifest.checksum`` beside ``manifest.json``, when there is one: the manifest's MD5 in hex."""
+    if not uri.endswith("/manifest.json"):
+        return
+    checksum_uri = uri[: -len("json")] + "checksum"
+    try:
+        if storage.stat(checksum_uri) is None:
+            return
+        text = storage.read_bytes(checksum_uri, limit=1024)
+    except CkptError as e:
+        raise InventoryError(f"cannot read the manifest's checksum: {e.message}", path=checksum_uri) from None
+    digest = text.strip().decode("ascii", "replace")
+    if MD5_HEX.fullmatch(digest) is None:
+        raise InventoryError("manifest.checksum is not an MD5 in hex", path=checksum_uri)
+    if hashlib.md5(raw, usedforsecurity=False).hexdigest() != digest.lower():
+        raise InventoryError("manifest.json does not match its MD5 in manifest.checksum", path=uri)
+
+
+def schema_columns(file_format: str, file_schema: str) -> list[str] | None:
+    """The column names the manifest's ``fileSchema`` declares (``None``: it declares none, or a
+    name twice): CSV's ``"Bucket, Key, ..."``, Parquet's ``message s3.inventory { required binary
+    bucket (UTF8); ...}``, ORC's ``struct<bucket:string,key:string,...>``."""
+    if file_format == "CSV":
+        names = csv_columns(file_schema)
+    elif file_format == "Parquet":
+        body = re.fullmatch(r"\s*message\s+[\w.]+\s*\{(.*)\}\s*", file_schema, re.S)
+        fields = [f.strip() for f in body.group(1).split(";") if f.strip()] if body else []
+        names = [m.group(1) if (m := re.fullmatch(r"(?:required|optional|repeated)\s+\w+\s+(\w+)(?:\s*\(.*\))?", f))
+                 else "" for f in fields]  # fmt: skip
+    else:
+        body = re.fullmatch(r"\s*struct<(.*)>\s*", file_schema, re.S)
+        names = (
+            [f.split(":", 1)[0].strip() if ":" in f else "" for f in body.group(1).split(",")] if body else []
+        )
+    if not names or not all(re.fullmatch(r"[A-Za-z_][\w ]*", n) for n in names):
+        return None
+    return names if len({_norm(n) for n in names}) == len(names) else None
 
 
 def _data_uri(storage: Storage, manifest_uri: str, dest_bucket: str, key: str) -> str:
@@ -152,7 +241,14 @@ def _norm(name: str) -> str:
     return name.strip().lower().replace("_", "").replace(" ", "")
 
 
-KEY, SIZE, MTIME, LATEST, DELETE, BUCKET = "key", "size", "lastmodifieddate", "islatest", "isdeletemarker", "bucket"
+KEY, SIZE, MTIME, LATEST, DELETE, BUCKET = (
+    "key",
+    "size",
+    "lastmodifieddate",
+    "islatest",
+    "isdeletemarker",
+    "bucket",
+)
 
 
 def csv_columns(file_schema: str) -> list[str]:
@@ -229,12 +325,16 @@ def iter_files(storage: Storage, inv: Inventory, scopes: Iterable[str], stats: R
             yield FileInfo(uri, size, mtime)
 
 
-def _read_data_file(storage: Storage, inv: Inventory, df: DataFile, prefixes: tuple[str, ...], stats: ReadStats):
+def _read_data_file(
+    storage: Storage, inv: Inventory, df: DataFile, prefixes: tuple[str, ...], stats: ReadStats
+):
     found = storage.stat(df.uri)
     if found is None:
         raise InventoryError("inventory data file not found (listed in the manifest)", path=df.uri)
     if found.size != df.size:
-        raise InventoryError(f"inventory data file has {found.size} bytes, the manifest says {df.size}", path=df.uri)
+        raise InventoryError(
+            f"inventory data file has {found.size} bytes, the manifest says {df.size}", path=df.uri
+        )
     fs, path = storage.fs(df.uri)
     before = stats.rows_read, stats.rows_kept
     try:
@@ -247,7 +347,7 @@ def _read_data_file(storage: Storage, inv: Inventory, df: DataFile, prefixes: tu
                     raise InventoryError("inventory data file does not match its MD5checksum in the manifest",
                                          path=df.uri)  # fmt: skip
             else:
-                yield from _columnar_batches(inv, raw, prefixes, stats)
+                yield from _columnar_batches(inv, _checked(raw, df), prefixes, stats)
     except CkptError as e:
         if e.path is None:
             e.path = df.uri
@@ -258,7 +358,36 @@ def _read_data_file(storage: Storage, inv: Inventory, df: DataFile, prefixes: tu
             f"{(str(e).strip().splitlines() or [''])[0][:200]}", path=df.uri,
         ) from None  # fmt: skip
     stats.files_read += 1
-    stats.by_file.append({"uri": df.uri, "rows": stats.rows_read - before[0], "kept": stats.rows_kept - before[1]})
+    stats.by_file.append(
+        {"uri": df.uri, "rows": stats.rows_read - before[0], "kept": stats.rows_kept - before[1]}
+    )
+
+
+# A columnar file up to this size is read once, into memory, and hashed there; a larger one is
+# hashed as it streams, then read again by Arrow (which seeks): twice the bytes, not its size in memory.
+HASHED_IN_MEMORY = 512 << 20
+
+
+def _checked(raw, df: DataFile):
+    """What Arrow reads an ORC or Parquet file from, its MD5 checked first when the manifest gives
+    one (a CSV's is hashed as it streams)."""
+    if not df.md5:
+        return raw
+    md5 = hashlib.md5(usedforsecurity=False)
+    if df.size <= HASHED_IN_MEMORY:
+        import pyarrow as pa
+
+        data = raw.read()
+        md5.update(data)
+        source = pa.BufferReader(data)
+    else:
+        while chunk := raw.read(8 << 20):
+            md5.update(chunk)
+        raw.seek(0)
+        source = raw
+    if md5.hexdigest() != df.md5.lower():
+        raise InventoryError("inventory data file does not match its MD5checksum in the manifest", path=df.uri)
+    return source
 
 
 def _csv_batches(inv: Inventory, reader, prefixes, stats):
@@ -267,7 +396,6 @@ def _csv_batches(inv: Inventory, reader, prefixes, stats):
 
     names = csv_columns(inv.file_schema)
     by_norm = {_norm(n): n for n in names}
-    _require(by_norm, inv)
     wanted = [by_norm[k] for k in (KEY, SIZE, MTIME, LATEST, DELETE, BUCKET) if k in by_norm]
     stream = pa.CompressedInputStream(pa.PythonFile(reader, mode="r"), "gzip")
     batches = csv.open_csv(
@@ -287,29 +415,58 @@ def _columnar_batches(inv: Inventory, raw, prefixes, stats):
         import pyarrow.parquet as pq
 
         pf = pq.ParquetFile(raw)
-        by_norm = {_norm(n): n for n in pf.schema_arrow.names}
-        _require(by_norm, inv)
+        by_norm = _file_columns(inv, pf.schema_arrow)
         cols = [by_norm[k] for k in (KEY, SIZE, MTIME, LATEST, DELETE, BUCKET) if k in by_norm]
         batches: Iterable[Any] = pf.iter_batches(batch_size=256 * 1024, columns=cols)
     else:
         from pyarrow import orc
 
         of = orc.ORCFile(raw)
-        by_norm = {_norm(n): n for n in of.schema.names}
-        _require(by_norm, inv)
+        by_norm = _file_columns(inv, of.schema)
         cols = [by_norm[k] for k in (KEY, SIZE, MTIME, LATEST, DELETE, BUCKET) if k in by_norm]
         batches = (of.read_stripe(i, columns=cols) for i in range(of.nstripes))
     for batch in batches:
         yield from _select(inv, batch, by_norm, prefixes, None, stats, encoded=False)
 
 
-def _require(by_norm: dict[str, str], inv: Inventory) -> None:
-    missing = [n for n, k in (("Key", KEY), ("Size", SIZE), ("LastModifiedDate", MTIME)) if k not in by_norm]
+def _require(names: list[str], uri: str) -> None:
+    """The columns a plan needs are in the report (``names`` normalised); a report of every
+    version (a ``VersionId`` column) says which is the latest and which a delete marker."""
+    missing = [n for n, k in (("Key", KEY), ("Size", SIZE), ("LastModifiedDate", MTIME)) if k not in names]
     if missing:
         raise InventoryError(
             f"the inventory has no {', '.join(missing)} column: configure it with the optional fields Size "
-            "and LastModifiedDate", path=inv.uri,
+            "and LastModifiedDate", path=uri,
         )  # fmt: skip
+    if "versionid" in names and not {LATEST, DELETE} <= set(names):
+        raise InventoryError(
+            "the inventory lists versions (VersionId) without IsLatest and IsDeleteMarker", path=uri
+        )
+
+
+# the Arrow types each column a plan reads may have in an ORC or Parquet report
+_TYPES = {KEY: ("string", "large_string"), SIZE: ("integer",), MTIME: ("timestamp", "integer"),
+          LATEST: ("boolean",), DELETE: ("boolean",), BUCKET: ("string", "large_string")}  # fmt: skip
+
+
+def _file_columns(inv: Inventory, schema) -> dict[str, str]:
+    """An ORC or Parquet file's columns (normalised name -> name), checked against the manifest's
+    ``fileSchema`` (the same names) and of the types S3 Inventory writes."""
+    import pyarrow as pa
+
+    by_norm = {_norm(n): n for n in schema.names}
+    declared = {_norm(n) for n in schema_columns(inv.file_format, inv.file_schema) or ()}
+    if len(by_norm) != len(schema.names) or set(by_norm) != declared:
+        raise InventoryError(f"the data file's columns ({', '.join(schema.names)}) are not those of the manifest's "
+                             "fileSchema")  # fmt: skip
+    for k, kinds in _TYPES.items():
+        if k in by_norm:
+            kind = schema.field(by_norm[k]).type
+            if not any(getattr(pa.types, f"is_{t}")(kind) for t in kinds):
+                raise InventoryError(
+                    f"the data file's column {by_norm[k]} is of type {kind}, not {' or '.join(kinds)}"
+                )
+    return by_norm
 
 
 def _truthy(column):
@@ -319,7 +476,12 @@ def _truthy(column):
 
     if pa.types.is_boolean(column.type):
         return pc.fill_null(column, False)
-    return pc.equal(pc.utf8_lower(pc.utf8_trim_whitespace(column)), "true")
+    text = pc.utf8_lower(pc.utf8_trim_whitespace(column))
+    known = pc.fill_null(pc.is_in(text, value_set=pa.array(["true", "false"])), False)
+    if not pc.all(known).as_py():
+        bad = pc.filter(column, pc.invert(known))[0].as_py()
+        raise InventoryError(f"{bad[:40]!r} in a row's IsLatest or IsDeleteMarker is neither true nor false")
+    return pc.equal(text, "true")
 
 
 def _select(inv: Inventory, batch, by_norm, prefixes, regex, stats: ReadStats, *, encoded: bool):
@@ -348,35 +510,94 @@ def _select(inv: Inventory, batch, by_norm, prefixes, regex, stats: ReadStats, *
         buckets = batch.column(by_norm[BUCKET])
         if not pc.all(pc.equal(buckets, inv.source_bucket)).as_py():
             other = next(b for b in buckets.to_pylist() if b != inv.source_bucket)
-            raise InventoryError(f"a row names bucket {other!r}, the manifest's sourceBucket is {inv.source_bucket!r}")
+            raise InventoryError(
+                f"a row names bucket {other!r}, the manifest's sourceBucket is {inv.source_bucket!r}"
+            )
     key = batch.column(by_norm[KEY])
     size = batch.column(by_norm[SIZE])
     if not pa.types.is_int64(size.type):
-        size = pc.cast(size, pa.int64())  # a CSV's strings; an empty or bad one raises
+        size = _sizes(size)
     if key.null_count or size.null_count:
         raise InventoryError("a row of a current object has no key or no size")
+    _check_range(size, 0, MAX_OBJECT_SIZE, "Size", key)
     mtime = _epoch_seconds(batch.column(by_norm[MTIME]))
+    _check_range(mtime, S3_LAUNCH, inv.latest, "LastModifiedDate", key)
     if encoded:
         key = _unquoted(key)
+    else:
+        _check_utf8(key)
+    if not pc.all(pc.greater(pc.binary_length(key), 0)).as_py():
+        raise InventoryError("a row of a current object has an empty key")
         if under:  # the regex matched the encoded key: the decoded one must be under a prefix too
             inside = starts_with_any(key, prefixes)
             key, size, mtime = (pc.filter(c, inside) for c in (key, size, mtime))
     if not len(key):
         return
     stats.rows_kept += len(key)
-    uri = pc.binary_join_element_wise(f"s3://{inv.source_bucket}/", pc.cast(key, pa.string()), "")  # not large_string
+    uri = pc.binary_join_element_wise(
+        f"s3://{inv.source_bucket}/", pc.cast(key, pa.string()), ""
+    )  # not large_string
     yield pa.RecordBatch.from_arrays([uri, size, mtime], names=["uri", "size", "mtime"])
 
 
+def _sizes(column):
+    """Sizes as int64: another integer type cast; a CSV's strings digits only (Arrow's cast also
+    takes ``+5`` and ``-0``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_integer(column.type):
+        return pc.cast(column, pa.int64())  # a uint64 beyond int64 raises: one line naming the file
+    digits = pc.match_substring_regex(column, r"^[0-9]{1,19}$")
+    if not pc.all(pc.fill_null(digits, True)).as_py():
+        bad = pc.filter(column, pc.invert(pc.fill_null(digits, True)))[0].as_py()
+        raise InventoryError(f"Size {bad[:40]!r} of a row is not a size")
+    try:
+        return pc.cast(column, pa.int64())
+    except pa.ArrowInvalid:
+        raise InventoryError("a Size of a row is beyond 64 bits") from None
+
+
+def _check_range(values, low: float, high: float, what: str, keys) -> None:
+    """Every non-null value in [low, high], or one line naming the first row's key and value."""
+    import pyarrow.compute as pc
+
+    bad = pc.fill_null(pc.or_(pc.less(values, low), pc.greater(values, high)), False)
+    if pc.any(bad).as_py():
+        i = pc.indices_nonzero(bad)[0].as_py()
+        value = values[i].as_py()
+        shown = _iso(value) if what == "LastModifiedDate" else value
+        raise InventoryError(f"{what} {shown} of the row of key {keys[i].as_py()!r} is not between "
+                             f"{_iso(low) if what == 'LastModifiedDate' else low} and "
+                             f"{_iso(high) if what == 'LastModifiedDate' else high}")  # fmt: skip
+
+
+def _check_utf8(key) -> None:
+    """Keys are UTF-8 (S3's are): Parquet's and ORC's string columns are not checked as they are read."""
+    import pyarrow as pa
+
+    try:
+        key.validate(full=True)
+    except pa.ArrowInvalid:
+        raise InventoryError("a key of a row is not UTF-8") from None
+
+
 def _unquoted(key):
-    """CSV's URL-encoded keys decoded (``unquote_plus``): in Python only those with a ``%`` or ``+``."""
+    """CSV's URL-encoded keys decoded (``unquote_plus``): in Python only those with a ``%`` or ``+``.
+    An encoding of bytes that are no UTF-8 is a broken row (``unquote_plus`` would make each of
+    them U+FFFD: two keys one name)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     encoded = pc.match_substring_regex(key, "[%+]")
     if not pc.any(encoded).as_py():
         return key
-    decoded = [unquote_plus(k) for k in pc.filter(key, encoded).to_pylist()]
+    decoded = []
+    for k in pc.filter(key, encoded).to_pylist():
+        try:
+            decoded.append(unquote_to_bytes(k.replace("+", " ")).decode("utf-8"))
+        except UnicodeDecodeError:
+            raise InventoryError(f"the key {k[:200]!r} of a row is the URL encoding of no UTF-8") from None
     return pc.replace_with_mask(key, encoded, pa.array(decoded, pa.string()))
 
 
@@ -391,7 +612,9 @@ def _epoch_seconds(column):
     import pyarrow.compute as pc
 
     if pa.types.is_timestamp(column.type):
-        return pc.divide(pc.cast(pc.cast(column, pa.int64()), pa.float64(), safe=False), _UNIT[column.type.unit])
+        return pc.divide(
+            pc.cast(pc.cast(column, pa.int64()), pa.float64(), safe=False), _UNIT[column.type.unit]
+        )
     if pa.types.is_integer(column.type):  # milliseconds, as Parquet's TIMESTAMP_MILLIS without its annotation
         return pc.divide(pc.cast(column, pa.float64(), safe=False), 1e3)
     text = pc.utf8_trim_whitespace(column)

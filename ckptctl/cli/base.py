@@ -252,7 +252,8 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _fail(message: str, code: int) -> None:
-    current_terminal().error(" ".join(message.split()))
+    """One line: the message's lines joined (a name's own blanks, tabs and CRs kept, and shown)."""
+    current_terminal().error(" ".join(part.strip(" ") for part in message.split("\n") if part.strip()))
     raise typer.Exit(code)
 
 

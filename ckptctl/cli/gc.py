@@ -307,7 +307,7 @@ def _by_inventory(storage, manifest: str, chosen, out):
     from ckptctl.gc.plan import BYTES_PER_FILE
     from ckptctl.inventory import most_rows, read_manifest
 
-    rows = most_rows(read_manifest(storage, manifest))
+    rows = most_rows(read_manifest(storage, manifest, latest=float("inf")))  # sizes only: the planner checks its times
     need, have = rows * BYTES_PER_FILE, machine_memory()
     if not have or need <= have // 2:
         return chosen

@@ -11,6 +11,11 @@ shares stays here: :func:`fitted_table` and the human formatters (:func:`human_b
 Everything else (warnings, errors, progress, prompts, verbosity) belongs to the invocation's
 :class:`~ckptctl.cli.terminal.Terminal`, which both implementations share; it writes to stderr, so
 ``ckptctl ls --json | jq`` always sees clean JSON.
+
+Text from the outside (paths, names, keys, messages that quote them) is never Rich markup: the
+Terminal's consoles draw every string as text (markup and emoji codes off, control characters
+shown as escapes: :func:`visible`). ckptctl's own styles are asked for explicitly with
+:func:`styled`, whose template is ckptctl's and whose values are text.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from ckptctl.cli.terminal import Terminal
+from ckptctl.cli.terminal import Terminal, styled, visible
+
+__all__ = ["styled", "visible"]  # with the helpers below: what renderers import from here
 
 
 def human_bytes(n: int | None) -> str:
@@ -108,9 +115,10 @@ class ConsoleOutput(Output):
 
 
 class Col:
-    """A table column: header, cells (Rich markup), alignment; ``fold``: may wrap (paths)."""
+    """A table column: header, cells (text, or :func:`styled` text), alignment; ``fold``: may
+    wrap (paths)."""
 
-    def __init__(self, header: str, cells: list[str], justify: str = "left", fold: bool = False) -> None:
+    def __init__(self, header: str, cells: list[Any], justify: str = "left", fold: bool = False) -> None:
         self.header, self.cells, self.justify, self.fold = header, cells, justify, fold
 
 
@@ -155,7 +163,7 @@ def _fitting_columns(columns: list[Col], drop: Iterable[str], fits: Callable[[li
     return shown
 
 
-QUICK_NOTE = " [muted](--quick: existence and sizes only, no file read)[/muted]"  # verify's and check's screens
+QUICK_NOTE = " [muted](--quick: existence and sizes only, no file read)[/muted]"  # verify's, check's: a styled() template
 LONG_ROWS = 2_000  # above this many rows a table is drawn line by line (:func:`print_long_table`)
 
 
@@ -167,7 +175,7 @@ def print_long_table(console, columns: list[Col], drop: Iterable[str], title: st
     ASCII without spaces, brackets or colons: nearly all) are drawn as they are; any other is
     made into Rich text as Rich makes it (markup, emoji codes, tabs, line breaks; wrapped at
     spaces). A terminal too narrow for the folded column's header gets Rich's own table."""
-    cells = {id(c): [x if _simple(x) else _rich_text(console, x) for x in c.cells] for c in columns}
+    cells = {id(c): [x if type(x) is str and _simple(x) else _rich_text(console, x) for x in c.cells] for c in columns}
 
     def natural(c: Col) -> int:
         return max(len(c.header), *(len(x) if type(x) is str else _lines_width(x) for x in cells[id(c)])) if c.cells else len(c.header)
@@ -181,7 +189,7 @@ def print_long_table(console, columns: list[Col], drop: Iterable[str], title: st
     folds = [c for c in shown if c.fold]
     room = console.width - total([c for c in shown if not c.fold], False)
     if len(folds) > 1 or total(shown, True) > console.width or any(room - 3 < len(c.header) for c in folds):
-        console.print(fitted_table(console, columns, drop=drop, title=_escape(title), title_justify="left"))
+        console.print(fitted_table(console, columns, drop=drop, title=title, title_justify="left"))
         return
     width = [min(widths[id(c)], room - 3) if c.fold else widths[id(c)] for c in shown]
 
@@ -198,7 +206,7 @@ def print_long_table(console, columns: list[Col], drop: Iterable[str], title: st
         return [t.plain for t in x.wrap(console, w, overflow="fold", no_wrap=not fold)] or [""]
 
     # the title as Rich gives a table's: wrapped to the table's width
-    console.print(console.render_str(_escape(title), style="table.title", highlight=False),
+    console.print(console.render_str(title, style="table.title", highlight=False),
                   width=sum(width) + 3 * len(width) + 1)  # fmt: skip
     out = [line(["━" * (w + 2) for w in width], "┏", "┳", "┓")]
     out.append(line([cell(c.header, w, c.justify) for c, w in zip(shown, width, strict=True)], "┃", "┃", "┃"))
@@ -213,13 +221,13 @@ def print_long_table(console, columns: list[Col], drop: Iterable[str], title: st
 
 
 def _simple(cell: str) -> bool:
-    """A cell Rich draws as it is: printable ASCII, no space (a fold point), no markup, no emoji code."""
-    return cell.isascii() and cell.isprintable() and " " not in cell and "[" not in cell and ":" not in cell
+    """A cell Rich draws as it is: printable ASCII, no space (a fold point)."""
+    return cell.isascii() and cell.isprintable() and " " not in cell
 
 
-def _rich_text(console, markup: str) -> Any:
-    """A cell as Rich's table makes it (markup and emoji codes rendered, tabs expanded)."""
-    text = console.render_str(markup, highlight=False)
+def _rich_text(console, cell: Any) -> Any:
+    """A cell as Rich's table makes it (a string as text, control characters shown; tabs expanded)."""
+    text = console.render_str(cell, highlight=False) if isinstance(cell, str) else cell.copy()
     text.expand_tabs()
     return text
 
@@ -239,13 +247,14 @@ def _folded(text: str, width: int) -> list[str]:
     return [text[i : i + width] for i in range(0, len(text), width)]  # ASCII: a character a cell
 
 
-def cell_len(markup: str) -> int:
-    """Terminal cells of a cell's text (markup parsed only when there is any: tables can be long)."""
-    if "[" not in markup:
-        return len(markup) if markup.isascii() else _cells(markup)
-    from rich.text import Text
-
-    return Text.from_markup(markup).cell_len
+def cell_len(cell: Any) -> int:
+    """Terminal cells of a cell: a string's text as the console shows it (:func:`visible`), a
+    :func:`styled` one's own."""
+    if not isinstance(cell, str):
+        return cell.cell_len
+    if cell.isascii() and cell.isprintable():
+        return len(cell)
+    return _cells(visible(cell))
 
 
 def _cells(text: str) -> int:
@@ -256,12 +265,6 @@ def _cells(text: str) -> int:
 
 def _s(v: Any) -> str:
     return "-" if v is None else str(v)
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(str(text))
 
 
 def make_output(as_json: bool, terminal: Terminal | None = None) -> Output:

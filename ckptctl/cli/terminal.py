@@ -15,6 +15,7 @@ Rich is imported only when something is shown: ``ckptctl --help`` must stay fast
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -33,6 +34,84 @@ STYLES = {
 }
 
 NORMAL = 0  # verbosity: below it -q (errors only), above it -v
+
+
+# Characters a terminal acts on instead of drawing (ESC starts a control sequence that can
+# recolour, move the cursor or retitle the window; CR overwrites the line; bidi controls reorder
+# what follows), and lone surrogates (a name's bytes that are no UTF-8, as Python decodes them):
+# in a name they are shown as Python writes them (``\x1b``, ``\r``, ``\u202e``, ``\xff``).
+_ACTED_ON = "\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_ESCAPED = re.compile(f"[\n{_ACTED_ON}]")
+_ESCAPED_NOT_LINES = re.compile(f"[{_ACTED_ON}]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _shown(match: re.Match) -> str:
+    ch = match.group()
+    if ch in _NAMED:
+        return _NAMED[ch]
+    if 0xDC80 <= ord(ch) <= 0xDCFF:  # surrogateescape: the byte it stands for
+        return f"\\x{ord(ch) - 0xDC00:02x}"
+    return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+
+
+def visible(text: str, lines: bool = False) -> str:
+    """``text`` as a terminal can show it without acting on it: control characters (C0, DEL, C1,
+    line and paragraph separators, bidi controls) and lone surrogates as escapes, everything else
+    as it is. ``lines``: a line break stays one (a string the console prints may be lines of
+    ckptctl's own)."""
+    if text.isprintable():
+        return text
+    return (_ESCAPED_NOT_LINES if lines else _ESCAPED).sub(_shown, text)
+
+
+_TEXT_CONSOLE: Any = None
+
+
+def text_console(**options: Any) -> Any:
+    """A Rich console that draws every string as text: no markup, no emoji codes, no highlighting,
+    control characters shown (:func:`visible`) -- a path from the outside is printed as it is,
+    wherever a renderer puts it (a line, a table cell or title, a tree label). ckptctl's own
+    styles come as :func:`styled` text."""
+    global _TEXT_CONSOLE
+    if _TEXT_CONSOLE is None:
+        from rich.console import Console
+
+        class TextConsole(Console):
+            def render_str(self, text: str, **kwargs: Any) -> Any:
+                return super().render_str(visible(text, lines=True), **kwargs)
+
+        _TEXT_CONSOLE = TextConsole
+    return _TEXT_CONSOLE(markup=False, emoji=False, highlight=False, **options)
+
+
+def styled(template: str, *values: Any) -> Any:
+    """A ``rich.text.Text`` of ckptctl's own markup ``template`` (``"[error]{}[/error]: {}"``)
+    with each ``{}`` filled by a value drawn as text (:func:`visible`), in the styles around it:
+    ``[bold]``, ``[/x]``, ``[link=...]``, backslashes, ``:emoji:`` codes in a value are what it
+    shows, never a style or an error. The values never pass through the markup parser (escaping
+    them could not be exact: a trailing backslash escapes the tag after it)."""
+    from rich.text import Text
+
+    parts = template.split("{}")
+    if len(parts) != len(values) + 1:
+        raise ValueError(f"{len(parts) - 1} places for {len(values)} values in {template!r}")
+    marks = [chr(0xF0000 + i) for i in range(len(values))]  # private use: never in a template
+    parsed = Text.from_markup("".join(p + m for p, m in zip(parts, [*marks, ""], strict=True)), emoji=False)
+    if not values:
+        return parsed
+    pieces, at = [], 0
+    for mark, value in zip(marks, values, strict=True):
+        where = parsed.plain.index(mark, at)
+        pieces.append(parsed[at:where])
+        piece = Text(visible(str(value)))
+        for span in parsed.spans:
+            if span.start <= where < span.end:
+                piece.stylize(span.style)
+        pieces.append(piece)
+        at = where + 1
+    pieces.append(parsed[at:])
+    return Text.assemble(*pieces, style=parsed.style)
 
 
 class Terminal:
@@ -57,20 +136,16 @@ class Terminal:
     def err(self):
         """The stderr console: messages, progress, prompts."""
         if self._err is None:
-            from rich.console import Console
-
-            self._err = Console(stderr=True, highlight=False, soft_wrap=True, theme=self._theme())
+            self._err = text_console(stderr=True, soft_wrap=True, theme=self._theme())
         return self._err
 
     @property
     def out(self):
         """The stdout console rendered results are printed on (a wide page when piped)."""
         if self._out is None:
-            from rich.console import Console
-
-            self._out = Console(highlight=False, soft_wrap=False, theme=self._theme())
+            self._out = text_console(soft_wrap=False, theme=self._theme())
             if not self._out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
-                self._out = Console(highlight=False, soft_wrap=False, width=200, theme=self._theme())
+                self._out = text_console(soft_wrap=False, width=200, theme=self._theme())
         return self._out
 
     @property
@@ -87,28 +162,23 @@ class Terminal:
         return not self.quiet and self.err.is_terminal
 
     # -- messages --------------------------------------------------------------------------
+    # every message is text: paths and names in it are shown as they are (:func:`styled`)
     def error(self, message: str) -> None:
-        from rich.markup import escape
-
-        self.err.print(f"[error]error:[/error] {escape(str(message))}", markup=True)
+        self.err.print(styled("[error]error:[/error] {}", message))
 
     def warn(self, message: str) -> None:
-        """A warning (Rich markup allowed); not shown with -q."""
+        """A warning; not shown with -q."""
         if not self.quiet:
-            self.err.print(f"[warning]warning:[/warning] {message}", markup=True)
+            self.err.print(styled("[warning]warning:[/warning] {}", message))
 
     def refusal(self, code: str, message: str) -> None:
         """Why a destructive command refuses: shown even with -q (it is the reason for exit 1)."""
-        from rich.markup import escape
-
-        self.err.print(f"[error]refused ({code}):[/error] {escape(message)}")
+        self.err.print(styled("[error]refused ({}):[/error] {}", code, message))
 
     def info(self, message: str) -> None:
         """A line for -v only (what is being done, how long it took)."""
         if self.verbose:
-            from rich.markup import escape
-
-            self.err.print(f"[muted]{escape(message)}[/muted]")
+            self.err.print(styled("[muted]{}[/muted]", message))
 
     # -- progress --------------------------------------------------------------------------
     @contextmanager
@@ -143,7 +213,7 @@ class Terminal:
         if not self.interactive:
             yield
             return
-        with self.err.status(label):
+        with self.err.status(styled("{}", label)):
             yield
 
     @contextmanager
@@ -169,7 +239,7 @@ class Terminal:
                 while shown:
                     shown.pop().stop()
                 return
-            text = f"listing {what}: {n:,} objects"
+            text = styled("listing {}: {} objects", what, f"{n:,}")
             if shown:
                 shown[0].update(text)
                 return
@@ -195,7 +265,7 @@ class Terminal:
             raise CkptError(no_terminal)
         import typer
 
-        return typer.confirm(question, default=False, err=True)
+        return typer.confirm(visible(question), default=False, err=True)
 
 
 class Bar:
@@ -220,11 +290,11 @@ class Bar:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=self.terminal.err, transient=True,
         )  # fmt: skip
         self._bar.start()
-        self._task = self._bar.add_task(self.label, total=n)
+        self._task = self._bar.add_task(visible(self.label), total=n)
 
     def advance(self, n: int) -> None:
         if self._bar is not None:

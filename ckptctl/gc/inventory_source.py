@@ -25,13 +25,15 @@ from ckptctl.storage import FileInfo
 class InventorySource:
     """The planner's steps that read, check and record the S3 Inventory report."""
 
-    def open_inventory(self) -> None:
+    def open_inventory(self, latest: float) -> None:
         """Read the manifest; it must be of the roots' bucket and, when re-validating a plan, the
-        very report the plan was made from (same creation time, same number of rows)."""
+        very report the plan was made from (same creation time, same number of rows). No time it
+        gives (its creation, its rows' mtimes) may be later than ``latest``: the storage clock
+        plus the tolerance any mtime has."""
         from ckptctl.inventory import InventoryError, read_manifest
 
         options = self.options
-        inv = read_manifest(self.storage, options.inventory)
+        inv = read_manifest(self.storage, options.inventory, latest=latest)
         bucket = options.roots[0][5:].split("/")[0]
         if inv.source_bucket != bucket:
             raise InventoryError(

@@ -212,7 +212,7 @@ class _Planner(InventorySource, Guards):
             if st.scheme_of(root) == "file" and os.path.exists(root[5:]) and not os.path.isdir(root[5:]):
                 raise CkptError("not a directory: a ROOT is a directory of checkpoints", path=root)
         if options.inventory is not None:
-            self.open_inventory()
+            self.open_inventory(now + CLOCK_TOLERANCE)  # no time the report gives is later
         return now, now_source, cutoff
 
     # -- clock ----------------------------------------------------------------------------

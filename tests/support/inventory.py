@@ -163,3 +163,32 @@ def shared(s3_server) -> dict:
         up = setup(s3_server, "inv-shared")
         _SHARED.update(up, bucket="inv-shared", rows=listing(s3_server, "inv-shared"))
     return _SHARED
+
+
+def local_report(dest, rows: list[dict], fmt: str, *, data: bytes | None = None, **manifest) -> str:
+    """A report as ``aws s3 sync`` of the destination bucket leaves it on local disk (one data
+    file; ``data`` replaces its bytes, the manifest describing them; ``manifest`` replaces or, as
+    ``None``, drops the manifest's fields): the path of its manifest.json."""
+    encoded, suffix, schema = encode(rows, fmt)
+    data = encoded if data is None else data
+    key = f"src/cfg/data/part.{suffix}"
+    (dest / "src/cfg/data").mkdir(parents=True, exist_ok=True)
+    (dest / key).write_bytes(data)
+    (dest / "src/cfg/2026-01-03T00-00Z").mkdir(exist_ok=True)
+    fields = {
+        "sourceBucket": "src", "destinationBucket": "arn:aws:s3:::dest", "version": "2016-11-30",
+        "creationTimestamp": "1767398400000", "fileFormat": fmt, "fileSchema": schema,
+        "files": [{"key": key, "size": len(data), "MD5checksum": hashlib.md5(data).hexdigest()}],
+    }  # fmt: skip
+    fields.update(manifest)
+    path = dest / "src/cfg/2026-01-03T00-00Z/manifest.json"
+    path.write_text(json.dumps({k: v for k, v in fields.items() if v is not None}))
+    return str(path)
+
+
+def report_rows(keys: list[str], **fields) -> list[dict]:
+    """Rows of current objects of bucket ``src`` (written 2026-01-02), ``fields`` replacing any field."""
+    t = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    return [{"bucket": "src", "key": k, "version_id": None, "is_latest": True, "is_delete_marker": False,
+             "size": 1, "last_modified_date": t, "e_tag": "e", "storage_class": "STANDARD", **fields}
+            for k in keys]  # fmt: skip

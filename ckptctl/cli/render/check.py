@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import QUICK_NOTE, _escape, human_bytes
+from ckptctl.cli.output import QUICK_NOTE, human_bytes, styled
 from ckptctl.cli.render.repairable import detail_once, print_repairable
 
 if TYPE_CHECKING:
@@ -18,32 +18,31 @@ def report(console: Any, r: CheckReport, named: str) -> None:
     from ckptctl.views import short_uri
 
     root = r.root
-    table = Table(title=_escape(f"check {named}"), title_justify="left")
+    table = Table(title=f"check {named}", title_justify="left")
     table.add_column("checkpoint", overflow="fold")
     table.add_column("files", justify="right", no_wrap=True)
     table.add_column("result")
     for ck in r.checkpoints:
         n = len(ck["problems"])
-        status = "[ok]ok[/ok]" if ck["ok"] else f"[error]{n} problem{'s' if n != 1 else ''}[/error]"
+        status = styled("[ok]ok[/ok]" if ck["ok"] else f"[error]{n} problem{'s' if n != 1 else ''}[/error]")
         if ck["error"]:
-            status = "[error]unreadable _metadata[/error]"  # the problem lines below say why, once
-        table.add_row(_escape(short_uri(ck["path"], root)), str(ck["files"]), status)
+            status = styled("[error]unreadable _metadata[/error]")  # the problem lines below say why, once
+        table.add_row(short_uri(ck["path"], root), str(ck["files"]), status)
     o = r.orphans
     amount = human_bytes(o["bytes"]) + (
         "" if o["limit"] is None else f" of {human_bytes(o['limit'])} allowed"
     )
     if o["error"]:
-        status = f"[error]{_escape(o['error'])}[/error]" if not o["ok"] else "[warning]not measured[/warning]"
+        status = styled("[error]{}[/error]", o["error"]) if not o["ok"] else styled("[warning]not measured[/warning]")
     elif not o["ok"]:
-        status = f"[error]{amount}: over the limit[/error]"
+        status = styled("[error]{}: over the limit[/error]", amount)
     else:
-        status = f"[ok]ok[/ok] ({amount})"
+        status = styled("[ok]ok[/ok] ({})", amount)
     table.add_row("orphans", f"{o['files']:,}", status)
     console.print(table)
     for p in r.problems[:100]:
         path = short_uri(p["path"], root)
         detail = detail_once(p).removeprefix(p["path"] + ": ")  # metadata errors name the file already
-        console.print(f"[error]{p['check']}[/error] {_escape(path)}: {_escape(detail)}")
+        console.print(styled("[error]{}[/error] {}: {}", p["check"], path, detail))
     print_repairable(console, r.repairable, root)
-    console.print(("[ok]passed[/ok]" if r.ok else "[error]FAILED[/error]")
-                  + (QUICK_NOTE if r.quick else ""))  # fmt: skip
+    console.print(styled(("[ok]passed[/ok]" if r.ok else "[error]FAILED[/error]") + (QUICK_NOTE if r.quick else "")))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import _escape, human_bytes
+from ckptctl.cli.output import human_bytes
 
 if TYPE_CHECKING:
     from ckptctl.views import CheckpointDiff
@@ -51,7 +51,7 @@ def report(console: Any, r: CheckpointDiff) -> None:
         listed.add_column("size", justify="right", no_wrap=True)
         listed.add_column("path", overflow="fold")
         for f in files[:DIFF_TOP]:
-            listed.add_row(human_bytes(f["size"]), _escape(short_uri(f["path"], base)))
+            listed.add_row(human_bytes(f["size"]), short_uri(f["path"], base))
         console.print(listed)
         if len(files) > DIFF_TOP:
             console.print(f"… and {len(files) - DIFF_TOP} more (--json lists every file)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import _escape, human_bytes, human_time
+from ckptctl.cli.output import human_bytes, human_time, styled
 
 if TYPE_CHECKING:
     from ckptctl.cli.terminal import Terminal
@@ -31,10 +31,10 @@ def plan(console: Any, result: GcPlan, written_to: str | None, term: Terminal) -
     grid.add_column(justify="left")
     grid.add_column(justify="right")
     grid.add_column(justify="right")
-    grid.add_row("", "[bold]files[/bold]", "[bold]bytes[/bold]")
+    grid.add_row("", styled("[bold]files[/bold]"), styled("[bold]bytes[/bold]"))
     grid.add_row("live (referenced)", f"{plan['live_files']:,}", human_bytes(plan["live_bytes"]))
     grid.add_row(
-        "[bold]orphans to delete[/bold]",
+        styled("[bold]orphans to delete[/bold]"),
         f"{plan['candidate_files']:,}",
         human_bytes(plan["candidate_bytes"]),
     )
@@ -54,7 +54,7 @@ def plan(console: Any, result: GcPlan, written_to: str | None, term: Terminal) -
             human_time(plan["oldest_candidate_mtime"]),
             human_time(plan["newest_candidate_mtime"]),
         )
-    title = "gc plan" + (" [error](blocked)[/error]" if plan["blocked"] else " (dry run)")
+    title = styled("gc plan" + (" [error](blocked)[/error]" if plan["blocked"] else " (dry run)"))
     console.print(Panel(grid, title=title, title_align="left", expand=False))
     for label, counter in (("orphans by reason", plan["candidates_by_reason"]),
                            ("kept by guard", plan["protected_by_reason"])):  # fmt: skip
@@ -63,7 +63,7 @@ def plan(console: Any, result: GcPlan, written_to: str | None, term: Terminal) -
             table.add_column("reason")
             table.add_column("files", justify="right")
             for reason, n in counter.items():
-                table.add_row(_escape(describe(reason)), f"{n:,}")
+                table.add_row(describe(reason), f"{n:,}")
             console.print(table)
     # the same as sorted(...)[:n], holding n entries: the local plan builds each as it is read
     largest = heapq.nsmallest(SHOWN_CANDIDATES, candidates, key=lambda c: -c.size)
@@ -76,7 +76,7 @@ def plan(console: Any, result: GcPlan, written_to: str | None, term: Terminal) -
         base = plan["options"]["roots"][0] if len(plan["options"]["roots"]) == 1 else ""
         for c in largest:
             path = c.path[len(base) + 1 :] if base and c.path.startswith(base + "/") else c.path
-            table.add_row(_escape(path), human_bytes(c.size), human_time(c.mtime) if c.mtime else "?", str(c.reason))
+            table.add_row(path, human_bytes(c.size), human_time(c.mtime) if c.mtime else "?", str(c.reason))
         console.print(table)
     if plan.get("dead_jobs"):
         table = Table(title="jobs with no retained checkpoint", title_justify="left")
@@ -86,7 +86,7 @@ def plan(console: Any, result: GcPlan, written_to: str | None, term: Terminal) -
         table.add_column("files are")
         for d in plan["dead_jobs"]:
             table.add_row(
-                _escape(d["job"].rpartition("/")[2]), f"{d['files']:,}", human_bytes(d["bytes"]),
+                d["job"].rpartition("/")[2], f"{d['files']:,}", human_bytes(d["bytes"]),
                 "collected" if d.get("collected", True) else "kept",
             )
         console.print(table)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import Col, _escape, _s, fitted_table, human_bytes, human_time
+from ckptctl.cli.output import Col, _s, fitted_table, human_bytes, human_time, styled
 
 if TYPE_CHECKING:
     from ckptctl.views import Listing
@@ -28,13 +28,13 @@ def report(console: Any, r: Listing, named: str | None = None) -> None:
         is_job = all(i["kind"] == "checkpoint" and i["job_id"] for i in items)
         where = short_uri(parent, root) if parent != root else (named or parent)
         names = [st.basename(i["path"]) for i in items]
-        data: dict[str, list[str]] = {"checkpoint" if is_job else "directory": [_escape(n) for n in names]}
+        data: dict[str, list[Any]] = {"checkpoint" if is_job else "directory": names}
         for name in ("id", "kind", "ver", "ops", "state", "incr.", "files", "written UTC", "status"):
             data[name] = []
         for i in items:
-            status = "[ok]ok[/ok]" if i["complete"] else "[warning]incomplete[/warning]"
+            status = styled("[ok]ok[/ok]" if i["complete"] else "[warning]incomplete[/warning]")
             if i.get("error"):
-                status = "[error]unreadable[/error]"
+                status = styled("[error]unreadable[/error]")
             data["id"].append(_s(i["checkpoint_id"]))
             data["kind"].append((i["savepoint_format"] or "").lower() or i["kind"])
             data["ver"].append(_s(i["format_version"]))
@@ -53,7 +53,7 @@ def report(console: Any, r: Listing, named: str | None = None) -> None:
         ]
         table = fitted_table(
             console, columns, drop=("ops", "ver", "incr.", "written UTC", "kind", "files", "state"),
-            title=_escape(("job " if is_job else "") + where), title_justify="left", title_style="bold",
+            title=("job " if is_job else "") + where, title_justify="left", title_style="bold",
             box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
         )  # fmt: skip
         console.print(table)

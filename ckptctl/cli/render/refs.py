@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import LONG_ROWS, Col, _escape, _s, fitted_table, print_long_table
+from ckptctl.cli.output import LONG_ROWS, Col, _s, fitted_table, print_long_table
 
 if TYPE_CHECKING:
     from ckptctl.views import ReferenceMap
@@ -28,7 +28,7 @@ def report(console: Any, r: ReferenceMap, named: str | None = None) -> None:
             if c == "operator_id":
                 v = (v or "-")[:8]
             elif c == "path":
-                v = _escape(short_uri(v, r.root))
+                v = short_uri(v, r.root)
             data[c].append(_s(v))
     cols = [
         Col(headers[c], cells, justify="right" if c in ("checkpoint_id", "subtask", "offset", "size") else "left",
@@ -42,4 +42,4 @@ def report(console: Any, r: ReferenceMap, named: str | None = None) -> None:
     if len(r.rows) > LONG_ROWS:
         print_long_table(console, cols, drop, title)
         return
-    console.print(fitted_table(console, cols, drop=drop, title=_escape(title), title_justify="left"))
+    console.print(fitted_table(console, cols, drop=drop, title=title, title_justify="left"))

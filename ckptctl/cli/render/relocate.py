@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import _escape, human_bytes
+from ckptctl.cli.output import human_bytes, styled
 
 if TYPE_CHECKING:
     from ckptctl.relocate import RelocateReport
@@ -15,23 +15,23 @@ def report(console: Any, relocation: RelocateReport) -> None:
     its verify."""
     view = relocation.to_json()
     console.print(
-        f"relocate {_escape(view['source'])} → {_escape(view['written_destination'])}: "
+        f"relocate {view['source']} → {view['written_destination']}: "
         f"{len(view['checkpoints'])} checkpoint(s), {view['files']} files, {human_bytes(view['bytes'])} "
         f"({view['shared_files']} files shared by several checkpoints, copied once)"
     )
     for c in view["checkpoints"]:
         console.print(
-            f"  {c['kind']} {c['checkpoint_id']}: {_escape(c['source'])} → {_escape(c['destination'])} "
+            f"  {c['kind']} {c['checkpoint_id']}: {c['source']} → {c['destination']} "
             f"({c['rewritten_handles']} paths rewritten, {c['relative_handles']} relative handles move as they are)"
         )
     if view["rewritten_prefixes"]:
         console.print("rewritten path prefixes:")
         for p in view["rewritten_prefixes"]:
-            console.print(f"  {_escape(p['from'])} → {_escape(p['to'])}  ({p['handles']})")
+            console.print(f"  {p['from']} → {p['to']}  ({p['handles']})")
     for c in view["conflicts"]:
-        console.print(f"[error]conflict[/error]: {_escape(c)} already holds a different checkpoint")
+        console.print(styled("[error]conflict[/error]: {} already holds a different checkpoint", c))
     for c in view["already_relocated"]:
-        console.print(f"already relocated: {_escape(c)} (identical)")
+        console.print(f"already relocated: {c} (identical)")
     if not view["applied"]:
         console.print("dry run: nothing written; add --apply to copy")
         return
@@ -44,7 +44,7 @@ def report(console: Any, relocation: RelocateReport) -> None:
     if report is not None:
         if report["ok"]:
             c = report["checked"]
-            console.print(f"[ok]verified[/ok]: {c['files']} files of the copies exist with their sizes")
+            console.print(styled("[ok]verified[/ok]: {} files of the copies exist with their sizes", c["files"]))
         else:
             for p in report["problems"][:20]:
-                console.print(f"[error]{p['check']}[/error] {p['path']}: {p['detail']}")
+                console.print(styled("[error]{}[/error] {}: {}", p["check"], p["path"], p["detail"]))

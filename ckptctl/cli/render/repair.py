@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import _escape
+from ckptctl.cli.output import styled
 
 if TYPE_CHECKING:
     from ckptctl.repair import RepairReport
@@ -15,31 +15,31 @@ def report(console: Any, repair: RepairReport) -> None:
     view = repair.to_json()
     n = view["rewritten_handles"]
     console.print(
-        f"repair {_escape(view['checkpoint'])} ({view['issue']}): {n} handle{'s' if n != 1 else ''} to rewrite"
+        f"repair {view['checkpoint']} ({view['issue']}): {n} handle{'s' if n != 1 else ''} to rewrite"
     )
     for r in view["rewrites"]:
         who = f"operator {r['operator_id']} subtask {r['subtask']} {r['slot']} {r['scope']}"
         name = f" {r['local_name']}" if r["local_name"] else ""
         console.print(
-            f"  {who}{_escape(name)}: RelativeFileStateHandle '{_escape(r['relative_path'])}' ({r['size']} bytes) "
-            f"→ FileStateHandle {_escape(r['to']['path'])}"
+            f"  {who}{name}: RelativeFileStateHandle '{r['relative_path']}' ({r['size']} bytes) "
+            f"→ FileStateHandle {r['to']['path']}"
         )
     for u in view["unresolved"]:
         if u["alternatives"]:
-            console.print(
-                f"  [error]ambiguous[/error]: {len(u['alternatives'])} savepoint files named "
-                f"'{_escape(u['relative_path'])}' ({u['size']} bytes) differ in content "
-                f"({_escape(', '.join(u['alternatives'][:3]))}); pass the claimed savepoint's directory with --savepoints"
-            )
+            console.print(styled(
+                "  [error]ambiguous[/error]: {} savepoint files named '{}' ({} bytes) differ in content ({}); pass "
+                "the claimed savepoint's directory with --savepoints",
+                len(u["alternatives"]), u["relative_path"], u["size"], ", ".join(u["alternatives"][:3]),
+            ))  # fmt: skip
             continue
-        console.print(
-            f"  [error]not found[/error]: '{_escape(u['relative_path'])}' ({u['size']} bytes) is in no savepoint "
-            f"directory searched ({', '.join(view['searched'])}); pass it with --savepoints"
-        )
+        console.print(styled(
+            "  [error]not found[/error]: '{}' ({} bytes) is in no savepoint directory searched ({}); pass it with "
+            "--savepoints", u["relative_path"], u["size"], ", ".join(view["searched"]),
+        ))  # fmt: skip
     if view.get("rebased_handles"):
         console.print(
             f"  and {view['rebased_handles']} absolute paths of the moved checkpoint mapped with "
-            f"--rebase {_escape(', '.join(view['rebase']))}, so the copy names every file where it is now"
+            f"--rebase {', '.join(view['rebase'])}, so the copy names every file where it is now"
         )
     if view["dry_run"] and n:
         console.print("dry run: nothing written")

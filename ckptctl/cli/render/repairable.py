@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ckptctl.cli.output import _escape
+from ckptctl.cli.output import styled
 
 
 def print_repairable(console, repairable: list[dict[str, Any]], root: str) -> None:
@@ -13,20 +13,21 @@ def print_repairable(console, repairable: list[dict[str, Any]], root: str) -> No
     from ckptctl.views import short_uri
 
     for r in repairable:
-        where = _escape(short_uri(r["checkpoint"], root))
+        where = short_uri(r["checkpoint"], root)
         if r["found"] == r["handles"]:
-            dirs = ", ".join(_escape(short_uri(d, root)) for d in r["savepoint_dirs"])
-            console.print(
-                f"[warning]FLINK-39964[/warning] {where}: {r['handles']} files reused from a CLAIM-restored "
-                f"NATIVE savepoint are recorded by relative name only, so Flink looks for them in this "
-                f"checkpoint's directory and cannot restore it; they are in {dirs}. "
-                f"Repair: [bold]ckptctl repair {_escape(r['checkpoint'])} -o DEST[/bold]"
-            )
+            dirs = ", ".join(short_uri(d, root) for d in r["savepoint_dirs"])
+            console.print(styled(
+                "[warning]FLINK-39964[/warning] {}: {} files reused from a CLAIM-restored NATIVE savepoint are "
+                "recorded by relative name only, so Flink looks for them in this checkpoint's directory and cannot "
+                "restore it; they are in {}. Repair: [bold]ckptctl repair {} -o DEST[/bold]",
+                where, r["handles"], dirs, r["checkpoint"],
+            ))  # fmt: skip
         else:
-            console.print(
-                f"[warning]FLINK-39964[/warning] {where}: {r['handles'] - r['found']} of {r['handles']} files reused "
-                "from a CLAIM-restored NATIVE savepoint were found in no savepoint directory; pass it with --savepoints"
-            )
+            console.print(styled(
+                "[warning]FLINK-39964[/warning] {}: {} of {} files reused from a CLAIM-restored NATIVE savepoint "
+                "were found in no savepoint directory; pass it with --savepoints",
+                where, r["handles"] - r["found"], r["handles"],
+            ))  # fmt: skip
 
 
 def detail_once(problem: dict[str, Any]) -> str:

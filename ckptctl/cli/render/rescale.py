@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import _escape, human_bytes
+from ckptctl.cli.output import human_bytes, styled
 
 if TYPE_CHECKING:
     from ckptctl.rescale import RescalePlan, RescaleSweep
@@ -17,17 +17,17 @@ def plan(console: Any, report: RescalePlan) -> None:
 
     plan = report.plan
 
-    console.print(
-        f"[bold]restore of checkpoint {plan['checkpoint_id']} at parallelism {plan['new_parallelism']}[/bold] "
-        f"— Flink {plan['flink_family']} rules ({_escape(plan['family_from'])})"
-    )
+    console.print(styled(
+        "[bold]restore of checkpoint {} at parallelism {}[/bold] — Flink {} rules ({})",
+        plan["checkpoint_id"], plan["new_parallelism"], plan["flink_family"], plan["family_from"],
+    ))  # fmt: skip
     for op in plan["operators"]:
         if not op["keyed"] and not op["operator_state"]:
             continue
         title = f"{op['operator_id']}" + (f" {op['name']}" if op.get("name") else "")
         title += f"  {op['old_parallelism']} → {op['new_parallelism']} (max {op['max_parallelism']})"
         if op["keyed"]:
-            t = Table(title=_escape(title), title_justify="left")
+            t = Table(title=title, title_justify="left")
             columns = [
                 "subtask",
                 "key groups",
@@ -61,7 +61,7 @@ def plan(console: Any, report: RescalePlan) -> None:
                     "direct": "direct restore (history kept)"
                     if s["incremental_history_kept"]
                     else "direct restore",
-                    "empty": "[warning]empty DB[/warning]",
+                    "empty": styled("[warning]empty DB[/warning]"),
                     "ingest": "ingest all (import)",
                     "full": "full snapshot read",
                     "none": "-",
@@ -89,7 +89,7 @@ def plan(console: Any, report: RescalePlan) -> None:
             )
             reads = ", ".join(human_bytes(b) for b in osp["bytes_per_subtask"])
             console.print(
-                f"  operator state of {op['operator_id'][:8]}: {_escape(modes)}; read per subtask: {reads}"
+                f"  operator state of {op['operator_id'][:8]}: {modes}; read per subtask: {reads}"
             )
     skew = f"{plan['skew']:.2f}" if plan["skew"] else "-"
     console.print(
@@ -129,7 +129,7 @@ def sweep(console: Any, report: RescaleSweep) -> None:
         )
         t.add_row(
             f"{r['parallelism']}{' (now)' if r.get('current') else ''}", human_bytes(r["max_subtask_bytes"]),
-            f"[{style}]{bar}[/{style}]",
+            styled(f"[{style}]{{}}[/{style}]", bar),
             human_bytes(r["download_bytes"]), str(r["merging_subtasks"]), f"{r['skew']:.2f}" if r["skew"] else "-",
             *extra,
         )  # fmt: skip

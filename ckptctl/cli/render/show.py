@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import _escape, human_bytes
+from ckptctl.cli.output import human_bytes, styled
 
 if TYPE_CHECKING:
     from ckptctl.views import CheckpointView
@@ -19,8 +19,7 @@ def report(console: Any, r: CheckpointView, named: str | None = None) -> None:
 
     view = r.view
     base = st.parent(view["path"])
-    title = (
-        f"[bold]{view['kind']} {view['checkpoint_id']}[/bold]  {_escape(named or view['path'])}\n"
+    title = styled("[bold]{} {}[/bold]  {}\n", view["kind"], view["checkpoint_id"], named or view["path"]) + (
         f"format V{view['format_version']}"
         + (f", {view['checkpoint_type']}" if view.get("checkpoint_type") else "")
         + (f" ({view['savepoint_format']})" if view.get("savepoint_format") else "")
@@ -31,31 +30,31 @@ def report(console: Any, r: CheckpointView, named: str | None = None) -> None:
     files = sum(_file_lines(h) for op in view["operators"] for s in op["subtasks"] for slot in _SLOTS for h in s[slot])
     summarise = files > FILE_LINES
     for op in view["operators"]:
-        label = f"[accent]{op['operator_id']}[/accent]"
+        label = styled("[accent]{}[/accent]", op["operator_id"])
         if op.get("name"):
-            label += f" {_escape(op['name'])}"
+            label += styled(" {}", op["name"])
         if op.get("uid"):
-            label += f" (uid {_escape(op['uid'])})"
+            label += styled(" (uid {})", op["uid"])
         label += f"  parallelism {op['parallelism']}/{op['max_parallelism']}"
         if op["fully_finished"]:
-            label += " [muted]fully finished[/muted]"
+            label += styled(" [muted]fully finished[/muted]")
         node = tree.add(label)
         if op.get("coordinator_state"):
-            node.add(f"coordinator: {_handle_line(op['coordinator_state'], base)}")
+            node.add(_labelled("coordinator", op["coordinator_state"], base))
         for s in op["subtasks"]:
             if s["finished"]:
-                node.add(f"subtask {s['index']} [muted]finished[/muted]")
+                node.add(styled("subtask {} [muted]finished[/muted]", s["index"]))
                 continue
             handles = [(slot, h) for slot in _SLOTS for h in s[slot]]
-            sub = node.add(f"subtask {s['index']}" + ("" if handles else " [muted](no state)[/muted]"))
+            sub = node.add(styled("subtask {}" + ("" if handles else " [muted](no state)[/muted]"), s["index"]))
             for slot, h in handles:
-                _add_handle(sub.add(f"{slot}: {_handle_line(h, base)}"), h, base, summarise)
+                _add_handle(sub.add(_labelled(slot, h, base)), h, base, summarise)
     console.print(tree)
     if summarise:
-        console.print(
-            f"[muted]each handle's files counted on one line (more than {FILE_LINES:,} to list): "
-            f"`ckptctl refs {_escape(named or view['path'])}` lists each one[/muted]"
-        )
+        console.print(styled(
+            "[muted]each handle's files counted on one line (more than {} to list): `ckptctl refs {}` lists each "
+            "one[/muted]", f"{FILE_LINES:,}", named or view["path"],
+        ))  # fmt: skip
 
 
 _SLOTS = ("managed_keyed", "raw_keyed", "managed_operator", "raw_operator", "input_channels", "output_channels")
@@ -72,17 +71,24 @@ def _file_lines(h: dict[str, Any]) -> int:
     return n + sum(_file_lines(part) for key in ("materialized", "non_materialized") for part in h.get(key, ()))
 
 
-def _handle_line(h: dict[str, Any], base: str | None = None) -> str:
+def _handle_line(h: dict[str, Any], base: str | None = None) -> Any:
+    from rich.text import Text
+
     from ckptctl.views import short_uri
 
-    parts = [f"[bold]{h['type']}[/bold]", human_bytes(h.get("state_size"))]
+    parts = [styled("[bold]{}[/bold]", h["type"]), Text(human_bytes(h.get("state_size")))]
     if "key_group_range" in h:
-        parts.append(f"key groups {h['key_group_range'][0]}..{h['key_group_range'][1]}")
+        parts.append(Text(f"key groups {h['key_group_range'][0]}..{h['key_group_range'][1]}"))
     if "path" in h:
-        parts.append(_escape(short_uri(h["path"], base)))
+        parts.append(styled("{}", short_uri(h["path"], base)))
     if h.get("start_pos"):
-        parts.append(f"@{h['start_pos']}")
-    return "  ".join(parts)
+        parts.append(Text(f"@{h['start_pos']}"))
+    return Text("  ").join(parts)
+
+
+def _labelled(label: str, h: dict[str, Any], base: str | None) -> Any:
+    """``label: <the handle's line>`` (a tree node)."""
+    return styled("{}: ", label) + _handle_line(h, base)
 
 
 def _add_handle(node, h: dict[str, Any], base: str | None = None, summarise: bool = False) -> None:
@@ -90,7 +96,7 @@ def _add_handle(node, h: dict[str, Any], base: str | None = None, summarise: boo
     counted on one line (with its bytes) instead of a line per file."""
     for key in ("meta", "delegate"):
         if h.get(key):
-            child = node.add(f"{key}: {_handle_line(h[key], base)}")
+            child = node.add(_labelled(key, h[key], base))
             _add_handle(child, h[key], base, summarise)
     for key in ("shared", "private"):
         files = [f for f in h.get(key, ()) if f["handle"]]
@@ -98,16 +104,16 @@ def _add_handle(node, h: dict[str, Any], base: str | None = None, summarise: boo
             node.add(_counted(key, [f["handle"] for f in files]))
             continue
         for f in files:
-            node.add(f"{key} {f['local_path']}: {_handle_line(f['handle'], base)}")
+            node.add(_labelled(f"{key} {f['local_path']}", f["handle"], base))
     for key in ("materialized", "non_materialized"):
         for part in h.get(key, ()):
-            _add_handle(node.add(f"{key}: {_handle_line(part, base)}"), part, base, summarise)
+            _add_handle(node.add(_labelled(key, part, base)), part, base, summarise)
     pieces = [piece for piece in h.get("handles_and_offsets", ()) if piece["handle"]]
     if summarise and pieces:
         node.add(_counted("changelog", [piece["handle"] for piece in pieces]))
         return
     for piece in pieces:
-        node.add(f"changelog @{piece['offset']}: {_handle_line(piece['handle'], base)}")
+        node.add(_labelled(f"changelog @{piece['offset']}", piece["handle"], base))
 
 
 def _counted(key: str, handles: list[dict[str, Any]]) -> str:

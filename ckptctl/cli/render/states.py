@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import Col, _escape, fitted_table, human_bytes
+from ckptctl.cli.output import Col, fitted_table, human_bytes, styled
 
 if TYPE_CHECKING:
     from ckptctl.cli.terminal import Terminal
@@ -19,11 +19,11 @@ def report(console: Any, r: StatesReport, named: str, term: Terminal) -> None:
 
     deep = r.deep
     kind = (r.savepoint_format or "").lower() + " " if r.savepoint_format else ""
-    console.print(_escape(f"states of {kind}{r.kind} {r.checkpoint_id} ({named})"), style="bold")
+    console.print(f"states of {kind}{r.kind} {r.checkpoint_id} ({named})", style="bold")
     if deep:
         console.print(
-            _escape(f"ages measured from {_ms_time(deep['now_ms'])} ({deep['now_source']}); "
-                    f"{deep['handles']} RocksDB instances on {deep['engine']} in {deep['elapsed_seconds']:.1f}s")
+            f"ages measured from {_ms_time(deep['now_ms'])} ({deep['now_source']}); "
+            f"{deep['handles']} RocksDB instances on {deep['engine']} in {deep['elapsed_seconds']:.1f}s"
         )  # fmt: skip
     if not r.operators:
         console.print("no operator holds state")
@@ -43,7 +43,7 @@ def report(console: Any, r: StatesReport, named: str, term: Terminal) -> None:
 
             parts.append(f"key {short_class(op['key_serializer']['class'])}")
         console.print()
-        console.print(f"[bold]{_escape(title)}[/bold]  " + _escape("  ".join(p for p in parts if p)))
+        console.print(styled("[bold]{}[/bold]  {}", title, "  ".join(p for p in parts if p)))
         if op.get("paimon"):
             pm = op["paimon"]
             ids = [c["identifier"] for c in pm["committables"]]
@@ -53,9 +53,9 @@ def report(console: Any, r: StatesReport, named: str, term: Terminal) -> None:
                 line += f"; {len(ids)} uncommitted committable(s) {', '.join(map(str, ids))} naming {files} file(s)"
             if pm["pending_tag_ids"]:
                 line += f"; savepoint tags pending: {', '.join(map(str, pm['pending_tag_ids']))}"
-            console.print(_escape(line))
+            console.print(line)
             for problem in pm["problems"]:
-                console.print(f"[error]{_escape(problem)}[/error]")
+                console.print(styled("[error]{}[/error]", problem))
         states = list(op["states"])
 
         def size_of(s):
@@ -63,7 +63,7 @@ def report(console: Any, r: StatesReport, named: str, term: Terminal) -> None:
             return (u or {}).get("bytes") if u else s["bytes"]
 
         states.sort(key=lambda s: (-(size_of(s) or 0), s["name"]))
-        cols: dict[str, list[str]] = {
+        cols: dict[str, list[Any]] = {
             h: [] for h in ("state", "kind", "entries", "size", "stale", "serializer")
         }
         for s in states:
@@ -71,11 +71,11 @@ def report(console: Any, r: StatesReport, named: str, term: Terminal) -> None:
             name = s["name"]
             if s["timers"] and name.startswith("_timer_state/"):
                 name = name[len("_timer_state/") :]  # the kind says "timers"
-            cols["state"].append(_escape(name))
+            cols["state"].append(name)
             cols["kind"].append(
-                s["kind"].lower().replace("split_distribute", "split")
-                + (" [accent]ttl[/accent]" if s["ttl"] else "")
-            )
+                styled("{}" + (" [accent]ttl[/accent]" if s["ttl"] else ""),
+                       s["kind"].lower().replace("split_distribute", "split"))
+            )  # fmt: skip
             if u is not None:
                 cols["entries"].append(f"{u['entries']:,}")
             elif s["elements"] is not None:
@@ -86,7 +86,7 @@ def report(console: Any, r: StatesReport, named: str, term: Terminal) -> None:
             cols["stale"].append(_stale(s, u))
             # compact: "List<Ttl, Long, Long>" for ListSerializer<TtlSerializer, LongSerializer, LongSerializer>
             ser = (s["serializer_summary"].get("VALUE_SERIALIZER") or "").replace("Serializer", "")
-            cols["serializer"].append(_escape(ser))
+            cols["serializer"].append(ser)
         if not deep:
             del cols["stale"]
             for h in ("entries", "size"):
@@ -114,10 +114,10 @@ def report(console: Any, r: StatesReport, named: str, term: Terminal) -> None:
             if hist:
                 total = sum(b["elements"] for b in hist) or 1
                 cells = ", ".join(f"{b['bucket']} {b['elements'] * 100 / total:.0f}%" for b in hist)
-                console.print(_escape(f"  {s['name']} last access: {cells}"), overflow="fold")
+                console.print(f"  {s['name']} last access: {cells}", overflow="fold")
     if deep:
         for line in deep["not_scanned"]:
-            term.warn(_escape(line))
+            term.warn(line)
         for p in deep["problems"]:
             term.error(p)
 
@@ -137,12 +137,12 @@ def _bar(frac: float, width: int = 5) -> str:
     return "█" * full + "░" * (width - full)
 
 
-def _stale(s: dict[str, Any], u: dict[str, Any] | None) -> str:
+def _stale(s: dict[str, Any], u: dict[str, Any] | None) -> Any:
     if u is None or not s["ttl"]:
         return ""
     decoded = u["ttl_elements_decoded"]
     if not decoded:
-        return "[warning]not decodable[/warning]" if u["ttl_entries_not_decodable"] else "-"
+        return styled("[warning]not decodable[/warning]") if u["ttl_entries_not_decodable"] else "-"
     if u["expired_elements"] is None:
         return f"oldest {_age(u['oldest_age_ms'])}"
     frac = u["expired_elements"] / decoded

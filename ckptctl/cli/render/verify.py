@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import QUICK_NOTE, _escape
+from ckptctl.cli.output import QUICK_NOTE, styled
 from ckptctl.cli.render.repairable import detail_once, print_repairable
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ def report(console: Any, result: VerifyResult, root: str, named: str, term: Term
 
     c = result.counts
     where = result.engine + (f" on {result.master}" if result.master else "")
-    grid = Table(title=_escape(f"verify {named}"), title_justify="left", show_header=True)
+    grid = Table(title=f"verify {named}", title_justify="left", show_header=True)
     grid.add_column("check")
     grid.add_column("checked", justify="right")
     grid.add_column("problems", justify="right")
@@ -32,14 +32,14 @@ def report(console: Any, result: VerifyResult, root: str, named: str, term: Term
     for check in CHECKS:
         if c[check]:
             n = by_check.get(check, 0)
-            grid.add_row(check, f"{c[check]:,}", f"[error]{n:,}[/error]" if n else "0")
+            grid.add_row(check, f"{c[check]:,}", styled("[error]{}[/error]", f"{n:,}") if n else "0")
     console.print(grid)
-    console.print(
+    counted = (
         f"{c['checkpoints']} checkpoints, {c['references']:,} references, {c['files']:,} files"
         + (f", {c['handles']:,} RocksDB handles" if c["handles"] else "")
         + f" — {where}, {result.elapsed:.1f}s"
-        + (QUICK_NOTE if result.quick else "")
     )
+    console.print(styled("{}" + (QUICK_NOTE if result.quick else ""), counted))
     verdicts = result.per_checkpoint()
     if len(verdicts) > 1 or not result.ok:
         per = Table(title="per checkpoint (broken first)", title_justify="left")
@@ -48,8 +48,8 @@ def report(console: Any, result: VerifyResult, root: str, named: str, term: Term
         per.add_column("result", overflow="fold")
         for v in verdicts:
             why = (v["why"] or "").split("; fix: ckptctl repair ")[0]  # the summary below gives it once
-            status = "[ok]sound[/ok]" if v["ok"] else f"[error]broken[/error]: {_escape(why)}"
-            per.add_row(_escape(short_uri(v["checkpoint"], root)), f"{v['files']:,}", status)
+            status = styled("[ok]sound[/ok]") if v["ok"] else styled("[error]broken[/error]: {}", why)
+            per.add_row(short_uri(v["checkpoint"], root), f"{v['files']:,}", status)
         console.print(per)
     for m in result.moved:
         term.warn(
@@ -68,18 +68,16 @@ def report(console: Any, result: VerifyResult, root: str, named: str, term: Term
         table.add_column("check", no_wrap=True)
         table.add_column("detail", overflow="fold", ratio=2)
         for p in result.problems[:200]:
-            table.add_row(_escape(short_uri(p["path"], root)), p["check"], _escape(detail_once(p)))
+            table.add_row(short_uri(p["path"], root), p["check"], detail_once(p))
         console.print(table)
         if len(result.problems) > 200:
             console.print(f"… and {len(result.problems) - 200} more (use --json or --report)")
     if not result.ok:
         print_repairable(console, result.to_json()["repairable"], root)
         broken = sum(1 for v in verdicts if not v["ok"])
-        console.print(
-            f"[error]NOT SOUND[/error]: {broken} of {len(verdicts)} checkpoints would fail to restore"
-        )
+        console.print(styled("[error]NOT SOUND[/error]: {} of {} checkpoints would fail to restore", broken, len(verdicts)))
     else:
         if result.quick:
-            console.print("[ok]sound[/ok]: every file is present with its recorded size (--quick: contents not read)")
+            console.print(styled("[ok]sound[/ok]: every file is present with its recorded size (--quick: contents not read)"))
         else:
-            console.print("[ok]sound[/ok]: every file is present, complete and well-formed")
+            console.print(styled("[ok]sound[/ok]: every file is present, complete and well-formed"))
