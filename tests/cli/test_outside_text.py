@@ -26,6 +26,7 @@ from ckptctl.cli.output import styled, visible
 from tests.repair.test_repair import the_broken
 from tests.support.fixture_cases import REPO
 from tests.support.gc_support import Scenario, ckptctl
+from tests.support.paimon_scenarios import CHECKPOINTED, age_files, sync_commit_times
 
 # one path segment (no "/", no "\\": Flink's Path makes it a "/"), and a path of several holding
 # what only a path can: "[/x]"
@@ -62,9 +63,11 @@ def odd(tmp_path_factory) -> dict[str, Any]:
     claim = Scenario("2.2.0", "claim_native", base)
     paimon = base / "paimon"
     shutil.copytree(PAIMON / "flink" / "pending", paimon, copy_function=shutil.copy)
-    old = time.time() - 2 * 86400
-    for p in paimon.rglob("*"):
-        os.utime(p, (old, old))
+    # a running writer: the table's files two days old, its checkpoints minutes old (a stopped
+    # writer's plan is refused: its flushed files may be in flight)
+    age_files(paimon, 2 * 86400)
+    sync_commit_times(paimon / "warehouse/default.db/events")
+    age_files(paimon / "checkpoints", CHECKPOINTED)
     (paimon_checkpoints,) = {p.parent for p in paimon.glob("checkpoints/*/chk-*")}
     return {"base": base, "basic": basic, "job": job, "savepoint": savepoint, "claim": claim,
             "paimon_checkpoints": paimon_checkpoints, "table": paimon / "warehouse/default.db/events"}  # fmt: skip
