@@ -1,0 +1,116 @@
+"""``ckptctl history``: per job, its operators ranked by growth with a sparkline of full bytes,
+then its checkpoints (uploaded vs reused), the budget and the ``--fail-if`` verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ckptctl.cli.output import _escape, human_bytes
+
+if TYPE_CHECKING:
+    from ckptctl.history.report import HistoryReport
+
+BARS = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 24
+
+
+def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
+    """The last ``width`` values as bars, scaled between their own min and max (flat: all low)."""
+    vs = list(values)[-width:]
+    if not vs:
+        return ""
+    lo, hi = min(vs), max(vs)
+    if hi <= lo:
+        return BARS[0] * len(vs)
+    return "".join(BARS[min(len(BARS) - 1, int((v - lo) / (hi - lo) * (len(BARS) - 1) + 0.5))] for v in vs)
+
+
+def rate(bytes_per_day: float | None, pct: float | None, per_checkpoint: float | None) -> str:
+    if bytes_per_day is None:
+        return "—" if per_checkpoint is None else f"{_signed(per_checkpoint)}/chk"
+    out = f"{_signed(bytes_per_day)}/d"
+    return out if pct is None else f"{out} ({pct:+.1f}%/d)"
+
+
+def _signed(n: float) -> str:
+    return ("-" if n < 0 else "+") + human_bytes(int(abs(n)))
+
+
+def days(d: float | None) -> str:
+    if d is None:
+        return "—"
+    return "now" if d == 0 else (f"{d:.1f} d" if d < 100 else f"{d:.0f} d")
+
+
+def report(console: Any, r: HistoryReport, named: str) -> None:
+    from rich.table import Table
+
+    for job in r.jobs:
+        title = f"history {named}: " + (f"job {job['job_id']}" if job["job_id"] else "savepoints")
+        cks = job["checkpoints"]
+        table = Table(title=_escape(title), title_justify="left")
+        for col, justify in (("#", "right"), ("operator", "left"), ("kinds", "left"), ("full", "right"),
+                             ("growth", "right"), (f"full, last {SPARK_WIDTH}", "left"), ("uploaded", "right"),
+                             ("subtasks", "right"), ("skew", "right")):  # fmt: skip
+            table.add_column(col, justify=justify, no_wrap=col != "operator")
+        if r.jobs and job["budget_bytes"] is not None:
+            table.add_column("budget in", justify="right", no_wrap=True)
+        for o in job["operators"]:
+            g = o["growth"]
+            row = [
+                str(o["rank"]), _escape(o["display"]), ",".join(o["state_kinds"]), human_bytes(o["full_bytes"]),
+                rate(g.bytes_per_day, g.percent_per_day, g.bytes_per_checkpoint),
+                sparkline([s["full_bytes"] for s in o["series"]]), human_bytes(o["uploaded_bytes"]),
+                str(o["subtasks"]), "—" if o["skew"] is None else f"{o['skew']:.2f}",
+            ]  # fmt: skip
+            if job["budget_bytes"] is not None:
+                row.append(days(o["days_to_budget"]))
+            table.add_row(*row)
+        console.print(table)
+        g = job["growth"]
+        last = cks[-1] if cks else None
+        if last is not None:
+            ratio = last["reuse_ratio"]
+            console.print(
+                f"{len(cks)} checkpoints ({cks[0]['checkpoint_id']}..{last['checkpoint_id']}); "
+                f"newest {last['checkpoint_id']}: full {human_bytes(last['full_bytes'])}, "
+                f"uploaded {human_bytes(last['uploaded_bytes'])}, reused {human_bytes(last['reused_bytes'])}"
+                + ("" if ratio is None else f" ({ratio:.0%} reused)")
+                + f"; growth {rate(g.bytes_per_day, g.percent_per_day, g.bytes_per_checkpoint)}"
+            )
+            console.print("uploaded " + sparkline([c["uploaded_bytes"] for c in cks], 48), markup=False)
+        if job["budget_bytes"] is not None:
+            console.print(
+                f"budget {human_bytes(job['budget_bytes'])} reached in {days(job['days_to_budget'])}"
+            )
+        if job["missing_checkpoint_ids"]:
+            console.print(
+                f"[warning]missing[/warning] (failed or not recorded): {_ids(job['missing_checkpoint_ids'])}"
+            )
+        if job["incomplete_checkpoint_ids"]:
+            console.print(
+                f"[warning]incomplete[/warning] (no _metadata): {_ids(job['incomplete_checkpoint_ids'])}"
+            )
+        top = job["operators"][0] if job["operators"] else None
+        if top is not None and top["suspect"]:
+            console.print(f"[warning]{_escape(top['display'])}[/warning]: {_escape(top['suspect'])}")
+        for v in job["verdicts"]:
+            if v["broken"]:
+                who = f"operator {v['operator']}" if v["operator"] else "job"
+                console.print(f"[error]broken[/error] {_escape(v['rule'])}: {_escape(who)} at {_value(v)}")
+    if r.ledger:
+        console.print(f"ledger {_escape(r.ledger)}: {r.added} checkpoints added")
+    if r.rules:
+        console.print("[ok]passed[/ok]" if r.ok else "[error]FAILED[/error]")
+
+
+def _value(v: dict[str, Any]) -> str:
+    if v["unit"] == "percent":
+        return f"{v['value']:.1f}%"
+    return human_bytes(int(v["value"]))
+
+
+def _ids(ids: list[int], most: int = 20) -> str:
+    shown = ", ".join(str(i) for i in ids[:most])
+    return shown + (f" and {len(ids) - most} more" if len(ids) > most else "")
