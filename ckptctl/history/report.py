@@ -217,7 +217,14 @@ def _job(
         if any(o["growth"].bytes_per_day is not None for o in operators)
         else "bytes_per_checkpoint"
     )
-    ranked = sorted(operators, key=lambda o: -(getattr(o["growth"], rank_key) or 0.0))
+    # the fastest growing first; operators that hold no state at all last
+    ranked = sorted(
+        operators,
+        key=lambda o: (
+            not any(s["full_bytes"] for s in o["series"]),
+            -(getattr(o["growth"], rank_key) or 0.0),
+        ),
+    )
     for n, o in enumerate(ranked, 1):
         o["rank"] = n
         o["suspect"] = _suspect(o, rank_key)
