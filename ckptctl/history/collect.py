@@ -7,7 +7,7 @@ import time
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
-from ckptctl.history.ledger import Ledger, load_new, on_disk, rows_to_table, update_ledger
+from ckptctl.history.ledger import Ledger, dictionary_encoded, load_new, on_disk, rows_to_table, update_ledger
 from ckptctl.history.report import NUMERIC, HistoryReport, build, rows_in_memory
 from ckptctl.history.rules import Rule
 from ckptctl.rebase import Rebase
@@ -36,8 +36,14 @@ def run_history(
     for j in layout.jobs:
         incomplete[j.job_id] = [c.dir_checkpoint_id for c in j.checkpoints if not c.complete]
     if ledger is not None:
-        update = update_ledger(storage, root, ledger, rebase, disk=(layout, locations))
-        table = Ledger.open(storage, ledger).read(columns=NUMERIC)
+        led = Ledger.open(storage, ledger)
+        table = led.read(columns=NUMERIC)  # read once: for what is new, and for the report
+        update = update_ledger(storage, root, led, rebase, disk=(layout, locations), have=table)
+        if update.rows:
+            import pyarrow as pa
+
+            new = dictionary_encoded(rows_to_table(update.rows, with_files=False).select(table.column_names))
+            table = pa.concat_tables([table, new], promote_options="permissive")
         added, failed = len(update.added), update.failed
     else:
         loaded, failed = load_new(storage, locations, set(), rebase)

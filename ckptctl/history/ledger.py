@@ -28,6 +28,7 @@ from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
 
 PART_PREFIX = "part-"
+MAX_PARTS = 64  # a ledger is compacted into one part beyond this many
 KEY = ("job_id", "checkpoint_id", "operator_id", "subtask")
 
 
@@ -68,54 +69,98 @@ class Ledger:
         return cls(storage, uri, parts)
 
     def read(self, columns: Iterable[str] | None = None, checkpoint_id: int | None = None) -> Any:
-        """The ledger as one Arrow table (``columns``: only those), one row per :data:`KEY`;
-        ``checkpoint_id``: only the parts whose name says they may hold it."""
+        """The ledger as one Arrow table (``columns``: only those; strings dictionary-encoded, as
+        Parquet holds them), one row per :data:`KEY`; ``checkpoint_id``: only the parts whose name
+        says they may hold it."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         cols = list(columns) if columns is not None else None
         wanted = None if cols is None else list(dict.fromkeys([*KEY, *cols]))
+        dictionary = [c for c in (wanted or COLUMNS) if COLUMNS.get(c) == "string"]
+        parts = [u for u in self.parts if checkpoint_id is None or _may_hold(u, checkpoint_id)]
         tables = []
-        for uri in self.parts:
-            if checkpoint_id is not None and not _may_hold(uri, checkpoint_id):
-                continue
+        for uri in parts:
             data = self.storage.read_bytes(uri)
             try:
-                t = pq.read_table(pa.BufferReader(data), columns=wanted)
+                t = pq.read_table(pa.BufferReader(data), columns=wanted, read_dictionary=dictionary)
             except (pa.ArrowException, OSError) as e:
                 raise CkptError(f"{uri}: not a ledger part (Parquet): {e}") from None
             tables.append(t)
         if not tables:
-            schema = arrow_schema()
-            return schema.empty_table() if wanted is None else schema.empty_table().select(wanted)
-        table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
-        if len(tables) > 1:  # racing or repeated writers: one row per key
+            return dictionary_encoded(arrow_schema().empty_table().select(wanted or arrow_schema().names))
+        table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+        if _overlapping(parts):  # racing or interrupted writers: one row per key
             table = _first_per_key(table)
         return table
 
     def write(self, rows: list[dict[str, Any]]) -> str | None:
         """One new part holding ``rows``; its name says what it holds (see the module docstring)."""
+        return self.write_table(rows_to_table(rows)) if rows else None
+
+    def write_table(self, table: Any) -> str | None:
         import pyarrow.parquet as pq
 
-        if not rows:
+        if table.num_rows == 0:
             return None
-        ids = sorted({(r["job_id"], r["checkpoint_id"]) for r in rows})
+        ids = sorted(set(zip(table["job_id"].to_pylist(), table["checkpoint_id"].to_pylist(), strict=True)))
         digest = hashlib.sha256(repr(ids).encode()).hexdigest()[:16]
-        first, last = ids[0][1], ids[-1][1]
+        first, last = min(i[1] for i in ids), max(i[1] for i in ids)
         uri = f"{self.uri}/{PART_PREFIX}{first:012d}-{last:012d}-{digest}.parquet"
         buf = io.BytesIO()
-        pq.write_table(rows_to_table(rows), buf, compression="zstd")
+        pq.write_table(table, buf, compression="zstd")
         self.storage.write_bytes(uri, buf.getvalue())
-        self.parts.append(uri)
+        if uri not in self.parts:
+            self.parts.append(uri)
         return uri
+
+    def compact(self, max_parts: int = MAX_PARTS) -> None:
+        """Over ``max_parts`` parts (a cron appending every few minutes), rewrite them as one: the
+        merged part is written first, the old ones deleted after, so an interrupted compaction
+        leaves duplicates (which readers drop), never a gap."""
+        if len(self.parts) <= max_parts:
+            return
+        import pyarrow.compute as pc
+
+        old = list(self.parts)
+        table = self.read().cast(arrow_schema())  # the parts' plain strings again
+        merged = self.write_table(table.take(pc.sort_indices(table["checkpoint_id"])))
+        gone = [u for u in old if u != merged]
+        self.storage.delete_many(gone)
+        self.parts = [merged] if merged else []
+
+
+def _span(uri: str) -> tuple[int, int] | None:
+    """The ids a part named ``part-<first>-<last>-<digest>.parquet`` holds (``None``: any)."""
+    bits = st.basename(uri)[len(PART_PREFIX) :].split("-")
+    if len(bits) != 3 or not bits[0].isdigit() or not bits[1].isdigit():
+        return None
+    return int(bits[0]), int(bits[1])
 
 
 def _may_hold(uri: str, checkpoint_id: int) -> bool:
-    """A part named ``part-<first>-<last>-<digest>.parquet`` holds ids first..last (others: maybe)."""
-    bits = st.basename(uri)[len(PART_PREFIX) :].split("-")
-    if len(bits) != 3 or not bits[0].isdigit() or not bits[1].isdigit():
-        return True
-    return int(bits[0]) <= checkpoint_id <= int(bits[1])
+    span = _span(uri)
+    return span is None or span[0] <= checkpoint_id <= span[1]
+
+
+def _overlapping(parts: list[str]) -> bool:
+    """Whether two parts may hold the same checkpoint (then rows are deduplicated, else not: the
+    check by name spares a group-by over 10^6 rows)."""
+    spans = [_span(u) for u in parts]
+    if any(s is None for s in spans):
+        return len(parts) > 1
+    spans.sort()
+    return any(b[0] <= a[1] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def dictionary_encoded(table: Any) -> Any:
+    """``table`` with its string columns dictionary-encoded, like the ledger's reads."""
+    import pyarrow.compute as pc
+
+    for i, f in enumerate(table.schema):
+        if COLUMNS.get(f.name) == "string" and not str(f.type).startswith("dictionary"):
+            table = table.set_column(i, f.name, pc.dictionary_encode(table[f.name]))
+    return table
 
 
 def _first_per_key(table: Any) -> Any:
@@ -133,13 +178,14 @@ def _first_per_key(table: Any) -> Any:
 
 @dataclass
 class Update:
-    """What one ledger update did: checkpoints added, and the rows of those on disk."""
+    """What one ledger update did: the checkpoints it added and their rows."""
 
     ledger: str
     added: list[tuple[str, int]]
     already: int
     part: str | None
     failed: list[dict[str, Any]]
+    rows: list[dict[str, Any]] = field(default_factory=list)
 
 
 def on_disk(storage: Storage, root: str) -> tuple[Any, list[CheckpointLocation]]:
@@ -150,13 +196,20 @@ def on_disk(storage: Storage, root: str) -> tuple[Any, list[CheckpointLocation]]
 
 
 def update_ledger(
-    storage: Storage, root: str, ledger_uri: str, rebase: Rebase | None = None, disk: Any = None
+    storage: Storage,
+    root: str,
+    ledger_uri: str | Ledger,
+    rebase: Rebase | None = None,
+    disk: Any = None,
+    have: Any = None,
 ) -> Update:
     """Append every complete checkpoint under ``root`` the ledger lacks (see the module docstring).
-    ``disk``: the result of :func:`on_disk` when the caller listed the root already."""
-    ledger = Ledger.open(storage, ledger_uri)
-    have = ledger.read(columns=["job_id", "checkpoint_id"])
-    known = set(zip(have["job_id"].to_pylist(), have["checkpoint_id"].to_pylist(), strict=True))
+    ``disk``: the result of :func:`on_disk` when the caller listed the root already; ``have``: the
+    ledger's table when the caller read it already (its job_id and checkpoint_id columns)."""
+    ledger = ledger_uri if isinstance(ledger_uri, Ledger) else Ledger.open(storage, ledger_uri)
+    if have is None:
+        have = ledger.read(columns=["job_id", "checkpoint_id"])
+    known = checkpoints_of(have)
     _layout, locations = disk if disk is not None else on_disk(storage, root)
     loaded, failed = load_new(storage, locations, known, rebase)
     # the job's newest ledgered checkpoint before each new one, for its uploaded bytes
@@ -177,7 +230,15 @@ def update_ledger(
             if job != NO_JOB:
                 previous, base_id = keys_of(ck_rows), ck.metadata.checkpoint_id
     part = ledger.write(rows)
-    return Update(ledger.uri, added, len(known), part, failed)
+    ledger.compact()
+    return Update(ledger.uri, added, len(known), part, failed, rows)
+
+
+def checkpoints_of(table: Any) -> set[tuple[str, int]]:
+    """The (job, checkpoint id) pairs of a ledger table: one group-by of those two columns."""
+    pairs = table.select(["job_id", "checkpoint_id"]).group_by(["job_id", "checkpoint_id"], use_threads=False)
+    done = pairs.aggregate([])
+    return set(zip(done["job_id"].to_pylist(), done["checkpoint_id"].to_pylist(), strict=True))
 
 
 def load_new(storage: Storage, locations: list[CheckpointLocation], known: set, rebase: Rebase | None):

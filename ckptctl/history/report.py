@@ -97,17 +97,21 @@ def build(
     rules = rules or []
     if job is not None:
         table = table.filter(pc.equal(table["job_id"], job))
+    strings = ["kind", "operator_name", "operator_uid", "state_kinds"]
+    table, codes = _codes(table, strings)
     per_op = table.group_by(["job_id", "checkpoint_id", "operator_id"], use_threads=False).aggregate(
         [
             ("full_bytes", "sum"), ("uploaded_bytes", "sum"), ("reused_bytes", "sum"),
             ("checkpointed_bytes", "sum"), ("file_count", "sum"), ("subtask", "count"),
-            ("full_bytes", "max"), ("time", "max"), ("kind", "max"), ("metadata_bytes", "max"),
-            ("base_checkpoint_id", "max"), ("operator_name", "max"), ("operator_uid", "max"),
-            ("state_kinds", "max"),
+            ("full_bytes", "max"), ("time", "max"), ("metadata_bytes", "max"),
+            ("base_checkpoint_id", "max"), *((f"__{name}", "min") for name in strings),
         ]
     )  # fmt: skip
-    per_op = per_op.sort_by([("job_id", "ascending"), ("checkpoint_id", "ascending")])
     cols = {name: per_op[name].to_pylist() for name in per_op.column_names}
+    # the strings, alike in every row of a group, by their dictionary codes (no string aggregation)
+    for name in strings:
+        values = codes[name]
+        cols[f"{name}_max"] = [None if c is None else values[c] for c in cols[f"__{name}_min"]]
     jobs: dict[str, dict[int, dict[str, Any]]] = {}
     for i in range(per_op.num_rows):
         cks = jobs.setdefault(cols["job_id"][i], {})
@@ -135,6 +139,27 @@ def build(
     return HistoryReport(root, ledger, out_jobs, [r.text for r in rules], ok)
 
 
+def _codes(table: Any, names: list[str]) -> tuple[Any, dict[str, list]]:
+    """``table`` with a ``__<name>`` column of dictionary codes per string column ``name`` (one
+    dictionary per column across all chunks), and each column's dictionary values."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values: dict[str, list] = {}
+    for name in names:
+        col = table[name]
+        if not pa.types.is_dictionary(col.type):
+            col = pc.dictionary_encode(col)
+        col = col.unify_dictionaries() if hasattr(col, "unify_dictionaries") else col
+        chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+        values[name] = chunks[0].dictionary.to_pylist() if chunks else []
+        indices = (
+            pa.chunked_array([c.indices for c in chunks], type=chunks[0].indices.type) if chunks else None
+        )
+        table = table.append_column(f"__{name}", indices if indices is not None else pa.array([], pa.int32()))
+    return table, values
+
+
 def _latest_subtasks(table: Any, latest: dict[str, int]) -> dict[str, dict[str, list[tuple[int, int]]]]:
     """Per job, per operator: (subtask, full bytes) of the job's newest checkpoint."""
     import pyarrow as pa
@@ -143,11 +168,12 @@ def _latest_subtasks(table: Any, latest: dict[str, int]) -> dict[str, dict[str, 
     out: dict[str, dict[str, list[tuple[int, int]]]] = {}
     if not latest:
         return out
-    keys = pa.array([f"{j}\x00{c}" for j, c in latest.items()])
-    key = pc.binary_join_element_wise(table["job_id"], pc.cast(table["checkpoint_id"], pa.string()), "\x00")
-    t = table.filter(pc.is_in(key, value_set=keys)).select(["job_id", "operator_id", "subtask", "full_bytes"])
-    for j, o, s, f in zip(*(t[c].to_pylist() for c in t.column_names), strict=True):
-        out.setdefault(j, {}).setdefault(o, []).append((s, f))
+    ids = pa.array(sorted(set(latest.values())), type=pa.int64())
+    t = table.filter(pc.is_in(table["checkpoint_id"], value_set=ids))
+    t = t.select(["job_id", "checkpoint_id", "operator_id", "subtask", "full_bytes"])
+    for j, c, o, s, f in zip(*(t[c].to_pylist() for c in t.column_names), strict=True):
+        if latest.get(j) == c:
+            out.setdefault(j, {}).setdefault(o, []).append((s, f))
     return out
 
 

@@ -54,7 +54,10 @@ def test_operators_carry_series_slope_rank_and_budget(basic: Path) -> None:
     (job,) = doc["jobs"]
     ops = job["operators"]
     assert sorted(o["rank"] for o in ops) == list(range(1, len(ops) + 1))
-    slopes = [o["slope_bytes_per_checkpoint"] for o in sorted(ops, key=lambda o: o["rank"])]
+    ranked = sorted(ops, key=lambda o: o["rank"])
+    holding = [any(s["full_bytes"] for s in o["series"]) for o in ranked]
+    assert holding == sorted(holding, reverse=True)  # operators without state last
+    slopes = [o["slope_bytes_per_checkpoint"] for o, h in zip(ranked, holding, strict=True) if h]
     assert slopes == sorted(slopes, reverse=True)
     for o in ops:
         assert [s["checkpoint_id"] for s in o["series"]] == [7, 8, 9]
@@ -210,3 +213,36 @@ def test_terminal_view_has_a_sparkline_per_operator(basic: Path) -> None:
 
 def test_wrong_root_is_one_line(tmp_path: Path) -> None:
     assert "no checkpoints" in one_line_error(cli("history", str(tmp_path)))
+
+
+def test_many_updates_are_compacted_without_losing_a_row(basic: Path, tmp_path: Path) -> None:
+    """A cron appending every few minutes writes a part per update: beyond a bound they are merged
+    into one, written before the old ones go; the history reads the same."""
+    from ckptctl.history.ledger import Ledger, arrow_schema, update_ledger
+    from ckptctl.storage import Storage, StorageOptions
+
+    storage = Storage(StorageOptions.from_env(None))
+    ledger = tmp_path / "ledger"
+    live = tmp_path / "live" / "checkpoints"
+    job = _job_dir(basic)
+    for n in (7, 8, 9):
+        if live.exists():
+            shutil.rmtree(live)
+        shutil.copytree(
+            basic,
+            live,
+            ignore=lambda d, names, n=n: [x for x in names if x.startswith("chk-") and x != f"chk-{n}"],
+        )
+        update_ledger(storage, str(live), str(ledger))
+    assert len(list(ledger.iterdir())) == 3
+    before = Ledger.open(storage, str(ledger)).read()
+    led = Ledger.open(storage, str(ledger))
+    led.compact(max_parts=2)
+    (part,) = ledger.iterdir()
+    after = Ledger.open(storage, str(ledger)).read()
+
+    def rows(t):
+        return sorted(map(repr, t.cast(arrow_schema()).to_pylist()))
+
+    assert rows(after) == rows(before) and after.num_rows == before.num_rows > 0
+    assert job.name in set(after["job_id"].to_pylist())
