@@ -236,7 +236,11 @@ def update_ledger(
 
 def checkpoints_of(table: Any) -> set[tuple[str, int]]:
     """The (job, checkpoint id) pairs of a ledger table: one group-by of those two columns."""
-    pairs = table.select(["job_id", "checkpoint_id"]).group_by(["job_id", "checkpoint_id"], use_threads=False)
+    pairs = (
+        table.select(["job_id", "checkpoint_id"])
+        .unify_dictionaries()
+        .group_by(["job_id", "checkpoint_id"], use_threads=False)
+    )
     done = pairs.aggregate([])
     return set(zip(done["job_id"].to_pylist(), done["checkpoint_id"].to_pylist(), strict=True))
 

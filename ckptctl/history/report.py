@@ -98,6 +98,7 @@ def build(
     if job is not None:
         table = table.filter(pc.equal(table["job_id"], job))
     strings = ["kind", "operator_name", "operator_uid", "state_kinds"]
+    table = table.unify_dictionaries()  # one dictionary per column over all parts: Arrow groups by it
     table, codes = _codes(table, strings)
     per_op = table.group_by(["job_id", "checkpoint_id", "operator_id"], use_threads=False).aggregate(
         [
@@ -253,7 +254,7 @@ def _job(
     )
     for n, o in enumerate(ranked, 1):
         o["rank"] = n
-        o["suspect"] = _suspect(o, rank_key)
+        o["suspect"] = _suspect(o)
     fulls = [c["full_bytes"] for c in checkpoints]
     g = growth(times, fulls)
     view = {
@@ -277,10 +278,13 @@ def _job(
     return view
 
 
-def _suspect(o: dict[str, Any], rank_key: str) -> str | None:
+def _suspect(o: dict[str, Any]) -> str | None:
     """What kind of unbounded growth a growing operator's state suggests, as far as the metadata tells."""
-    slope = getattr(o["growth"], rank_key)
-    if not slope or slope <= 0 or o["rank"] != 1:
+    g = o["growth"]
+    if o["rank"] != 1 or not g.bytes_per_checkpoint or not o["mean_bytes"]:
+        return None
+    # the fitted line rose by at least half the window's mean: more than the sawtooth of compactions
+    if g.bytes_per_checkpoint * max(g.points - 1, 1) < 0.5 * o["mean_bytes"]:
         return None
     kinds = set(o["state_kinds"])
     if "union" in kinds:

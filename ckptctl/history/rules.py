@@ -103,6 +103,7 @@ def verdicts(rules: list[Rule], job: dict[str, Any], operators: list[dict[str, A
                     "operator": None if op is None else op["display"],
                     "operator_id": None if op is None else op["operator_id"],
                     "value": value, "limit": rule.limit, "unit": rule.unit, "broken": rule.holds(value),
+                    "per": rule.text.rpartition("/")[2].strip() if rule.metric == "growth" else None,
                 }
             )  # fmt: skip
     return out

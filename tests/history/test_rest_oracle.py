@@ -110,7 +110,7 @@ def test_leaking_operator_ranked_first_within_ten_checkpoints(run: Path, tmp_pat
     assert "without state TTL" in first["suspect"]
 
 
-FAIL_IF = ("--fail-if", "growth > 1GiB/d", "--fail-if", "growth > 64KiB/chk")
+FAIL_IF = ("--fail-if", "growth > 1GiB/d", "--fail-if", "full > 1GiB", "--fail-if", "uploaded > 100MiB")
 
 
 @pytest.mark.parametrize("run", RUNS, ids=_id)
@@ -120,12 +120,20 @@ def test_fail_if_exits_1_exactly_on_the_leaking_run(run: Path, tmp_path: Path) -
     if run.name == "retained1":
         shutil.copytree(run / "ledger", tmp_path / "ledger")
         args += ["--ledger", str(tmp_path / "ledger")]
-    res = cli(*args)
+    res = cli(*args, "--json")
+    (job,) = json.loads(res.stdout)["jobs"]
+    broken = [(v["rule"], v["operator_id"]) for v in job["verdicts"] if v["broken"]]
     if run.name == "leak":
-        assert res.exit_code == 1, res.output
-        assert "broken growth > 64KiB/chk: operator" in res.stdout
+        assert res.exit_code == 1
+        leaking = vertex_id(run, json.loads((run / "job.json").read_text())["leaking_operator"])
+        assert broken == [("growth > 1GiB/d", leaking)]
+        text = cli(*args)
+        assert (
+            text.exit_code == 1
+            and f"broken growth > 1GiB/d: operator {job['operators'][0]['display']}" in text.stdout
+        )
     else:
-        assert res.exit_code == 0, res.output
+        assert res.exit_code == 0 and broken == [], broken
 
 
 @pytest.mark.parametrize("run", LEDGERED, ids=_id)

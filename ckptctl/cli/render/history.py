@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import _escape, human_bytes
+from ckptctl.cli.output import Col, _escape, fitted_table, human_bytes
 
 if TYPE_CHECKING:
     from ckptctl.history.report import HistoryReport
@@ -37,6 +37,10 @@ def _signed(n: float) -> str:
     return ("-" if n < 0 else "+") + human_bytes(int(abs(n)))
 
 
+def _pct(p: float | None) -> str:
+    return "—" if p is None else f"{p:+.1f}%"
+
+
 def days(d: float | None) -> str:
     if d is None:
         return "—"
@@ -44,29 +48,27 @@ def days(d: float | None) -> str:
 
 
 def report(console: Any, r: HistoryReport, named: str) -> None:
-    from rich.table import Table
-
     for job in r.jobs:
         title = f"history {named}: " + (f"job {job['job_id']}" if job["job_id"] else "savepoints")
         cks = job["checkpoints"]
-        table = Table(title=_escape(title), title_justify="left")
-        for col, justify in (("#", "right"), ("operator", "left"), ("kinds", "left"), ("full", "right"),
-                             ("growth", "right"), (f"full, last {SPARK_WIDTH}", "left"), ("uploaded", "right"),
-                             ("subtasks", "right"), ("skew", "right")):  # fmt: skip
-            table.add_column(col, justify=justify, no_wrap=col != "operator")
-        if r.jobs and job["budget_bytes"] is not None:
-            table.add_column("budget in", justify="right", no_wrap=True)
-        for o in job["operators"]:
-            g = o["growth"]
-            row = [
-                str(o["rank"]), _escape(o["display"]), ",".join(o["state_kinds"]), human_bytes(o["full_bytes"]),
-                rate(g.bytes_per_day, g.percent_per_day, g.bytes_per_checkpoint),
-                sparkline([s["full_bytes"] for s in o["series"]]), human_bytes(o["uploaded_bytes"]),
-                str(o["subtasks"]), "—" if o["skew"] is None else f"{o['skew']:.2f}",
-            ]  # fmt: skip
-            if job["budget_bytes"] is not None:
-                row.append(days(o["days_to_budget"]))
-            table.add_row(*row)
+        ops = job["operators"]
+        budget = job["budget_bytes"] is not None
+        cols = [
+            Col("#", [str(o["rank"]) for o in ops], "right"),
+            Col("operator", [_escape(o["display"]) for o in ops], fold=True),
+            Col("full", [human_bytes(o["full_bytes"]) for o in ops], "right"),
+            Col("growth", [rate(o["growth"].bytes_per_day, None, o["growth"].bytes_per_checkpoint) for o in ops], "right"),
+            Col(f"full, last {SPARK_WIDTH}", [sparkline([s["full_bytes"] for s in o["series"]]) for o in ops]),
+            Col("%/d", [_pct(o["growth"].percent_per_day) for o in ops], "right"),
+            Col("uploaded", [human_bytes(o["uploaded_bytes"]) for o in ops], "right"),
+            Col("kinds", [",".join(o["state_kinds"]) for o in ops]),
+            Col("subtasks", [str(o["subtasks"]) for o in ops], "right"),
+            Col("skew", ["—" if o["skew"] is None else f"{o['skew']:.2f}" for o in ops], "right"),
+        ]  # fmt: skip
+        if budget:
+            cols.insert(5, Col("budget in", [days(o["days_to_budget"]) for o in ops], "right"))
+        drop = ("kinds", "skew", "subtasks", "%/d", "uploaded", "budget in", f"full, last {SPARK_WIDTH}")
+        table = fitted_table(console, cols, drop=drop, title=_escape(title), title_justify="left")
         console.print(table)
         g = job["growth"]
         last = cks[-1] if cks else None
@@ -106,9 +108,8 @@ def report(console: Any, r: HistoryReport, named: str) -> None:
 
 
 def _value(v: dict[str, Any]) -> str:
-    if v["unit"] == "percent":
-        return f"{v['value']:.1f}%"
-    return human_bytes(int(v["value"]))
+    shown = f"{v['value']:.1f}%" if v["unit"] == "percent" else human_bytes(int(v["value"]))
+    return shown if v["per"] is None else f"{shown}/{v['per']}"
 
 
 def _ids(ids: list[int], most: int = 20) -> str:
