@@ -246,3 +246,13 @@ def test_many_updates_are_compacted_without_losing_a_row(basic: Path, tmp_path: 
 
     assert rows(after) == rows(before) and after.num_rows == before.num_rows > 0
     assert job.name in set(after["job_id"].to_pylist())
+
+
+def test_check_ledger_records_the_history_too(basic: Path, tmp_path: Path) -> None:
+    """``check --ledger`` (the gate a CI runs often) appends what ``history --ledger`` would."""
+    ledger = tmp_path / "ledger"
+    res = cli("check", str(basic), "--ledger", str(ledger))
+    assert res.exit_code in (0, 1), res.output  # the gate's own verdict, whatever it is
+    doc = cli_json("history", str(basic), "--ledger", str(ledger))
+    assert doc["ledger_added"] == 0
+    assert [c["checkpoint_id"] for c in doc["jobs"][0]["checkpoints"]] == [7, 8, 9]

@@ -67,3 +67,24 @@ def test_page_shows_stacked_series_uploads_and_ranking(tmp_path: Path) -> None:
     ranking = re.findall(r'<li data-rank="(\d+)" data-operator="([^"]*)"', dom)
     by_rank = sorted(doc["operators"], key=lambda o: o["rank"])
     assert ranking == [(str(o["rank"]), o["display"]) for o in by_rank]
+
+
+def test_page_of_the_leaking_run_shows_the_leak_on_top(tmp_path: Path) -> None:
+    """fixtures/history/2.3.0/leak (operator names recorded): the page ranks ``sessions`` first,
+    and of the stacked layers Chromium drew, its band is the one that widens most."""
+    from tests.history.test_rest_oracle import HISTORY, copied
+
+    run = HISTORY / "2.3.0" / "leak"
+    if not run.is_dir():
+        pytest.skip(f"{run} not generated (fixtures/history/generate.sh)")
+    root = copied(run, tmp_path)
+    page = tmp_path / "leak.html"
+    assert cli("history", str(root), "--html", str(page)).exit_code == 0
+    dom = dump_dom(page)
+    ranking = re.findall(r'<li data-rank="(\d+)" data-operator="([^"]*)"', dom)
+    assert ranking[0] == ("1", "sessions")
+    layers = {a["data-operator"]: a for a in _attrs("path", "layer", dom)}
+    grown = {name: int(a["data-last-bytes"]) - int(a["data-first-bytes"]) for name, a in layers.items()}
+    assert max(grown, key=grown.get) == "sessions"
+    tallest = max(layers.values(), key=lambda a: float(a["data-rendered-height"]))
+    assert tallest["data-operator"] == "sessions"
