@@ -59,6 +59,7 @@ __all__ = [
 # The command modules register their commands on the app. After the names above: ckptctl/cli/gc.py
 # still takes them from this package (the others from ckptctl.cli.base).
 from ckptctl.cli import gc as _gc  # noqa: E402,F401  (registers the commands)
+from ckptctl.cli import history as _history  # noqa: E402,F401
 from ckptctl.cli import inspect as _inspect  # noqa: E402,F401
 from ckptctl.cli import paimon as _paimon  # noqa: E402,F401
 from ckptctl.cli import relocate as _relocate  # noqa: E402,F401

@@ -16,10 +16,10 @@ from typing import Any
 
 import typer
 
+from ckptctl.sizes import parse_bytes
+
 _DURATION_START = re.compile(r"^\s*-?\d")  # a duration (one grammar: ckptctl.durations) ...
 _ISO_START = re.compile(r"^\s*\d{4}-\d{2}-\d{2}")  # ... unless it is an ISO date
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?\s*$", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:\.\.|-)\s*(\d+)\s*$")
 MAX_SWEEP = 4096  # parallelisms one sweep may cover
 
@@ -59,16 +59,6 @@ def parse_duration(text: str, option: str) -> float:
     if isinstance(value, Instant):
         raise CkptError(f"{option} expects a duration like 1h or 10m, not a time")
     return value
-
-
-def parse_bytes(text: str, option: str) -> int:
-    """``1048576``, ``512MiB``, ``10G`` (binary units) as a number of bytes."""
-    from ckptctl.errors import CkptError
-
-    m = _SIZE.match(text)
-    if not m:
-        raise CkptError(f"{option} expects a number of bytes like 1048576, 512MiB or 10G, got '{text}'")
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
 
 
 def parse_parallelism(text: str, option: str = "--parallelism") -> list[int]:

@@ -137,6 +137,13 @@ def check_command(
     junit: Annotated[
         str | None, typer.Option("--junit", help="Write a JUnit XML report to this file.", metavar="FILE")
     ] = None,
+    ledger: Annotated[
+        str | None,
+        typer.Option(
+            "--ledger", metavar="LEDGER",
+            help="Also append the checkpoints new since the last run to this history ledger (see `history`).",
+        ),
+    ] = None,  # fmt: skip
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
 ) -> None:
@@ -153,6 +160,12 @@ def check_command(
     report = run_check(storage, checked_path(storage, root), mappings, max_orphan_bytes, savepoints or (), quick)
     for w in report.warnings:
         out.warn(w)
+    if ledger is not None:  # run often, the gate keeps the history num-retained deletes (history.ledger)
+        from ckptctl.history.ledger import update_ledger
+
+        update = update_ledger(storage, root, ledger, mappings)
+        for f in update.failed:
+            out.warn(f"{f['path']}: not in the history ledger: {f['error']}")
     if junit:
         from ckptctl.check import junit_xml
 

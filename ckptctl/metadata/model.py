@@ -607,28 +607,40 @@ def state_sizes(md: CheckpointMetadata) -> tuple[int, int, int]:
     """(full state bytes, incremental bytes, inline bytes) of a checkpoint, as Flink accounts them."""
     full = incremental = inline = 0
     for op in md.operators:
-        coord = op.coordinator_state
-        if coord is not None:
-            n = coord.state_size
+        f, i, n = coordinator_sizes(op)
+        full, incremental, inline = full + f, incremental + i, inline + n
+        for s in op.subtasks or ():
+            f, i, n = subtask_sizes(s)
+            full, incremental, inline = full + f, incremental + i, inline + n
+    return full, incremental, inline
+
+
+def coordinator_sizes(op: OperatorState) -> tuple[int, int, int]:
+    """(full, incremental, inline) bytes of an operator's coordinator state: always inline
+    (a ByteStreamStateHandle) when Flink writes it, and all of it new in every checkpoint."""
+    n = op.coordinator_state.state_size if op.coordinator_state is not None else 0
+    return n, n, n
+
+
+def subtask_sizes(s: SubtaskState) -> tuple[int, int, int]:
+    """(full, incremental, inline) bytes of one subtask, as Flink accounts them (``getStateSize``,
+    ``getCheckpointedSize``): :func:`state_sizes` per subtask, for ``history``'s per-operator figures."""
+    full = incremental = inline = 0
+    for h in (s.managed_operator, s.raw_operator):
+        if h is not None:
+            n = h.state_size
             full += n
             incremental += n
-            inline += n  # coordinator state is always inline (ByteStreamStateHandle) when Flink writes it
-        for s in op.subtasks or ():
-            for h in (s.managed_operator, s.raw_operator):
-                if h is not None:
-                    n = h.state_size
-                    full += n
-                    incremental += n
-                    inline += h.inline_size
-            for h in (s.managed_keyed, s.raw_keyed):
-                if h is not None:
-                    full += h.state_size
-                    incremental += h.incremental_size
-                    inline += h.inline_size
-            for ch in (*s.input_channels, *s.output_channels):
-                full += ch.state_size
-                incremental += ch.state_size
-                inline += ch.inline_size
+            inline += h.inline_size
+    for h in (s.managed_keyed, s.raw_keyed):
+        if h is not None:
+            full += h.state_size
+            incremental += h.incremental_size
+            inline += h.inline_size
+    for ch in (*s.input_channels, *s.output_channels):
+        full += ch.state_size
+        incremental += ch.state_size
+        inline += ch.inline_size
     return full, incremental, inline
 
 

@@ -1,0 +1,114 @@
+"""One checkpoint as ledger rows: one per (job, checkpoint, operator, subtask).
+
+Full and Flink-accounted incremental bytes are the model's own per-subtask figures
+(:func:`ckptctl.metadata.model.subtask_sizes`, what ``ls`` sums per checkpoint). Uploaded bytes are
+measured from the files instead: a subtask's files (a segment counts by its offset) that the job's
+previous checkpoint did not reference, plus its inline bytes (written into this ``_metadata``);
+everything else it references is reused. Comparing that with Flink's ``checkpointed_size`` is how
+tests/history/ holds the measure to Flink's REST API.
+
+Each row keeps its subtask's file set (``files``/``file_sizes``): the next checkpoint's uploaded
+bytes need it when this one is gone from disk (``num-retained = 1``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ckptctl.metadata.model import coordinator_sizes, subtask_sizes
+from ckptctl.pycollector import paused_collector
+from ckptctl.refs import LoadedCheckpoint, reference_groups
+
+COORDINATOR = -1  # the subtask index of an operator's coordinator state
+
+# column -> pyarrow type alias; the ledger's schema, in this order
+COLUMNS: dict[str, str] = {
+    "job_id": "string", "checkpoint_id": "int64", "kind": "string", "path": "string",
+    "time": "double", "metadata_bytes": "int64",
+    "operator_id": "string", "operator_name": "string", "operator_uid": "string", "state_kinds": "string",
+    "subtask": "int32", "full_bytes": "int64", "checkpointed_bytes": "int64", "inline_bytes": "int64",
+    "uploaded_bytes": "int64", "reused_bytes": "int64", "file_count": "int32", "base_checkpoint_id": "int64",
+}  # fmt: skip
+FILE_COLUMNS = ("files", "file_sizes")  # list<string>, list<int64>: read only to extend the ledger
+NO_JOB = ""  # savepoints carry no job id: they form a group of their own
+
+
+def file_key(path: str, offset: int) -> str:
+    """A file's identity in the uploaded/reused diff: its URI, and a segment's offset in it."""
+    return path if not offset else f"{path}#{offset}"
+
+
+def job_key(ck: LoadedCheckpoint) -> str:
+    return ck.location.job_id if ck.kind == "checkpoint" and ck.location.job_id else NO_JOB
+
+
+def checkpoint_rows(
+    ck: LoadedCheckpoint, previous: dict[str, int] | None, previous_id: int | None
+) -> list[dict[str, Any]]:
+    """Rows of one loaded checkpoint. ``previous``: the file keys (:func:`file_key`) of the job's
+    previous checkpoint (``previous_id``), ``None`` for the first one known (all of it uploaded)."""
+    md, loc = ck.metadata, ck.location
+    with paused_collector():
+        files: dict[tuple[str, int], dict[str, int]] = {}  # (operator, subtask) -> key -> size
+        for g in reference_groups(ck):
+            shared = g.shared
+            # shared: checkpoint, job_id, checkpoint_id, kind, operator_id, operator_name, subtask, slot, scope, ...
+            into = files.setdefault((shared[4], COORDINATOR if shared[6] is None else shared[6]), {})
+            for _type, _local, path, _written, offset, size in g.files:
+                k = file_key(path, offset)  # the same file twice in one subtask counts once
+                into[k] = size
+        head = {
+            "job_id": job_key(ck), "checkpoint_id": md.checkpoint_id, "kind": ck.kind, "path": loc.uri,
+            "time": loc.metadata.mtime if loc.metadata is not None else None,
+            "metadata_bytes": loc.metadata.size if loc.metadata is not None else None,
+        }  # fmt: skip
+        rows = []
+        for op in md.operators:
+            kinds = state_kinds(op)
+            common = {
+                **head, "operator_id": op.operator_id, "operator_name": op.display_name,
+                "operator_uid": op.display_uid, "state_kinds": ",".join(kinds),
+            }  # fmt: skip
+            parts = [(COORDINATOR, coordinator_sizes(op))] if op.coordinator_state is not None else []
+            parts += [(s.index, subtask_sizes(s)) for s in op.subtasks or ()]
+            for index, (full, incremental, inline) in parts:
+                own = files.get((op.operator_id, index), {})
+                reused = sum(n for k, n in own.items() if previous is not None and k in previous)
+                new = sum(own.values()) - reused
+                rows.append(
+                    {
+                        **common, "subtask": index, "full_bytes": full, "checkpointed_bytes": incremental,
+                        "inline_bytes": inline, "uploaded_bytes": new + inline, "reused_bytes": reused,
+                        "file_count": len(own), "base_checkpoint_id": previous_id if previous is not None else None,
+                        "files": list(own), "file_sizes": list(own.values()),
+                    }
+                )  # fmt: skip
+    return rows
+
+
+def state_kinds(op: Any) -> list[str]:
+    """What kinds of state an operator holds, as far as the metadata tells: keyed, operator
+    (split list), union, broadcast, channel (unaligned in-flight data), coordinator."""
+    kinds: set[str] = set()
+    if op.coordinator_state is not None:
+        kinds.add("coordinator")
+    for s in op.subtasks or ():
+        if s.managed_keyed is not None or s.raw_keyed is not None:
+            kinds.add("keyed")
+        for h in (s.managed_operator, s.raw_operator):
+            if h is None:
+                continue
+            modes = {st.mode_name for st in h.states} or {"SPLIT_DISTRIBUTE"}
+            kinds.update({"UNION": "union", "BROADCAST": "broadcast"}.get(m, "operator") for m in modes)
+        if s.input_channels or s.output_channels:
+            kinds.add("channel")
+    order = ("keyed", "operator", "union", "broadcast", "channel", "coordinator")
+    return [k for k in order if k in kinds]
+
+
+def keys_of(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """The file keys of one checkpoint's rows (the next checkpoint's ``previous``)."""
+    out: dict[str, int] = {}
+    for r in rows:
+        out.update(zip(r["files"], r["file_sizes"], strict=True))
+    return out
