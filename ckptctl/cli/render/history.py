@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import Col, _escape, fitted_table, human_bytes
+from ckptctl.cli.output import Col, fitted_table, human_bytes
+from ckptctl.cli.terminal import styled
 
 if TYPE_CHECKING:
     from ckptctl.history.report import HistoryReport
@@ -55,7 +56,7 @@ def report(console: Any, r: HistoryReport, named: str) -> None:
         budget = job["budget_bytes"] is not None
         cols = [
             Col("#", [str(o["rank"]) for o in ops], "right"),
-            Col("operator", [_escape(o["display"]) for o in ops], fold=True),
+            Col("operator", [o["display"] for o in ops], fold=True),
             Col("full", [human_bytes(o["full_bytes"]) for o in ops], "right"),
             Col("growth", [rate(o["growth"].bytes_per_day, None, o["growth"].bytes_per_checkpoint) for o in ops], "right"),
             Col(f"full, last {SPARK_WIDTH}", [sparkline([s["full_bytes"] for s in o["series"]]) for o in ops]),
@@ -68,7 +69,7 @@ def report(console: Any, r: HistoryReport, named: str) -> None:
         if budget:
             cols.insert(5, Col("budget in", [days(o["days_to_budget"]) for o in ops], "right"))
         drop = ("kinds", "skew", "subtasks", "%/d", "uploaded", "budget in", f"full, last {SPARK_WIDTH}")
-        table = fitted_table(console, cols, drop=drop, title=_escape(title), title_justify="left")
+        table = fitted_table(console, cols, drop=drop, title=title, title_justify="left")
         console.print(table)
         g = job["growth"]
         last = cks[-1] if cks else None
@@ -81,30 +82,30 @@ def report(console: Any, r: HistoryReport, named: str) -> None:
                 + ("" if ratio is None else f" ({ratio:.0%} reused)")
                 + f"; growth {rate(g.bytes_per_day, g.percent_per_day, g.bytes_per_checkpoint)}"
             )
-            console.print("uploaded " + sparkline([c["uploaded_bytes"] for c in cks], 48), markup=False)
+            console.print("uploaded " + sparkline([c["uploaded_bytes"] for c in cks], 48))
         if job["budget_bytes"] is not None:
             console.print(
                 f"budget {human_bytes(job['budget_bytes'])} reached in {days(job['days_to_budget'])}"
             )
         if job["missing_checkpoint_ids"]:
             console.print(
-                f"[warning]missing[/warning] (failed or not recorded): {_ids(job['missing_checkpoint_ids'])}"
+                styled("[warning]missing[/warning] (failed or not recorded): {}", _ids(job["missing_checkpoint_ids"]))
             )
         if job["incomplete_checkpoint_ids"]:
             console.print(
-                f"[warning]incomplete[/warning] (no _metadata): {_ids(job['incomplete_checkpoint_ids'])}"
+                styled("[warning]incomplete[/warning] (no _metadata): {}", _ids(job["incomplete_checkpoint_ids"]))
             )
         top = job["operators"][0] if job["operators"] else None
         if top is not None and top["suspect"]:
-            console.print(f"[warning]{_escape(top['display'])}[/warning]: {_escape(top['suspect'])}")
+            console.print(styled("[warning]{}[/warning]: {}", top["display"], top["suspect"]))
         for v in job["verdicts"]:
             if v["broken"]:
                 who = f"operator {v['operator']}" if v["operator"] else "job"
-                console.print(f"[error]broken[/error] {_escape(v['rule'])}: {_escape(who)} at {_value(v)}")
+                console.print(styled("[error]broken[/error] {}: {} at {}", v["rule"], who, _value(v)))
     if r.ledger:
-        console.print(f"ledger {_escape(r.ledger)}: {r.added} checkpoints added")
+        console.print(f"ledger {r.ledger}: {r.added} checkpoints added")
     if r.rules:
-        console.print("[ok]passed[/ok]" if r.ok else "[error]FAILED[/error]")
+        console.print(styled("[ok]passed[/ok]") if r.ok else styled("[error]FAILED[/error]"))
 
 
 def _value(v: dict[str, Any]) -> str:
