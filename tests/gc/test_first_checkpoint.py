@@ -1,0 +1,165 @@
+"""Issue 45 row 1: a job with no retained checkpoint is anchored at its newest ``chk-N``.
+
+Built from real Flink output: a fixture's job with every ``chk-N`` but the newest removed and
+the newest's ``_metadata`` taken away, which is what a job looks like while its first checkpoint
+uploads (a NO_CLAIM restore of a large savepoint, checkpoints timing out under backpressure):
+``chk-N`` created when the checkpoint began, its files and the ``shared/`` ones it will
+reference written since. Such a job had no in-flight anchor: ``gc plan ROOT --collect-dead-jobs
+--older-than 1h`` (which the plan's own warning suggests), or the job directory named as ROOT,
+made every file of that checkpoint a candidate, and ``gc apply`` removed the job directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.fixture_cases import REPO
+from tests.support.gc_plans import apply, candidates, codes, plan_to_file, protected
+from tests.support.gc_support import Scenario, add_job, plan_json
+
+MIN = 60.0
+
+
+def chk_number(p: Path) -> int:
+    return int(p.name[4:])
+
+
+def first_checkpoint_uploading(sc: Scenario, started_ago: float, dir_ago: float | None = None,
+                               others_ago: float | None = None) -> tuple[Path, Path, set[str]]:  # fmt: skip
+    """The scenario's job as it is while its first checkpoint uploads: its newest ``chk-N``
+    without ``_metadata``, every older one gone. Every file written ``started_ago`` seconds ago
+    (the chk-N directory ``dir_ago``: files may still be arriving; the files outside chk-N
+    ``others_ago``: a changelog job's materialization, uploaded before the checkpoint began).
+    Returns (job, chk-N, what that checkpoint references by Flink's own reading, as URIs)."""
+    (job,) = sc.jobs()
+    chks = sorted((p for p in job.iterdir() if p.name.startswith("chk-")), key=chk_number)
+    newest = chks[-1]
+    for old in chks[:-1]:
+        shutil.rmtree(old)
+    (newest / "_metadata").unlink()
+    now = time.time()
+    for p in job.rglob("*"):
+        if p.is_file():
+            t = now - (started_ago if others_ago is None or newest in p.parents else others_ago)
+            os.utime(p, (t, t))
+    t = now - (started_ago if dir_ago is None else dir_ago)
+    os.utime(newest, (t, t))
+    rel = newest.relative_to(sc.root)
+    expected = json.loads((REPO / sc.entry["expected_dir"] / rel.parent / (rel.name + ".json")).read_text())
+    refs = set()
+    for r in expected["references"]:
+        path = r["path"].removeprefix("file:")
+        if path.startswith(sc.original):
+            refs.add("file:" + str(sc.root) + path[len(sc.original) :])
+    refs.discard(sc.uri(newest / "_metadata"))
+    assert refs and all(Path(u[5:]).is_file() for u in refs)
+    return job, newest, refs
+
+
+def with_a_healthy_job(sc: Scenario) -> tuple[Path, list[str]]:
+    """A job with retained checkpoints beside it (a root of jobs: something is live, or the plan
+    is refused as deleting everything): its directory and --rebase."""
+    return add_job(sc, "1.20.3", "unaligned")
+
+
+def files_of(job: Path) -> set[str]:
+    return {"file:" + str(p) for p in job.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("version", ["1.20.3", "2.2.0"])
+@pytest.mark.parametrize("how", ["collect-dead-jobs", "job-as-root"])
+def test_a_job_taking_its_first_checkpoint_is_kept_whole(tmp_path: Path, version: str, how: str) -> None:
+    """Its newest chk-N began 95 minutes ago, less than --older-than 1h + --margin 1h: it may be
+    running, so nothing of it is collected, as a dead job or as a ROOT, and apply keeps it."""
+    sc = Scenario(version, "basic", tmp_path)
+    job, chk, refs = first_checkpoint_uploading(sc, 95 * MIN)
+    healthy, rebase = with_a_healthy_job(sc)
+    roots = [str(sc.checkpoints), "--collect-dead-jobs"] if how == "collect-dead-jobs" else [str(job), str(healthy)]
+    args = [*roots, *sc.rebase, *rebase, "--older-than", "1h", "--force"]
+    before = files_of(job)
+    plan = plan_json(*args)
+    assert not candidates(plan)
+    assert {protected(plan).get(u) for u in before} == {"job-active"}
+    assert not plan["dead_jobs"] and any("job-active" in w for w in plan["warnings"])
+    apply(plan_to_file(tmp_path, *args))
+    assert files_of(job) == before and chk.is_dir()
+    assert refs <= before
+
+
+@pytest.mark.parametrize("version", ["1.20.3", "2.2.0"])
+def test_a_quiet_job_is_anchored_at_its_newest_checkpoints_start(tmp_path: Path, version: str) -> None:
+    """Past --older-than + --margin (95 minutes against 1h + 10m) the job is collected, but what
+    it wrote since its newest chk-N began, less the margin, may be that checkpoint's: in flight.
+    An orphan of an earlier attempt, five hours old, goes."""
+    sc = Scenario(version, "basic", tmp_path)
+    job, chk, refs = first_checkpoint_uploading(sc, 95 * MIN)
+    orphan = sc.plant(f"checkpoints/{job.name}/shared/orphan-of-an-aborted-attempt", time.time() - 5 * 3600)
+    _healthy, rebase = with_a_healthy_job(sc)
+    args = [str(sc.checkpoints), "--collect-dead-jobs", *sc.rebase, *rebase, "--older-than", "1h", "--margin", "10m",
+            "--force"]  # fmt: skip
+    plan = plan_json(*args)
+    assert not plan["blocked"], codes(plan)
+    assert {c for c in candidates(plan) if c.startswith(sc.uri(job) + "/")} == {sc.uri(orphan)}
+    kept = protected(plan)
+    assert {kept.get(u) for u in refs} == {"in-flight"}
+    evidence = {json.dumps(p["evidence"]) for p in plan["protected"] if p["path"] in refs}
+    assert {json.loads(e)["newest_checkpoint_started"] for e in evidence} == {sc.uri(chk)}
+    apply(plan_to_file(tmp_path, *args))
+    assert all(Path(u[5:]).is_file() for u in refs) and not orphan.exists()
+
+
+def test_a_checkpoint_directory_whose_files_keep_arriving_is_the_newest_evidence(tmp_path: Path) -> None:
+    """Its files were written 95 minutes ago, but the chk-N directory changed 20 minutes ago (a
+    file arrived, or is arriving): the job is at work, kept whole."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job, _chk, _refs = first_checkpoint_uploading(sc, 95 * MIN, dir_ago=20 * MIN)
+    _healthy, rebase = with_a_healthy_job(sc)
+    args = [str(sc.checkpoints), "--collect-dead-jobs", *sc.rebase, *rebase, "--older-than", "1h", "--margin", "10m",
+            "--force"]  # fmt: skip
+    plan = plan_json(*args)
+    assert not candidates(plan)
+    assert {protected(plan).get(u) for u in files_of(job)} == {"job-active"}
+
+
+def test_a_changelog_jobs_materialization_before_its_first_checkpoint_is_kept(tmp_path: Path) -> None:
+    """A changelog job materializes its state (here into taskowned/) on its own schedule: the
+    files its first checkpoint will reference were uploaded before that checkpoint began."""
+    sc = Scenario("1.20.3", "changelog", tmp_path)
+    job, chk, _refs = first_checkpoint_uploading(sc, 95 * MIN, others_ago=150 * MIN)
+    materialized = files_of(job / "taskowned")
+    assert materialized and not any(chk.iterdir())  # an empty chk-N: its directory is all it shows
+    _healthy, rebase = with_a_healthy_job(sc)
+    dstl = sc.root / "dstl"
+    args = [str(sc.checkpoints), "--changelog-dir", str(dstl), "--collect-dead-jobs", *sc.rebase, *rebase,
+            "--older-than", "1h", "--force"]  # fmt: skip
+    plan = plan_json(*args)
+    assert not candidates(plan), codes(plan)
+    assert {protected(plan).get(u) for u in materialized} == {"job-active"}
+    apply(plan_to_file(tmp_path, *args))
+    assert files_of(job / "taskowned") == materialized
+
+
+def test_a_job_without_any_checkpoint_directory_fails_closed(tmp_path: Path) -> None:
+    """No chk-N at all (the job has not begun a checkpoint, or Flink discarded the aborted ones):
+    nothing says when a checkpoint began, so the job's own files are the evidence: written 95
+    minutes ago, it is kept whole when named as ROOT. Quiet for --older-than + --margin, it is
+    collected as before (tests/gc/test_dead_jobs.py, row 17)."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job, chk, _refs = first_checkpoint_uploading(sc, 95 * MIN)
+    shutil.rmtree(chk)
+    healthy, rebase = with_a_healthy_job(sc)
+    before = files_of(job)
+    args = [str(job), str(healthy), *sc.rebase, *rebase, "--older-than", "1h", "--force"]
+    plan = plan_json(*args)
+    assert not plan["blocked"] and not {c for c in candidates(plan) if c.startswith(sc.uri(job) + "/")}
+    assert {protected(plan).get(u) for u in before} == {"job-active"}
+    apply(plan_to_file(tmp_path, *args))
+    assert files_of(job) == before
+    quiet = plan_json(*args, "--margin", "10m")
+    assert {c for c in candidates(quiet) if c.startswith(sc.uri(job) + "/")} == before
