@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.fixture_cases import REPO
 from tests.support.gc_plans import apply, candidates, codes, plan_to_file, protected
-from tests.support.gc_support import Scenario, add_job, plan_json
+from tests.support.gc_support import Scenario, add_job, ckptctl, plan_json
 
 MIN = 60.0
 
@@ -80,7 +80,11 @@ def test_a_job_taking_its_first_checkpoint_is_kept_whole(tmp_path: Path, version
     sc = Scenario(version, "basic", tmp_path)
     job, chk, refs = first_checkpoint_uploading(sc, 95 * MIN)
     healthy, rebase = with_a_healthy_job(sc)
-    roots = [str(sc.checkpoints), "--collect-dead-jobs"] if how == "collect-dead-jobs" else [str(job), str(healthy)]
+    roots = (
+        [str(sc.checkpoints), "--collect-dead-jobs"]
+        if how == "collect-dead-jobs"
+        else [str(job), str(healthy)]
+    )
     args = [*roots, *sc.rebase, *rebase, "--older-than", "1h", "--force"]
     before = files_of(job)
     plan = plan_json(*args)
@@ -163,3 +167,80 @@ def test_a_job_without_any_checkpoint_directory_fails_closed(tmp_path: Path) -> 
     assert files_of(job) == before
     quiet = plan_json(*args, "--margin", "10m")
     assert {c for c in candidates(quiet) if c.startswith(sc.uri(job) + "/")} == before
+
+
+# --- on S3: a "directory" has no time; its first object (or S3A's marker) is when it began ---------
+
+
+def upload_first_checkpoint(s3_server, bucket: str, marker: bool) -> dict:
+    """A moto bucket holding a healthy job (1.20.3 unaligned, complete) and the 2.2.0 basic job
+    taking its first checkpoint, uploaded in order, a second apart: an orphan of an earlier
+    attempt; then chk-9 begins (S3A's ``chk-9/`` marker, or its first objects); then the rest of
+    what chk-9 references (its ``_metadata`` never lands: a multipart upload in progress is
+    invisible). Returns the URIs by kind and the ``gc plan`` arguments that reach them."""
+    from tests.support.fixture_cases import manifest
+    from tests.support.s3_clock import next_second
+
+    def entry(version: str, scenario: str) -> dict:
+        return next(
+            e for e in manifest()["entries"] if e["flink_version"] == version and e["scenario"] == scenario
+        )
+
+    s3_server.create_bucket(bucket)
+    fs = s3_server.filesystem()
+    healthy, flight = entry("1.20.3", "unaligned"), entry("2.2.0", "basic")
+    data = REPO / healthy["data_dir"]
+    fs.pipe({f"{bucket}/healthy/{p.relative_to(data).as_posix()}": p.read_bytes()
+             for p in sorted(data.rglob("*")) if p.is_file()})  # fmt: skip
+    next_second()
+    (job,) = flight["job_ids"]
+    base = f"{bucket}/checkpoints/{job}"
+    orphan = f"{base}/shared/orphan-of-an-aborted-attempt"
+    fs.pipe_file(orphan, b"sst of an attempt before")
+    next_second()
+    expected = json.loads((REPO / flight["expected_dir"] / "checkpoints" / job / "chk-9.json").read_text())
+    own = f"{flight['original_root']}/checkpoints/{job}/"
+    refs = {r["path"].removeprefix("file:")[len(own) :] for r in expected["references"]}
+    refs.discard("chk-9/_metadata")
+    data = REPO / flight["data_dir"] / "checkpoints" / job
+    own_files = sorted(f"{base}/{r}" for r in refs if r.startswith("chk-9/"))
+    first = {f"{base}/chk-9/"} if marker else set(own_files[:1])
+    if marker:
+        fs.pipe_file(f"{base}/chk-9/", b"")
+    else:
+        fs.pipe({k: (data / k[len(base) + 1 :]).read_bytes() for k in first})
+    next_second()
+    # the shared files, then chk-9's own: only what began chk-9 dates them all
+    for batch in ({f"{base}/{r}" for r in refs} - set(own_files), set(own_files) - first):
+        fs.pipe({k: (data / k[len(base) + 1 :]).read_bytes() for k in batch})
+        next_second()
+    rest = {f"{base}/{r}" for r in refs} - first
+    args = [f"s3://{bucket}/checkpoints", f"s3://{bucket}/healthy/checkpoints", "--s3-endpoint", s3_server.endpoint,
+            "--rebase", f"{flight['original_root']}=s3://{bucket}", "--rebase", f"{healthy['original_root']}=s3://{bucket}/healthy",
+            "--collect-dead-jobs", "--force"]  # fmt: skip
+    return {"fs": fs, "args": args, "orphan": f"s3://{orphan}", "job": f"s3://{base}",
+            "in_flight": {f"s3://{k}" for k in rest | (set() if marker else first)}}  # fmt: skip
+
+
+@pytest.mark.parametrize("marker", [False, True], ids=["first-object", "marker"])
+def test_on_s3_a_first_checkpoint_is_anchored_at_its_first_object(
+    s3_server, tmp_path: Path, marker: bool
+) -> None:
+    """--older-than 0s --margin 0s: every object is old enough, and only the anchor holds what
+    was uploaded since chk-9 began (its first object, or the marker, which is itself kept as
+    no file's name); the orphan uploaded before it goes. With --margin 1h the job wrote within
+    --older-than + --margin: kept whole."""
+    from tests.support.s3_copied import exists
+
+    up = upload_first_checkpoint(s3_server, f"first-chk-{'marker' if marker else 'object'}", marker)
+    args = [*up["args"], "--older-than", "0s", "--margin", "0s"]
+    plan = plan_json(*args)
+    assert not plan["blocked"], codes(plan)
+    mine = {c for c in candidates(plan) if c.startswith(up["job"] + "/")}
+    assert mine == {up["orphan"]}
+    assert {protected(plan).get(u) for u in up["in_flight"]} == {"in-flight"}
+    whole = plan_json(*up["args"], "--older-than", "0s", "--margin", "1h")
+    assert not {c for c in candidates(whole) if c.startswith(up["job"] + "/")}
+    assert {protected(whole).get(u) for u in up["in_flight"] | {up["orphan"]}} == {"job-active"}
+    ckptctl("gc", "apply", str(plan_to_file(tmp_path, *args)), "--yes", "--s3-endpoint", up["args"][3])
+    assert all(exists(up["fs"], u) for u in up["in_flight"]) and not exists(up["fs"], up["orphan"])
