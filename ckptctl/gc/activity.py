@@ -11,8 +11,9 @@ Flink creates ``chk-N`` when it triggers checkpoint N, before any task writes fo
 directory is its first object, or S3A's marker; a ``_metadata`` in a multipart upload is
 invisible until complete). So for such a job:
 
-* its **newest evidence** -- any file's mtime, and a ``chk-N`` directory's own mtime, which
-  moves while files keep arriving in it -- younger than ``--older-than`` + ``--margin`` means it
+* its **newest evidence** -- any file's mtime, a ``chk-N`` directory's own mtime, which moves
+  while files keep arriving in it, and the changelog (DSTL) files of its id in a scanned
+  ``--changelog-dir``, which a changelog job writes while it runs -- younger than ``--older-than`` + ``--margin`` means it
   may be running: the whole job is kept (:attr:`Reason.JOB_ACTIVE`), collected as a dead job or
   not. A time that is no time (no mtime, a stand-in) proves no quiet: kept too;
 * otherwise its **newest checkpoint's start** -- the oldest evidence in the ``chk-N`` that began
@@ -32,7 +33,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ckptctl import storage as st
-from ckptctl.layout import JOB_ID_RE, place_of
+from ckptctl.layout import CHK_RE, JOB_ID_RE, place_of
 from ckptctl.storage.listing import PLAUSIBLE_MTIME, DirFiles
 
 # per directory of listed files: its URI and a function giving (newest, oldest, undated) over its
@@ -58,11 +59,23 @@ class Seen:
             self.started[chk] = min(self.started.get(chk, math.inf), at)
 
     def newest_start(self) -> tuple[str, float] | None:
-        """The ``chk-N`` that began last and when (its oldest evidence), or ``None``: no ``chk-N``."""
+        """The newest ``chk-N`` and when it began (its oldest evidence), or ``None``: no ``chk-N``.
+        Of the one that began last and the highest-numbered one, the earlier: a leftover directory
+        whose time moved when Flink discarded an aborted checkpoint in it must not hide the start
+        of the one in flight beside it (concurrent checkpoints), nor a run restored under a fixed
+        job id, numbering below an older run's leftovers, hide the older run's."""
         if not self.started:
             return None
-        chk = max(self.started, key=lambda c: (self.started[c], c))
+        last = max(self.started, key=lambda c: (self.started[c], c))
+        highest = max(self.started, key=lambda c: (_number(c), c))
+        chk = min((last, highest), key=lambda c: self.started[c])
         return chk, self.started[chk]
+
+    def merge(self, other: Seen | None) -> Seen:
+        """This job's evidence with ``other``'s newest and undated (its changelog files)."""
+        if other is None:
+            return self
+        return Seen(max(self.newest, other.newest), self.undated or other.undated, self.started)
 
 
 class JobActivity:
@@ -76,6 +89,7 @@ class JobActivity:
         self.scopes, self.retained_jobs, self.dirs, self.notes = scopes, retained_jobs, dirs, notes
         self.quiet_before = quiet_before  # a job seen at work since may be running
         self._seen: dict[str, Seen] | None = None
+        self._by_id: dict[str, Seen] = {}  # job id -> its changelog (DSTL) files' evidence
 
     @classmethod
     def of_listings(cls, scopes, retained_jobs, listings: list[tuple[str, list[DirFiles]]], notes,
@@ -89,8 +103,9 @@ class JobActivity:
 
     def of(self, job: str) -> Seen | None:
         if self._seen is None:
-            self._seen = self._collect()
-        return self._seen.get(job)
+            self._seen, self._by_id = self._collect()
+        seen, logged = self._seen.get(job), self._by_id.get(st.basename(job))
+        return logged if seen is None else seen.merge(logged)
 
     def active(self, job: str) -> dict | None:
         """The evidence that ``job`` may be running (its files kept whole), or ``None``."""
@@ -124,9 +139,14 @@ class JobActivity:
             job = directory  # the job directory itself (files lying directly in it)
         return job, place.chk
 
-    def _collect(self) -> dict[str, Seen]:
+    def _collect(self) -> tuple[dict[str, Seen], dict[str, Seen]]:
         seen: dict[str, Seen] = {}
+        by_id: dict[str, Seen] = {}
         for directory, times in self.dirs():
+            logged = self._logged_id(directory)
+            if logged is not None:  # a changelog job writes DSTL files while it runs, checkpoints or not
+                by_id.setdefault(logged, Seen()).add(*times(), None)
+                continue
             job, chk = self._job_of(directory)
             if job is None or job in self.retained_jobs:
                 continue
@@ -138,7 +158,19 @@ class JobActivity:
                     continue  # a chk-N directory's time moves as its files arrive; others' as gc deletes
                 m = mtime if mtime is not None and mtime >= PLAUSIBLE_MTIME else None
                 seen.setdefault(job, Seen()).add(m, m, m is None, chk)  # type: ignore[arg-type]
-        return seen
+        return seen, by_id
+
+    def _logged_id(self, directory: str) -> str | None:
+        """The job id a ``--changelog-dir`` directory holds DSTL files of (``<dir>/<job-id>/dstl``)."""
+        scope, kind = self.scopes.scope_of(directory + "/x")
+        if kind != "changelog":
+            return None
+        return next((p for p in directory[len(scope) :].split("/") if JOB_ID_RE.match(p)), None)
+
+
+def _number(chk: str) -> int:
+    m = CHK_RE.match(st.basename(chk))
+    return int(m.group(1)) if m else 0
 
 
 def dated(mtimes: Iterable[float]) -> tuple[float | None, float | None, bool]:

@@ -118,6 +118,24 @@ def test_a_quiet_job_is_anchored_at_its_newest_checkpoints_start(tmp_path: Path,
     assert all(Path(u[5:]).is_file() for u in refs) and not orphan.exists()
 
 
+def test_a_checkpoint_discarded_beside_does_not_hide_the_one_in_flight(tmp_path: Path) -> None:
+    """Concurrent checkpoints: chk-N-1, aborted, was discarded 80 minutes ago and left its empty
+    directory (that time is its last); chk-N has been uploading for 95. The checkpoint that
+    began last by its directory's time is not the one in flight: the highest-numbered one's
+    start anchors too, and the earlier of the two holds."""
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    job, chk, refs = first_checkpoint_uploading(sc, 95 * MIN)
+    leftover = job / f"chk-{chk_number(chk) - 1}"
+    leftover.mkdir()
+    os.utime(leftover, (time.time() - 80 * MIN, time.time() - 80 * MIN))
+    _healthy, rebase = with_a_healthy_job(sc)
+    args = [str(sc.checkpoints), "--collect-dead-jobs", *sc.rebase, *rebase, "--older-than", "1h", "--margin", "10m",
+            "--force"]  # fmt: skip
+    plan = plan_json(*args)
+    assert not {c for c in candidates(plan) if c.startswith(sc.uri(job) + "/")}
+    assert {protected(plan).get(u) for u in refs} == {"in-flight"}
+
+
 def test_a_checkpoint_directory_whose_files_keep_arriving_is_the_newest_evidence(tmp_path: Path) -> None:
     """Its files were written 95 minutes ago, but the chk-N directory changed 20 minutes ago (a
     file arrived, or is arriving): the job is at work, kept whole."""
@@ -133,7 +151,9 @@ def test_a_checkpoint_directory_whose_files_keep_arriving_is_the_newest_evidence
 
 def test_a_changelog_jobs_materialization_before_its_first_checkpoint_is_kept(tmp_path: Path) -> None:
     """A changelog job materializes its state (here into taskowned/) on its own schedule: the
-    files its first checkpoint will reference were uploaded before that checkpoint began."""
+    files its first checkpoint will reference were uploaded before that checkpoint began. Kept
+    while the job wrote within --older-than + --margin: its chk-N, or its changelog (DSTL)
+    files in the scanned --changelog-dir, which it writes while it runs."""
     sc = Scenario("1.20.3", "changelog", tmp_path)
     job, chk, _refs = first_checkpoint_uploading(sc, 95 * MIN, others_ago=150 * MIN)
     materialized = files_of(job / "taskowned")
@@ -147,6 +167,12 @@ def test_a_changelog_jobs_materialization_before_its_first_checkpoint_is_kept(tm
     assert {protected(plan).get(u) for u in materialized} == {"job-active"}
     apply(plan_to_file(tmp_path, *args))
     assert files_of(job / "taskowned") == materialized
+    # past --older-than + --margin by its own files, it still writes its changelog: at work
+    for p in (dstl / job.name).rglob("*"):
+        if p.is_file():
+            os.utime(p, (time.time() - 5 * MIN, time.time() - 5 * MIN))
+    logging = plan_json(*args, "--margin", "10m")
+    assert {protected(logging).get(u) for u in materialized} == {"job-active"}
 
 
 def test_a_job_without_any_checkpoint_directory_fails_closed(tmp_path: Path) -> None:
