@@ -13,13 +13,14 @@ invisible until complete). So for such a job:
 
 * its **newest evidence** -- any file's mtime, a ``chk-N`` directory's own mtime, which moves
   while files keep arriving in it, and the changelog (DSTL) files of its id in a scanned
-  ``--changelog-dir``, which a changelog job writes while it runs -- younger than ``--older-than`` + ``--margin`` means it
-  may be running: the whole job is kept (:attr:`Reason.JOB_ACTIVE`), collected as a dead job or
-  not. A time that is no time (no mtime, a stand-in) proves no quiet: kept too;
-* otherwise its **newest checkpoint's start** -- the oldest evidence in the ``chk-N`` that began
-  last -- anchors the in-flight guard as a retained ``_metadata`` would: every file newer than it
-  less ``--margin`` is kept. Without any ``chk-N`` nothing anchors, and the job has been quiet
-  for ``--older-than`` + ``--margin``: its old files go, as before.
+  ``--changelog-dir``, which a changelog job writes while it runs -- younger than
+  ``--older-than`` + ``--margin`` means it may be running: the whole job is kept
+  (:attr:`Reason.JOB_ACTIVE`), collected as a dead job or not. A time that is no time (no
+  mtime, a stand-in) proves no quiet: kept too;
+* otherwise its **newest checkpoint's start** -- the oldest evidence in its newest ``chk-N``
+  (:meth:`Seen.newest_start`) -- anchors the in-flight guard as a retained ``_metadata`` would:
+  every file newer than it less ``--margin`` is kept. Without any ``chk-N`` nothing anchors, and
+  the job has been quiet for ``--older-than`` + ``--margin``: its old files go, as before.
 
 Both planners feed :class:`JobActivity` the same per-directory figures (the local one from its
 listings, the Spark one from its summary's aggregates) and the same walk notes, so they decide
