@@ -24,6 +24,7 @@ from ckptctl.layout import JOB_ID_RE, CheckpointLocation, below_job_area, fixed_
 from ckptctl.rebase import written_job_dir
 
 if TYPE_CHECKING:
+    from ckptctl.gc.activity import JobActivity
     from ckptctl.gc.plan import Folded, Retention, Scopes
 
 
@@ -32,10 +33,11 @@ class _Contexts:
 
     def __init__(
         self, scopes: Scopes, retention: Retention, forst_parents: Callable[[], Iterable[str]], future_limit: float,
-        evidence: JobEvidence,
+        evidence: JobEvidence, activity: JobActivity,
     ) -> None:  # fmt: skip
         self.scopes = scopes
         self.evidence = evidence
+        self.activity = activity  # of a job without a retained checkpoint: when it last wrote, its chk-N began
         self.collect_dead = scopes.options.collect_dead_jobs
         self.collect_fixed = scopes.options.collect_fixed_id_changelog
         self.fixed_ids_kept: set[str] = set()  # fixed job ids whose changelog files were kept, for a warning
@@ -85,18 +87,18 @@ class _Contexts:
             s = self.job_stats[job] = [0, 0, 0, 0]
         return s
 
-    def _kept(self, reason: Reason, job: str | None = None) -> tuple:
-        return reason, False, None, None, self._stats(job), False, False
+    def _kept(self, reason: Reason, job: str | None = None, evidence: dict | None = None) -> tuple:
+        return reason, False, None, evidence, self._stats(job), False, False
 
-    def _anchored(self, reason: Reason, job: str | None, newest: CheckpointLocation | None) -> tuple:
-        """A candidate directory: (reason, True, anchor mtime, evidence, job stats, unreferenced, forst)."""
+    def _anchored(self, reason: Reason, job: str | None, anchored: tuple[float, dict] | None) -> tuple:
+        """A candidate directory: (reason, True, anchor mtime, evidence, job stats, unreferenced, forst).
+        ``anchored``: the in-flight anchor and its evidence (:func:`retained_anchor`), or ``None``."""
         stats = self._stats(job)
         unreferenced = reason in UNREFERENCED
         forst = reason is Reason.UNREFERENCED_FORST  # control-file names matter there
-        if newest is None:
+        if anchored is None:
             return reason, True, None, None, stats, unreferenced, forst
-        anchor = newest.metadata.mtime or 0
-        evidence = {"newest_retained": newest.uri, "newest_retained_mtime": anchor}
+        anchor, evidence = anchored
         if anchor > self.future_limit:
             anchor = math.inf  # no believable checkpoint time in this job: every file may be in flight
         return reason, True, anchor, evidence, stats, unreferenced, forst
@@ -129,20 +131,20 @@ class _Contexts:
                 # as unreferenced against the scanned job's checkpoints)
                 self.fixed_ids_kept.add(job_name)
                 return self._kept(Reason.CHANGELOG_FIXED_JOB_ID)
-            return self._anchored(Reason.UNREFERENCED_CHANGELOG, None, newest)
+            return self._anchored(Reason.UNREFERENCED_CHANGELOG, None, retained_anchor(newest))
         place = place_of(scope, parent)
         if place.area == "savepoint":
             return self._kept(Reason.IN_SAVEPOINT)
         if place.area == "other" or kind == "savepoints":
             return self._kept(Reason.NOT_FLINK_FILE, place.job)
         newest = self.newest.get(place.job)
+        anchor = retained_anchor(newest)
         if newest is None and place.job is not None:
             verdict = self.dead_verdict(place.job)
             if verdict is not None:
-                return self._kept(verdict, place.job)
-            # collected (named as ROOT, --collect-dead-jobs), yet a job may be writing inside it
-            # now (a root below a tenant directory named like a job): its files in flight stay
-            newest = self.inner_anchors.get(place.job)
+                active = self.activity.active(place.job) if verdict is Reason.JOB_ACTIVE else None
+                return self._kept(verdict, place.job, active)
+            anchor = self.unretained_anchor(place.job)
         if place.area == "chk":
             if place.chk in self.retained_dirs:
                 return self._kept(Reason.RETAINED_CHECKPOINT_DIR, place.job)
@@ -150,10 +152,10 @@ class _Contexts:
                 # completed long ago, not in flight: no anchor, so that the _metadata goes exactly
                 # when retain() decided it would (the unit rule)
                 return self._anchored(Reason.EXPIRED_CHECKPOINT, place.job, None)
-            return self._anchored(Reason.INCOMPLETE_CHECKPOINT, place.job, newest)
+            return self._anchored(Reason.INCOMPLETE_CHECKPOINT, place.job, anchor)
         if place.area == "shared":
             if place.forst is None:
-                return self._anchored(Reason.UNREFERENCED_SHARED, place.job, newest)
+                return self._anchored(Reason.UNREFERENCED_SHARED, place.job, anchor)
             # A ForSt database works inside shared/: a file it flushed after a snapshot but before
             # that checkpoint's _metadata landed is older than every anchor and referenced by
             # nothing yet, but live. While a retained checkpoint uses the working directory the
@@ -161,9 +163,17 @@ class _Contexts:
             # a directory no retained checkpoint uses (a superseded attempt, a dead job) is.
             if place.forst in self.forst_in_use:
                 return self._kept(Reason.FORST_IN_USE, place.job)
-            return self._anchored(Reason.UNREFERENCED_FORST, place.job, newest)
-        return self._anchored(Reason.UNREFERENCED_TASKOWNED, place.job, newest)
+            return self._anchored(Reason.UNREFERENCED_FORST, place.job, anchor)
+        return self._anchored(Reason.UNREFERENCED_TASKOWNED, place.job, anchor)
 
+    def unretained_anchor(self, job: str) -> tuple[float, dict] | None:
+        """The in-flight anchor of a job without a retained checkpoint that is collected (named
+        as ROOT, --collect-dead-jobs) and quiet (:meth:`JobActivity.active`): the start of its
+        newest ``chk-N`` (a checkpoint may still upload into it), and the anchor of the jobs
+        running inside it (a root below a tenant directory named like a job); the earlier of
+        the two. Neither: ``None``, the job was quiet for --older-than + --margin."""
+        found = [a for a in (self.activity.anchor(job), retained_anchor(self.inner_anchors.get(job))) if a]
+        return min(found, key=lambda a: a[0]) if found else None
 
     def dead_verdict(self, job: str) -> Reason | None:
         """For a job directory without a retained checkpoint: ``None`` to collect its old files as
@@ -176,12 +186,23 @@ class _Contexts:
         named = job in self.named
         if not named and not self.evidence.of(job):
             verdict: Reason | None = Reason.NOT_FLINK_FILE
+        elif self.activity.active(job) is not None:
+            # it wrote lately: its first checkpoint may be uploading (kept whole, collected or not)
+            verdict = Reason.JOB_ACTIVE
         elif named or self.collect_dead:
             verdict = None
         else:
             verdict = Reason.DEAD_JOB
         self.dead_verdicts[job] = verdict
         return verdict
+
+
+def retained_anchor(newest: CheckpointLocation | None) -> tuple[float, dict] | None:
+    """The in-flight anchor a job's newest retained checkpoint gives (its ``_metadata`` time)."""
+    if newest is None:
+        return None
+    anchor = newest.metadata.mtime or 0
+    return anchor, {"newest_retained": newest.uri, "newest_retained_mtime": anchor}
 
 
 class JobEvidence:

@@ -330,7 +330,8 @@ class Guards:
         for job, (files, size, cand_files, cand_bytes) in sorted(contexts.job_stats.items()):
             if job not in retention.newest_retained:
                 verdict = contexts.dead_verdicts.get(job, Reason.NOT_FLINK_FILE)
-                if verdict is not Reason.NOT_FLINK_FILE and files:
+                # an active job is no dead one: its files are kept whatever the options say
+                if verdict not in (Reason.NOT_FLINK_FILE, Reason.JOB_ACTIVE) and files:
                     dead.append({"job": job, "files": files, "bytes": size, "collected": verdict is None,
                                  "evidence": contexts.evidence.of(job) or "named as ROOT",
                                  "candidate_files": cand_files, "candidate_bytes": cand_bytes})  # fmt: skip

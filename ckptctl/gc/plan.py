@@ -34,6 +34,7 @@ from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError, StoreUnanswered
+from ckptctl.gc.activity import JobActivity
 from ckptctl.gc.contexts import JobEvidence, _Contexts, _forst_parents
 from ckptctl.gc.decisions import FileDecision, GcPlan
 from ckptctl.gc.guards import Guards, first_of
@@ -49,7 +50,7 @@ from ckptctl.gc.listed import (
     unlisted,
 )
 from ckptctl.gc.options import GcOptions
-from ckptctl.gc.reasons import Refusal
+from ckptctl.gc.reasons import Reason, Refusal
 from ckptctl.gc.rule import FileRule, RunToDecide
 from ckptctl.layout import (
     METADATA_FILE,
@@ -413,9 +414,11 @@ class _Planner(InventorySource, Guards):
         :meth:`FileRule.verdicts` on executors and the same :meth:`finish`)."""
         live, spans, expired = PathsByDir.of(folded.live), PathsByDir.of(folded.spans), PathsByDir.of(folded.expired_refs)
         evidence = JobEvidence.of_listings(self.scopes, retention, folded, listings, self.notes)
-        contexts = self.contexts(now, retention, evidence,
-                                 lambda: _forst_parents(itertools.chain(folded.live, folded.spans)))  # fmt: skip
         rule = self.rule(now, cutoff, bool(folded.expired_refs))
+        activity = JobActivity.of_listings(self.scopes, retention.newest_retained, listings, self.notes,
+                                           self.quiet_before(rule))  # fmt: skip
+        contexts = self.contexts(now, retention, evidence, activity,
+                                 lambda: _forst_parents(itertools.chain(folded.live, folded.spans)))  # fmt: skip
         runs = [run for _root, runs in listings for run in runs]
         flags = self.flag_listed(runs, live, expired if rule.check_expired else None)
         tally = Listed(listings, live, spans, flags.live_unlisted, sum(f.count(1) for f in flags.live if f is not None))
@@ -490,8 +493,15 @@ class _Planner(InventorySource, Guards):
         finally:
             worker.shutdown()
 
-    def contexts(self, now: float, retention: Retention, evidence: JobEvidence, forst_parents) -> _Contexts:
-        return _Contexts(self.scopes, retention, forst_parents, now + CLOCK_TOLERANCE, evidence)
+    def contexts(self, now: float, retention: Retention, evidence: JobEvidence, activity: JobActivity,
+                 forst_parents) -> _Contexts:  # fmt: skip
+        return _Contexts(self.scopes, retention, forst_parents, now + CLOCK_TOLERANCE, evidence, activity)
+
+    def quiet_before(self, rule: FileRule) -> float:
+        """A job without a retained checkpoint seen at work since this time may be running
+        (:class:`JobActivity`): --older-than + --margin ago (or before the inventory began, less
+        the margin: the report cannot show what came after)."""
+        return rule.young_limit - self.options.margin
 
     def rule(self, now: float, cutoff: float, check_expired: bool) -> FileRule:
         # --inventory: a file modified once the report began may be in it as it was, or not at all
@@ -545,6 +555,14 @@ class _Planner(InventorySource, Guards):
         if n_candidates and tally.live_set_empty():
             self.refuse(Refusal.EMPTY_LIVE_SET, "the live set is empty but there are candidates: refusing to delete everything")
         dead_jobs = self.caps(contexts, n_candidates, candidate_bytes, tally.total_files, tally.total_bytes, retention)
+        active = sorted(j for j, v in contexts.dead_verdicts.items() if v is Reason.JOB_ACTIVE)
+        if active:
+            self.warnings.append(
+                f"{len(active)} jobs have no retained checkpoint but wrote a file or a chk-N directory less than "
+                f"--older-than + --margin ago ({first_of([st.basename(j) for j in active], 5)}): they may be running, "
+                "their first checkpoint still uploading, so their files are kept (job-active). Run the plan again "
+                "once they have completed a checkpoint, or once they have been quiet that long"
+            )
         if contexts.fixed_ids_kept:
             ids = sorted(contexts.fixed_ids_kept)
             self.warnings.append(

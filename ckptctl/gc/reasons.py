@@ -33,6 +33,7 @@ class Reason(StrEnum):
     CHANGELOG_FIXED_JOB_ID = "changelog-fixed-job-id"
     ABNORMAL_PATH = "abnormal-path"
     DEAD_JOB = "dead-job"
+    JOB_ACTIVE = "job-active"
     AFTER_INVENTORY = "after-inventory"
 
     @property
@@ -55,7 +56,8 @@ _TEXT = {
     Reason.NO_MTIME: "no modification time, or one before 2016 that no Flink file can have (age unknown)",
     Reason.FUTURE_MTIME: "modification time in the future",
     Reason.YOUNG: "younger than --older-than",
-    Reason.IN_FLIGHT: "not older than the newest retained checkpoint of its job minus --margin (may be in flight)",
+    Reason.IN_FLIGHT: "not older than the newest retained checkpoint of its job (with none: the start of its newest "
+    "chk-N) minus --margin (may be in flight)",
     Reason.FORST_CONTROL_FILE: "control file of a ForSt database (CURRENT, MANIFEST, OPTIONS, ...)",
     Reason.FORST_IN_USE: "in a ForSt working directory a retained checkpoint uses (live in a running job)",
     Reason.CHANGELOG_UNSCANNED_JOB: "changelog file of a job whose checkpoints are not scanned",
@@ -64,6 +66,8 @@ _TEXT = {
     Reason.ABNORMAL_PATH: "path not in normal form (//, . or ..): Flink cannot have written it",
     Reason.DEAD_JOB: "file of a job with no retained checkpoint, kept (a CLAIM job elsewhere may borrow it; "
     "--collect-dead-jobs)",
+    Reason.JOB_ACTIVE: "file of a job with no retained checkpoint that wrote a file or a chk-N less than "
+    "--older-than + --margin ago: it may be running, its first checkpoint in flight (kept whole)",
     Reason.AFTER_INVENTORY: "modified after the S3 Inventory report began (--inventory): the report cannot speak for it",
 }
 

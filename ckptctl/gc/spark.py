@@ -41,6 +41,7 @@ from ckptctl import storage as st
 from ckptctl.engine.spark import executor_error
 from ckptctl.errors import CkptError
 from ckptctl.flink39964 import SavepointFiles
+from ckptctl.gc.activity import JobActivity
 from ckptctl.gc.contexts import (
     JobEvidence,
     _forst_parents,
@@ -74,6 +75,7 @@ from ckptctl.gc.spark_decided import (
 from ckptctl.layout import place_of
 from ckptctl.pycollector import paused_collector
 from ckptctl.storage import FileInfo, Storage, StorageOptions
+from ckptctl.storage.listing import PLAUSIBLE_MTIME
 
 MISSING_BOUND = 100_000  # live files missing from the listing collected to the driver at most
 INLINE_FILES = 100_000  # plans with at most this many listed decisions also inline them in the JSON
@@ -432,6 +434,9 @@ def _counts(future, being_written) -> list:
     """The summary's counts and sums by directory (or note): hash aggregates."""
     from pyspark.sql import functions as F
 
+    mtime = F.col("mtime")
+    dated = F.coalesce(~F.isnan(mtime) & (mtime >= PLAUSIBLE_MTIME), F.lit(False))
+
     return [
         F.count_if(being_written).alias("being_written"),
         F.max("root_idx").alias("root_idx"), F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"),
@@ -439,6 +444,9 @@ def _counts(future, being_written) -> list:
         F.count_if("live").alias("live_files"), F.sum(F.when(F.col("live"), F.col("size"))).alias("live_bytes"),
         F.sum("rows_read").alias("rows_read"), F.sum("rows_kept").alias("rows_kept"), F.max("mtime").alias("mtime"),
         F.max("pos").alias("pos"), F.count_if(_may_need_python()).alias("may_need_python"),
+        # the times ckptctl.gc.activity.dated() reads of a directory's files
+        F.max(F.when(dated, mtime)).alias("newest"), F.min(F.when(dated, mtime)).alias("oldest"),
+        F.count_if(~dated).alias("undated"),
     ]  # fmt: skip
 
 
@@ -892,7 +900,11 @@ class _SparkPlanner(_Planner):
         }
         # the fold's tasks found the ForSt directories of theirs; those of the checkpoints folded late are added
         forst = self.forst_parents | _forst_parents(itertools.chain(folded.live, folded.spans))
-        contexts = self.contexts(now, retention, JobEvidence(sources), lambda: forst)
+        # per directory the summary's newest and oldest plausible mtimes, as the local planner reads its runs
+        activity = JobActivity(self.scopes, retention.newest_retained,
+                               lambda: ((d.key, lambda d=d: (d.newest, d.oldest, d.undated > 0)) for d in dirs),
+                               self.notes, self.quiet_before(rule))  # fmt: skip
+        contexts = self.contexts(now, retention, JobEvidence(sources), activity, lambda: forst)
         shipped = {}
         for d in dirs:
             ctx = contexts.get(d.key)

@@ -22,7 +22,7 @@ import pytest
 from ckptctl.metadata import read_metadata
 from ckptctl.refs import LoadedCheckpoint, referenced_files
 from tests.support.fixture_cases import REPO
-from tests.support.gc_support import Scenario, ckptctl, plan_json
+from tests.support.gc_support import DAY, T0, Scenario, ckptctl, plan_json
 
 OLD = ["--older-than", "1d", "--margin", "10m"]
 CLAIM_JOB_1 = "f0fed761440519b8cf2493650f4e5dd9"  # the claim fixture's first job (see its manifest entry)
@@ -301,8 +301,13 @@ def tenant_and_dead_job(sc: Scenario) -> tuple[list[Path], list[Path]]:
     not_flink = [sc.plant(f"checkpoints/{tenant.name}/shared/report.csv"),
                  sc.plant(f"checkpoints/{tenant.name}/taskowned/notes.txt")]  # fmt: skip
     dead = sc.checkpoints / ("d" * 32)  # a Flink job whose last checkpoint never completed
-    orphans = [sc.plant(f"checkpoints/{dead.name}/shared/{i:08x}-0000-4000-8000-000000000000") for i in range(3)]
+    # orphans of its earlier attempts: what it wrote after its last chk-N began may be that
+    # checkpoint's, in flight (issue 45 row 1), and a chk-N created now is a job at work
+    began = T0 - 10 * DAY
+    orphans = [sc.plant(f"checkpoints/{dead.name}/shared/{i:08x}-0000-4000-8000-000000000000", began - DAY)
+               for i in range(3)]  # fmt: skip
     (dead / "chk-5").mkdir()
+    os.utime(dead / "chk-5", (began, began))
     return not_flink, orphans
 
 

@@ -253,6 +253,7 @@ def test_empty_live_set_is_refused(tmp_path: Path) -> None:
         f.write_bytes(b"x" * 10)
         os.utime(f, (T0, T0))
     (job / "chk-1").mkdir()  # Flink evidence: the directory of a checkpoint that never completed
+    os.utime(job / "chk-1", (T0 + 3600, T0 + 3600))  # begun long ago, after those files (else: in flight)
     # a dead job is kept unless collected explicitly; collected, an empty live set still refuses
     kept = json.loads(ckptctl("gc", "plan", "--json", str(tmp_path / "root"), *OLD, "--force").stdout)
     assert not kept["candidates"] and {p["reason"] for p in kept["protected"]} == {"dead-job"}
