@@ -53,7 +53,7 @@ CASES = (
 CROSS_CASES = ("kryo_from_1_20", "pojo_from_1_20")
 KINDS = {"savepoint-canonical", "savepoint-native", "checkpoint"}
 BACKENDS = {"rocksdb", "hashmap", "forst"}
-JAVA_CLASS = re.compile(r"^[a-z][\w]*(\.[\w$]+)+$")
+JAVA_CLASS = re.compile(r"^[A-Za-z_][\w$]*(\.[\w$]+)*$")  # UpgradeJob$ReadBackMismatch has no package
 
 
 def _pairs() -> list[dict]:
