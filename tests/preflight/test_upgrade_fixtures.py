@@ -49,6 +49,11 @@ CASES = (
     "backend_switch_native_savepoint",
     "backend_switch_checkpoint",
     "backend_switch_canonical_savepoint",
+    "pojo_field_added_hashmap",
+    "pojo_field_removed_hashmap",
+    "backend_switch_hashmap_checkpoint_to_rocksdb",
+    "rescale_within_max_parallelism",
+    "kryo_unchanged",
 )
 CROSS_CASES = ("kryo_from_1_20", "pojo_from_1_20")
 KINDS = {"savepoint-canonical", "savepoint-native", "checkpoint"}
