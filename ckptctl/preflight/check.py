@@ -1,0 +1,522 @@
+"""``preflight``: will the changed job restore from SNAPSHOT? Decided as Flink decides it, offline.
+
+NEW is the changed job's staging savepoint (or checkpoint): started without state, it records the
+new program's operator ids, parallelism, max parallelism and every registered state's serializer
+snapshots. Both are catalogued (:func:`ckptctl.states.catalog`: the keyed backends' headers and
+the operator state streams' heads) and compared in the order Flink checks at restore:
+
+1. the target release reads SNAPSHOT's metadata version (``Checkpoints.loadCheckpointMetadata``);
+2. every operator with state maps to an operator of the new program by id
+   (``Checkpoints.loadAndValidateCheckpoint``; with ``-n`` its state is dropped);
+3. parallelism ≤ the snapshot's max parallelism, max parallelism equal or adoptable
+   (``StateAssignmentOperation.checkParallelismPreconditions``);
+4. the keyed backend can read the snapshot's format (canonical → any backend; native savepoint
+   or checkpoint → the backend that wrote it);
+5. per keyed state: kind, key, namespace and value serializers, MapState user keys, TTL
+   (the backends' restore and ``RegisteredKeyValueStateBackendMetaInfo``);
+6. per operator (list/union/broadcast) state: distribution mode, serializers.
+
+All findings are kept; the verdict is the worst of them (:func:`~ckptctl.preflight.report.verdict_of`).
+Every "restores" needs every check decided: what cannot be told is ``unknown``, never as-is.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ckptctl.preflight import releases
+from ckptctl.preflight import serializers as ser
+from ckptctl.preflight.report import (
+    AS_IS,
+    DROPPED,
+    INCOMPATIBLE,
+    MIGRATION,
+    UNKNOWN,
+    Finding,
+    OperatorRow,
+    PreflightReport,
+    verdict_of,
+)
+from ckptctl.preflight.uidhash import operator_id_of_uid
+
+if TYPE_CHECKING:
+    from ckptctl.metadata.keyedproxy import SerializerInfo
+    from ckptctl.refs import LoadedCheckpoint
+    from ckptctl.states.catalog import OperatorCatalog, StateEntry
+
+ISE = "java.lang.IllegalStateException"
+SME = "org.apache.flink.util.StateMigrationException"
+IAE = "java.lang.IllegalArgumentException"
+BACKENDS = ("rocksdb", "hashmap", "forst")
+
+
+def default_max_parallelism(parallelism: int) -> int:
+    """``KeyGroupRangeAssignment.computeDefaultMaxParallelism``: roundUpToPowerOfTwo(1.5 p)
+    within [128, 32768]."""
+    p = parallelism + parallelism // 2
+    up = 1 << max(0, (p - 1).bit_length())
+    return min(max(up, 128), 32768)
+
+
+def not_mapped_message(pointer: str, operator_id: str) -> str:
+    return (
+        f"{ISE}: Failed to rollback to checkpoint/savepoint {pointer}. Cannot map checkpoint/savepoint "
+        f"state for operator {operator_id} to the new program, because the operator is not available in "
+        "the new program. If you want to allow to skip this, you can set the --allowNonRestoredState "
+        "option on the CLI."
+    )
+
+
+def _snap(info: SerializerInfo | None) -> ser.Snap | None:
+    return None if info is None else ser.Snap(info.snapshot_class, info.version, info.body)
+
+
+def keyed_backend(ck: LoadedCheckpoint, cat: list[OperatorCatalog]) -> str | None:
+    """The keyed backend that wrote a native savepoint or checkpoint, where its handles tell:
+    ``rocksdb`` (incremental handles), ``forst`` (KEY_VALUE_V2 states), ``changelog``,
+    ``full-snapshot`` (heap, or RocksDB without incremental checkpoints); ``None``: no keyed state."""
+    kinds = {oc.keyed_backend for oc in cat if oc.keyed_backend}
+    if not kinds:
+        return None
+    if "changelog" in kinds:
+        return "changelog"
+    if any(s.backend_type == "KEY_VALUE_V2" for oc in cat for s in oc.states.values()):
+        return "forst"
+    if kinds == {"rocksdb-incremental"}:
+        return "rocksdb"
+    if kinds == {"full-snapshot"}:
+        return "full-snapshot"
+    return "mixed"
+
+
+def snapshot_format(ck: LoadedCheckpoint) -> str:
+    """canonical | native | checkpoint."""
+    props = ck.metadata.properties
+    if ck.kind == "savepoint":
+        fmt = (props.savepoint_format if props is not None else None) or "CANONICAL"
+        return fmt.lower()
+    return "checkpoint"
+
+
+class _Ctx:
+    def __init__(self, old: LoadedCheckpoint, new: LoadedCheckpoint, target, new_backend: str | None) -> None:
+        self.old, self.new, self.target, self.new_backend = old, new, target, new_backend
+        self.findings: list[Finding] = []
+        self.assumptions: list[str] = []
+
+    def add(self, oc: OperatorCatalog, check: str, outcome: str, detail: str, **kw) -> Finding:
+        f = Finding(oc.operator_id, check, outcome, detail, uid=oc.uid, name=oc.name, **kw)
+        self.findings.append(f)
+        return f
+
+    def assume(self, text: str) -> None:
+        if text not in self.assumptions:
+            self.assumptions.append(text)
+
+
+def _state_bytes(op, oc: OperatorCatalog) -> int:
+    total = oc.keyed_bytes + oc.operator_bytes
+    if op.coordinator_state is not None:
+        total += op.coordinator_state.size if hasattr(op.coordinator_state, "size") else 0
+    for s in op.subtasks or ():
+        for c in (*s.input_channels, *s.output_channels):
+            total += getattr(c, "state_size", 0) or 0
+    return total
+
+
+def _has_state(op, oc: OperatorCatalog) -> bool:
+    """Flink's test (``OperatorSubtaskState.hasState`` of any subtask, or coordinator state):
+    operator, keyed or channel state."""
+    if op.coordinator_state is not None or oc.has_state:
+        return True
+    return any(s.input_channels or s.output_channels for s in op.subtasks or ())
+
+
+def run_preflight(
+    storage,
+    old: LoadedCheckpoint,
+    new: LoadedCheckpoint,
+    *,
+    target_flink: str | None = None,
+    allow_non_restored_state: bool = False,
+    new_backend: str | None = None,
+) -> PreflightReport:
+    """Every finding of restoring the job NEW describes from OLD, and the verdict."""
+    from ckptctl.states.catalog import catalog
+
+    started = time.monotonic()
+    target, source = _target(old, new, target_flink)
+    ctx = _Ctx(old, new, target, new_backend)
+    if source == "inferred":
+        ctx.assume(
+            f"target Flink {releases.show(target)}: the oldest release that writes NEW's metadata version "
+            f"{new.metadata.version} (pass --target-flink to decide release-dependent rules for another)"
+        )
+    old_cat = {oc.operator_id: oc for oc in catalog(storage, old, operator_serializers=True)}
+    new_cat = {oc.operator_id: oc for oc in catalog(storage, new, operator_serializers=True)}
+    old_ops = {op.operator_id: op for op in old.metadata.operators}
+    new_ops = {op.operator_id: op for op in new.metadata.operators}
+    pointer = old.location.uri
+    rows: list[OperatorRow] = []
+    dropped = 0
+
+    version_ok = releases.reads_metadata(target, old.metadata.version)
+    fmt = snapshot_format(old)
+    old_backend = keyed_backend(old, list(old_cat.values()))
+    backend_new = new_backend or _backend_of_new(new, list(new_cat.values()))
+    for oid, op in old_ops.items():
+        oc = old_cat[oid]
+        has = _has_state(op, oc)
+        nbytes = _state_bytes(op, oc)
+        nop, noc = new_ops.get(oid), new_cat.get(oid)
+        start = len(ctx.findings)
+        if not version_ok and has:
+            ctx.add(oc, "metadata-version", INCOMPATIBLE,
+                    f"Flink {releases.show(target)} does not read metadata version {old.metadata.version}",
+                    flink_error=f"{IAE}: Unrecognized checkpoint version number: {old.metadata.version}")  # fmt: skip
+        if nop is None:
+            _unmapped(ctx, oc, has, nbytes, pointer, allow_non_restored_state, new_cat)
+            dropped += nbytes if has and allow_non_restored_state else 0
+        elif has:
+            _uid_note(ctx, oc, noc)
+            _parallelism(ctx, op, oc, nop)
+            if oc.keyed_handles:
+                _backend(ctx, oc, fmt, old_backend, backend_new)
+            _key_serializer(ctx, oc, noc, backend_new)
+            _states(ctx, oc, noc, backend_new)
+        own = ctx.findings[start:]
+        rows.append(OperatorRow(
+            oid, oc.uid, oc.name, True, nop is not None, has, nbytes,
+            nop.parallelism if nop else None, nop.max_parallelism if nop else None,
+            op.parallelism, op.max_parallelism, _worst(own) if own else AS_IS,
+        ))  # fmt: skip
+    for oid, nop in new_ops.items():
+        if oid in old_ops:
+            continue
+        noc = new_cat[oid]
+        ctx.add(noc, "mapping", AS_IS, "new in NEW: starts without state")
+        rows.append(OperatorRow(oid, noc.uid, noc.name, False, True, noc.has_state, 0, nop.parallelism,
+                                nop.max_parallelism, None, None, AS_IS))  # fmt: skip
+    migrated = sum(f.bytes or 0 for f in ctx.findings if f.outcome == MIGRATION)
+    return PreflightReport(
+        snapshot=old.location.uri, new=new.location.uri, verdict=verdict_of(ctx.findings),
+        target_flink=releases.show(target), target_flink_source=source,
+        allow_non_restored_state=allow_non_restored_state, assumptions=ctx.assumptions, operators=rows,
+        findings=ctx.findings, dropped_bytes=dropped, migrated_bytes=migrated,
+        elapsed_seconds=round(time.monotonic() - started, 3),
+    )  # fmt: skip
+
+
+_ORDER = {AS_IS: 0, DROPPED: 1, MIGRATION: 2, UNKNOWN: 3, INCOMPATIBLE: 4}
+
+
+def _worst(findings: list[Finding]) -> str:
+    return max((f.outcome for f in findings), key=_ORDER.__getitem__)
+
+
+def _target(old: LoadedCheckpoint, new: LoadedCheckpoint, given: str | None):
+    if given:
+        return releases.parse_release(given), "given"
+    inferred = releases.inferred_release(new.metadata.version)
+    if inferred is not None:
+        return inferred[0], "inferred"
+    return (1, 20, 0), "assumed"
+
+
+def _backend_of_new(new: LoadedCheckpoint, cat: list[OperatorCatalog]) -> str | None:
+    """NEW's keyed backend where its handles tell (incremental RocksDB, ForSt, a checkpoint's
+    heap snapshot); a canonical savepoint is written alike by every backend: ``None``."""
+    kb = keyed_backend(new, cat)
+    if kb in ("rocksdb", "forst", "changelog"):
+        return kb
+    if kb == "full-snapshot" and snapshot_format(new) == "checkpoint":
+        return "full-snapshot"
+    return None
+
+
+def _unmapped(ctx, oc, has, nbytes, pointer, allow, new_cat) -> None:
+    hint = ""
+    if oc.uid:
+        hint = f" (uid {oc.uid!r})"
+    same_name = [n for n in new_cat.values() if oc.name and n.name == oc.name]
+    if same_name:
+        n = same_name[0]
+        hint += (
+            f"; NEW has an operator named {oc.name!r} with id {n.operator_id}"
+            + (f" and uid {n.uid!r}" if n.uid else "")
+            + ": a changed uid? (ckptctl remap)"
+        )
+    if not has:
+        ctx.add(oc, "mapping", AS_IS, f"not in NEW{hint}; it holds no state: skipped")
+    elif allow:
+        ctx.add(oc, "mapping", DROPPED, f"not in NEW{hint}: its state is dropped (--allowNonRestoredState)",
+                bytes=nbytes)  # fmt: skip
+    else:
+        ctx.add(oc, "mapping", INCOMPATIBLE, f"not in NEW{hint}: its state cannot be mapped",
+                flink_error=not_mapped_message(pointer, oc.operator_id), bytes=nbytes)  # fmt: skip
+
+
+def _uid_note(ctx, oc, noc) -> None:
+    """V5+ metadata records uids: an id that is not the hash of its uid was set with setUidHash."""
+    uid = noc.uid if noc is not None else None
+    if uid and operator_id_of_uid(uid) != noc.operator_id:
+        ctx.assume(
+            f"operator {noc.operator_id} (uid {uid!r}): its id is not the hash of its uid (setUidHash)"
+        )
+
+
+def _parallelism(ctx, op, oc, nop) -> None:
+    o_max, p, n_max = op.max_parallelism, nop.parallelism, nop.max_parallelism
+    task = nop.operator_id
+    if p > o_max:
+        ctx.add(oc, "parallelism", INCOMPATIBLE,
+                f"parallelism {p} above the snapshot's max parallelism {o_max}",
+                flink_error=f"{ISE}: The state for task {task} can not be restored. The maximum parallelism "
+                f"({o_max}) of the restored state is lower than the configured parallelism ({p}). Please reduce "
+                "the parallelism of the task to be lower or equal to the maximum parallelism.")  # fmt: skip
+        return
+    if n_max == o_max:
+        ctx.add(oc, "max-parallelism", AS_IS, f"max parallelism {o_max} kept")
+        return
+    default = default_max_parallelism(p)
+    err = (f"{ISE}: The maximum parallelism ({o_max}) with which the latest checkpoint of the execution job "
+           f"vertex {task} has been taken and the current maximum parallelism ({n_max}) changed. This is "
+           "currently not supported.")  # fmt: skip
+    if n_max != default:
+        ctx.add(oc, "max-parallelism", INCOMPATIBLE,
+                f"max parallelism {o_max} → {n_max}, set explicitly in NEW (the default for parallelism {p} "
+                f"is {default})", flink_error=err)  # fmt: skip
+        return
+    ctx.assume(
+        f"operator {oc.operator_id}: NEW's max parallelism {n_max} is the default for parallelism {p}, so "
+        "NEW cannot tell whether it was set explicitly (then Flink refuses the snapshot's "
+        f"{o_max}) or not (then Flink adopts {o_max})"
+    )
+    ctx.add(oc, "max-parallelism", UNKNOWN,
+            f"max parallelism {o_max} → {n_max}: adopted if NEW's was not set explicitly, refused if it was",
+            flink_error=err)  # fmt: skip
+
+
+def _backend(ctx, oc, fmt, old_backend, new_backend) -> None:
+    if fmt == "canonical":
+        ctx.add(oc, "backend", AS_IS, "canonical savepoint: restores into any backend")
+        return
+    what = "native savepoint" if fmt == "native" else "checkpoint"
+    if old_backend in (None, "mixed") or new_backend is None:
+        ctx.assume("NEW's keyed state backend is not told by its snapshot (a canonical savepoint): pass "
+                   "--target-backend")  # fmt: skip
+        ctx.add(oc, "backend", UNKNOWN,
+                f"a {what} ({old_backend or 'unknown backend'}) restores only into the backend that wrote it; "
+                "NEW's backend is not known")  # fmt: skip
+        return
+    same = old_backend == new_backend or (old_backend == "full-snapshot" and new_backend == "hashmap")
+    if same:
+        ctx.add(oc, "backend", AS_IS, f"a {what} of {old_backend} into {new_backend}")
+    elif old_backend == "full-snapshot" and new_backend == "rocksdb":
+        ctx.add(
+            oc,
+            "backend",
+            UNKNOWN,
+            f"a {what} of full snapshots (heap, or RocksDB without incremental checkpoints) into RocksDB",
+        )
+    else:
+        ctx.add(oc, "backend", INCOMPATIBLE, f"a {what} of {old_backend} restored into {new_backend}",
+                flink_error=f"{ISE}: Unexpected state handle type: a {what} taken by {old_backend} restored by "
+                f"{new_backend}. This can mostly happen when a different StateBackend from the one that was "
+                "used for taking a checkpoint/savepoint is used when restoring.")  # fmt: skip
+
+
+def _heap(backend: str | None) -> bool:
+    return backend in ("hashmap", "full-snapshot")
+
+
+def _key_serializer(ctx, oc, noc, backend) -> None:
+    if oc.key_serializer is None:
+        return
+    if noc is None or noc.key_serializer is None:
+        ctx.add(oc, "key-serializer", UNKNOWN,
+                "NEW records no keyed state for this operator, so no key serializer to compare")  # fmt: skip
+        return
+    c = ser.resolve(_snap(oc.key_serializer), _snap(noc.key_serializer), "key")
+    if c.outcome == AS_IS:
+        ctx.add(oc, "key-serializer", AS_IS, c.detail)
+    elif c.outcome == UNKNOWN:
+        ctx.add(oc, "key-serializer", UNKNOWN, c.detail, blocking_class=c.blocking)
+    else:  # the key serializer must be as-is: keys are not migrated
+        ctx.add(oc, "key-serializer", INCOMPATIBLE, f"{c.detail} ({c.outcome})",
+                flink_error=f"{SME}: The new key serializer must be compatible.")  # fmt: skip
+
+
+def _states(ctx, oc, noc, backend) -> None:
+    new_states = noc.states if noc is not None else {}
+    for name, st in oc.states.items():
+        nst = new_states.get(name)
+        if nst is None:
+            ctx.assume(
+                f"state {name!r} of operator {oc.operator_id} is not registered by NEW's staging run: assumed "
+                "unused by the new job (Flink keeps it unread; a state registered later is checked when it is)"
+            )
+            ctx.add(oc, "state", AS_IS, "not registered by NEW: kept unread", state=name)
+            continue
+        if st.scope == "operator":
+            _operator_state(ctx, oc, st, nst)
+        else:
+            _keyed_state(ctx, oc, st, nst, backend)
+
+
+def _operator_state(ctx, oc, st: StateEntry, nst: StateEntry) -> None:
+    name = st.name
+    if st.kind != nst.kind:
+        ctx.add(oc, "mode", INCOMPATIBLE, f"distribution mode {st.kind} → {nst.kind}", state=name,
+                flink_error=f"{ISE}: Incompatible operator state distribution mode for state {name}: "
+                f"{st.kind} → {nst.kind}.")  # fmt: skip
+        return
+    checks = [("VALUE_SERIALIZER", "value-serializer")]
+    if st.kind == "BROADCAST":
+        checks.insert(0, ("KEY_SERIALIZER", "key-serializer"))
+    for key, check in checks:
+        o, n = _snap(st.serializers.get(key)), _snap(nst.serializers.get(key))
+        if o is None or n is None:
+            ctx.add(oc, check, UNKNOWN, "serializer snapshot not readable", state=name)
+            continue
+        c = ser.resolve(o, n)
+        if c.outcome == INCOMPATIBLE:
+            what = "key" if key == "KEY_SERIALIZER" else "state"
+            kind = "broadcast" if st.kind == "BROADCAST" else "operator"
+            ctx.add(oc, check, INCOMPATIBLE, c.detail, state=name,
+                    flink_error=f"{SME}: The new {what} typeSerializer for {kind} state must not be incompatible.")  # fmt: skip
+        elif c.outcome == UNKNOWN:
+            ctx.add(oc, check, UNKNOWN, c.detail, state=name, blocking_class=c.blocking)
+        else:  # operator state is deserialized on restore: migration is only a rewrite
+            ctx.add(
+                oc, check, c.outcome, c.detail, state=name, bytes=st.bytes if c.outcome == MIGRATION else None
+            )
+
+
+def _keyed_state(ctx, oc, st: StateEntry, nst: StateEntry, backend) -> None:
+    name = st.name
+    heap = _heap(backend)
+    if st.kind != nst.kind:
+        ctx.add(oc, "kind", INCOMPATIBLE, f"{st.kind} → {nst.kind}", state=name,
+                flink_error=f"{SME}: Incompatible key/value state types. Was [{st.kind}], registered with "
+                f"[{nst.kind}].")  # fmt: skip
+        return
+    ns_o, ns_n = (
+        _snap(st.serializers.get("NAMESPACE_SERIALIZER")),
+        _snap(nst.serializers.get("NAMESPACE_SERIALIZER")),
+    )
+    if ns_o is not None and ns_n is not None:
+        c = ser.resolve(ns_o, ns_n, "namespace")
+        if c.outcome in (MIGRATION, INCOMPATIBLE):
+            ctx.add(oc, "namespace-serializer", INCOMPATIBLE, c.detail, state=name,
+                    flink_error=f"{SME}: " + ("For heap backends, the new namespace serializer must be compatible."
+                                              if heap else "The new namespace serializer must be compatible."))  # fmt: skip
+        elif c.outcome == UNKNOWN:
+            ctx.add(oc, "namespace-serializer", UNKNOWN, c.detail, state=name, blocking_class=c.blocking)
+    o, n = _snap(st.serializers.get("VALUE_SERIALIZER")), _snap(nst.serializers.get("VALUE_SERIALIZER"))
+    if o is None or n is None:
+        ctx.add(oc, "value-serializer", UNKNOWN, "no value serializer recorded", state=name)
+        return
+    if st.timers:
+        c = ser.resolve(o, n, "timer")
+        outcome = AS_IS if c.outcome == AS_IS else (UNKNOWN if c.outcome == UNKNOWN else INCOMPATIBLE)
+        ctx.add(oc, "value-serializer", outcome, c.detail, state=name, blocking_class=c.blocking,
+                flink_error=None if outcome != INCOMPATIBLE else f"{SME}: The new priority queue serializer must "
+                "not be incompatible.")  # fmt: skip
+        return
+    if bool(st.ttl) != bool(nst.ttl):
+        _ttl_switch(ctx, oc, st, nst, o, n, backend)
+        return
+    if st.kind == "MAP" and _map_keys(ctx, oc, st, nst, o, n, heap):
+        return
+    c = ser.resolve(o, n, "value")
+    _value_outcome(ctx, oc, st, nst, c, heap)
+
+
+def _value_outcome(ctx, oc, st, nst, c, heap) -> None:
+    name = st.name
+    if c.outcome == INCOMPATIBLE:
+        msg = ("For heap backends, the new state serializer ({new}) must not be incompatible with the old state "
+               "serializer ({old})." if heap else
+               "The new state serializer ({new}) must not be incompatible with the old state serializer ({old}).")  # fmt: skip
+        ctx.add(oc, "value-serializer", INCOMPATIBLE, c.detail, state=name,
+                flink_error=f"{SME}: " + msg.format(new=_summary(nst), old=_summary(st)))  # fmt: skip
+    elif c.outcome == UNKNOWN:
+        ctx.add(oc, "value-serializer", UNKNOWN, c.detail, state=name, blocking_class=c.blocking)
+    elif c.outcome == MIGRATION:
+        ctx.add(oc, "value-serializer", MIGRATION, f"{c.detail}: values rewritten at restore", state=name,
+                bytes=oc.keyed_bytes or None)  # fmt: skip
+    else:
+        ctx.add(oc, "value-serializer", AS_IS, c.detail, state=name)
+
+
+def _summary(st) -> str:
+    v = st.serializers.get("VALUE_SERIALIZER")
+    return v.summary if v is not None else "?"
+
+
+def _map_keys(ctx, oc, st, nst, o, n, heap) -> bool:
+    """MapState: the user key serializer. RocksDB keeps map keys in its own keys: they must be
+    as-is (``migration for MapState currently only allows value schema evolutions``); heap
+    only refuses an incompatible one. True when a finding ends the state's checks."""
+    on, nn = ser.nested_of(o), ser.nested_of(n)
+    if on is None or nn is None or len(on) != 2 or len(nn) != 2:
+        return False  # the map serializer's own comparison decides (or says unknown)
+    c = ser.resolve(on[0], nn[0], "map key")
+    if c.outcome == AS_IS:
+        ctx.add(oc, "user-key-serializer", AS_IS, c.detail, state=st.name)
+        return False
+    if c.outcome == UNKNOWN:
+        ctx.add(oc, "user-key-serializer", UNKNOWN, c.detail, state=st.name, blocking_class=c.blocking)
+        return True
+    if c.outcome == INCOMPATIBLE:
+        _value_outcome(ctx, oc, st, nst, c, heap)
+        return True
+    if heap:
+        ctx.add(oc, "user-key-serializer", MIGRATION, f"{c.detail}: map keys rewritten (heap)", state=st.name)
+        return False
+    ctx.add(oc, "user-key-serializer", INCOMPATIBLE, c.detail, state=st.name,
+            flink_error=f"{SME}: The new serializer for a MapState requires state migration in order for the job "
+            "to proceed, since the key schema has changed. However, migration for MapState currently only allows "
+            "value schema evolutions.")  # fmt: skip
+    return True
+
+
+def _ttl_switch(ctx, oc, st, nst, o, n, backend) -> None:
+    """TTL switched on or off: the value serializer gains or loses the TTL wrapper."""
+    name = st.name
+    on = "on" if nst.ttl else "off"
+    rule = releases.ttl_switch(ctx.target)
+    where = f"TTL switched {on} (Flink {releases.show(ctx.target)}, {backend or 'backend unknown'})"
+    if rule == "incompatible":
+        ctx.add(oc, "ttl", INCOMPATIBLE, where, state=name,
+                flink_error=f"{SME}: The new state serializer ({_short(n)}) must not be incompatible with the old "
+                f"state serializer ({_short(o)}).")  # fmt: skip
+        return
+    if rule == "unknown":
+        ctx.add(oc, "ttl", UNKNOWN, f"{where}: migrated or refused depending on the release and backend",
+                state=name, blocking_class=ser.TTL)  # fmt: skip
+        return
+    # migration: the user's serializers inside must still be compatible
+    inner_o = ser.ttl_unwrapped(o) or o
+    inner_n = ser.ttl_unwrapped(n) or n
+    if st.kind in ("LIST", "MAP"):
+        c = ser.Compat(UNKNOWN, f"{where}: TTL inside a {st.kind.lower()} serializer", ser.TTL)
+    else:
+        c = ser.resolve(inner_o, inner_n, "value")
+    if c.outcome in (INCOMPATIBLE, UNKNOWN):
+        _value_outcome(ctx, oc, st, nst, c, _heap(backend))
+        return
+    ctx.add(
+        oc,
+        "ttl",
+        MIGRATION,
+        f"{where}: values rewritten at restore",
+        state=name,
+        bytes=oc.keyed_bytes or None,
+    )
+
+
+def _short(s: ser.Snap) -> str:
+    return ser.short(s.cls)

@@ -1,0 +1,68 @@
+"""What depends on the Flink release the new job runs on (``--target-flink``).
+
+Each rule names the release where Flink's behaviour changed; where the release is neither given
+nor inferable the report says which one it assumed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ckptctl.errors import CkptError
+
+Release = tuple[int, int, int]
+
+# the metadata version each release writes (Checkpoints.storeCheckpointMetadata): V3 up to 1.14,
+# V4 1.15-1.20, V5 2.0, V6 from 2.1 (checked on the fixtures of every release 1.14 -> 2.3)
+_WRITTEN_BY = {3: ((1, 11, 0), (1, 14, 99)), 4: ((1, 15, 0), (1, 20, 99)), 5: ((2, 0, 0), (2, 0, 99)),
+               6: ((2, 1, 0), None)}  # fmt: skip
+
+
+def parse_release(text: str) -> Release:
+    """``2.1`` / ``2.1.3`` / ``1.20-SNAPSHOT`` → (2, 1, 3); a bad value is one line, exit 2."""
+    m = re.fullmatch(r"\s*(\d+)\.(\d+)(?:\.(\d+))?(?:[-.\w]*)\s*", text or "")
+    if not m:
+        raise CkptError(f"--target-flink {text!r}: expected a release like 2.1 or 1.20.3")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def show(r: Release) -> str:
+    return f"{r[0]}.{r[1]}" + (f".{r[2]}" if r[2] else "")
+
+
+def inferred_release(metadata_version: int) -> tuple[Release, str] | None:
+    """The oldest release that writes ``metadata_version`` (NEW's staging savepoint was written by
+    the new job's release) and the range in words."""
+    span = _WRITTEN_BY.get(metadata_version)
+    if span is None:
+        return None
+    lo, hi = span
+    return lo, (f"{lo[0]}.{lo[1]} to {hi[0]}.{hi[1]}" if hi else f"{lo[0]}.{lo[1]} or later")
+
+
+def reads_metadata(target: Release, version: int) -> bool:
+    """Whether ``target`` reads ``_metadata`` of ``version`` (readers are added, never removed,
+    from V2 on)."""
+    span = _WRITTEN_BY.get(version)
+    if span is None:
+        return version <= 2 and target >= (1, 3, 0)
+    return target >= span[0]
+
+
+# TTL switched on or off for an existing state (the value serializer gains or loses the TTL
+# wrapper). Up to 1.20 Flink refuses it (the TTL serializer snapshot against a plain one is
+# incompatible). 2.0 wraps every state serializer in TtlAwareSerializer on RocksDB (FLINK-35780),
+# the heap backend followed (FLINK-37294, merged June 2025); the docs (FLINK-37295) say "2.0.0 to
+# 2.2.0" -- the boundary per backend is taken as: migration from 2.2 on either backend, refused
+# before 2.0, and undecided in between.
+TTL_MIGRATES_FROM: Release = (2, 2, 0)
+TTL_REFUSED_BEFORE: Release = (2, 0, 0)
+
+
+def ttl_switch(target: Release) -> str:
+    """``migration``, ``incompatible`` or ``unknown`` for a state whose TTL was switched."""
+    if target >= TTL_MIGRATES_FROM:
+        return "migration"
+    if target < TTL_REFUSED_BEFORE:
+        return "incompatible"
+    return "unknown"
