@@ -146,13 +146,18 @@ def run_preflight(
     from ckptctl.states.catalog import catalog
 
     started = time.monotonic()
-    target, source = _target(old, new, target_flink)
+    target, newest, source = _target(old, new, target_flink)
     ctx = _Ctx(old, new, target, new_backend)
+    ctx.newest = newest
     if source == "inferred":
+        words = releases.inferred_release(new.metadata.version)[2]
         ctx.assume(
-            f"target Flink {releases.show(target)}: the oldest release that writes NEW's metadata version "
-            f"{new.metadata.version} (pass --target-flink to decide release-dependent rules for another)"
+            f"target Flink {words}: the releases that write NEW's metadata version {new.metadata.version}; a "
+            "rule that differs between them is unknown (pass --target-flink)"
         )
+    elif source == "assumed":
+        ctx.assume(f"target Flink {releases.show(target)}: NEW's metadata version {new.metadata.version} does "
+                   "not tell the release (pass --target-flink)")  # fmt: skip
     old_cat = {oc.operator_id: oc for oc in catalog(storage, old, operator_serializers=True)}
     new_cat = {oc.operator_id: oc for oc in catalog(storage, new, operator_serializers=True)}
     old_ops = {op.operator_id: op for op in old.metadata.operators}
@@ -165,16 +170,18 @@ def run_preflight(
     fmt = snapshot_format(old)
     old_backend = keyed_backend(old, list(old_cat.values()))
     backend_new = new_backend or _backend_of_new(new, list(new_cat.values()))
+    if not version_ok:
+        ctx.findings.append(Finding(
+            None, "metadata-version", INCOMPATIBLE,
+            f"Flink {releases.show(target)} does not read metadata version {old.metadata.version}",
+            flink_error=f"{IAE}: Unrecognized checkpoint version number: {old.metadata.version}",
+        ))  # fmt: skip
     for oid, op in old_ops.items():
         oc = old_cat[oid]
         has = _has_state(op, oc)
         nbytes = _state_bytes(op, oc)
         nop, noc = new_ops.get(oid), new_cat.get(oid)
         start = len(ctx.findings)
-        if not version_ok and has:
-            ctx.add(oc, "metadata-version", INCOMPATIBLE,
-                    f"Flink {releases.show(target)} does not read metadata version {old.metadata.version}",
-                    flink_error=f"{IAE}: Unrecognized checkpoint version number: {old.metadata.version}")  # fmt: skip
         if nop is None:
             _unmapped(ctx, oc, has, nbytes, pointer, allow_non_restored_state, new_cat)
             dropped += nbytes if has and allow_non_restored_state else 0
@@ -201,11 +208,17 @@ def run_preflight(
     migrated = sum(f.bytes or 0 for f in ctx.findings if f.outcome == MIGRATION)
     return PreflightReport(
         snapshot=old.location.uri, new=new.location.uri, verdict=verdict_of(ctx.findings),
-        target_flink=releases.show(target), target_flink_source=source,
+        target_flink=_shown(target, newest), target_flink_source=source,
         allow_non_restored_state=allow_non_restored_state, assumptions=ctx.assumptions, operators=rows,
         findings=ctx.findings, dropped_bytes=dropped, migrated_bytes=migrated,
         elapsed_seconds=round(time.monotonic() - started, 3),
     )  # fmt: skip
+
+
+def _shown(lo, hi) -> str:
+    if lo == hi:
+        return releases.show(lo)
+    return f"{releases.show(lo)}+" if hi == releases.LATEST else f"{releases.show(lo)}-{releases.show(hi)}"
 
 
 _ORDER = {AS_IS: 0, DROPPED: 1, MIGRATION: 2, UNKNOWN: 3, INCOMPATIBLE: 4}
@@ -216,12 +229,14 @@ def _worst(findings: list[Finding]) -> str:
 
 
 def _target(old: LoadedCheckpoint, new: LoadedCheckpoint, given: str | None):
+    """(oldest, newest release the new job may run on, how it was found)."""
     if given:
-        return releases.parse_release(given), "given"
+        r = releases.parse_release(given)
+        return r, r, "given"
     inferred = releases.inferred_release(new.metadata.version)
     if inferred is not None:
-        return inferred[0], "inferred"
-    return (1, 20, 0), "assumed"
+        return inferred[0], inferred[1], "inferred"
+    return (1, 20, 0), (1, 20, 0), "assumed"
 
 
 def _backend_of_new(new: LoadedCheckpoint, cat: list[OperatorCatalog]) -> str | None:
@@ -487,8 +502,8 @@ def _ttl_switch(ctx, oc, st, nst, o, n, backend) -> None:
     """TTL switched on or off: the value serializer gains or loses the TTL wrapper."""
     name = st.name
     on = "on" if nst.ttl else "off"
-    rule = releases.ttl_switch(ctx.target)
-    where = f"TTL switched {on} (Flink {releases.show(ctx.target)}, {backend or 'backend unknown'})"
+    rule = releases.ttl_switch(ctx.target, ctx.newest)
+    where = f"TTL switched {on} (Flink {_shown(ctx.target, ctx.newest)}, {backend or 'backend unknown'})"
     if rule == "incompatible":
         ctx.add(oc, "ttl", INCOMPATIBLE, where, state=name,
                 flink_error=f"{SME}: The new state serializer ({_short(n)}) must not be incompatible with the old "

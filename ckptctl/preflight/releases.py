@@ -30,14 +30,18 @@ def show(r: Release) -> str:
     return f"{r[0]}.{r[1]}" + (f".{r[2]}" if r[2] else "")
 
 
-def inferred_release(metadata_version: int) -> tuple[Release, str] | None:
-    """The oldest release that writes ``metadata_version`` (NEW's staging savepoint was written by
-    the new job's release) and the range in words."""
+def inferred_release(metadata_version: int) -> tuple[Release, Release, str] | None:
+    """The releases that write ``metadata_version`` (NEW's staging savepoint was written by the new
+    job's release): the oldest, the newest (``LATEST`` when open-ended) and the range in words."""
     span = _WRITTEN_BY.get(metadata_version)
     if span is None:
         return None
     lo, hi = span
-    return lo, (f"{lo[0]}.{lo[1]} to {hi[0]}.{hi[1]}" if hi else f"{lo[0]}.{lo[1]} or later")
+    words = f"{lo[0]}.{lo[1]} to {hi[0]}.{hi[1]}" if hi else f"{lo[0]}.{lo[1]} or later"
+    return lo, hi or LATEST, words
+
+
+LATEST: Release = (99, 0, 0)  # "any later release": rules decided for every release from a boundary on
 
 
 def reads_metadata(target: Release, version: int) -> bool:
@@ -59,8 +63,14 @@ TTL_MIGRATES_FROM: Release = (2, 2, 0)
 TTL_REFUSED_BEFORE: Release = (2, 0, 0)
 
 
-def ttl_switch(target: Release) -> str:
-    """``migration``, ``incompatible`` or ``unknown`` for a state whose TTL was switched."""
+def ttl_switch(lo: Release, hi: Release | None = None) -> str:
+    """``migration``, ``incompatible`` or ``unknown`` for a state whose TTL was switched, on every
+    release from ``lo`` to ``hi`` (one release when ``hi`` is None): unknown unless they agree."""
+    answers = {_ttl_switch_on(lo), _ttl_switch_on(hi or lo)}
+    return answers.pop() if len(answers) == 1 else "unknown"
+
+
+def _ttl_switch_on(target: Release) -> str:
     if target >= TTL_MIGRATES_FROM:
         return "migration"
     if target < TTL_REFUSED_BEFORE:

@@ -20,7 +20,7 @@ RESTORES, RESTORES_WITH_MIGRATION, FAILS, VERDICT_UNKNOWN = (
 class Finding:
     """One check of one operator (and state): what Flink reaches, and what it says when it fails."""
 
-    operator_id: str
+    operator_id: str | None  # None: the snapshot as a whole (its metadata version)
     check: str  # mapping | parallelism | max-parallelism | backend | metadata-version | kind |
     #             key-serializer | namespace-serializer | value-serializer | user-key-serializer | ttl | mode
     outcome: str  # as-is | migration | incompatible | unknown | dropped
@@ -126,7 +126,9 @@ def junit_xml(report: dict[str, Any]) -> str:
     by_op: dict[str, list[dict[str, Any]]] = {}
     for f in report["findings"]:
         by_op.setdefault(f["operator_id"], []).append(f)
-    ops = report["operators"]
+    ops = list(report["operators"])
+    if None in by_op:  # findings about the snapshot as a whole (its metadata version)
+        ops.insert(0, {"operator_id": None, "uid": None, "name": "snapshot"})
     failures = sum(
         1 for o in ops if any(f["outcome"] == INCOMPATIBLE for f in by_op.get(o["operator_id"], ()))
     )
