@@ -18,9 +18,13 @@ from ckptctl.targets import one_checkpoint
 from tests.support.cli_runner import DATA, cli
 
 STATES = DATA / "2.2.0/states/savepoints/savepoint-d79be6-9582803d2d8f"  # DataStream: keyed + operator state
-SQL_CHK = DATA / "1.20.3/basic/checkpoints/d178cffb578b056896a311818643e963/chk-9"  # SQL job, RocksDB incremental
+SQL_CHK = (
+    DATA / "1.20.3/basic/checkpoints/d178cffb578b056896a311818643e963/chk-9"
+)  # SQL job, RocksDB incremental
 OTHER_JOB = DATA / "2.2.0/basic/checkpoints/567bd59a21b856058d9e2ce07240d0f1/chk-7"  # a SQL job on 2.2.0
-MAXPAR256 = DATA / "1.20.3/maxpar256/checkpoints/0ebbb579aba636b0dc24f301b9658b1a/chk-10"  # the same job, max p 256
+MAXPAR256 = (
+    DATA / "1.20.3/maxpar256/checkpoints/0ebbb579aba636b0dc24f301b9658b1a/chk-10"
+)  # the same job, max p 256
 
 
 def preflight(*args: str, expect: int):
@@ -29,7 +33,9 @@ def preflight(*args: str, expect: int):
     return json.loads(result.stdout)
 
 
-@pytest.mark.parametrize("snapshot", [STATES, SQL_CHK, MAXPAR256], ids=["savepoint", "checkpoint", "maxpar256"])
+@pytest.mark.parametrize(
+    "snapshot", [STATES, SQL_CHK, MAXPAR256], ids=["savepoint", "checkpoint", "maxpar256"]
+)
 def test_a_snapshot_against_itself_restores(snapshot):
     doc = preflight(snapshot, "--against", snapshot, expect=0)
     assert doc["verdict"] == "restores"
@@ -43,7 +49,14 @@ def test_every_state_of_the_snapshot_is_compared_keyed_and_operator_state():
     compared = {f["state"] for f in doc["findings"] if f["check"] == "value-serializer"}
     # the keyed states, the timers and the operator list/union states (their serializer snapshots
     # are read from the operator state streams' heads)
-    assert {"plain-value", "ttl-map", "ttl-list", "_timer_state/event_user-timers", "op-list", "op-union"} <= compared
+    assert {
+        "plain-value",
+        "ttl-map",
+        "ttl-list",
+        "_timer_state/event_user-timers",
+        "op-list",
+        "op-union",
+    } <= compared
 
 
 def test_another_jobs_snapshot_fails_naming_each_operator_with_state():
@@ -53,7 +66,9 @@ def test_another_jobs_snapshot_fails_naming_each_operator_with_state():
     assert set(failed) == {"stateful", "opstate"}  # the stateless ones (print, drop) are skipped
     f = failed["stateful"]
     assert f["check"] == "mapping" and f["operator_id"] == "2bf2326fd66dcbd2442fd50df173e152"
-    assert f["flink_error"].startswith("java.lang.IllegalStateException: Failed to rollback to checkpoint/savepoint")
+    assert f["flink_error"].startswith(
+        "java.lang.IllegalStateException: Failed to rollback to checkpoint/savepoint"
+    )
     assert (
         "Cannot map checkpoint/savepoint state for operator 2bf2326fd66dcbd2442fd50df173e152 to the new program, "
         "because the operator is not available in the new program. If you want to allow to skip this, you can set "
@@ -100,7 +115,10 @@ def test_an_older_release_cannot_read_newer_metadata():
     doc = preflight(STATES, "--against", SQL_CHK, "-n", expect=1)
     bad = [f for f in doc["findings"] if f["outcome"] == "incompatible"]
     assert [f["check"] for f in bad] == ["metadata-version"] and bad[0]["operator_id"] is None
-    assert bad[0]["flink_error"] == "java.lang.IllegalArgumentException: Unrecognized checkpoint version number: 6"
+    assert (
+        bad[0]["flink_error"]
+        == "java.lang.IllegalArgumentException: Unrecognized checkpoint version number: 6"
+    )
 
 
 def test_a_bad_target_release_is_one_line():
@@ -108,7 +126,9 @@ def test_a_bad_target_release_is_one_line():
     assert result.exit_code == 2 and "--target-flink" in result.stderr
 
 
-@pytest.mark.parametrize("p, expected", [(1, 128), (2, 128), (85, 128), (86, 256), (100, 256), (30000, 32768)])
+@pytest.mark.parametrize(
+    "p, expected", [(1, 128), (2, 128), (85, 128), (86, 256), (100, 256), (30000, 32768)]
+)
 def test_default_max_parallelism(p, expected):
     assert default_max_parallelism(p) == expected
 
