@@ -66,8 +66,8 @@ def preflight_command(
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
 ) -> None:
-    """Will the changed job (NEW) restore from SNAPSHOT? Every finding at once; exit 0 restores, 1 fails,
-    4 unknown."""
+    """Will the changed job (NEW) restore from SNAPSHOT? Every finding at once; exit 0: it restores, 1: it
+    fails or cannot be decided (the verdict says which)."""
     from functools import partial
 
     from ckptctl.cli.render import preflight as render
@@ -97,6 +97,6 @@ def preflight_command(
     raise typer.Exit(EXIT_CODES[report.verdict])
 
 
-# restores*: 0; fails: 1 (problems found, as check); unknown: 4 -- never 0, and not 2 (bad input)
-# or 3 (internal error), so that a CI gate can tell "undecided" from both
-EXIT_CODES = {"restores": 0, "restores-with-migration": 0, "fails": 1, "unknown": 4}
+# the project's codes: 0 nothing found against the deploy, 1 problems found -- a refusal, or a restore
+# preflight cannot vouch for (fail closed, as gc; the verdict tells them apart); 2 bad input, 3 bug
+EXIT_CODES = {"restores": 0, "restores-with-migration": 0, "fails": 1, "unknown": 1}

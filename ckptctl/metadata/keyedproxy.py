@@ -192,7 +192,9 @@ def _try_state_header(data: bytes, s: int, end: int, *, with_count: bool) -> tup
             if not 1 <= count <= 4096:
                 return None
         name = r.utf("name")
-        if not name:
+        # a raw 0 byte is no modified UTF-8 (U+0000 is written C0 80): a header tried two bytes
+        # early reads the end of the previous snapshot's version (00 03) as the name's length
+        if not name or "\x00" in name:
             return None
         btype = r.int("type")
         if not 0 <= btype < len(BACKEND_STATE_TYPES):
@@ -344,6 +346,8 @@ def _state_header_at(data: bytes, s: int) -> tuple | None:
     r.pos = s
     try:
         name = r.utf("name")
+        if not name or "\x00" in name:
+            return None
         btype = r.int("type")
         if not 0 <= btype < len(BACKEND_STATE_TYPES):
             return None

@@ -104,8 +104,8 @@ def test_max_parallelism_set_explicitly_in_new_fails():
 
 
 def test_max_parallelism_equal_to_the_default_is_unknown_never_restores():
-    """NEW's 128 is the default for p=2: set explicitly (refused) or adopted (restores): unknown, exit 4."""
-    doc = preflight(MAXPAR256, "--against", SQL_CHK, expect=4)
+    """NEW's 128 is the default for p=2: set explicitly (refused) or adopted (restores): unknown, exit 1."""
+    doc = preflight(MAXPAR256, "--against", SQL_CHK, expect=1)
     assert doc["verdict"] == "unknown"
     assert any("cannot tell whether it was set explicitly" in a for a in doc["assumptions"])
 
