@@ -88,3 +88,12 @@ def test_every_fails_names_operator_state_and_flinks_message(verdicts):
             if f["check"] not in ("mapping", "parallelism", "max-parallelism", "backend", "metadata-version",
                                   "key-serializer"):  # fmt: skip
                 assert f["state"], (pair["id"], f)
+
+
+@pytest.mark.skipif(not PAIRS, reason=f"no upgrade pairs in {UPGRADES}")
+def test_state_names_are_read_as_registered(verdicts):
+    """UpgradeJob's keyed state is named 'v': its header follows a timer snapshot ending in the
+    version bytes 00 03, which read as a name length would make the name '\\x00\\x01v'."""
+    names = {f["state"] for doc in verdicts.values() for f in doc["findings"] if f["state"]}
+    assert "v" in names
+    assert not [n for n in names if "\x00" in n or not n.isprintable()]
