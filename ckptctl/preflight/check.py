@@ -449,21 +449,21 @@ def _keyed_state(ctx, oc, st: StateEntry, nst: StateEntry, backend) -> None:
     _value_outcome(ctx, oc, st, nst, c, heap)
 
 
-def _value_outcome(ctx, oc, st, nst, c, heap) -> None:
+def _value_outcome(ctx, oc, st, nst, c, heap, check: str = "value-serializer") -> None:
     name = st.name
     if c.outcome == INCOMPATIBLE:
         msg = ("For heap backends, the new state serializer ({new}) must not be incompatible with the old state "
                "serializer ({old})." if heap else
                "The new state serializer ({new}) must not be incompatible with the old state serializer ({old}).")  # fmt: skip
-        ctx.add(oc, "value-serializer", INCOMPATIBLE, c.detail, state=name,
+        ctx.add(oc, check, INCOMPATIBLE, c.detail, state=name,
                 flink_error=f"{SME}: " + msg.format(new=_summary(nst), old=_summary(st)))  # fmt: skip
     elif c.outcome == UNKNOWN:
-        ctx.add(oc, "value-serializer", UNKNOWN, c.detail, state=name, blocking_class=c.blocking)
+        ctx.add(oc, check, UNKNOWN, c.detail, state=name, blocking_class=c.blocking)
     elif c.outcome == MIGRATION:
-        ctx.add(oc, "value-serializer", MIGRATION, f"{c.detail}: values rewritten at restore", state=name,
+        ctx.add(oc, check, MIGRATION, f"{c.detail}: values rewritten at restore", state=name,
                 bytes=oc.keyed_bytes or None)  # fmt: skip
     else:
-        ctx.add(oc, "value-serializer", AS_IS, c.detail, state=name)
+        ctx.add(oc, check, AS_IS, c.detail, state=name)
 
 
 def _summary(st) -> str:
@@ -507,12 +507,11 @@ def _ttl_switch(ctx, oc, st, nst, o, n, backend) -> None:
     """TTL switched on or off: the value serializer gains or loses the TTL wrapper."""
     name = st.name
     on = "on" if nst.ttl else "off"
-    rule = releases.ttl_switch(ctx.target, ctx.newest)
+    family = "heap" if _heap(backend) else ("rocksdb" if backend in ("rocksdb", "forst") else None)
+    rule = releases.ttl_switch(ctx.target, ctx.newest, family)
     where = f"TTL switched {on} (Flink {_shown(ctx.target, ctx.newest)}, {backend or 'backend unknown'})"
     if rule == "incompatible":
-        ctx.add(oc, "ttl", INCOMPATIBLE, where, state=name,
-                flink_error=f"{SME}: The new state serializer ({_short(n)}) must not be incompatible with the old "
-                f"state serializer ({_short(o)}).")  # fmt: skip
+        _value_outcome(ctx, oc, st, nst, ser.Compat(INCOMPATIBLE, where), _heap(backend), "ttl")
         return
     if rule == "unknown":
         ctx.add(oc, "ttl", UNKNOWN, f"{where}: migrated or refused depending on the release and backend",

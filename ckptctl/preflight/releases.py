@@ -54,25 +54,28 @@ def reads_metadata(target: Release, version: int) -> bool:
 
 
 # TTL switched on or off for an existing state (the value serializer gains or loses the TTL
-# wrapper). Up to 1.20 Flink refuses it (the TTL serializer snapshot against a plain one is
-# incompatible). 2.0 wraps every state serializer in TtlAwareSerializer on RocksDB (FLINK-35780),
-# the heap backend followed (FLINK-37294, merged June 2025); the docs (FLINK-37295) say "2.0.0 to
-# 2.2.0" -- the boundary per backend is taken as: migration from 2.2 on either backend, refused
-# before 2.0, and undecided in between.
-TTL_MIGRATES_FROM: Release = (2, 2, 0)
-TTL_REFUSED_BEFORE: Release = (2, 0, 0)
+# wrapper). Up to 1.20 every backend refuses it (a TTL serializer snapshot against a plain one is
+# incompatible). RocksDB: FLINK-35780 wraps every state serializer in TtlAwareSerializer and
+# migrates the values (2.0 line); heap: FLINK-37294 was reviewed until 2025-07-28, after the 2.1
+# branch was cut, so it migrates from 2.2 (the docs, FLINK-37295: "across versions 2.0.0 to
+# 2.2.0"). Where the sources and the docs leave it open -- RocksDB on 2.0 and 2.1 -- the answer is
+# unknown until a real restore labels it.
+TTL_MIGRATES_FROM = {"rocksdb": (2, 2, 0), "heap": (2, 2, 0)}
+TTL_REFUSED_BEFORE = {"rocksdb": (2, 0, 0), "heap": (2, 2, 0)}
 
 
-def ttl_switch(lo: Release, hi: Release | None = None) -> str:
+def ttl_switch(lo: Release, hi: Release | None = None, backend: str | None = None) -> str:
     """``migration``, ``incompatible`` or ``unknown`` for a state whose TTL was switched, on every
-    release from ``lo`` to ``hi`` (one release when ``hi`` is None): unknown unless they agree."""
-    answers = {_ttl_switch_on(lo), _ttl_switch_on(hi or lo)}
+    release from ``lo`` to ``hi`` (one release when ``hi`` is None) and on ``backend`` (``heap``,
+    ``rocksdb``; ``None``: either): unknown unless they all agree."""
+    backends = [backend] if backend in TTL_MIGRATES_FROM else list(TTL_MIGRATES_FROM)
+    answers = {_ttl_switch_on(r, b) for r in (lo, hi or lo) for b in backends}
     return answers.pop() if len(answers) == 1 else "unknown"
 
 
-def _ttl_switch_on(target: Release) -> str:
-    if target >= TTL_MIGRATES_FROM:
+def _ttl_switch_on(target: Release, backend: str) -> str:
+    if target >= TTL_MIGRATES_FROM[backend]:
         return "migration"
-    if target < TTL_REFUSED_BEFORE:
+    if target < TTL_REFUSED_BEFORE[backend]:
         return "incompatible"
     return "unknown"
