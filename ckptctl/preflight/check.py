@@ -42,6 +42,7 @@ from ckptctl.preflight.uidhash import operator_id_of_uid
 
 if TYPE_CHECKING:
     from ckptctl.metadata.keyedproxy import SerializerInfo
+    from ckptctl.preflight.description import JobDescription
     from ckptctl.refs import LoadedCheckpoint
     from ckptctl.states.catalog import OperatorCatalog, StateEntry
 
@@ -136,17 +137,20 @@ def _has_state(op, oc: OperatorCatalog) -> bool:
 def run_preflight(
     storage,
     old: LoadedCheckpoint,
-    new: LoadedCheckpoint,
+    new: LoadedCheckpoint | JobDescription,
     *,
     target_flink: str | None = None,
     allow_non_restored_state: bool = False,
     new_backend: str | None = None,
 ) -> PreflightReport:
-    """Every finding of restoring the job NEW describes from OLD, and the verdict."""
+    """Every finding of restoring the job NEW (its staging snapshot, or a job description)
+    describes from OLD, and the verdict."""
+    from ckptctl.preflight.description import JobDescription
     from ckptctl.states.catalog import catalog
 
     started = time.monotonic()
-    target, newest, source = _target(old, new, target_flink)
+    described = isinstance(new, JobDescription)
+    target, newest, source = _target(old, new, target_flink or (new.flink if described else None))
     ctx = _Ctx(old, new, target, new_backend)
     ctx.newest = newest
     if source == "inferred":
@@ -156,12 +160,18 @@ def run_preflight(
             "rule that differs between them is unknown (pass --target-flink)"
         )
     elif source == "assumed":
-        ctx.assume(f"target Flink {releases.show(target)}: NEW's metadata version {new.metadata.version} does "
-                   "not tell the release (pass --target-flink)")  # fmt: skip
+        ctx.assume(f"target Flink {releases.show(target)}: NEW does not tell the release (pass --target-flink)")
     old_cat = {oc.operator_id: oc for oc in catalog(storage, old, operator_serializers=True)}
-    new_cat = {oc.operator_id: oc for oc in catalog(storage, new, operator_serializers=True)}
+    if described:
+        new_cat = {oc.operator_id: oc for oc in new.catalog}
+        new_ops = {op.operator_id: op for op in new.operators}
+        new_uri = new.uri
+        ctx.assume("NEW is a job description: it has no serializer snapshots, so no serializer check is decided")
+    else:
+        new_cat = {oc.operator_id: oc for oc in catalog(storage, new, operator_serializers=True)}
+        new_ops = {op.operator_id: op for op in new.metadata.operators}
+        new_uri = new.location.uri
     old_ops = {op.operator_id: op for op in old.metadata.operators}
-    new_ops = {op.operator_id: op for op in new.metadata.operators}
     pointer = old.location.uri
     rows: list[OperatorRow] = []
     dropped = 0
@@ -169,7 +179,10 @@ def run_preflight(
     version_ok = releases.reads_metadata(target, old.metadata.version)
     fmt = snapshot_format(old)
     old_backend = keyed_backend(old, list(old_cat.values()))
-    backend_new = new_backend or _backend_of_new(new, list(new_cat.values()))
+    if described:
+        backend_new = new_backend or new.backend
+    else:
+        backend_new = new_backend or _backend_of_new(new, list(new_cat.values()))
     if not version_ok:
         ctx.findings.append(Finding(
             None, "metadata-version", INCOMPATIBLE,
@@ -207,7 +220,7 @@ def run_preflight(
                                 nop.max_parallelism, None, None, AS_IS))  # fmt: skip
     migrated = sum(f.bytes or 0 for f in ctx.findings if f.outcome == MIGRATION)
     return PreflightReport(
-        snapshot=old.location.uri, new=new.location.uri, verdict=verdict_of(ctx.findings),
+        snapshot=old.location.uri, new=new_uri, verdict=verdict_of(ctx.findings),
         target_flink=_shown(target, newest), target_flink_source=source,
         allow_non_restored_state=allow_non_restored_state, assumptions=ctx.assumptions, operators=rows,
         findings=ctx.findings, dropped_bytes=dropped, migrated_bytes=migrated,
@@ -228,12 +241,13 @@ def _worst(findings: list[Finding]) -> str:
     return max((f.outcome for f in findings), key=_ORDER.__getitem__)
 
 
-def _target(old: LoadedCheckpoint, new: LoadedCheckpoint, given: str | None):
+def _target(old: LoadedCheckpoint, new, given: str | None):
     """(oldest, newest release the new job may run on, how it was found)."""
     if given:
         r = releases.parse_release(given)
         return r, r, "given"
-    inferred = releases.inferred_release(new.metadata.version)
+    metadata = getattr(new, "metadata", None)  # a job description has none
+    inferred = releases.inferred_release(metadata.version) if metadata is not None else None
     if inferred is not None:
         return inferred[0], inferred[1], "inferred"
     return (1, 20, 0), (1, 20, 0), "assumed"
@@ -295,13 +309,17 @@ def _parallelism(ctx, op, oc, nop) -> None:
         ctx.add(oc, "max-parallelism", AS_IS, f"max parallelism {o_max} kept")
         return
     default = default_max_parallelism(p)
+    explicit = getattr(nop, "max_parallelism_explicit", None)
     err = (f"{ISE}: The maximum parallelism ({o_max}) with which the latest checkpoint of the execution job "
            f"vertex {task} has been taken and the current maximum parallelism ({n_max}) changed. This is "
            "currently not supported.")  # fmt: skip
-    if n_max != default:
+    if explicit is False:
+        ctx.add(oc, "max-parallelism", AS_IS, f"max parallelism {o_max} adopted (not set explicitly in NEW)")
+        return
+    if explicit or n_max != default:
         ctx.add(oc, "max-parallelism", INCOMPATIBLE,
-                f"max parallelism {o_max} → {n_max}, set explicitly in NEW (the default for parallelism {p} "
-                f"is {default})", flink_error=err)  # fmt: skip
+                f"max parallelism {o_max} → {n_max}, set explicitly in NEW"
+                + ("" if explicit else f" (the default for parallelism {p} is {default})"), flink_error=err)  # fmt: skip
         return
     ctx.assume(
         f"operator {oc.operator_id}: NEW's max parallelism {n_max} is the default for parallelism {p}, so "
