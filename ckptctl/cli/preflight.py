@@ -75,8 +75,8 @@ def preflight_command(
     from ckptctl.errors import CkptError
     from ckptctl.preflight import junit_xml, run_preflight
     from ckptctl.preflight.check import BACKENDS
-    from ckptctl.preflight.releases import parse_release
     from ckptctl.preflight.description import looks_like_description, read_description
+    from ckptctl.preflight.releases import parse_release
     from ckptctl.storage import normalize_uri
     from ckptctl.targets import one_checkpoint
 
