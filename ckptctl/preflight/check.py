@@ -160,13 +160,17 @@ def run_preflight(
             "rule that differs between them is unknown (pass --target-flink)"
         )
     elif source == "assumed":
-        ctx.assume(f"target Flink {releases.show(target)}: NEW does not tell the release (pass --target-flink)")
+        ctx.assume(
+            f"target Flink {releases.show(target)}: NEW does not tell the release (pass --target-flink)"
+        )
     old_cat = {oc.operator_id: oc for oc in catalog(storage, old, operator_serializers=True)}
     if described:
         new_cat = {oc.operator_id: oc for oc in new.catalog}
         new_ops = {op.operator_id: op for op in new.operators}
         new_uri = new.uri
-        ctx.assume("NEW is a job description: it has no serializer snapshots, so no serializer check is decided")
+        ctx.assume(
+            "NEW is a job description: it has no serializer snapshots, so no serializer check is decided"
+        )
     else:
         new_cat = {oc.operator_id: oc for oc in catalog(storage, new, operator_serializers=True)}
         new_ops = {op.operator_id: op for op in new.metadata.operators}
@@ -310,9 +314,10 @@ def _parallelism(ctx, op, oc, nop) -> None:
         return
     default = default_max_parallelism(p)
     explicit = getattr(nop, "max_parallelism_explicit", None)
-    err = (f"{ISE}: The maximum parallelism ({o_max}) with which the latest checkpoint of the execution job "
-           f"vertex {task} has been taken and the current maximum parallelism ({n_max}) changed. This is "
-           "currently not supported.")  # fmt: skip
+    err = (f"{ISE}: Failed to rollback to checkpoint/savepoint Checkpoint Metadata. Max parallelism mismatch "
+           f"between checkpoint/savepoint state and new program. Cannot map operator {oc.operator_id} with max "
+           f"parallelism {o_max} to new program with max parallelism {n_max}. This indicates that the program has "
+           "been changed in a non-compatible way after the checkpoint/savepoint.")  # fmt: skip
     if explicit is False:
         ctx.add(oc, "max-parallelism", AS_IS, f"max parallelism {o_max} adopted (not set explicitly in NEW)")
         return
@@ -354,10 +359,15 @@ def _backend(ctx, oc, fmt, old_backend, new_backend) -> None:
             f"a {what} of full snapshots (heap, or RocksDB without incremental checkpoints) into RocksDB",
         )
     else:
+        handles = {"rocksdb": "IncrementalRemoteKeyedStateHandle", "forst": "IncrementalRemoteKeyedStateHandle",
+                   "full-snapshot": "KeyGroupsStateHandle", "changelog": "ChangelogStateBackendHandleImpl"}  # fmt: skip
+        found = handles.get(old_backend, "?")
+        expected = "KeyGroupsStateHandle" if _heap(new_backend) else "IncrementalRemoteKeyedStateHandle"
         ctx.add(oc, "backend", INCOMPATIBLE, f"a {what} of {old_backend} restored into {new_backend}",
-                flink_error=f"{ISE}: Unexpected state handle type: a {what} taken by {old_backend} restored by "
-                f"{new_backend}. This can mostly happen when a different StateBackend from the one that was "
-                "used for taking a checkpoint/savepoint is used when restoring.")  # fmt: skip
+                flink_error=f"{ISE}: Unexpected state handle type, expected one of: class "
+                f"org.apache.flink.runtime.state.{expected}, but found: class org.apache.flink.runtime.state.{found}. "
+                "This can mostly happen when a different StateBackend from the one that was used for taking a "
+                "checkpoint/savepoint is used when restoring.")  # fmt: skip
 
 
 def _heap(backend: str | None) -> bool:
@@ -378,7 +388,8 @@ def _key_serializer(ctx, oc, noc, backend) -> None:
         ctx.add(oc, "key-serializer", UNKNOWN, c.detail, blocking_class=c.blocking)
     else:  # the key serializer must be as-is: keys are not migrated
         ctx.add(oc, "key-serializer", INCOMPATIBLE, f"{c.detail} ({c.outcome})",
-                flink_error=f"{SME}: The new key serializer must be compatible.")  # fmt: skip
+                flink_error=f"{SME}: The new key serializer ({_printed(noc.key_serializer)}) must be compatible "
+                f"with the previous key serializer ({_printed(oc.key_serializer)}).")  # fmt: skip
 
 
 def _states(ctx, oc, noc, backend) -> None:
@@ -432,7 +443,7 @@ def _keyed_state(ctx, oc, st: StateEntry, nst: StateEntry, backend) -> None:
     heap = _heap(backend)
     if st.kind != nst.kind:
         ctx.add(oc, "kind", INCOMPATIBLE, f"{st.kind} → {nst.kind}", state=name,
-                flink_error=f"{SME}: Incompatible key/value state types. Was [{st.kind}], registered with "
+                flink_error=f"{ISE}: Incompatible key/value state types. Was [{st.kind}], registered with "
                 f"[{nst.kind}].")  # fmt: skip
         return
     ns_o, ns_n = (
@@ -485,8 +496,17 @@ def _value_outcome(ctx, oc, st, nst, c, heap, check: str = "value-serializer") -
 
 
 def _summary(st) -> str:
-    v = st.serializers.get("VALUE_SERIALIZER")
-    return v.summary if v is not None else "?"
+    return _printed(st.serializers.get("VALUE_SERIALIZER"))
+
+
+def _printed(v: SerializerInfo | None) -> str:
+    """A serializer as Flink's messages print it (``toString``: class@identity hash, which no
+    snapshot records): ``LongSerializer$LongSerializerSnapshot`` → ``LongSerializer@…``."""
+    if v is None:
+        return "?"
+    cls = v.snapshot_class
+    name = cls.rsplit("$", 1)[0] if "$" in cls else cls.removesuffix("Snapshot")
+    return f"{name}@…"
 
 
 def _map_keys(ctx, oc, st, nst, o, n, heap, backend) -> bool:
@@ -553,7 +573,3 @@ def _ttl_switch(ctx, oc, st, nst, o, n, backend) -> None:
         state=name,
         bytes=oc.keyed_bytes or None,
     )
-
-
-def _short(s: ser.Snap) -> str:
-    return ser.short(s.cls)

@@ -37,7 +37,9 @@ def test_an_unchanged_job_is_unknown_never_restores(tmp_path):
     doc = preflight(STATES, "--against", described(tmp_path), expect=1)
     assert doc["verdict"] == "unknown"
     assert any("no serializer snapshots" in a for a in doc["assumptions"])
-    mapping = {f["uid"] for f in doc["findings"] if f["check"] == "mapping" and f["outcome"] == "incompatible"}
+    mapping = {
+        f["uid"] for f in doc["findings"] if f["check"] == "mapping" and f["outcome"] == "incompatible"
+    }
     assert not mapping  # both uids hash to the snapshot's ids
 
 
@@ -45,7 +47,10 @@ def test_an_unchanged_job_is_unknown_never_restores(tmp_path):
     "change, check",
     [
         (lambda d: d["operators"][0].update(uid="stateful-v2"), "mapping"),
-        (lambda d: d["operators"][0].update(max_parallelism=256, max_parallelism_explicit=True), "max-parallelism"),
+        (
+            lambda d: d["operators"][0].update(max_parallelism=256, max_parallelism_explicit=True),
+            "max-parallelism",
+        ),
         (lambda d: d["operators"][0].update(parallelism=200), "parallelism"),
         (lambda d: d["operators"][0]["states"][1].update(kind="LIST"), "kind"),
         (lambda d: d["operators"][1]["states"][1].update(kind="SPLIT_DISTRIBUTE"), "mode"),
@@ -63,7 +68,9 @@ def test_max_parallelism_not_set_is_adopted(tmp_path):
         d["operators"][0].update(max_parallelism=256, max_parallelism_explicit=False)
 
     doc = preflight(STATES, "--against", described(tmp_path, change), expect=1)
-    assert ("max-parallelism", "as-is") in {(f["check"], f["outcome"]) for f in doc["findings"] if f["uid"] == "stateful"}
+    assert ("max-parallelism", "as-is") in {
+        (f["check"], f["outcome"]) for f in doc["findings"] if f["uid"] == "stateful"
+    }
 
 
 def test_a_malformed_description_is_one_line(tmp_path):
