@@ -97,3 +97,20 @@ def test_state_names_are_read_as_registered(verdicts):
     names = {f["state"] for doc in verdicts.values() for f in doc["findings"] if f["state"]}
     assert "v" in names
     assert not [n for n in names if "\x00" in n or not n.isprintable()]
+
+
+@pytest.mark.skipif(not PAIRS, reason=f"no upgrade pairs in {UPGRADES}")
+def test_a_refusal_names_the_exception_flink_threw(verdicts):
+    """On each pair Flink refused and preflight fails: one finding names Flink's root cause, its
+    class and the opening of its message (up to the first value that varies: a path, a
+    serializer's identity hash)."""
+    import re
+
+    for pair in PAIRS:
+        label, doc = pair["label"], verdicts[pair["id"]]
+        if label["outcome"] != "failed" or doc["verdict"] != "fails":
+            continue
+        opening = re.split(r"[(@]|file:|/tmp/|\d", label["root_cause_message"] or "", maxsplit=1)[0][:60]
+        errors = [f["flink_error"] for f in doc["findings"] if f["outcome"] == "incompatible"]
+        want = f"{label['root_cause_class']}: {opening}"
+        assert any(e.startswith(want) for e in errors), (pair["id"], want, errors)
