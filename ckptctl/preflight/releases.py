@@ -30,6 +30,13 @@ def show(r: Release) -> str:
     return f"{r[0]}.{r[1]}" + (f".{r[2]}" if r[2] else "")
 
 
+def shown(lo: Release, hi: Release) -> str:
+    """A release or a range of them: ``2.1``, ``2.1-2.3``, ``2.1+`` (any later)."""
+    if lo == hi:
+        return show(lo)
+    return f"{show(lo)}+" if hi == LATEST else f"{show(lo)}-{show(hi)}"
+
+
 def inferred_release(metadata_version: int) -> tuple[Release, Release, str] | None:
     """The releases that write ``metadata_version`` (NEW's staging savepoint was written by the new
     job's release): the oldest, the newest (``LATEST`` when open-ended) and the range in words."""
