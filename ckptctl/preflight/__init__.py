@@ -4,7 +4,9 @@
 * :mod:`~ckptctl.preflight.serializers`: serializer snapshot against snapshot, by the rules of
   Flink's built-in ``TypeSerializerSnapshot``\\ s;
 * :mod:`~ckptctl.preflight.releases`: what depends on the target Flink release;
-* :mod:`~ckptctl.preflight.check`: the checks in Flink's order, per operator and state;
+* :mod:`~ckptctl.preflight.check`: the checks in Flink's order, per operator;
+* :mod:`~ckptctl.preflight.statechecks`: per state (kind, serializers, TTL, operator state);
+* :mod:`~ckptctl.preflight.description`: NEW as a JSON job description;
 * :mod:`~ckptctl.preflight.report`: the findings, the verdict, JUnit XML.
 """
 
