@@ -196,7 +196,9 @@ def run_preflight(
         if nop is None:
             _unmapped(ctx, oc, has, nbytes, pointer, allow_non_restored_state, new_cat)
             dropped += nbytes if has and allow_non_restored_state else 0
-        elif has:
+        else:
+            _max_parallelism(ctx, op, oc, nop)  # Checkpoints.loadAndValidateCheckpoint: every mapped operator
+        if nop is not None and has:
             _uid_note(ctx, oc, noc)
             _parallelism(ctx, op, oc, nop)
             if oc.keyed_handles:
@@ -288,15 +290,22 @@ def _uid_note(ctx, oc, noc) -> None:
 
 
 def _parallelism(ctx, op, oc, nop) -> None:
-    o_max, p, n_max = op.max_parallelism, nop.parallelism, nop.max_parallelism
-    task = nop.operator_id
+    """``StateAssignmentOperation.checkParallelismPreconditions`` (operators with state): the new
+    parallelism must not exceed the snapshot's max parallelism."""
+    o_max, p = op.max_parallelism, nop.parallelism
     if p > o_max:
         ctx.add(oc, "parallelism", INCOMPATIBLE,
                 f"parallelism {p} above the snapshot's max parallelism {o_max}",
-                flink_error=f"{ISE}: The state for task {task} can not be restored. The maximum parallelism "
-                f"({o_max}) of the restored state is lower than the configured parallelism ({p}). Please reduce "
-                "the parallelism of the task to be lower or equal to the maximum parallelism.")  # fmt: skip
-        return
+                flink_error=f"{ISE}: The state for task {nop.operator_id} can not be restored. The maximum "
+                f"parallelism ({o_max}) of the restored state is lower than the configured parallelism ({p}). "
+                "Please reduce the parallelism of the task to be lower or equal to the maximum parallelism.")  # fmt: skip
+
+
+def _max_parallelism(ctx, op, oc, nop) -> None:
+    """``Checkpoints.loadAndValidateCheckpoint``, for every operator of the snapshot found in the
+    new program (with state or not): the same max parallelism, or one Flink may adopt (not set
+    explicitly in the new program)."""
+    o_max, p, n_max = op.max_parallelism, nop.parallelism, nop.max_parallelism
     if n_max == o_max:
         ctx.add(oc, "max-parallelism", AS_IS, f"max parallelism {o_max} kept")
         return
