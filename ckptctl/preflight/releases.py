@@ -63,12 +63,14 @@ def reads_metadata(target: Release, version: int) -> bool:
 # TTL switched on or off for an existing state (the value serializer gains or loses the TTL
 # wrapper). Up to 1.20 every backend refuses it (a TTL serializer snapshot against a plain one is
 # incompatible). RocksDB: FLINK-35780 wraps every state serializer in TtlAwareSerializer and
-# migrates the values (2.0 line); heap: FLINK-37294 was reviewed until 2025-07-28, after the 2.1
-# branch was cut, so it migrates from 2.2 (the docs, FLINK-37295: "across versions 2.0.0 to
-# 2.2.0"). Where the sources and the docs leave it open -- RocksDB on 2.0 and 2.1 -- the answer is
-# unknown until a real restore labels it.
-TTL_MIGRATES_FROM = {"rocksdb": (2, 2, 0), "heap": (2, 2, 0)}
+# migrates the values -- real restores on 2.1.3 and 2.3.0 migrated both ways (2.0 not labelled:
+# unknown). Heap: FLINK-37294 was reviewed until 2025-07-28, after the 2.1 branch was cut; 2.1.3
+# refuses ("For heap backends, the new state serializer ... must not need ttl state migration"),
+# 2.3.0 migrates both ways (the docs, FLINK-37295: "across versions 2.0.0 to 2.2.0").
+TTL_MIGRATES_FROM = {"rocksdb": (2, 1, 0), "heap": (2, 2, 0)}
 TTL_REFUSED_BEFORE = {"rocksdb": (2, 0, 0), "heap": (2, 2, 0)}
+# from 2.0 the heap backend tells a TTL switch from other incompatibilities (TtlAwareSerializer)
+HEAP_TTL_MESSAGE_FROM: Release = (2, 0, 0)
 
 
 def ttl_switch(lo: Release, hi: Release | None = None, backend: str | None = None) -> str:

@@ -146,7 +146,12 @@ def printed(v: SerializerInfo | None) -> str:
     if v is None:
         return "?"
     cls = v.snapshot_class
-    name = cls.rsplit("$", 1)[0] if "$" in cls else cls.removesuffix("Snapshot")
+    if "$" in cls:  # X$XSnapshot → X; TtlStateFactory$TtlSerializerSnapshot → TtlStateFactory$TtlSerializer
+        outer, inner = cls.rsplit("$", 1)
+        base = inner.removesuffix("Snapshot")
+        name = outer if outer.rsplit(".", 1)[-1].rsplit("$", 1)[-1] == base else f"{outer}${base}"
+    else:
+        name = cls.removesuffix("Snapshot")
     return f"{name}@…"
 
 
@@ -192,6 +197,11 @@ def _ttl_switch(ctx, oc, st, nst, o, n, backend) -> None:
         f"TTL switched {on} (Flink {releases.shown(ctx.target, ctx.newest)}, {backend or 'backend unknown'})"
     )
     if rule == "incompatible":
+        if is_heap(backend) and ctx.target >= releases.HEAP_TTL_MESSAGE_FROM:
+            ctx.add(oc, "ttl", INCOMPATIBLE, where, state=name,
+                    flink_error=f"{SME}: For heap backends, the new state serializer ({_summary(nst)}) must not need "
+                    f"ttl state migration with the old state serializer ({_summary(st)}).")  # fmt: skip
+            return
         _value_outcome(ctx, oc, st, nst, ser.Compat(INCOMPATIBLE, where), is_heap(backend), "ttl")
         return
     if rule == "unknown":
