@@ -62,6 +62,7 @@ from ckptctl.cli import gc as _gc  # noqa: E402,F401  (registers the commands)
 from ckptctl.cli import history as _history  # noqa: E402,F401
 from ckptctl.cli import inspect as _inspect  # noqa: E402,F401
 from ckptctl.cli import paimon as _paimon  # noqa: E402,F401
+from ckptctl.cli import preflight as _preflight  # noqa: E402,F401
 from ckptctl.cli import relocate as _relocate  # noqa: E402,F401
 from ckptctl.cli import rescale as _rescale  # noqa: E402,F401
 from ckptctl.cli import states as _states  # noqa: E402,F401

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl.errors import MetadataFormatError
@@ -59,6 +59,9 @@ class SerializerInfo:
     snapshot_class: str
     version: int
     nested: list[str]  # class names found inside the snapshot's bytes, in order
+    # the snapshot's own bytes (after class and version): what ``preflight`` compares, snapshot
+    # against snapshot, by the rules of the snapshot class (not in ``to_json``)
+    body: bytes = field(default=b"", repr=False, compare=False)
 
     @property
     def classes(self) -> list[str]:
@@ -189,7 +192,9 @@ def _try_state_header(data: bytes, s: int, end: int, *, with_count: bool) -> tup
             if not 1 <= count <= 4096:
                 return None
         name = r.utf("name")
-        if not name:
+        # a raw 0 byte is no modified UTF-8 (U+0000 is written C0 80): a header tried two bytes
+        # early reads the end of the previous snapshot's version (00 03) as the name's length
+        if not name or "\x00" in name:
             return None
         btype = r.int("type")
         if not 0 <= btype < len(BACKEND_STATE_TYPES):
@@ -297,6 +302,105 @@ def _read_snapshot_then(r: _Reader, data: bytes, key: str | None, *, with_count:
             raise r.fail(f"cannot find where serializer snapshot {cls} ends", at=body_start)
         body_end, nxt = found[0], found
     r.pos = body_end
-    return SerializerInfo(
-        key or "KEY_SERIALIZER", cls, version, _nested_classes(data[body_start:body_end])
-    ), nxt
+    body = data[body_start:body_end]
+    return SerializerInfo(key or "KEY_SERIALIZER", cls, version, _nested_classes(body), body), nxt
+
+
+def parse_operator_header(data: bytes, path: str, *, base: int = 0) -> list[StateMeta]:
+    """Read an ``OperatorBackendSerializationProxy`` (the head of an operator state stream):
+    ``int`` version, then ``short`` count + operator (list/union) states and ``short`` count +
+    broadcast states, each a state header as in the keyed proxy. ``data`` is exactly the header:
+    the stream up to its first state element (the smallest offset the metadata records)."""
+    r = _Reader(data, path, base)
+    version = r.int("proxy version")
+    if not 1 <= version <= 64:
+        raise r.fail(f"not an operator state backend header: proxy version {version}", at=0)
+    if version >= 6:  # version 6 (Flink 1.18+) adds the snapshot compression flag
+        r.bool("compression flag")
+    states: list[StateMeta] = []
+    for section in (0, 1):
+        count = r.short("state count")
+        if not 0 <= count <= 4096:
+            raise r.fail(f"operator state count {count}")
+        for i in range(count):
+            at = r.pos
+            parsed = _state_header_at(data, at)
+            if parsed is None:
+                raise r.fail("not an operator state header", at=at)
+            name, btype, opts, n_ser, length = parsed
+            r.pos = at + length
+            sers: list[SerializerInfo] = []
+            for j in range(n_ser):
+                key = r.utf("serializer key")
+                if key not in SERIALIZER_KEYS:
+                    raise r.fail(f"state '{name}': unknown serializer key '{key}'")
+                last_in_state = j == n_ser - 1
+                info = _operator_snapshot(r, data, key, last_in_state, i == count - 1, section)
+                sers.append(info)
+            states.append(StateMeta(name, btype, opts, sers))
+    return states
+
+
+def _state_header_at(data: bytes, s: int) -> tuple | None:
+    r = _Reader(data, "")
+    r.pos = s
+    try:
+        name = r.utf("name")
+        if not name or "\x00" in name:
+            return None
+        btype = r.int("type")
+        if not 0 <= btype < len(BACKEND_STATE_TYPES):
+            return None
+        opts = {}
+        for _ in range(r.int("options")):
+            k = r.utf("key")
+            if k not in OPTION_KEYS:
+                return None
+            opts[k] = r.utf("value")
+        n_ser = r.int("serializers")
+        if not 1 <= n_ser <= len(SERIALIZER_KEYS):
+            return None
+    except MetadataFormatError:
+        return None
+    return name, BACKEND_STATE_TYPES[btype], opts, n_ser, r.pos - s
+
+
+def _operator_snapshot(
+    r: _Reader, data: bytes, key: str, last_in_state: bool, last_in_section: bool, section: int
+):
+    """One snapshot of an operator state header; its end is the next serializer entry, the next
+    state's header (after a count when the broadcast section starts) or the header's end."""
+    start = r.pos
+    proxy = r.int("serializer snapshot proxy version")
+    if proxy != SNAPSHOT_PROXY_VERSION:
+        raise r.fail(
+            f"serializer snapshot: proxy version {proxy}, expected {SNAPSHOT_PROXY_VERSION}", at=start
+        )
+    at = r.pos
+    cls = r.utf("serializer snapshot class")
+    if not _JAVA_CLASS.fullmatch(cls):
+        raise r.fail(f"serializer snapshot class {cls[:80]!r} is no Java class name", at=at)
+    version = r.int("serializer snapshot version")
+    body_start = r.pos
+    anchor = _next_anchor(data, body_start)
+    if not last_in_state:
+        if anchor < 0:
+            raise r.fail(f"cannot find where serializer snapshot {cls} ends", at=body_start)
+        body_end = anchor
+    elif anchor < 0:
+        if not last_in_section:
+            raise r.fail(f"cannot find where serializer snapshot {cls} ends", at=body_start)
+        # the last state of all: the header ends here (after the empty broadcast count, if any)
+        body_end = len(data) - (2 if section == 0 else 0)
+        if section == 0 and data[body_end:] != b"\x00\x00":
+            raise r.fail(f"cannot find where serializer snapshot {cls} ends", at=body_start)
+    else:
+        # the next state of this section, or (after the last one of section 0) the broadcast
+        # section's count and first state
+        found = _find_header(data, body_start, anchor, with_count=section == 0 and last_in_section)
+        if found is None:
+            raise r.fail(f"cannot find where serializer snapshot {cls} ends", at=body_start)
+        body_end = found[0]
+    body = data[body_start:body_end]
+    r.pos = body_end
+    return SerializerInfo(key, cls, version, _nested_classes(body), body)

@@ -99,6 +99,7 @@ def json_runs(s: Scenario, tmp: Path) -> list[tuple[tuple[str, ...], list[str]]]
         (("verify",), [str(s.root), *s.rebase, "--engine", "local"]),
         (("check",), [str(s.root), *s.rebase]),
         (("history",), [str(s.root), *s.rebase, "--ledger", str(tmp / "ledger")]),
+        (("preflight",), [str(chk[-1]), "--against", str(chk[-1]), *s.rebase]),
         (("gc", "plan"), [*gc_args, "-o", str(tmp / "gc.json")]),
         (("gc", "apply"), [str(tmp / "gc.json"), "--yes", "--trash", str(tmp / "trash")]),
         (("relocate",), [*relocate_args, *s.rebase, "-o", str(tmp / "relocate.json")]),

@@ -1,0 +1,385 @@
+"""``preflight``: will the changed job restore from SNAPSHOT? Decided as Flink decides it, offline.
+
+NEW is the changed job's staging savepoint (or checkpoint): started without state, it records the
+new program's operator ids, parallelism, max parallelism and every registered state's serializer
+snapshots. Both are catalogued (:func:`ckptctl.states.catalog`: the keyed backends' headers and
+the operator state streams' heads) and compared in the order Flink checks at restore:
+
+1. the target release reads SNAPSHOT's metadata version (``Checkpoints.loadCheckpointMetadata``);
+2. every operator with state maps to an operator of the new program by id
+   (``Checkpoints.loadAndValidateCheckpoint``; with ``-n`` its state is dropped);
+3. parallelism ≤ the snapshot's max parallelism, max parallelism equal or adoptable
+   (``StateAssignmentOperation.checkParallelismPreconditions``);
+4. the keyed backend can read the snapshot's format (canonical → any backend; native savepoint
+   or checkpoint → the backend that wrote it);
+5. per keyed state: kind, key, namespace and value serializers, MapState user keys, TTL
+   (the backends' restore and ``RegisteredKeyValueStateBackendMetaInfo``);
+6. per operator (list/union/broadcast) state: distribution mode, serializers.
+
+All findings are kept; the verdict is the worst of them (:func:`~ckptctl.preflight.report.verdict_of`).
+Every "restores" needs every check decided: what cannot be told is ``unknown``, never as-is.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ckptctl.preflight import releases
+from ckptctl.preflight import serializers as ser
+from ckptctl.preflight.report import (
+    AS_IS,
+    DROPPED,
+    INCOMPATIBLE,
+    MIGRATION,
+    UNKNOWN,
+    Finding,
+    OperatorRow,
+    PreflightReport,
+    verdict_of,
+)
+from ckptctl.preflight.statechecks import ISE, SME, is_heap, printed, snap, states
+from ckptctl.preflight.uidhash import operator_id_of_uid
+
+if TYPE_CHECKING:
+    from ckptctl.preflight.description import JobDescription
+    from ckptctl.refs import LoadedCheckpoint
+    from ckptctl.states.catalog import OperatorCatalog
+
+IAE = "java.lang.IllegalArgumentException"
+BACKENDS = ("rocksdb", "hashmap", "forst")
+
+
+def default_max_parallelism(parallelism: int) -> int:
+    """``KeyGroupRangeAssignment.computeDefaultMaxParallelism``: roundUpToPowerOfTwo(1.5 p)
+    within [128, 32768]."""
+    p = parallelism + parallelism // 2
+    up = 1 << max(0, (p - 1).bit_length())
+    return min(max(up, 128), 32768)
+
+
+def not_mapped_message(pointer: str, operator_id: str) -> str:
+    return (
+        f"{ISE}: Failed to rollback to checkpoint/savepoint {pointer}. Cannot map checkpoint/savepoint "
+        f"state for operator {operator_id} to the new program, because the operator is not available in "
+        "the new program. If you want to allow to skip this, you can set the --allowNonRestoredState "
+        "option on the CLI."
+    )
+
+
+def keyed_backend(ck: LoadedCheckpoint, cat: list[OperatorCatalog]) -> str | None:
+    """The keyed backend that wrote a native savepoint or checkpoint, where its handles tell:
+    ``rocksdb`` (incremental handles), ``forst`` (KEY_VALUE_V2 states), ``changelog``,
+    ``full-snapshot`` (heap, or RocksDB without incremental checkpoints); ``None``: no keyed state."""
+    kinds = {oc.keyed_backend for oc in cat if oc.keyed_backend}
+    if not kinds:
+        return None
+    if "changelog" in kinds:
+        return "changelog"
+    if any(s.backend_type == "KEY_VALUE_V2" for oc in cat for s in oc.states.values()):
+        return "forst"
+    if kinds == {"rocksdb-incremental"}:
+        return "rocksdb"
+    if kinds == {"full-snapshot"}:
+        return "full-snapshot"
+    return "mixed"
+
+
+def snapshot_format(ck: LoadedCheckpoint) -> str:
+    """canonical | native | checkpoint."""
+    props = ck.metadata.properties
+    if ck.kind == "savepoint":
+        fmt = (props.savepoint_format if props is not None else None) or "CANONICAL"
+        return fmt.lower()
+    return "checkpoint"
+
+
+class _Ctx:
+    def __init__(self, old: LoadedCheckpoint, new: LoadedCheckpoint, target, new_backend: str | None) -> None:
+        self.old, self.new, self.target, self.new_backend = old, new, target, new_backend
+        self.findings: list[Finding] = []
+        self.assumptions: list[str] = []
+
+    def add(self, oc: OperatorCatalog, check: str, outcome: str, detail: str, **kw) -> Finding:
+        f = Finding(oc.operator_id, check, outcome, detail, uid=oc.uid, name=oc.name, **kw)
+        self.findings.append(f)
+        return f
+
+    def assume(self, text: str) -> None:
+        if text not in self.assumptions:
+            self.assumptions.append(text)
+
+
+def _state_bytes(op, oc: OperatorCatalog) -> int:
+    total = oc.keyed_bytes + oc.operator_bytes
+    if op.coordinator_state is not None:
+        total += op.coordinator_state.size if hasattr(op.coordinator_state, "size") else 0
+    for s in op.subtasks or ():
+        for c in (*s.input_channels, *s.output_channels):
+            total += getattr(c, "state_size", 0) or 0
+    return total
+
+
+def _has_state(op, oc: OperatorCatalog) -> bool:
+    """Flink's test (``OperatorSubtaskState.hasState`` of any subtask, or coordinator state):
+    operator, keyed or channel state."""
+    if op.coordinator_state is not None or oc.has_state:
+        return True
+    return any(s.input_channels or s.output_channels for s in op.subtasks or ())
+
+
+def run_preflight(
+    storage,
+    old: LoadedCheckpoint,
+    new: LoadedCheckpoint | JobDescription,
+    *,
+    target_flink: str | None = None,
+    allow_non_restored_state: bool = False,
+    new_backend: str | None = None,
+) -> PreflightReport:
+    """Every finding of restoring the job NEW (its staging snapshot, or a job description)
+    describes from OLD, and the verdict."""
+    from ckptctl.preflight.description import JobDescription
+    from ckptctl.states.catalog import catalog
+
+    started = time.monotonic()
+    described = isinstance(new, JobDescription)
+    target, newest, source = _target(old, new, target_flink or (new.flink if described else None))
+    ctx = _Ctx(old, new, target, new_backend)
+    ctx.newest = newest
+    if source == "inferred":
+        words = releases.inferred_release(new.metadata.version)[2]
+        ctx.assume(
+            f"target Flink {words}: the releases that write NEW's metadata version {new.metadata.version}; a "
+            "rule that differs between them is unknown (pass --target-flink)"
+        )
+    elif source == "assumed":
+        ctx.assume(
+            f"target Flink {releases.show(target)}: NEW does not tell the release (pass --target-flink)"
+        )
+    old_cat = {oc.operator_id: oc for oc in catalog(storage, old, operator_serializers=True)}
+    if described:
+        new_cat = {oc.operator_id: oc for oc in new.catalog}
+        new_ops = {op.operator_id: op for op in new.operators}
+        new_uri = new.uri
+        ctx.assume(
+            "NEW is a job description: it has no serializer snapshots, so no serializer check is decided"
+        )
+    else:
+        new_cat = {oc.operator_id: oc for oc in catalog(storage, new, operator_serializers=True)}
+        new_ops = {op.operator_id: op for op in new.metadata.operators}
+        new_uri = new.location.uri
+    old_ops = {op.operator_id: op for op in old.metadata.operators}
+    pointer = old.location.uri
+    rows: list[OperatorRow] = []
+    dropped = 0
+
+    version_ok = releases.reads_metadata(target, old.metadata.version)
+    fmt = snapshot_format(old)
+    old_backend = keyed_backend(old, list(old_cat.values()))
+    if described:
+        backend_new = new_backend or new.backend
+    else:
+        backend_new = new_backend or _backend_of_new(new, list(new_cat.values()))
+    if not version_ok:
+        ctx.findings.append(Finding(
+            None, "metadata-version", INCOMPATIBLE,
+            f"Flink {releases.show(target)} does not read metadata version {old.metadata.version}",
+            flink_error=f"{IAE}: Unrecognized checkpoint version number: {old.metadata.version}",
+        ))  # fmt: skip
+    for oid, op in old_ops.items():
+        oc = old_cat[oid]
+        has = _has_state(op, oc)
+        nbytes = _state_bytes(op, oc)
+        nop, noc = new_ops.get(oid), new_cat.get(oid)
+        start = len(ctx.findings)
+        if nop is None:
+            _unmapped(ctx, oc, has, nbytes, pointer, allow_non_restored_state, new_cat)
+            dropped += nbytes if has and allow_non_restored_state else 0
+        else:
+            _max_parallelism(ctx, op, oc, nop)  # Checkpoints.loadAndValidateCheckpoint: every mapped operator
+        if nop is not None and has:
+            _uid_note(ctx, oc, noc)
+            _parallelism(ctx, op, oc, nop)
+            if oc.keyed_handles:
+                _backend(ctx, oc, fmt, old_backend, backend_new)
+            _key_serializer(ctx, oc, noc, backend_new)
+            states(ctx, oc, noc, backend_new)
+        own = ctx.findings[start:]
+        rows.append(OperatorRow(
+            oid, oc.uid, oc.name, True, nop is not None, has, nbytes,
+            nop.parallelism if nop else None, nop.max_parallelism if nop else None,
+            op.parallelism, op.max_parallelism, _worst(own) if own else AS_IS,
+        ))  # fmt: skip
+    for oid, nop in new_ops.items():
+        if oid in old_ops:
+            continue
+        noc = new_cat[oid]
+        ctx.add(noc, "mapping", AS_IS, "new in NEW: starts without state")
+        rows.append(OperatorRow(oid, noc.uid, noc.name, False, True, noc.has_state, 0, nop.parallelism,
+                                nop.max_parallelism, None, None, AS_IS))  # fmt: skip
+    migrated = sum(f.bytes or 0 for f in ctx.findings if f.outcome == MIGRATION)
+    return PreflightReport(
+        snapshot=old.location.uri, new=new_uri, verdict=verdict_of(ctx.findings),
+        target_flink=releases.shown(target, newest), target_flink_source=source,
+        allow_non_restored_state=allow_non_restored_state, assumptions=ctx.assumptions, operators=rows,
+        findings=ctx.findings, dropped_bytes=dropped, migrated_bytes=migrated,
+        elapsed_seconds=round(time.monotonic() - started, 3),
+    )  # fmt: skip
+
+
+_ORDER = {AS_IS: 0, DROPPED: 1, MIGRATION: 2, UNKNOWN: 3, INCOMPATIBLE: 4}
+
+
+def _worst(findings: list[Finding]) -> str:
+    return max((f.outcome for f in findings), key=_ORDER.__getitem__)
+
+
+def _target(old: LoadedCheckpoint, new, given: str | None):
+    """(oldest, newest release the new job may run on, how it was found)."""
+    if given:
+        r = releases.parse_release(given)
+        return r, r, "given"
+    metadata = getattr(new, "metadata", None)  # a job description has none
+    inferred = releases.inferred_release(metadata.version) if metadata is not None else None
+    if inferred is not None:
+        return inferred[0], inferred[1], "inferred"
+    return (1, 20, 0), (1, 20, 0), "assumed"
+
+
+def _backend_of_new(new: LoadedCheckpoint, cat: list[OperatorCatalog]) -> str | None:
+    """NEW's keyed backend where its handles tell (incremental RocksDB, ForSt, a checkpoint's
+    heap snapshot); a canonical savepoint is written alike by every backend: ``None``."""
+    kb = keyed_backend(new, cat)
+    if kb in ("rocksdb", "forst", "changelog"):
+        return kb
+    if kb == "full-snapshot" and snapshot_format(new) == "checkpoint":
+        return "full-snapshot"
+    return None
+
+
+def _unmapped(ctx, oc, has, nbytes, pointer, allow, new_cat) -> None:
+    hint = ""
+    if oc.uid:
+        hint = f" (uid {oc.uid!r})"
+    same_name = [n for n in new_cat.values() if oc.name and n.name == oc.name]
+    if same_name:
+        n = same_name[0]
+        hint += (
+            f"; NEW has an operator named {oc.name!r} with id {n.operator_id}"
+            + (f" and uid {n.uid!r}" if n.uid else "")
+            + ": a changed uid? (ckptctl remap)"
+        )
+    if not has:
+        ctx.add(oc, "mapping", AS_IS, f"not in NEW{hint}; it holds no state: skipped")
+    elif allow:
+        ctx.add(oc, "mapping", DROPPED, f"not in NEW{hint}: its state is dropped (--allowNonRestoredState)",
+                bytes=nbytes)  # fmt: skip
+    else:
+        ctx.add(oc, "mapping", INCOMPATIBLE, f"not in NEW{hint}: its state cannot be mapped",
+                flink_error=not_mapped_message(pointer, oc.operator_id), bytes=nbytes)  # fmt: skip
+
+
+def _uid_note(ctx, oc, noc) -> None:
+    """V5+ metadata records uids: an id that is not the hash of its uid was set with setUidHash."""
+    uid = noc.uid if noc is not None else None
+    if uid and operator_id_of_uid(uid) != noc.operator_id:
+        ctx.assume(
+            f"operator {noc.operator_id} (uid {uid!r}): its id is not the hash of its uid (setUidHash)"
+        )
+
+
+def _parallelism(ctx, op, oc, nop) -> None:
+    """``StateAssignmentOperation.checkParallelismPreconditions`` (operators with state): the new
+    parallelism must not exceed the snapshot's max parallelism."""
+    o_max, p = op.max_parallelism, nop.parallelism
+    if p > o_max:
+        ctx.add(oc, "parallelism", INCOMPATIBLE,
+                f"parallelism {p} above the snapshot's max parallelism {o_max}",
+                flink_error=f"{ISE}: The state for task {nop.operator_id} can not be restored. The maximum "
+                f"parallelism ({o_max}) of the restored state is lower than the configured parallelism ({p}). "
+                "Please reduce the parallelism of the task to be lower or equal to the maximum parallelism.")  # fmt: skip
+
+
+def _max_parallelism(ctx, op, oc, nop) -> None:
+    """``Checkpoints.loadAndValidateCheckpoint``, for every operator of the snapshot found in the
+    new program (with state or not): the same max parallelism, or one Flink may adopt (not set
+    explicitly in the new program)."""
+    o_max, p, n_max = op.max_parallelism, nop.parallelism, nop.max_parallelism
+    if n_max == o_max:
+        ctx.add(oc, "max-parallelism", AS_IS, f"max parallelism {o_max} kept")
+        return
+    default = default_max_parallelism(p)
+    explicit = getattr(nop, "max_parallelism_explicit", None)
+    err = (f"{ISE}: Failed to rollback to checkpoint/savepoint Checkpoint Metadata. Max parallelism mismatch "
+           f"between checkpoint/savepoint state and new program. Cannot map operator {oc.operator_id} with max "
+           f"parallelism {o_max} to new program with max parallelism {n_max}. This indicates that the program has "
+           "been changed in a non-compatible way after the checkpoint/savepoint.")  # fmt: skip
+    if explicit is False:
+        ctx.add(oc, "max-parallelism", AS_IS, f"max parallelism {o_max} adopted (not set explicitly in NEW)")
+        return
+    if explicit or n_max != default:
+        ctx.add(oc, "max-parallelism", INCOMPATIBLE,
+                f"max parallelism {o_max} → {n_max}, set explicitly in NEW"
+                + ("" if explicit else f" (the default for parallelism {p} is {default})"), flink_error=err)  # fmt: skip
+        return
+    ctx.assume(
+        f"operator {oc.operator_id}: NEW's max parallelism {n_max} is the default for parallelism {p}, so "
+        "NEW cannot tell whether it was set explicitly (then Flink refuses the snapshot's "
+        f"{o_max}) or not (then Flink adopts {o_max})"
+    )
+    ctx.add(oc, "max-parallelism", UNKNOWN,
+            f"max parallelism {o_max} → {n_max}: adopted if NEW's was not set explicitly, refused if it was",
+            flink_error=err)  # fmt: skip
+
+
+def _backend(ctx, oc, fmt, old_backend, new_backend) -> None:
+    if fmt == "canonical":
+        ctx.add(oc, "backend", AS_IS, "canonical savepoint: restores into any backend")
+        return
+    what = "native savepoint" if fmt == "native" else "checkpoint"
+    if old_backend in (None, "mixed") or new_backend is None:
+        ctx.assume("NEW's keyed state backend is not told by its snapshot (a canonical savepoint): pass "
+                   "--target-backend")  # fmt: skip
+        ctx.add(oc, "backend", UNKNOWN,
+                f"a {what} ({old_backend or 'unknown backend'}) restores only into the backend that wrote it; "
+                "NEW's backend is not known")  # fmt: skip
+        return
+    same = old_backend == new_backend or (old_backend == "full-snapshot" and new_backend == "hashmap")
+    if same:
+        ctx.add(oc, "backend", AS_IS, f"a {what} of {old_backend} into {new_backend}")
+    elif old_backend == "full-snapshot" and new_backend == "rocksdb":
+        ctx.add(
+            oc,
+            "backend",
+            UNKNOWN,
+            f"a {what} of full snapshots (heap, or RocksDB without incremental checkpoints) into RocksDB",
+        )
+    else:
+        handles = {"rocksdb": "IncrementalRemoteKeyedStateHandle", "forst": "IncrementalRemoteKeyedStateHandle",
+                   "full-snapshot": "KeyGroupsStateHandle", "changelog": "ChangelogStateBackendHandleImpl"}  # fmt: skip
+        found = handles.get(old_backend, "?")
+        expected = "KeyGroupsStateHandle" if is_heap(new_backend) else "IncrementalRemoteKeyedStateHandle"
+        ctx.add(oc, "backend", INCOMPATIBLE, f"a {what} of {old_backend} restored into {new_backend}",
+                flink_error=f"{ISE}: Unexpected state handle type, expected one of: class "
+                f"org.apache.flink.runtime.state.{expected}, but found: class org.apache.flink.runtime.state.{found}. "
+                "This can mostly happen when a different StateBackend from the one that was used for taking a "
+                "checkpoint/savepoint is used when restoring.")  # fmt: skip
+
+
+def _key_serializer(ctx, oc, noc, backend) -> None:
+    if oc.key_serializer is None:
+        return
+    if noc is None or noc.key_serializer is None:
+        ctx.add(oc, "key-serializer", UNKNOWN,
+                "NEW records no keyed state for this operator, so no key serializer to compare")  # fmt: skip
+        return
+    c = ser.resolve(snap(oc.key_serializer), snap(noc.key_serializer), "key")
+    if c.outcome == AS_IS:
+        ctx.add(oc, "key-serializer", AS_IS, c.detail)
+    elif c.outcome == UNKNOWN:
+        ctx.add(oc, "key-serializer", UNKNOWN, c.detail, blocking_class=c.blocking)
+    else:  # the key serializer must be as-is: keys are not migrated
+        ctx.add(oc, "key-serializer", INCOMPATIBLE, f"{c.detail} ({c.outcome})",
+                flink_error=f"{SME}: The new key serializer ({printed(noc.key_serializer)}) must be compatible "
+                f"with the previous key serializer ({printed(oc.key_serializer)}).")  # fmt: skip

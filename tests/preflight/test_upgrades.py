@@ -1,0 +1,116 @@
+"""``preflight`` on every pair of ``fixtures/upgrades/`` (OLD snapshot, NEW staging savepoint),
+each labelled by a real restore of NEW's job from OLD (fixtures/upgrades/generate.py).
+
+Targets (issue 46): no false "restores" (a pair Flink refused that preflight passes), agreement
+on every pair preflight decides, "unknown" on at most 10 % of the pairs. The pairs are read from
+``fixtures/upgrades`` of the repository, or from ``$CKPTCTL_UPGRADES`` (a directory holding a
+``manifest.json``) while they are written elsewhere.
+
+preflight is told what a user deploying NEW knows and NEW's snapshot may not: the release the
+new job runs on (``--target-flink``) and its state backend (``--target-backend``); never the label.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ckptctl.preflight import run_preflight
+from ckptctl.rebase import Rebase
+from ckptctl.storage import Storage, StorageOptions
+from ckptctl.targets import one_checkpoint
+from tests.support.fixture_cases import FIXTURES
+
+UPGRADES = Path(os.environ.get("CKPTCTL_UPGRADES") or FIXTURES / "upgrades")
+AGREES = {"restores": "restored", "restores-with-migration": "restored", "fails": "failed"}
+
+
+def _pairs() -> list[dict]:
+    manifest = UPGRADES / "manifest.json"
+    if not manifest.is_file():
+        return []
+    return json.loads(manifest.read_text())["pairs"]
+
+
+def verdict_of_pair(pair: dict) -> dict:
+    storage = Storage(StorageOptions.from_env(None))
+    old = one_checkpoint(storage, str(UPGRADES / pair["old"]), Rebase())
+    new = one_checkpoint(storage, str(UPGRADES / pair["new"]), Rebase())
+    report = run_preflight(
+        storage, old, new, target_flink=pair["new_flink"], new_backend=pair.get("new_backend"),
+        allow_non_restored_state=bool(pair.get("allow_non_restored")),
+    )  # fmt: skip
+    return report.to_json()
+
+
+PAIRS = _pairs()
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, dict]:
+    return {p["id"]: verdict_of_pair(p) for p in PAIRS}
+
+
+@pytest.mark.skipif(not PAIRS, reason=f"no upgrade pairs in {UPGRADES}")
+def test_no_false_restores_and_agreement_on_every_decided_pair(verdicts):
+    false_restores, disagreements, unknown = [], [], []
+    for pair in PAIRS:
+        doc = verdicts[pair["id"]]
+        label = pair["label"]["outcome"]
+        verdict = doc["verdict"]
+        if verdict == "unknown":
+            unknown.append(pair["id"])
+        elif verdict.startswith("restores") and label == "failed":
+            false_restores.append(
+                f"{pair['id']}: {verdict}, Flink: {pair['label'].get('root_cause_message')}"
+            )
+        elif AGREES[verdict] != label:
+            disagreements.append(f"{pair['id']}: {verdict}, label {label}")
+    assert not false_restores
+    assert not disagreements
+    assert len(unknown) * 10 <= len(PAIRS), unknown
+
+
+@pytest.mark.skipif(not PAIRS, reason=f"no upgrade pairs in {UPGRADES}")
+def test_every_fails_names_operator_state_and_flinks_message(verdicts):
+    for pair in PAIRS:
+        doc = verdicts[pair["id"]]
+        if doc["verdict"] != "fails":
+            continue
+        bad = [f for f in doc["findings"] if f["outcome"] == "incompatible"]
+        assert bad, pair["id"]
+        for f in bad:
+            assert f["flink_error"], (pair["id"], f)
+            assert f["operator_id"] or f["check"] == "metadata-version", (pair["id"], f)
+            if f["check"] not in ("mapping", "parallelism", "max-parallelism", "backend", "metadata-version",
+                                  "key-serializer"):  # fmt: skip
+                assert f["state"], (pair["id"], f)
+
+
+@pytest.mark.skipif(not PAIRS, reason=f"no upgrade pairs in {UPGRADES}")
+def test_state_names_are_read_as_registered(verdicts):
+    """UpgradeJob's keyed state is named 'v': its header follows a timer snapshot ending in the
+    version bytes 00 03, which read as a name length would make the name '\\x00\\x01v'."""
+    names = {f["state"] for doc in verdicts.values() for f in doc["findings"] if f["state"]}
+    assert "v" in names
+    assert not [n for n in names if "\x00" in n or not n.isprintable()]
+
+
+@pytest.mark.skipif(not PAIRS, reason=f"no upgrade pairs in {UPGRADES}")
+def test_a_refusal_names_the_exception_flink_threw(verdicts):
+    """On each pair Flink refused and preflight fails: one finding names Flink's root cause, its
+    class and the opening of its message (up to the first value that varies: a path, a
+    serializer's identity hash)."""
+    import re
+
+    for pair in PAIRS:
+        label, doc = pair["label"], verdicts[pair["id"]]
+        if label["outcome"] != "failed" or doc["verdict"] != "fails":
+            continue
+        opening = re.split(r"[(@]|file:|/tmp/|\d", label["root_cause_message"] or "", maxsplit=1)[0][:60]
+        errors = [f["flink_error"] for f in doc["findings"] if f["outcome"] == "incompatible"]
+        want = f"{label['root_cause_class']}: {opening}"
+        assert any(e.startswith(want) for e in errors), (pair["id"], want, errors)
