@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import _escape, human_bytes
+from ckptctl.cli.output import human_bytes
+from ckptctl.cli.terminal import styled
 
 if TYPE_CHECKING:
     from ckptctl.preflight import PreflightReport
@@ -24,7 +25,7 @@ def report(console: Any, r: PreflightReport, named: str, against: str) -> None:
     assumptions, the verdict."""
     from rich.table import Table
 
-    console.print(_escape(f"preflight {named} against {against} (Flink {r.target_flink}, {r.target_flink_source})"),
+    console.print(f"preflight {named} against {against} (Flink {r.target_flink}, {r.target_flink_source})",
                   style="bold")  # fmt: skip
     table = Table(title=None, show_edge=False)
     for h in ("operator", "mapping", "p / max p", "state", "outcome"):
@@ -36,8 +37,8 @@ def report(console: Any, r: PreflightReport, named: str, against: str) -> None:
         old = f"{o.snapshot_parallelism}/{o.snapshot_max_parallelism}" if o.in_snapshot else "-"
         new = f"{o.parallelism}/{o.max_parallelism}" if o.in_new else "-"
         style = _STYLE.get(o.outcome, "warning")
-        table.add_row(_escape(label), mapping, f"{old} → {new}", human_bytes(o.state_bytes) if o.has_state else "-",
-                      f"[{style}]{o.outcome}[/{style}]")  # fmt: skip
+        table.add_row(label, mapping, f"{old} → {new}", human_bytes(o.state_bytes) if o.has_state else "-",
+                      styled(f"[{style}]{{}}[/{style}]", o.outcome))  # fmt: skip
     console.print(table)
     for f in r.findings:
         if f.outcome == "as-is":
@@ -47,15 +48,15 @@ def report(console: Any, r: PreflightReport, named: str, against: str) -> None:
         where = f"{who}" + (f" / {f.state}" if f.state else "")
         amount = f" ({human_bytes(f.bytes)})" if f.bytes and f.outcome in ("dropped", "migration") else ""
         console.print(
-            f"[{style}]{f.outcome}[/{style}] {_escape(f.check)} {_escape(where)}: {_escape(f.detail)}{amount}"
+            styled(f"[{style}]{{}}[/{style}] {{}} {{}}: {{}}{{}}", f.outcome, f.check, where, f.detail, amount)
         )
         if f.flink_error:
-            console.print(_escape(f"  Flink: {f.flink_error}"), overflow="fold")
+            console.print(f"  Flink: {f.flink_error}", overflow="fold")
         if f.blocking_class:
-            console.print(_escape(f"  blocked by {f.blocking_class}"), overflow="fold")
+            console.print(f"  blocked by {f.blocking_class}", overflow="fold")
     for a in r.assumptions:
-        console.print(_escape(f"assumed: {a}"))
+        console.print(f"assumed: {a}")
     if r.dropped_bytes:
-        console.print(_escape(f"dropped with --allowNonRestoredState: {human_bytes(r.dropped_bytes)}"))
+        console.print(f"dropped with --allowNonRestoredState: {human_bytes(r.dropped_bytes)}")
     style = _VERDICT[r.verdict]
-    console.print(f"[{style}]{r.verdict}[/{style}]")
+    console.print(styled(f"[{style}]{{}}[/{style}]", r.verdict))
