@@ -24,6 +24,7 @@ from ckptctl.layout import JOB_ID_RE, CheckpointLocation, below_job_area, fixed_
 from ckptctl.rebase import written_job_dir
 
 if TYPE_CHECKING:
+    from ckptctl.gc.mounts import OtherMounts
     from ckptctl.gc.plan import Folded, Retention, Scopes
 
 
@@ -32,9 +33,10 @@ class _Contexts:
 
     def __init__(
         self, scopes: Scopes, retention: Retention, forst_parents: Callable[[], Iterable[str]], future_limit: float,
-        evidence: JobEvidence,
+        evidence: JobEvidence, mounts: OtherMounts | None = None,
     ) -> None:  # fmt: skip
         self.scopes = scopes
+        self.mounts = mounts  # other mounts below the roots: their files are kept unless named
         self.evidence = evidence
         self.collect_dead = scopes.options.collect_dead_jobs
         self.collect_fixed = scopes.options.collect_fixed_id_changelog
@@ -107,6 +109,8 @@ class _Contexts:
             return self._kept(Reason.ABNORMAL_PATH)
         if kind is None:
             return self._kept(Reason.NOT_FLINK_FILE)
+        if self.mounts and self.mounts.unnamed_of(parent) is not None:
+            return self._kept(Reason.OTHER_MOUNT)  # no job's: the same files may be counted under their name
         if kind == "changelog":
             # DSTL files: <dir>/<job-id>/dstl/<uuid>. Checkpoint structure in here (chk-N, shared/,
             # taskowned/ of a job, seen from the changelog dir or from a root holding it) means

@@ -48,6 +48,7 @@ from ckptctl.gc.listed import (
     name_flags,
     unlisted,
 )
+from ckptctl.gc.mounts import OtherMounts
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.reasons import Refusal
 from ckptctl.gc.rule import FileRule, RunToDecide
@@ -188,6 +189,7 @@ class _Planner(InventorySource, Guards):
                                                   ((root, run.parent) for root, runs in listings for run in runs))
         self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
         self.check_no_aliases()
+        self.check_mounts(retention)
         plan = self.classify(now, now_source, cutoff, retention, folded, listings)
         if self.inventory is not None:
             self.check_metadata_after_plan()
@@ -491,7 +493,8 @@ class _Planner(InventorySource, Guards):
             worker.shutdown()
 
     def contexts(self, now: float, retention: Retention, evidence: JobEvidence, forst_parents) -> _Contexts:
-        return _Contexts(self.scopes, retention, forst_parents, now + CLOCK_TOLERANCE, evidence)
+        return _Contexts(self.scopes, retention, forst_parents, now + CLOCK_TOLERANCE, evidence,
+                         OtherMounts(self.scopes, self.notes))  # fmt: skip
 
     def rule(self, now: float, cutoff: float, check_expired: bool) -> FileRule:
         # --inventory: a file modified once the report began may be in it as it was, or not at all

@@ -34,6 +34,7 @@ class Reason(StrEnum):
     ABNORMAL_PATH = "abnormal-path"
     DEAD_JOB = "dead-job"
     AFTER_INVENTORY = "after-inventory"
+    OTHER_MOUNT = "other-mount"
 
     @property
     def text(self) -> str:
@@ -65,6 +66,8 @@ _TEXT = {
     Reason.DEAD_JOB: "file of a job with no retained checkpoint, kept (a CLAIM job elsewhere may borrow it; "
     "--collect-dead-jobs)",
     Reason.AFTER_INVENTORY: "modified after the S3 Inventory report began (--inventory): the report cannot speak for it",
+    Reason.OTHER_MOUNT: "on another mount below the root, not named as a ROOT (a second mount of the same storage "
+    "names the root's files again)",
 }
 
 UNREFERENCED = frozenset(
@@ -90,6 +93,8 @@ class Refusal(StrEnum):
     JOB_STARTING = "job-starting"
     METADATA_BEING_WRITTEN = "metadata-being-written"
     ALIASED_PATH = "aliased-path"
+    OTHER_MOUNT = "other-mount"
+    SIBLING_REFERENCES = "sibling-references"
 
 
 def describe(code: str) -> str:

@@ -655,6 +655,7 @@ class _SparkPlanner(_Planner):
                                                   ((listed[d.root_idx], d.key) for d in summary.dirs))
         self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
         self.check_no_aliases()
+        self.check_mounts(retention)
         plan = self.classify_on_executors(now, now_source, cutoff, rule, retention, folded, fold_df, joined, summary)
         if self.inventory is not None:
             self.check_metadata_after_plan()
