@@ -52,6 +52,7 @@ from ckptctl.gc.mounts import OtherMounts
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.reasons import Refusal
 from ckptctl.gc.rule import FileRule, RunToDecide
+from ckptctl.gc.siblings import beside, job_directory_roots, sibling_checkpoints, unmapped_references
 from ckptctl.layout import (
     METADATA_FILE,
     CheckpointLocation,
@@ -163,6 +164,7 @@ class _Planner(InventorySource, Guards):
         self.warnings: list[str] = []
         self.notes: dict[str, st.WalkNotes] = {}  # root -> what its walk saw besides files
         self.late: list[str] = []  # checkpoints found only by the full listing (fold_late)
+        self.siblings: list[str] = []  # checkpoints beside a ROOT that is a job directory (fold_siblings)
         self.inventory = None  # --inventory: the parsed manifest (ckptctl.inventory.Inventory)
         self.inventory_record: dict[str, Any] | None = None
         self.metadata_seen: set[tuple] = set()  # --inventory: the _metadata files discovery listed
@@ -188,6 +190,7 @@ class _Planner(InventorySource, Guards):
         hidden = self.check_checkpoints_unchanged(discovered, _named(listings, METADATA_FILE),
                                                   ((root, run.parent) for root, runs in listings for run in runs))
         self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
+        self.fold_siblings(retention, folded)
         self.check_no_aliases()
         self.check_mounts(retention)
         plan = self.classify(now, now_source, cutoff, retention, folded, listings)
@@ -401,6 +404,56 @@ class _Planner(InventorySource, Guards):
             "below a directory named like a JobID? Scan it as its own root"
         )
 
+    def fold_siblings(self, retention: Retention, folded: Folded) -> None:
+        """A ROOT that is a job directory: the checkpoints of the job directories beside it (not
+        scanned) may borrow its files, a job restored from it in CLAIM mode above all
+        (:mod:`ckptctl.gc.siblings`). Read each as a retained checkpoint, so that what it
+        references under the scopes stays live; its own files are not judged (nor its references
+        to them: they are no external references of the plan). Refused when a sibling's
+        ``_metadata`` cannot be read, or it names the ROOT's job directory somewhere no mapping
+        brings under the ROOT."""
+        roots = job_directory_roots(self.options.roots)
+        parents = list(dict.fromkeys(beside(r) for r in roots))
+        if None in parents:
+            self.refuse(Refusal.SIBLING_REFERENCES, "a ROOT is a job directory at the top of its file system: the "
+                        "job directories beside it, which may borrow its files, are not read. Scan the directory "
+                        "holding them instead")  # fmt: skip
+        locs = [loc for parent in parents if parent is not None
+                for loc in sibling_checkpoints(self.storage, parent, self.scopes)]  # fmt: skip
+        if not locs:
+            return
+        extra = fold_references(self.storage, locs, {loc.uri for loc in locs}, self.options.rebase,
+                                self.scopes.prefixes)  # fmt: skip
+        # what they reference under the scopes (not their own _metadata, which is outside)
+        borrowed = {p for p in extra.live if p.startswith(self.scopes.prefixes)}
+        folded.live |= borrowed
+        for path, spans in extra.spans.items():
+            folded.spans.setdefault(path, []).extend(spans)
+        folded.info.update(extra.info)
+        for code, message in extra.refusals:
+            # written elsewhere is no refusal here: only a sibling's references into the ROOTs
+            # matter, and a name of their job directories that maps nowhere is refused below
+            if code != Refusal.MOVED_DIRECTORY.value:
+                self.refuse(Refusal(code), message)
+        unmapped = unmapped_references(extra.external, roots)
+        if unmapped:
+            self.refuse(
+                Refusal.SIBLING_REFERENCES,
+                f"{len(unmapped)} references of checkpoints beside a ROOT that is a job directory name that job "
+                f"directory at another location (first: {unmapped[0]['path']}, by {unmapped[0]['referenced_by']}): "
+                "files they borrow under a name that maps to none here. Map it with --rebase, or scan "
+                f"{first_of([p for p in parents if p is not None], 3)} as the ROOT",
+            )
+        retention.retained.extend(locs)
+        self.siblings = [loc.uri for loc in locs]
+        borrowed.update(extra.spans)
+        if borrowed:
+            self.warnings.append(
+                f"{len(borrowed)} files of the ROOTs are referenced by checkpoints of the job directories beside them "
+                f"(first: {min(borrowed)}; {len(locs)} checkpoints read there, e.g. {locs[0].uri}): a job restored "
+                "in CLAIM mode borrows them. They are kept"
+            )
+
     def _renamed_checkpoint(self, loc: CheckpointLocation) -> bool:
         """A ``_metadata`` below a job's ``shared/`` or ``taskowned/`` in a directory of no
         checkpoint's name that begins with Flink's magic number: a checkpoint or savepoint
@@ -457,7 +510,7 @@ class _Planner(InventorySource, Guards):
         if worker is None:
             return flag_listed(runs, live, expired)
         try:
-            if self.late:
+            if self.late or self.siblings:
                 return flag_listed(runs, live, expired)
             # all pieces submitted at once: the executor pickles the next one or two while the worker
             # looks the last up (no round trip per piece), and holds the rest as references
@@ -579,6 +632,7 @@ class _Planner(InventorySource, Guards):
                               for p, first in n.aliases],
             "mounts": [m for n in notes for m in n.mounts],
             "found_by_listing_only": self.late,
+            "read_beside_roots": self.siblings,
         }  # fmt: skip
 
 

@@ -26,7 +26,8 @@ import pytest
 from ckptctl.gc import GcOptions
 from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
-from tests.gc.test_spark_plan import assert_same_plan, fixed_clock, spark  # noqa: F401 - fixtures
+from tests.gc.test_spark_plan import MASTER, assert_same_plan
+from tests.support.fixed_clock import fixed_clock
 from tests.support.fixture_cases import REPO, manifest
 from tests.support.gc_plans import OLD, apply, candidates, codes, plan_to_file, protected, snapshot
 from tests.support.gc_support import DAY, T0, Scenario, ckptctl, plan_json
@@ -165,9 +166,18 @@ def options_of(
                      rebase=Rebase.of([(sc.original, str(sc.root)), *rebase]), **overrides)  # fmt: skip
 
 
-def test_spark_plan_of_other_mounts_equals_local_plan(spark, tmp_path: Path) -> None:  # noqa: F811
+@pytest.fixture(scope="module")
+def spark():
+    """The embedded Spark session the other Spark tests use (no JVM restart between modules)."""
+    from ckptctl.engine.spark import spark_session
+
+    return spark_session(MASTER)
+
+
+def test_spark_plan_of_other_mounts_equals_local_plan(spark, tmp_path: Path, monkeypatch) -> None:
     """Both planners keep a mount's files, refuse checkpoints below one in a job's shared/, and
     classify a mount named as a ROOT: the same plans."""
+    fixed_clock(monkeypatch)
     sc = Scenario("2.2.0", "basic", tmp_path)
     (job,) = sc.jobs()
     sc.plant(f"checkpoints/{job.name}/shared/orphan")
