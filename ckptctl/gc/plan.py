@@ -52,7 +52,14 @@ from ckptctl.gc.mounts import OtherMounts
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.reasons import Refusal
 from ckptctl.gc.rule import FileRule, RunToDecide
-from ckptctl.gc.siblings import beside, job_directory_roots, sibling_checkpoints, unmapped_references
+from ckptctl.gc.siblings import (
+    beside,
+    job_directory_roots,
+    listed_beside,
+    sibling_checkpoints,
+    starting_beside,
+    unmapped_references,
+)
 from ckptctl.layout import (
     METADATA_FILE,
     CheckpointLocation,
@@ -418,8 +425,24 @@ class _Planner(InventorySource, Guards):
             self.refuse(Refusal.SIBLING_REFERENCES, "a ROOT is a job directory at the top of its file system: the "
                         "job directories beside it, which may borrow its files, are not read. Scan the directory "
                         "holding them instead")  # fmt: skip
-        locs = [loc for parent in parents if parent is not None
-                for loc in sibling_checkpoints(self.storage, parent, self.scopes)]  # fmt: skip
+        locs: list[CheckpointLocation] = []
+        starting: list[str] = []
+        since = min((loc.metadata.mtime or 0) for loc in retention.expired) if retention.expired else None
+        for parent in parents:
+            if parent is None:
+                continue
+            files = listed_beside(self.storage, parent, self.scopes)
+            here = sibling_checkpoints(self.storage, parent, files)
+            locs += here
+            if since is not None:
+                starting += starting_beside(parent, files, here, since)
+        if starting:
+            self.refuse(
+                Refusal.JOB_STARTING,
+                f"{len(starting)} job directories beside a ROOT have fresh checkpoint files but no completed "
+                f"checkpoint (first: {starting[0]}): a job restored from a checkpoint --keep-last would expire may "
+                "be taking its first one. Run the plan again once it has completed a checkpoint, or without --keep-last",
+            )
         if not locs:
             return
         extra = fold_references(self.storage, locs, {loc.uri for loc in locs}, self.options.rebase,

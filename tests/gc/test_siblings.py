@@ -11,6 +11,7 @@ In-process, on Spark, and over S3 (one more listing: the parent's pruned walk).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,20 @@ def test_an_unreadable_sibling_checkpoint_refuses_the_plan(tmp_path: Path) -> No
     plan = plan_json(str(sc.checkpoints / JOB_1), *sc.rebase, *OLD, expect=1)
     assert "unreadable-metadata" in codes(plan)
     assert any(sc.uri(metadata.parent) in r["message"] for r in plan["refusals"])
+
+
+def test_a_job_starting_beside_a_job_directory_root_blocks_keep_last(tmp_path: Path) -> None:
+    """A job restored from job 1 and taking its first checkpoint beside it (a ``chk-N`` with files
+    and no ``_metadata`` yet) will reference what it restored: --keep-last expires nothing then,
+    as for a job starting inside the scanned root."""
+    sc = Scenario("2.2.0", "claim", tmp_path)
+    args = [str(sc.checkpoints / JOB_1), *sc.rebase, *OLD, "--keep-last", "1", "--force"]
+    quiet = plan_json(*args)
+    assert quiet["expired"] and "job-starting" not in codes(quiet)
+    sc.plant(f"checkpoints/{'c' * 32}/chk-1/operator-state", mtime=time.time() - 60)
+    plan = plan_json(*args, expect=1)
+    assert "job-starting" in codes(plan)
+    assert any("c" * 32 in r["message"] for r in plan["refusals"])
 
 
 def test_a_sibling_naming_the_root_where_no_mapping_reaches_is_named() -> None:
