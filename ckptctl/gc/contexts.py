@@ -25,6 +25,7 @@ from ckptctl.rebase import written_job_dir
 
 if TYPE_CHECKING:
     from ckptctl.gc.activity import JobActivity
+    from ckptctl.gc.mounts import OtherMounts
     from ckptctl.gc.plan import Folded, Retention, Scopes
 
 
@@ -33,9 +34,10 @@ class _Contexts:
 
     def __init__(
         self, scopes: Scopes, retention: Retention, forst_parents: Callable[[], Iterable[str]], future_limit: float,
-        evidence: JobEvidence, activity: JobActivity,
+        evidence: JobEvidence, activity: JobActivity, mounts: OtherMounts | None = None,
     ) -> None:  # fmt: skip
         self.scopes = scopes
+        self.mounts = mounts  # other mounts below the roots: their files are kept unless named
         self.evidence = evidence
         self.activity = activity  # of a job without a retained checkpoint: when it last wrote, its chk-N began
         self.collect_dead = scopes.options.collect_dead_jobs
@@ -109,6 +111,8 @@ class _Contexts:
             return self._kept(Reason.ABNORMAL_PATH)
         if kind is None:
             return self._kept(Reason.NOT_FLINK_FILE)
+        if self.mounts and self.mounts.unnamed_of(parent) is not None:
+            return self._kept(Reason.OTHER_MOUNT)  # no job's: the same files may be counted under their name
         if kind == "changelog":
             # DSTL files: <dir>/<job-id>/dstl/<uuid>. Checkpoint structure in here (chk-N, shared/,
             # taskowned/ of a job, seen from the changelog dir or from a root holding it) means

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError, StoreUnanswered
+from ckptctl.gc.mounts import OtherMounts
 from ckptctl.gc.reasons import Reason, Refusal
 from ckptctl.layout import CHK_RE, below_job_area, flink_area_subdir, is_checkpoint_metadata, place_of
 from ckptctl.refs import load_checkpoint, referenced_files
@@ -130,11 +131,39 @@ class Guards:
                 f"{len(followed)} directory symlinks were followed (first: {link} -> {target}); the files below "
                 "them are read and kept, never deleted through a link"
             )
-        mounts = [m for notes in self.notes.values() for m in notes.mounts]
-        if mounts:
+
+    def check_mounts(self, retention: Retention) -> None:
+        """Other mounts below the roots fail closed (:mod:`ckptctl.gc.mounts`): the files of one no
+        scope names are kept (the contexts say ``other-mount``); a checkpoint found below a mount
+        in a job's ``shared/`` or ``taskowned/`` is a mounted copy of a job directory, and one
+        ``--keep-last`` would expire below an unnamed mount could not go as a unit (its
+        ``_metadata`` is kept there): both refuse the plan."""
+        mounts = OtherMounts(self.scopes, self.notes)
+        if not mounts:
+            return
+        locs = [*retention.retained, *retention.expired]
+        inside = sorted((loc.uri, m) for loc in locs if (m := mounts.in_job_area_of(loc.uri)) is not None)
+        if inside:
+            self.refuse(
+                Refusal.OTHER_MOUNT,
+                f"{len(inside)} checkpoints lie below a mount inside a job's shared/ or taskowned/ (first: {inside[0][0]} "
+                f"on the mount {inside[0][1]}), where Flink writes none: a second mount of a job's directory makes "
+                "its files look unreferenced under their other name. Unmount it, or scan the real location only",
+            )
+        expiring = sorted(loc.uri for loc in retention.expired if mounts.unnamed_of(loc.uri) is not None)
+        if expiring:
+            self.refuse(
+                Refusal.OTHER_MOUNT,
+                f"{len(expiring)} checkpoints --keep-last would expire lie on another mount below the roots (first: "
+                f"{expiring[0]}), whose files are kept: they cannot be expired as a unit. Name the mount as a ROOT "
+                "if it is a volume of its own, or run without --keep-last",
+            )
+        unnamed = mounts.unnamed()
+        if unnamed:
             self.warnings.append(
-                f"{len(mounts)} directories below the roots are other mounts (first: {mounts[0]}); their files "
-                "are classified like the rest"
+                f"{len(unnamed)} directories below the roots are other mounts (first: {unnamed[0]}); their files are "
+                "kept (other-mount): a second mount of the same storage names the same files again. If one is a "
+                "volume of its own, name it as a ROOT to collect there"
             )
 
     def missing_files(

@@ -49,9 +49,18 @@ from ckptctl.gc.listed import (
     name_flags,
     unlisted,
 )
+from ckptctl.gc.mounts import OtherMounts
 from ckptctl.gc.options import GcOptions
 from ckptctl.gc.reasons import Reason, Refusal
 from ckptctl.gc.rule import FileRule, RunToDecide
+from ckptctl.gc.siblings import (
+    beside,
+    job_directory_roots,
+    listed_beside,
+    sibling_checkpoints,
+    starting_beside,
+    unmapped_references,
+)
 from ckptctl.layout import (
     METADATA_FILE,
     CheckpointLocation,
@@ -163,6 +172,7 @@ class _Planner(InventorySource, Guards):
         self.warnings: list[str] = []
         self.notes: dict[str, st.WalkNotes] = {}  # root -> what its walk saw besides files
         self.late: list[str] = []  # checkpoints found only by the full listing (fold_late)
+        self.siblings: list[str] = []  # checkpoints beside a ROOT that is a job directory (fold_siblings)
         self.inventory = None  # --inventory: the parsed manifest (ckptctl.inventory.Inventory)
         self.inventory_record: dict[str, Any] | None = None
         self.metadata_seen: set[tuple] = set()  # --inventory: the _metadata files discovery listed
@@ -188,7 +198,9 @@ class _Planner(InventorySource, Guards):
         hidden = self.check_checkpoints_unchanged(discovered, _named(listings, METADATA_FILE),
                                                   ((root, run.parent) for root, runs in listings for run in runs))
         self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
+        self.fold_siblings(retention, folded)
         self.check_no_aliases()
+        self.check_mounts(retention)
         plan = self.classify(now, now_source, cutoff, retention, folded, listings)
         if self.inventory is not None:
             self.check_metadata_after_plan()
@@ -400,6 +412,72 @@ class _Planner(InventorySource, Guards):
             "below a directory named like a JobID? Scan it as its own root"
         )
 
+    def fold_siblings(self, retention: Retention, folded: Folded) -> None:
+        """A ROOT that is a job directory: the checkpoints of the job directories beside it (not
+        scanned) may borrow its files, a job restored from it in CLAIM mode above all
+        (:mod:`ckptctl.gc.siblings`). Read each as a retained checkpoint, so that what it
+        references under the scopes stays live; its own files are not judged (nor its references
+        to them: they are no external references of the plan). Refused when a sibling's
+        ``_metadata`` cannot be read, or it names the ROOT's job directory somewhere no mapping
+        brings under the ROOT."""
+        roots = job_directory_roots(self.options.roots)
+        parents = list(dict.fromkeys(beside(r) for r in roots))
+        if None in parents:
+            self.refuse(Refusal.SIBLING_REFERENCES, "a ROOT is a job directory at the top of its file system: the "
+                        "job directories beside it, which may borrow its files, are not read. Scan the directory "
+                        "holding them instead")  # fmt: skip
+        locs: list[CheckpointLocation] = []
+        starting: list[str] = []
+        since = min((loc.metadata.mtime or 0) for loc in retention.expired) if retention.expired else None
+        for parent in parents:
+            if parent is None:
+                continue
+            files = listed_beside(self.storage, parent, self.scopes)
+            here = sibling_checkpoints(self.storage, parent, files)
+            locs += here
+            if since is not None:
+                starting += starting_beside(parent, files, here, since)
+        if starting:
+            self.refuse(
+                Refusal.JOB_STARTING,
+                f"{len(starting)} job directories beside a ROOT have fresh checkpoint files but no completed "
+                f"checkpoint (first: {starting[0]}): a job restored from a checkpoint --keep-last would expire may "
+                "be taking its first one. Run the plan again once it has completed a checkpoint, or without --keep-last",
+            )
+        if not locs:
+            return
+        extra = fold_references(self.storage, locs, {loc.uri for loc in locs}, self.options.rebase,
+                                self.scopes.prefixes)  # fmt: skip
+        # what they reference under the scopes (not their own _metadata, which is outside)
+        borrowed = {p for p in extra.live if p.startswith(self.scopes.prefixes)}
+        folded.live |= borrowed
+        for path, spans in extra.spans.items():
+            folded.spans.setdefault(path, []).extend(spans)
+        folded.info.update(extra.info)
+        for code, message in extra.refusals:
+            # written elsewhere is no refusal here: only a sibling's references into the ROOTs
+            # matter, and a name of their job directories that maps nowhere is refused below
+            if code != Refusal.MOVED_DIRECTORY.value:
+                self.refuse(Refusal(code), message)
+        unmapped = unmapped_references(extra.external, roots)
+        if unmapped:
+            self.refuse(
+                Refusal.SIBLING_REFERENCES,
+                f"{len(unmapped)} references of checkpoints beside a ROOT that is a job directory name that job "
+                f"directory at another location (first: {unmapped[0]['path']}, by {unmapped[0]['referenced_by']}): "
+                "files they borrow under a name that maps to none here. Map it with --rebase, or scan "
+                f"{first_of([p for p in parents if p is not None], 3)} as the ROOT",
+            )
+        retention.retained.extend(locs)
+        self.siblings = [loc.uri for loc in locs]
+        borrowed.update(extra.spans)
+        if borrowed:
+            self.warnings.append(
+                f"{len(borrowed)} files of the ROOTs are referenced by checkpoints of the job directories beside them "
+                f"(first: {min(borrowed)}; {len(locs)} checkpoints read there, e.g. {locs[0].uri}): a job restored "
+                "in CLAIM mode borrows them. They are kept"
+            )
+
     def _renamed_checkpoint(self, loc: CheckpointLocation) -> bool:
         """A ``_metadata`` below a job's ``shared/`` or ``taskowned/`` in a directory of no
         checkpoint's name that begins with Flink's magic number: a checkpoint or savepoint
@@ -458,7 +536,7 @@ class _Planner(InventorySource, Guards):
         if worker is None:
             return flag_listed(runs, live, expired)
         try:
-            if self.late:
+            if self.late or self.siblings:
                 return flag_listed(runs, live, expired)
             # all pieces submitted at once: the executor pickles the next one or two while the worker
             # looks the last up (no round trip per piece), and holds the rest as references
@@ -495,7 +573,8 @@ class _Planner(InventorySource, Guards):
 
     def contexts(self, now: float, retention: Retention, evidence: JobEvidence, activity: JobActivity,
                  forst_parents) -> _Contexts:  # fmt: skip
-        return _Contexts(self.scopes, retention, forst_parents, now + CLOCK_TOLERANCE, evidence, activity)
+        return _Contexts(self.scopes, retention, forst_parents, now + CLOCK_TOLERANCE, evidence, activity,
+                         OtherMounts(self.scopes, self.notes))  # fmt: skip
 
     def quiet_before(self, rule: FileRule) -> float:
         """A job without a retained checkpoint seen at work since this time may be running
@@ -594,6 +673,7 @@ class _Planner(InventorySource, Guards):
                               for p, first in n.aliases],
             "mounts": [m for n in notes for m in n.mounts],
             "found_by_listing_only": self.late,
+            "read_beside_roots": self.siblings,
         }  # fmt: skip
 
 

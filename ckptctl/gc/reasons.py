@@ -35,6 +35,7 @@ class Reason(StrEnum):
     DEAD_JOB = "dead-job"
     JOB_ACTIVE = "job-active"
     AFTER_INVENTORY = "after-inventory"
+    OTHER_MOUNT = "other-mount"
 
     @property
     def text(self) -> str:
@@ -69,6 +70,8 @@ _TEXT = {
     Reason.JOB_ACTIVE: "file of a job with no retained checkpoint that wrote a file or a chk-N less than "
     "--older-than + --margin ago: it may be running, its first checkpoint in flight (kept whole)",
     Reason.AFTER_INVENTORY: "modified after the S3 Inventory report began (--inventory): the report cannot speak for it",
+    Reason.OTHER_MOUNT: "on another mount below the root, not named as a ROOT (a second mount of the same storage "
+    "names the root's files again)",
 }
 
 UNREFERENCED = frozenset(
@@ -94,6 +97,8 @@ class Refusal(StrEnum):
     JOB_STARTING = "job-starting"
     METADATA_BEING_WRITTEN = "metadata-being-written"
     ALIASED_PATH = "aliased-path"
+    OTHER_MOUNT = "other-mount"
+    SIBLING_REFERENCES = "sibling-references"
 
 
 def describe(code: str) -> str:

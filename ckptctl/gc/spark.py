@@ -662,7 +662,9 @@ class _SparkPlanner(_Planner):
         hidden = self.check_checkpoints_unchanged(discovered, summary.metadata_listing(listed),
                                                   ((listed[d.root_idx], d.key) for d in summary.dirs))
         self.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
+        self.fold_siblings(retention, folded)
         self.check_no_aliases()
+        self.check_mounts(retention)
         plan = self.classify_on_executors(now, now_source, cutoff, rule, retention, folded, fold_df, joined, summary)
         if self.inventory is not None:
             self.check_metadata_after_plan()
