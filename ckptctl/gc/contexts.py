@@ -102,7 +102,9 @@ class _Contexts:
             return reason, True, None, None, stats, unreferenced, forst
         anchor, evidence = anchored
         if anchor > self.future_limit:
-            anchor = math.inf  # no believable checkpoint time in this job: every file may be in flight
+            # no believable checkpoint time in this job: every file may be in flight. -inf, not inf:
+            # the rule holds a file when its mtime >= anchor - margin, which inf would never be
+            anchor = -math.inf
         return reason, True, anchor, evidence, stats, unreferenced, forst
 
     def _make(self, parent: str) -> tuple:
