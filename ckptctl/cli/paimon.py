@@ -117,6 +117,7 @@ def orphans_command(
         ),
     ],
     older_than: OlderThanOpt = None,
+    # the default given as a duration, parsed by AGE like any other: --help shows [default: 1h]
     min_age: Annotated[
         float,
         typer.Option(
@@ -126,7 +127,7 @@ def orphans_command(
             help="Never delete a file younger than this, whatever --older-than says: a running job's checkpoint "
             "in progress names its files nowhere yet. Lower it only when no job writes the table.",
         ),
-    ] = 3600.0,  # fmt: skip
+    ] = "1h",  # fmt: skip
     margin: Annotated[
         float | None,
         typer.Option(

@@ -52,7 +52,8 @@ class Row:
         fixed_end = null_bits_size(arity) + 8 * arity
         if fixed_end > len(data):
             raise BinaryRowError(
-                f"row of {len(data)} bytes is shorter than the fixed part of {arity} fields ({fixed_end} bytes)", 0
+                f"row of {len(data)} bytes is shorter than the fixed part of {arity} fields ({fixed_end} bytes)",
+                0,
             )
         self.data, self.arity, self.fixed_end = data, arity, fixed_end
 
@@ -169,13 +170,26 @@ class RawField(NamedTuple):
     value: Any
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "null": self.null, "slot": self.slot, "kind": self.kind, "value": self.value}
+        return {
+            "index": self.index,
+            "null": self.null,
+            "slot": self.slot,
+            "kind": self.kind,
+            "value": self.value,
+        }
 
 
 class RawRow(NamedTuple):
     arity: int
     fields: tuple[RawField, ...]
     size: int  # bytes of the row (without the arity int)
+    data: bytes = b""  # the row's bytes: a table's layout turns them into its partition directory
+
+    @property
+    def serialized(self) -> bytes:
+        """``SerializationUtils.serializeBinaryRow`` without its length: the arity (big-endian) and
+        the row, as a manifest holds a partition."""
+        return self.arity.to_bytes(4, "big") + self.data
 
     @property
     def values(self) -> list[Any]:
@@ -208,4 +222,4 @@ def raw_row(data: bytes, arity: int) -> RawRow:
             fields.append(RawField(i, False, slot.hex(), "int", struct.unpack("<i", slot[:4])[0]))
         else:
             fields.append(RawField(i, False, slot.hex(), "long", v))
-    return RawRow(arity, tuple(fields), len(data))
+    return RawRow(arity, tuple(fields), len(data), bytes(data))

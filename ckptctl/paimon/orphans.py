@@ -48,7 +48,7 @@ from ckptctl.paimon.anchors import (
     table_latest_commit,
     writer_anchors,
 )
-from ckptctl.paimon.restore import committers, held_file_names, sink_states
+from ckptctl.paimon.restore import TableView, committers, forecast, held_file_names, sink_states
 from ckptctl.paimon.sinkstate import END_INPUT_IDENTIFIER as END_INPUT  # a batch commit: the job ended
 from ckptctl.paimon.table import DAY_SECONDS, PaimonTable
 from ckptctl.storage import StorageOptions
@@ -103,6 +103,8 @@ class OrphanPlan:
     # nothing (no scanned writer) or everything (an anchor that dates nothing): see the warnings
     in_flight_from: float | None = None
     after_commit_from: float | None = None
+    # the checkpoint a restore takes (each job's newest retained) already broken: see broken_restores
+    broken: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def options(self) -> OrphanPlan:
@@ -122,7 +124,7 @@ class OrphanPlan:
             "candidates": [c.as_dict() for c in self.candidates], "held": self.held, "undated": self.undated,
             "margin": self.margin, "in_flight": self.in_flight, "after_last_commit": self.after_last_commit,
             "anchors": self.anchors, "latest_commit": self.latest_commit, "in_flight_from": self.in_flight_from,
-            "after_commit_from": self.after_commit_from,
+            "after_commit_from": self.after_commit_from, "broken_restores": self.broken,
             "candidate_bytes": sum(c.size for c in self.candidates),
         }  # fmt: skip
 
@@ -229,6 +231,7 @@ def plan_orphans(
     latest_commit = table_latest_commit(table, now)
     after_commit_at = after_commit_from(latest_commit, margin, warnings)
     held_names = held_file_names(states)
+    broken = broken_restores(loaded, table, warnings)
     candidates: list[Candidate] = []
     held: list[dict[str, Any]] = []
     undated: list[dict[str, Any]] = []
@@ -268,7 +271,39 @@ def plan_orphans(
         latest_commit=latest_commit,
         in_flight_from=in_flight_at if math.isfinite(in_flight_at) else None,
         after_commit_from=after_commit_at if math.isfinite(after_commit_at) else None,
+        broken=broken,
     )
+
+
+def broken_restores(loaded, table: PaimonTable, warnings: list[str]) -> list[dict[str, Any]]:
+    """Each job's newest retained checkpoint (what Flink restores after a restart) whose
+    committables a restore re-commits name files already gone from the table (hazard B): a
+    clean-up keeps every file a checkpoint holds, but no clean-up brings these back. One warning
+    each, and the files."""
+    newest: dict[str | None, tuple] = {}
+    for ck, state in loaded:
+        if ck.kind != "savepoint" and committers(state):
+            job = ck.location.job_id
+            if job not in newest or state.checkpoint_id > newest[job][1].checkpoint_id:
+                newest[job] = (ck, state)
+    if not newest:
+        return []
+    view = TableView(table)
+    out = []
+    for ck, state in newest.values():
+        for fc in forecast(ck.location.uri, ck.kind, state, view):
+            gone = [p for h in fc.hazards if h.code == "B" for p in h.files]
+            if not gone:
+                continue
+            out.append({"checkpoint": ck.location.uri, "checkpoint_id": state.checkpoint_id,
+                        "job_id": ck.location.job_id, "commit_user": fc.commit_user, "missing": gone})  # fmt: skip
+            warnings.append(
+                f"{ck.location.uri}, the checkpoint a restore of job {ck.location.job_id} takes, is already "
+                f"broken: {len(gone)} file(s) its committables need are gone (first {gone[0]}; --json lists "
+                "them): a restore from it fails with 'Cannot recover from this checkpoint'; see `ckptctl "
+                "paimon` for the newest safe one"
+            )
+    return out
 
 
 def write_plan(plan: OrphanPlan, path: str) -> None:

@@ -10,10 +10,12 @@ from the checkpoint's bytes and the table's files, without a JVM:
 
 - **A** no snapshot of the commit user survives (expired): Paimon cannot tell what was committed
   and re-commits every committable of the checkpoint, data that may already be in the table;
-- **B** a file a re-commit needs is gone (the restore fails with "Cannot recover from this
-  checkpoint because some files in the snapshot that need to be resubmitted have been deleted"),
-  or is named by no snapshot, tag or changelog, so Paimon's orphan clean-up deletes it once it is
-  older than its ``older_than`` (which knows nothing of Flink state);
+- **B** a file a re-commit needs is gone: the restore fails with "Cannot recover from this
+  checkpoint because some files in the snapshot that need to be resubmitted have been deleted";
+- **D** a file a re-commit needs is named by no snapshot, tag or changelog, so Paimon's orphan
+  clean-up (which knows nothing of Flink state) deletes it once it is older than its
+  ``older_than``: severe when it already is, and then the restore fails as in B (``B`` meant both
+  before; it now means gone, as scripts read it);
 - **C** the checkpoint is older than what the commit user already committed: nothing is
   re-committed, but the sources rewind, so the rows of the later commits are written again
   (duplicates in an append table or a summing aggregation; a deduplicating primary key absorbs them).
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl.paimon.sinkstate import RAW_STATES, Committable, OperatorSinkState, PaimonSinkState
-from ckptctl.paimon.table import DAY_SECONDS, PaimonTable, Snapshot
+from ckptctl.paimon.table import ADD, DAY_SECONDS, PaimonTable, Snapshot
 from ckptctl.storage import FileInfo
 
 # The data-file lists of a CommitMessage whose files Paimon checks before it re-commits.
@@ -47,7 +49,7 @@ class NeededFile:
     name: str
     list: str
     state: str
-    path: str | None = None  # where it is (relative to the table), when present
+    path: str | None = None  # where it is, or (missing) where Paimon looks for it: relative to the table
     size: int | None = None
     mtime: float | None = None
     checked: bool = True  # Paimon checks it exists before a re-commit
@@ -70,12 +72,30 @@ class CommittableFate:
 
 @dataclass
 class Hazard:
-    code: str  # "A", "B" or "C"
+    code: str  # "A", "B", "C" or "D" (see the module docstring)
     message: str
     severe: bool = True  # False: worth knowing, not a reason to stop a restore
+    files: list[str] = field(default_factory=list)  # B, D: every file concerned, relative to the table
 
     def to_json(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "severe": self.severe}
+        return {"code": self.code, "message": self.message, "severe": self.severe, "files": self.files}
+
+
+@dataclass
+class Replay:
+    """What a restore writes again: the commit user's snapshots after the checkpoint (the sources
+    rewind past them), the rows they added (``deltaRecordCount``) and the bytes of their new data
+    files (the delta manifests' file sizes). Compactions add no rows and are not counted."""
+
+    snapshots: list[int] = field(default_factory=list)
+    identifiers: list[int] = field(default_factory=list)
+    rows: int = 0
+    bytes: int = 0
+    rows_known: bool = True  # False: a snapshot without deltaRecordCount and unreadable manifests
+
+    def to_json(self) -> dict[str, Any]:
+        return {"snapshots": self.snapshots, "commit_identifiers": self.identifiers, "rows": self.rows,
+                "bytes": self.bytes, "rows_known": self.rows_known}  # fmt: skip
 
 
 @dataclass
@@ -90,6 +110,8 @@ class RestoreForecast:
     latest: Snapshot | None  # the commit user's latest surviving snapshot
     committables: list[CommittableFate] = field(default_factory=list)
     rewound: list[Snapshot] = field(default_factory=list)  # the user's snapshots after this checkpoint
+    replay: Replay = field(default_factory=Replay)  # what the rewound snapshots wrote: written again
+    recommit_reason: str | None = None  # why the re-committed committables are re-committed
     tag: str | None = None  # a savepoint-<id> tag of this checkpoint
     hazards: list[Hazard] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -112,7 +134,9 @@ class RestoreForecast:
                 "time_millis": latest.time_millis},
             "committables": [c.to_json() for c in self.committables],
             "recommitted": [c.identifier for c in self.committables if c.recommitted],
+            "recommit_reason": self.recommit_reason,
             "rewound_snapshots": [{"id": s.id, "commit_identifier": s.commit_identifier} for s in self.rewound],
+            "replay": self.replay.to_json(),
             "savepoint_tag": self.tag, "hazards": [h.to_json() for h in self.hazards], "problems": self.problems,
             "safe": self.safe, "gated": self.gated, "job_id": self.job_id,
         }  # fmt: skip
@@ -122,7 +146,9 @@ class TableView:
     """What the forecasts need of a table, read once: the user's snapshots, the names its
     snapshots/tags/changelogs use, the files in its bucket and index directories by name."""
 
-    def __init__(self, table: PaimonTable, older_than: float = DAY_SECONDS, older_than_at: float | None = None) -> None:
+    def __init__(
+        self, table: PaimonTable, older_than: float = DAY_SECONDS, older_than_at: float | None = None
+    ) -> None:
         self.table = table
         self.snapshots = table.snapshots()
         self.used = table.used_file_names()
@@ -136,18 +162,43 @@ class TableView:
         now, _src = table.storage.now(table.uri)
         self.now = now
         # Paimon's orphan clean-up cut-off: files older than this are deleted when nothing names them
-        self.older_than = older_than_at if older_than_at is not None else (None if now is None else now - older_than)
+        self.older_than = (
+            older_than_at if older_than_at is not None else (None if now is None else now - older_than)
+        )
         self._latest: dict[str, Snapshot | None] = {}
+
+    def replay(self, rewound: list[Snapshot]) -> Replay:
+        """What the rewound snapshots wrote: rows from ``deltaRecordCount`` (or, where a snapshot
+        lacks it, the row counts of the ADD entries of its delta manifests) and the bytes of those
+        entries. Compactions (commit kind COMPACT) rewrite, they add nothing the sources replay."""
+        from ckptctl.errors import CkptError
+
+        r = Replay([s.id for s in rewound], sorted({s.commit_identifier for s in rewound}))
+        for s in rewound:
+            if s.commit_kind == "COMPACT":
+                continue
+            added = []
+            try:
+                for meta in self.table.manifest_list(s.delta_manifest_list) if s.delta_manifest_list else []:
+                    added += [e.file for e in self.table.manifest(meta.file_name) if e.kind == ADD]
+            except CkptError:
+                r.rows_known = r.rows_known and s.delta_record_count is not None
+            r.bytes += sum(f.file_size for f in added)
+            r.rows += (
+                s.delta_record_count if s.delta_record_count is not None else sum(f.row_count for f in added)
+            )
+        return r
 
     def latest_of(self, user: str) -> Snapshot | None:
         if user not in self._latest:
             self._latest[user] = self.table.latest_snapshot_of_user(user)
         return self._latest[user]
 
-    def file(self, name: str, list_name: str, checked: bool) -> NeededFile:
+    def file(self, name: str, list_name: str, checked: bool, where: str | None = None) -> NeededFile:
+        """``where``: the path Paimon resolves the file to (its partition and bucket)."""
         f = self.files.get(name)
         if f is None:
-            return NeededFile(name, list_name, "missing", checked=checked)
+            return NeededFile(name, list_name, "missing", where, checked=checked)
         state = "present" if name in self.used else "unreferenced"
         return NeededFile(name, list_name, state, self.table.relative(f.uri), f.size, f.mtime, checked)
 
@@ -157,20 +208,34 @@ def committers(state: PaimonSinkState) -> list[OperatorSinkState]:
     return [op for op in state.operators if RAW_STATES in op.states]
 
 
-def named_files(c: Committable):
-    """(list name, file name) of every file a committable names, extra files (file indexes) too."""
+def named_files(c: Committable, table: PaimonTable | None = None):
+    """(list name, file name, path) of every file a committable names, extra files (file indexes)
+    too; the path (relative to the table, from the message's partition and bucket) when ``table``
+    is given, else None."""
     for m in c.messages:
         for list_name, files in m.lists.items():
+            index = list_name.endswith("index_files")
             for f in files:
-                yield list_name, f.file_name
+                external = getattr(f, "external_path", None)
+                path = None
+                if table is not None:
+                    path = table.file_path(m.partition.serialized, m.bucket, f.file_name, index, external)
+                yield list_name, f.file_name, path
                 for extra in getattr(f, "extra_files", ()):
-                    yield list_name, extra.rpartition("/")[2]
+                    name = extra.rpartition("/")[2]
+                    yield (
+                        list_name,
+                        name,
+                        None if path is None else f"{path.rpartition('/')[0]}/{name}".lstrip("/"),
+                    )
 
 
 def needed_files(c: Committable, view: TableView) -> list[NeededFile]:
     return [
-        view.file(name, list_name, list_name in RECOMMIT_DATA_LISTS or list_name.endswith("index_files"))
-        for list_name, name in named_files(c)
+        view.file(
+            name, list_name, list_name in RECOMMIT_DATA_LISTS or list_name.endswith("index_files"), path
+        )
+        for list_name, name, path in named_files(c, view.table)
     ]
 
 
@@ -201,6 +266,7 @@ def _one(checkpoint: str, kind: str, ck_id: int, op: OperatorSinkState, view: Ta
         again = latest is None or c.identifier > latest.commit_identifier
         fc.committables.append(CommittableFate(c.identifier, again, needed_files(c, view)))
     recommit = [c for c in fc.committables if c.recommitted]
+    fc.recommit_reason = _recommit_reason(user, latest, view)
     # A: the commit user has no surviving snapshot, yet the table holds what its committables
     # wrote. (Files present but named by no snapshot were never committed: committing them again
     # is the restore doing its job. Files gone are hazard B.)
@@ -208,51 +274,92 @@ def _one(checkpoint: str, kind: str, ck_id: int, op: OperatorSinkState, view: Ta
         in_table = [c.identifier for c in fc.committables if any(f.state == "present" for f in c.files)]
         if in_table:
             fc.hazards.append(Hazard("A", (
-                f"no snapshot of commit user {user} survives (expired), yet the table holds the files of "
-                f"committables {_ids(in_table)}: Paimon cannot tell they were committed and commits all "
-                f"{len(recommit)} again (a commit conflict fails the restore, or their rows are written twice)"
+                f"{fc.recommit_reason}; yet the table holds the files of committables {_ids(in_table)}: "
+                f"Paimon cannot tell they were committed and commits all {len(recommit)} again (a commit "
+                "conflict fails the restore, or their rows are written twice)"
             )))  # fmt: skip
-    # B: files a re-commit needs
+    # B: files a re-commit needs, gone
     missing = [f for c in recommit for f in c.files if f.checked and f.state == "missing"]
     if missing:
         fc.hazards.append(Hazard("B", (
-            f"{len(missing)} file(s) that a restore must commit again are gone from the table "
-            f"(first: {missing[0].name}): the restore fails with 'Cannot recover from this checkpoint'"
-        )))  # fmt: skip
+            f"{len(missing)} file(s) that a restore must commit again are gone from the table: the restore "
+            "fails with 'Cannot recover from this checkpoint'"
+        ), files=[_where(f) for f in missing]))  # fmt: skip
+    # D: files a re-commit needs that Paimon's orphan clean-up deletes
     at_risk = [f for c in recommit for f in c.files if f.state == "unreferenced"]
     if at_risk:
-        now_old = [f for f in at_risk if view.older_than is not None and f.mtime is not None and f.mtime < view.older_than]
+        now_old = [
+            f
+            for f in at_risk
+            if view.older_than is not None and f.mtime is not None and f.mtime < view.older_than
+        ]
         if now_old:
-            fc.hazards.append(Hazard("B", (
+            fc.hazards.append(Hazard("D", (
                 f"{len(now_old)} file(s) only this checkpoint holds are Paimon orphans older than the clean-up "
-                f"cut-off (first: {now_old[0].path}): a Paimon remove_orphan_files run now deletes them and the "
-                "restore then fails; clean with `ckptctl paimon orphans` instead"
-            )))  # fmt: skip
+                "cut-off: a Paimon remove_orphan_files run now deletes them and the restore then fails (B); "
+                "clean with `ckptctl paimon orphans` instead"
+            ), files=[_where(f) for f in now_old]))  # fmt: skip
         else:
-            fc.hazards.append(Hazard("B", (
-                f"{len(at_risk)} file(s) only this checkpoint holds are named by no snapshot (first: "
-                f"{at_risk[0].path}): a Paimon orphan clean-up deletes them once they are older than its cut-off"
-            ), severe=False))  # fmt: skip
+            fc.hazards.append(Hazard("D", (
+                f"{len(at_risk)} file(s) only this checkpoint holds are named by no snapshot: a Paimon orphan "
+                "clean-up deletes them once they are older than its cut-off"
+            ), severe=False, files=[_where(f) for f in at_risk]))  # fmt: skip
     # C: the checkpoint is older than what the user committed
     if latest is not None and latest.commit_identifier > ck_id:
         fc.rewound = sorted(
             (s for s in view.snapshots if s.commit_user == user and ck_id < s.commit_identifier),
             key=lambda s: s.id,
         )
+        fc.replay = view.replay(fc.rewound)
         absorbed = bool(view.primary_keys) and view.merge_engine in IDEMPOTENT_MERGE
         what = (
             f"primary-key table with merge-engine {view.merge_engine}: rows written again replace themselves"
             if absorbed
-            else "append table: the rows of those commits are written again (duplicates)"
+            else "append table: duplicates"
             if not view.primary_keys
-            else f"merge-engine {view.merge_engine}: the rows of those commits are merged again"
+            else f"merge-engine {view.merge_engine}: merged again"
         )
         fc.hazards.append(Hazard("C", (
             f"checkpoint {ck_id} is older than commit identifier {latest.commit_identifier} of snapshot "
-            f"{latest.id}: nothing is committed again but the sources rewind past "
-            f"{len(fc.rewound)} committed snapshot(s) ({what})"
+            f"{latest.id}: nothing is committed again but the sources rewind, and {replay_text(fc.replay)} "
+            f"are written again ({what})"
         ), severe=not absorbed))  # fmt: skip
     return fc
+
+
+def replay_text(r: Replay) -> str:
+    """``57 rows (4,213 bytes) of 2 committed snapshot(s) (#5-#6)``: what a rewind writes again."""
+    if not r.snapshots:
+        return "no committed snapshot"
+    rows = f"{r.rows:,} rows" if r.rows_known else f"at least {r.rows:,} rows"
+    span = f"#{r.snapshots[0]}" if len(r.snapshots) == 1 else f"#{r.snapshots[0]}-#{r.snapshots[-1]}"
+    return f"{rows} ({r.bytes:,} bytes) of {len(r.snapshots)} committed snapshot(s) ({span})"
+
+
+def _where(f: NeededFile) -> str:
+    return f.path or f.name
+
+
+def _recommit_reason(user: str, latest: Snapshot | None, view: TableView) -> str:
+    """Why Paimon's ``filterCommitted`` keeps the committables it keeps."""
+    if latest is not None:
+        return (
+            f"Paimon re-commits the committables above commit identifier {latest.commit_identifier} of "
+            f"snapshot {latest.id}, the latest of commit user {user}"
+        )
+    if not view.snapshots:
+        return (
+            f"the table has no snapshot, so none of commit user {user}: Paimon's filterCommitted keeps "
+            "every committable"
+        )
+    ids = [s.id for s in view.snapshots]
+    others = sorted({s.commit_user for s in view.snapshots})
+    span = f"snapshot {ids[0]}" if len(ids) == 1 else f"snapshots {min(ids)}-{max(ids)}"
+    return (
+        f"no snapshot of commit user {user} survives ({span}: commit user(s) "
+        f"{', '.join(others[:3])}{' …' if len(others) > 3 else ''}; the user's expired): Paimon's "
+        "filterCommitted finds no commit of the user, so it keeps every committable"
+    )
 
 
 def _ids(ids: list[int]) -> str:
@@ -267,7 +374,7 @@ def held_file_names(states: list[PaimonSinkState]) -> dict[str, list[int]]:
     for s in states:
         for op in committers(s):
             for c in op.committables:
-                for _list, name in named_files(c):
+                for _list, name, _path in named_files(c):
                     ids = held.setdefault(name, [])
                     if s.checkpoint_id not in ids:
                         ids.append(s.checkpoint_id)
@@ -285,6 +392,7 @@ class PaimonReport:
     unreadable: dict[str, str]
     tags: list[dict[str, Any]]  # the table's savepoint-<id> tags
     users: list[dict[str, Any]]  # the table's commit users and their latest snapshot
+    newest_safe: list[dict[str, Any]] = field(default_factory=list)  # per job: see :func:`newest_safe`
 
     @property
     def ok(self) -> bool:
@@ -295,6 +403,7 @@ class PaimonReport:
             "table": self.table, "root": self.root, "ok": self.ok,
             "checkpoints": [f.to_json() for f in self.forecasts], "without_paimon_sink": self.without_sink,
             "unreadable": self.unreadable, "savepoint_tags": self.tags, "commit_users": self.users,
+            "newest_safe": self.newest_safe,
         }  # fmt: skip
 
 
@@ -320,8 +429,13 @@ def sink_states(storage, path: str, mappings, unreadable: dict[str, str]):
 
 
 def run_report(
-    storage, path: str, table_uri: str, mappings, operator: str | None = None,
-    older_than: float = DAY_SECONDS, older_than_at: float | None = None,
+    storage,
+    path: str,
+    table_uri: str,
+    mappings,
+    operator: str | None = None,
+    older_than: float = DAY_SECONDS,
+    older_than_at: float | None = None,
 ) -> PaimonReport:
     """Forecast a restore of every checkpoint at ``path`` (one checkpoint, or all under a root)
     against the table; ``older_than`` / ``older_than_at``: the Paimon orphan clean-up cut-off
@@ -361,4 +475,30 @@ def run_report(
         latest = view.latest_of(user)
         users.append({"commit_user": user, "latest_snapshot": None if latest is None else latest.id,
                       "commit_identifier": None if latest is None else latest.commit_identifier})  # fmt: skip
-    return PaimonReport(table.uri, root, forecasts, without, unreadable, tags, users)
+    return PaimonReport(table.uri, root, forecasts, without, unreadable, tags, users, newest_safe(forecasts))
+
+
+def newest_safe(forecasts: list[RestoreForecast]) -> list[dict[str, Any]]:
+    """Per job (and committer), the newest checkpoint or savepoint an operator can restore: the
+    newest ``safe`` one, else (``safe`` false) the newest whose only hazard is C, the rows it
+    writes again being its price; what restoring it replays. A job with neither: ``checkpoint``
+    None."""
+    jobs: dict[tuple, list[RestoreForecast]] = {}
+    for f in forecasts:
+        jobs.setdefault((f.job_id, f.operator_id), []).append(f)
+    out = []
+    for (job, op), fs in jobs.items():
+        fs = sorted(fs, key=lambda f: f.checkpoint_id, reverse=True)
+        only_c = [f for f in fs if not f.problems and all(h.code == "C" for h in f.hazards if h.severe)]
+        pick = next((f for f in fs if f.safe), None) or next(iter(only_c), None)
+        gated = next((f for f in fs if f.gated), None)
+        out.append({
+            "job_id": job, "operator_id": op,
+            "checkpoint": None if pick is None else pick.checkpoint,
+            "checkpoint_id": None if pick is None else pick.checkpoint_id,
+            "safe": pick is not None and pick.safe,
+            "is_the_restored": pick is not None and pick is gated,
+            "recommits": [] if pick is None else [c.identifier for c in pick.committables if c.recommitted],
+            "replay": None if pick is None else pick.replay.to_json(),
+        })  # fmt: skip
+    return out

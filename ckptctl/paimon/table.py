@@ -242,6 +242,20 @@ class PaimonTable:
     def _file(self, rel: str) -> str:
         return f"{self.uri}/{rel}"
 
+    def file_path(self, partition: bytes, bucket: int, name: str, index: bool = False,
+                  external: str | None = None) -> str:  # fmt: skip
+        """Where a commit message's file lives, relative to the table (a full URI at an external
+        path): ``index/<name>`` for an index file, else ``<partition>/bucket-N/<name>``, the
+        directory a manifest entry of the same partition and bucket names."""
+        if external:
+            return normalize_uri(external)
+        if index:
+            return f"index/{name}"
+        try:
+            return f"{self._layout().bucket_dir(partition, bucket, self.uri)[1]}/{name}"
+        except PaimonFormatError:  # a partition row that does not fit the schema: the bucket alone
+            return f"<partition 0x{partition.hex()}>/{BUCKET_PREFIX}{bucket}/{name}"
+
     def with_branch(self, branch: str) -> PaimonTable:
         other = PaimonTable(self.uri, self.storage, branch)
         return other
@@ -843,16 +857,21 @@ class _Layout:
             cached = self._partition_paths[partition] = "/".join(parts)
         return cached
 
-    def data_file(self, meta: dict[str, Any], partition: bytes, bucket: int, uri: str) -> DataFile:
-        name = _field(meta, "_FILE_NAME", str, uri)
-        if "/" in name or name in ("", ".", ".."):
-            raise PaimonFormatError(f"data file name {name!r} is not a file name", path=uri)
+    def bucket_dir(self, partition: bytes, bucket: int, uri: str) -> tuple[str, str]:
+        """(partition path, the bucket's directory relative to the table): ``part=p0``,
+        ``part=p0/bucket-0`` (under ``data-file.path-directory`` when set)."""
         try:
             part = self.partition_path(partition, uri) if self.partition_keys else ""
         except UnsupportedPartitionType:
             part = f"<partition 0x{partition.hex()}>"
         bucket_dir = f"{BUCKET_PREFIX}postpone" if bucket == POSTPONE_BUCKET else f"{BUCKET_PREFIX}{bucket}"
-        rel_dir = "/".join(p for p in (self.data_dir, part, bucket_dir) if p)
+        return part, "/".join(p for p in (self.data_dir, part, bucket_dir) if p)
+
+    def data_file(self, meta: dict[str, Any], partition: bytes, bucket: int, uri: str) -> DataFile:
+        name = _field(meta, "_FILE_NAME", str, uri)
+        if "/" in name or name in ("", ".", ".."):
+            raise PaimonFormatError(f"data file name {name!r} is not a file name", path=uri)
+        part, rel_dir = self.bucket_dir(partition, bucket, uri)
         external = meta.get("_EXTERNAL_PATH")
         if external:
             path = normalize_uri(external)

@@ -100,21 +100,28 @@ def test_forecast_matches_the_real_restore(scenario: str, restore: str) -> None:
         assert codes == {"A"} and f.latest is None
 
 
-def test_a_paimon_orphan_clean_deletes_exactly_the_files_flagged_b() -> None:
+def test_a_paimon_orphan_clean_deletes_exactly_the_files_flagged_d() -> None:
     """pending_cleaned is pending's table after Paimon's own OrphanFilesClean (older_than = now): the
-    files it deleted are the ones the forecast of pending's newest checkpoint calls at risk."""
+    files it deleted are the ones the forecast of pending's newest checkpoint calls at risk, code D
+    (B is a file already gone: the same checkpoint against the cleaned table), each by its bucket path."""
     exp = expected("pending_cleaned")
     chk = moved(exp["restores"]["pending_cleaned-restore-newest"]["restored_from"])
     before, after = table_of("pending"), table_of("pending_cleaned")
-    deleted = {p.name for p in before.rglob("*.avro")} - {p.name for p in after.rglob("*.avro")}
+    deleted = {p.relative_to(before).as_posix() for p in before.rglob("*.avro")} - {
+        p.relative_to(after).as_posix() for p in after.rglob("*.avro")
+    }
     report = run_report(Storage(), str(chk), str(before), Rebase(), older_than_at=time.time())
     (f,) = report.forecasts
-    at_risk = {x.name for c in f.committables if c.recommitted for x in c.files if x.state == "unreferenced"}
+    at_risk = {x.path for c in f.committables if c.recommitted for x in c.files if x.state == "unreferenced"}
     assert deleted and at_risk == deleted
-    assert [h.code for h in f.hazards if h.severe] == ["B"] and not report.ok
+    assert [h.code for h in f.hazards if h.severe] == ["D"] and not report.ok
+    assert set(f.hazards[0].files) == deleted
     # the same table judged with a cut-off before its files: a note, not a hazard
     calm = run_report(Storage(), str(chk), str(before), Rebase(), older_than_at=never_old(before))
-    assert calm.ok and [h.code for h in calm.forecasts[0].hazards] == ["B"]
+    assert calm.ok and [h.code for h in calm.forecasts[0].hazards] == ["D"]
+    # once Paimon's clean-up ran, the same files are gone: B, with the same paths
+    (gone,) = run_report(Storage(), str(chk), str(after), Rebase(), older_than_at=never_old(after)).forecasts
+    assert [(h.code, set(h.files)) for h in gone.hazards] == [("B", deleted)]
 
 
 def test_a_root_gates_each_jobs_newest_checkpoint_and_shows_the_older_ones() -> None:

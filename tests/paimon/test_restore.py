@@ -158,6 +158,9 @@ def test_real_restores_do_what_ckptctl_forecasts(tmp_path: Path) -> None:
     }
     assert missing and {i for i, _ in missing} == {5, 6}
     missing_names = {n for _, n in missing}
+    # every missing file by where Paimon looks for it (partition/bucket-N/file), in the hazard too
+    missing_paths = {f["path"] for c in ff["committables"] for f in c["files"] if f["state"] == "missing"}
+    assert {h["code"]: set(h["files"]) for h in ff["hazards"]}["B"] == missing_paths
     before = {name: {s.id for s in PaimonTable(str(t)).snapshots()} for name, t in tables.items()}
 
     # the real restores: one JVM, the failing one first (it ends at once)
@@ -192,6 +195,8 @@ def test_real_restores_do_what_ckptctl_forecasts(tmp_path: Path) -> None:
         assert a["exception"].startswith(CANNOT_RECOVER), a["exception"]
         named = set(re.findall(r"data-[0-9a-f-]+-\d+\.avro", a["exception"]))
         assert named == missing_names
+        paths = set(re.findall(re.escape(str(cleaned)) + r"/([^\s,]+\.avro)", a["exception"]))
+        assert paths == missing_paths, (paths, missing_paths)
         assert str(cleaned) in a["exception"]  # the copy, not the fixture
     assert {s.id for s in PaimonTable(str(cleaned)).snapshots()} == before["pending_cleaned"]
     info = json.loads((tmp_path / "runs" / "pending_cleaned" / "info.json").read_text())

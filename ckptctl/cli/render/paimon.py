@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ckptctl.cli.output import human_bytes, styled
+from ckptctl.cli.output import human_bytes
+from ckptctl.cli.terminal import styled
 from ckptctl.views import short_uri
 
 _CODE_TEXT = {
     "A": "re-commits after expiration",
-    "B": "files a restore needs",
+    "B": "files a restore needs are gone",
     "C": "rewinds committed data",
+    "D": "files a restore needs are Paimon orphans",
 }
 
 
@@ -27,12 +29,28 @@ def _name(checkpoint: str, root: str) -> str:
     return checkpoint.rstrip("/").rpartition("/")[2] if checkpoint == root else short_uri(checkpoint, root)
 
 
+def _base(r: Any) -> str:
+    """What rows are named relative to: the root, or the one job directory every checkpoint below
+    it lies in (rows then read chk-N, not a job id folded over four lines)."""
+    parents = {f.checkpoint.rstrip("/").rpartition("/")[0] for f in r.forecasts}
+    if len(parents) == 1 and len(r.forecasts) > 1:
+        (parent,) = parents
+        if parent.startswith(r.root.rstrip("/") + "/"):
+            return parent
+    return r.root
+
+
 def report(console: Any, r: Any) -> None:
     from rich.table import Table
 
-    table = Table(title=f"paimon {r.root} -> {r.table}", title_justify="left")
+    base = _base(r)
+    users = {f.commit_user for f in r.forecasts}
+    one_user = len(users) == 1
+    table = Table(title=f"paimon {base} -> {r.table}", title_justify="left")
     for name, justify in (("checkpoint", "left"), ("commit user", "left"), ("user's latest", "right"),
                           ("holds", "left"), ("restore commits", "left"), ("verdict", "left")):  # fmt: skip
+        if name == "commit user" and one_user:
+            continue  # one user: named whole below the table (a UUID column would fold every row)
         table.add_column(name, justify=justify, overflow="fold")
     for f in r.forecasts:
         latest = "-" if f.latest is None else f"#{f.latest.id} (id {f.latest.commit_identifier})"
@@ -42,25 +60,32 @@ def report(console: Any, r: Any) -> None:
         if f.problems:
             verdict = styled("[error]unreadable state[/error]")
         elif codes:
-            verdict = styled("[error]hazard {}[/error]" + (" (gate)" if f.gated else ""), ",".join(codes))
+            verdict = styled("[error]hazard {}[/error]{}", ",".join(codes), " (gate)" if f.gated else "")
         elif f.hazards:
             verdict = styled("[warning]safe, see notes[/warning]")
         else:
             verdict = styled("[ok]safe[/ok]")
-        user = (f.commit_user or "?")[:8]
-        table.add_row(
-            styled("{}" + (" [dim](savepoint)[/dim]" if f.kind == "savepoint" else ""), _name(f.checkpoint, r.root)),
-            user, latest, _ids([c.identifier for c in f.committables]),
+        cells = [
+            styled("{} [dim](savepoint)[/dim]", _name(f.checkpoint, base)) if f.kind == "savepoint" else _name(f.checkpoint, base),
+            *([] if one_user else [f.commit_user or "?"]), latest,
+            _ids([c.identifier for c in f.committables]),
             _ids([c.identifier for c in f.committables if c.recommitted]), verdict,
-        )  # fmt: skip
+        ]  # fmt: skip
+        table.add_row(*cells)
     console.print(table)
+    if one_user and r.forecasts:
+        console.print(f"commit user {next(iter(users)) or '?'}", overflow="fold")
     for f in r.forecasts:
-        name = _name(f.checkpoint, r.root)
+        name = _name(f.checkpoint, base)
         for p in f.problems:
             console.print(styled("[error]state[/error] {}: {}", name, p))
+        if f.latest is None and f.recommit_reason and not any(h.code == "A" for h in f.hazards):
+            console.print(f"note {name}: {f.recommit_reason}")
         for h in f.hazards:
             style = "error" if h.severe else "warning"
             console.print(styled(f"[{style}]{{}}[/{style}] {{}}: {{}}", h.code, name, h.message))
+            for path in h.files:
+                console.print(f"  {path}", overflow="fold")
     for uri, err in r.unreadable.items():
         console.print(styled("[error]unreadable[/error] {}: {}", short_uri(uri, r.root), err))
     if r.without_sink:
@@ -68,7 +93,27 @@ def report(console: Any, r: Any) -> None:
     for t in r.tags:
         where = "its savepoint is here" if t["checkpoint_present"] else "no savepoint of it here"
         console.print(f"tag {t['name']} -> snapshot {t['snapshot']} ({where})")
-    console.print(styled("[ok]passed[/ok]" if r.ok else "[error]FAILED[/error]"))
+    for s in r.newest_safe:
+        console.print(_newest_safe(s, base))
+    console.print(styled("[ok]passed[/ok]") if r.ok else styled("[error]FAILED[/error]"))
+
+
+def _newest_safe(s: dict[str, Any], root: str) -> Any:
+    from ckptctl.paimon.restore import Replay, replay_text
+
+    job = f"job {s['job_id']}" if s["job_id"] else "the job"
+    if s["checkpoint"] is None:
+        return styled("[error]no retained checkpoint of {} restores safely[/error]", job)
+    name = _name(s["checkpoint"], root)
+    what = "newest safe checkpoint" if s["safe"] else "[warning]no safe checkpoint[/warning]; the newest that restores"
+    taken = " (the one a restore takes)" if s["is_the_restored"] else ""
+    replay = Replay(**{k: v for k, v in s["replay"].items() if k != "commit_identifiers"},
+                    identifiers=s["replay"]["commit_identifiers"])  # fmt: skip
+    again = f"commits {_ids(s['recommits'])} again and " if s["recommits"] else ""
+    replays = (
+        f"writes again {replay_text(replay)}" if replay.snapshots else "replays nothing already committed"
+    )
+    return styled(what + " of {}: {}{}; restoring it {}{}", job, name, taken, again, replays)
 
 
 def orphans(console: Any, plan: Any) -> None:
