@@ -186,3 +186,35 @@ def test_remap_reproduces_the_bytes_a_real_restore_accepted(tmp_path: Path, pair
     if control is not None:  # the check that no record came twice can fail: it did without the remap
         assert control["label"]["outcome"] == "failed"
         assert control["label"]["root_cause_class"] == "UpgradeJob$ReEmitted"
+
+
+FILE_SOURCE = [p for p in _remap_pairs() if p["case"] == "file_src_renamed"]
+
+
+@pytest.mark.skipif(not FILE_SOURCE, reason="no file_src_renamed pairs in fixtures/upgrades/remap")
+@pytest.mark.parametrize("pair", FILE_SOURCE, ids=lambda p: p["id"])
+def test_a_file_sources_enumerator_state_is_what_keeps_it_from_reading_again(pair: dict) -> None:
+    """FLINK-40837 as real Flink shows it: the remapped snapshot without the source's coordinator state
+    (what changeOperatorIdentifier leaves) makes the continuous FileSource read files again; remap's own
+    snapshot, coordinator state moved byte for byte, restored with every record read once."""
+    src_old, src_new = operator_id_of_uid("src"), operator_id_of_uid("src-v2")
+    was = {op.operator_id: op for op in _md(REMAPPED / pair["old"]).operators}[src_old]
+    now = {op.operator_id: op for op in _md(REMAPPED / pair["remapped"]).operators}[src_new]
+    assert was.coordinator_state is not None and now.coordinator_state == was.coordinator_state
+    assert pair["label"]["outcome"] == "restored"
+    dropped = pair["control_coordinator_state_dropped"]["label"]
+    assert (dropped["outcome"], dropped["root_cause_class"]) == ("failed", "UpgradeJob$ReEmitted")
+
+
+def test_by_name_applies_the_proposal_a_person_accepts(tmp_path: Path, monkeypatch) -> None:
+    """At a terminal, a yes to the proposal writes what the same pairs given as --uid write."""
+    from ckptctl.cli.terminal import Terminal
+
+    asked = []
+    monkeypatch.setattr(Terminal, "confirm", lambda self, q, no_terminal: asked.append(q) or True)
+    old, new = _pair("uid_renamed")
+    r = remap(str(old), "-o", str(tmp_path / "a"), "--by-name", "--against", str(new))
+    assert r.exit_code == 0, r.output
+    assert asked == ["move the state of 1 operator(s) as proposed?"]
+    assert remap(str(old), "-o", str(tmp_path / "b"), "--uid", "stateful=stateful-v2").exit_code == 0
+    assert (tmp_path / "a" / "_metadata").read_bytes() == (tmp_path / "b" / "_metadata").read_bytes()
