@@ -218,3 +218,22 @@ def test_by_name_applies_the_proposal_a_person_accepts(tmp_path: Path, monkeypat
     assert asked == ["move the state of 1 operator(s) as proposed?"]
     assert remap(str(old), "-o", str(tmp_path / "b"), "--uid", "stateful=stateful-v2").exit_code == 0
     assert (tmp_path / "a" / "_metadata").read_bytes() == (tmp_path / "b" / "_metadata").read_bytes()
+
+
+@pytest.mark.skipif(not _remap_pairs(), reason="no remapped pairs in fixtures/upgrades/remap")
+def test_on_s3_the_same_bytes_and_the_relative_files_copied(s3_server) -> None:
+    """A savepoint on S3 remapped to another S3 prefix: the _metadata a real restore accepted, and the
+    savepoint's relative files next to it."""
+    pair = next(p for p in _remap_pairs() if p["case"] == "src_renamed")
+    old = REMAPPED / pair["old"]
+    s3_server.create_bucket("remap")
+    fs = s3_server.filesystem()
+    for f in old.iterdir():
+        fs.pipe_file(f"remap/sp/{f.name}", f.read_bytes())
+    r = remap(
+        "s3://remap/sp", "-o", "s3://remap/out", *pair["remap_args"], "--s3-endpoint", s3_server.endpoint
+    )
+    assert r.exit_code == 0, r.output
+    assert hashlib.sha256(fs.cat_file("remap/out/_metadata")).hexdigest() == pair["remapped_metadata_sha256"]
+    copied = {p.rsplit("/", 1)[1] for p in fs.find("remap/out")} - {"_metadata"}
+    assert copied and copied == set(_tree(REMAPPED / pair["remapped"])) - {"_metadata"}
