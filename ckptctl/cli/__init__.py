@@ -64,6 +64,7 @@ from ckptctl.cli import inspect as _inspect  # noqa: E402,F401
 from ckptctl.cli import paimon as _paimon  # noqa: E402,F401
 from ckptctl.cli import preflight as _preflight  # noqa: E402,F401
 from ckptctl.cli import relocate as _relocate  # noqa: E402,F401
+from ckptctl.cli import remap as _remap  # noqa: E402,F401
 from ckptctl.cli import rescale as _rescale  # noqa: E402,F401
 from ckptctl.cli import states as _states  # noqa: E402,F401
 from ckptctl.cli import verify as _verify  # noqa: E402,F401

@@ -8,7 +8,7 @@ from tests.support.cli_runner import cli
 
 
 @pytest.mark.parametrize(
-    "command", ["", "ls", "show", "refs", "diff", "verify", "check", "plan-rescale", "gc", "gc plan", "gc apply", "repair", "relocate"]
+    "command", ["", "ls", "show", "refs", "diff", "verify", "check", "plan-rescale", "gc", "gc plan", "gc apply", "repair", "relocate", "remap"]
 )
 def test_help_metavars_say_what_to_type(command: str) -> None:
     result = cli(*command.split(), "--help", env={"COLUMNS": "100"})
@@ -22,6 +22,7 @@ def test_help_metavars_say_what_to_type(command: str) -> None:
         "plan-rescale": "plan-rescale [OPTIONS] CHECKPOINT", "gc": "`ckptctl gc ROOT ...` is",
         "gc plan": "gc plan [OPTIONS] ROOT...", "gc apply": "gc apply [OPTIONS] PLAN.json",
         "repair": "repair [OPTIONS] CHECKPOINT", "relocate": "relocate [OPTIONS] SRC DST",
+        "remap": "remap [OPTIONS] SNAPSHOT",
     }  # fmt: skip
     if command:
         assert usage[command] in text

@@ -104,12 +104,19 @@ def json_runs(s: Scenario, tmp: Path) -> list[tuple[tuple[str, ...], list[str]]]
         (("gc", "apply"), [str(tmp / "gc.json"), "--yes", "--trash", str(tmp / "trash")]),
         (("relocate",), [*relocate_args, *s.rebase, "-o", str(tmp / "relocate.json")]),
         (("relocate-apply",), [str(tmp / "relocate.json")]),
+        (("remap",), [str(chk[-1]), *s.rebase, "-o", str(tmp / "remapped"), "--drop", _first_operator(chk[-1])]),
         (("paimon", "status"), [str(PAIMON_RUN / "checkpoints"), "--table", str(PAIMON_RUN / PAIMON_TABLE)]),
         # a cut-off before any checkout: the job's newest checkpoint (checked out when the repo was)
         # is never older than it, which a stopped job's must not be (failing checkpoints are refused)
         (("paimon", "orphans"), ["--table", str(PAIMON_RUN / PAIMON_TABLE), "--checkpoints",
                                  str(PAIMON_RUN / "checkpoints"), "--older-than", "2020-01-01T00:00:00Z"]),
     ]
+
+
+def _first_operator(chk: Path) -> str:
+    from ckptctl.metadata import read_metadata
+
+    return read_metadata((chk / "_metadata").read_bytes(), path=str(chk)).operators[0].operator_id
 
 
 def test_json_is_one_document_on_stdout_for_every_command(tmp_path: Path) -> None:
