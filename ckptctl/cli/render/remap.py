@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import _escape
-
 if TYPE_CHECKING:
     from ckptctl.remap import Proposal, RemapPlan, RemapResult
 
@@ -53,20 +51,18 @@ def _what(s: dict[str, Any]) -> str:
 
 def done(console: Any, d: Done) -> None:
     view = d.to_json()
-    console.print(_escape(f"remap {view['snapshot']}"), style="bold")
+    console.print(f"remap {view['snapshot']}", style="bold")
     for m in view["moved"]:
         to = m["to"]["operator_id"] + (f" uid '{m['to']['uid']}'" if m["to"]["uid"] else "")
-        console.print(_escape(f"  moved   {_who(m['from'])} → {to}: {_what(m['from'])}"))
+        console.print(f"  moved   {_who(m['from'])} → {to}: {_what(m['from'])}")
     for s in view["dropped"]:
-        console.print(_escape(f"  dropped {_who(s)}: {_what(s)}"), style="warning")
+        console.print(f"  dropped {_who(s)}: {_what(s)}", style="warning")
     r = view["result"]
     console.print(
-        _escape(
-            f"new snapshot at {r['destination']}: _metadata {view['metadata_bytes']} bytes "
-            f"(sha256 {view['metadata_sha256']}), {r['copied_files']} relative files copied "
-            f"({r['already_there']} already there), {view['absolute_files_referenced']} absolute file "
-            "references kept where they are"
-        )
+        f"new snapshot at {r['destination']}: _metadata {view['metadata_bytes']} bytes "
+        f"(sha256 {view['metadata_sha256']}), {r['copied_files']} relative files copied "
+        f"({r['already_there']} already there), {view['absolute_files_referenced']} absolute file "
+        "references kept where they are"
     )
 
 
@@ -74,6 +70,6 @@ def proposed(console: Any, p: Proposed) -> None:
     if not p.proposals:
         console.print("no pair proposed by name")
     for x in p.proposals:
-        console.print(_escape(f"  propose {_who(x.old)} → {_who(x.new)}: {_what(x.old)}   [{x.flag()}]"))
+        console.print(f"  propose {_who(x.old)} → {_who(x.new)}: {_what(x.old)}   [{x.flag()}]")
     for n in p.notes:
-        console.print(_escape(f"  not paired: {n}"))
+        console.print(f"  not paired: {n}")
