@@ -40,6 +40,7 @@ from ckptctl.preflight.report import (
 )
 from ckptctl.preflight.statechecks import ISE, SME, is_heap, printed, snap, states
 from ckptctl.preflight.uidhash import operator_id_of_uid
+from ckptctl.rescale import default_max_parallelism  # Flink's rule, written once
 
 if TYPE_CHECKING:
     from ckptctl.preflight.description import JobDescription
@@ -48,14 +49,6 @@ if TYPE_CHECKING:
 
 IAE = "java.lang.IllegalArgumentException"
 BACKENDS = ("rocksdb", "hashmap", "forst")
-
-
-def default_max_parallelism(parallelism: int) -> int:
-    """``KeyGroupRangeAssignment.computeDefaultMaxParallelism``: roundUpToPowerOfTwo(1.5 p)
-    within [128, 32768]."""
-    p = parallelism + parallelism // 2
-    up = 1 << max(0, (p - 1).bit_length())
-    return min(max(up, 128), 32768)
 
 
 def not_mapped_message(pointer: str, operator_id: str) -> str:

@@ -94,7 +94,7 @@ def _operator(raw: Any, where: str) -> tuple[DescribedOperator, OperatorCatalog]
     explicit = raw.get("max_parallelism_explicit")
     max_p = raw.get("max_parallelism")
     if max_p is None:
-        from ckptctl.preflight.check import default_max_parallelism
+        from ckptctl.rescale import default_max_parallelism
 
         max_p, explicit = default_max_parallelism(p), False
     if not isinstance(max_p, int) or not p <= max_p <= 32768:
