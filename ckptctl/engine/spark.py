@@ -265,7 +265,8 @@ def _jvm_popen(command: list[str], **kwargs: Any) -> subprocess.Popen:
     global _JVM_PROC
     theirs = kwargs.pop("preexec_fn", None)
     parent = os.getpid()
-    die_with_parent = _die_with_parent_call()
+    # the kernel sends it when the forking THREAD ends: only the main thread lives as long as ckptctl
+    die_with_parent = _die_with_parent_call() if _main_thread() else None
 
     def preexec() -> None:
         if theirs is not None:
@@ -352,7 +353,9 @@ def _connection_lost(e: BaseException, text: str) -> bool:
         return True
     if "Answer from Java side is empty" in text or "Py4JNetworkError" in text:
         return True
-    dropped = isinstance(e, ConnectionError) or "ConnectionRefusedError" in text or "ConnectionResetError" in text
+    dropped = (
+        isinstance(e, ConnectionError) or "ConnectionRefusedError" in text or "ConnectionResetError" in text
+    )
     return dropped and not _gateway_answers()
 
 
