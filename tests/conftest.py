@@ -26,6 +26,7 @@ def pytest_configure(config) -> None:
 
 # Ports nobody listens on: port 9 (discard) on loopback; a stray S3 request fails there, at once.
 NOWHERE = "http://127.0.0.1:9"
+SUITE_S3_READ_TIMEOUT, SUITE_S3_DEADLINE = 30, 120  # seconds; the product's: 5 and 20
 
 
 @pytest.fixture(autouse=True)
@@ -41,6 +42,11 @@ def aws_sandbox(monkeypatch, tmp_path_factory) -> None:
     monkeypatch.setenv("AWS_CONFIG_FILE", str(nothing))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(nothing))
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", NOWHERE)
+    # moto answers in milliseconds on an idle machine and in tens of seconds on a loaded one (a
+    # listing of 1,000 keys timed out at a load of 25: the product's 5 s read timeout, 20 s deadline):
+    # the suite's own S3 waits as long as it takes; the tests of hung endpoints set their own
+    monkeypatch.setenv("CKPTCTL_S3_READ_TIMEOUT", str(SUITE_S3_READ_TIMEOUT))
+    monkeypatch.setenv("CKPTCTL_S3_DEADLINE", str(SUITE_S3_DEADLINE))
     for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "CKPTCTL_S3_ENDPOINT",
                  "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
                  "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):  # fmt: skip
