@@ -26,6 +26,7 @@ def pytest_configure(config) -> None:
 
 # Ports nobody listens on: port 9 (discard) on loopback; a stray S3 request fails there, at once.
 NOWHERE = "http://127.0.0.1:9"
+SUITE_S3_READ_TIMEOUT, SUITE_S3_DEADLINE = 30, 120  # seconds; the product's: 5 and 20
 
 
 @pytest.fixture(autouse=True)
@@ -41,6 +42,11 @@ def aws_sandbox(monkeypatch, tmp_path_factory) -> None:
     monkeypatch.setenv("AWS_CONFIG_FILE", str(nothing))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(nothing))
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", NOWHERE)
+    # moto answers in milliseconds on an idle machine and in tens of seconds on a loaded one (a
+    # listing of 1,000 keys timed out at a load of 25: the product's 5 s read timeout, 20 s deadline):
+    # the suite's own S3 waits as long as it takes; the tests of hung endpoints set their own
+    monkeypatch.setenv("CKPTCTL_S3_READ_TIMEOUT", str(SUITE_S3_READ_TIMEOUT))
+    monkeypatch.setenv("CKPTCTL_S3_DEADLINE", str(SUITE_S3_DEADLINE))
     for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "CKPTCTL_S3_ENDPOINT",
                  "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
                  "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):  # fmt: skip
@@ -144,7 +150,9 @@ def s3_fixtures(s3_server: S3Server) -> str:
     whole = tuple(data / t for t in S3_WHOLE)
 
     def wanted(p) -> bool:
-        return not {"shared", "taskowned"} & set(p.relative_to(data).parts) or any(p.is_relative_to(w) for w in whole)
+        return not {"shared", "taskowned"} & set(p.relative_to(data).parts) or any(
+            p.is_relative_to(w) for w in whole
+        )
 
     # side by side (s3fs's pipe of a dict): one at a time, the 2,746 files took 28 s of every worker
     fs.pipe({f"ckptctl-fixtures/{p.relative_to(data).as_posix()}": p.read_bytes()
@@ -153,7 +161,14 @@ def s3_fixtures(s3_server: S3Server) -> str:
 
 
 # the fixture trees uploaded whole by s3_fixtures: those the S3 tests verify, check, scan or break
-S3_WHOLE = ("1.20.3/basic", "1.20.3/claim", "1.20.3/maxpar256", "2.2.0/basic", "2.2.0/filemerging", "2.2.0/states")
+S3_WHOLE = (
+    "1.20.3/basic",
+    "1.20.3/claim",
+    "1.20.3/maxpar256",
+    "2.2.0/basic",
+    "2.2.0/filemerging",
+    "2.2.0/states",
+)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -161,3 +176,14 @@ def pytest_collection_modifyitems(config, items) -> None:
     restores 20-30 s each), and collected where they are they ran last, one worker busy with them
     while the other had nothing left (the last tenth of a run took a minute and more)."""
     items.sort(key=lambda item: item.get_closest_marker("flink") is None)
+
+
+@pytest.fixture
+def spark():
+    """This worker's SparkSession on ``local[*]`` (the master every Spark test shares, so modules do
+    not restart the JVM), asked for again by each test: a session whose JVM died under an earlier
+    test (the kernel's OOM killer) is replaced by a new one, where a session kept for the module
+    failed every later test of it with ``Connection refused``."""
+    from ckptctl.engine.spark import spark_session
+
+    return spark_session("local[*]")

@@ -121,7 +121,9 @@ RebaseOpt = Annotated[
 MasterOpt = Annotated[
     str | None,
     typer.Option(
-        "--master", help="Spark master URL (implies Spark; default for Spark: embedded local[*]).", metavar="URL"
+        "--master",
+        help="Spark master URL (implies Spark; default for Spark: embedded local[*]).",
+        metavar="URL",
     ),
 ]
 EngineOpt = Annotated[
@@ -229,10 +231,12 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
 
         try:
             return fn(*args, **kwargs)
-        except CkptError as e:
-            _fail(str(e), e.exit_code)
         except KeyboardInterrupt:
             _fail("interrupted", 130)
+        except CkptError as e:
+            if _while_interrupted(e):
+                _fail("interrupted", 130)
+            _fail(_spark_failure(e) or str(e), e.exit_code)
         except BrokenPipeError:
             sys.stderr.close()
             raise typer.Exit(0) from None
@@ -241,7 +245,10 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as e:  # a bug in ckptctl: still one line, with a way to see more
             from ckptctl.storage import s3_problem
 
-            problem = s3_problem(e)  # no credentials, endpoint unreachable: the user's to fix
+            if _while_interrupted(e):
+                _fail("interrupted", 130)
+
+            problem = s3_problem(e) or _spark_failure(e)  # the user's to fix (or the machine's)
             if problem:
                 _fail(problem, 2)
             if os.environ.get("CKPTCTL_DEBUG") or current_terminal().verbose:
@@ -249,6 +256,26 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(f"internal error: {type(e).__name__}: {e} (set CKPTCTL_DEBUG=1 for a traceback)", 3)
 
     return wrapper
+
+
+def _while_interrupted(e: BaseException) -> bool:
+    """Whether ``e`` was raised while a Ctrl-C was being handled (clean-up that calls the Spark JVM
+    on the way out finds the connection py4j closed on the interrupt: ``Answer from Java side is
+    empty``, exit 3): the interrupt is what happened."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__context__ or e.__cause__
+    return False
+
+
+def _spark_failure(e: BaseException) -> str | None:
+    """The line for a Spark JVM that died or ran out of memory under the command (whatever error
+    that surfaced as: a dropped py4j connection, a failed job), if the command used Spark."""
+    spark = sys.modules.get("ckptctl.engine.spark")  # loaded only by a command that used Spark
+    return spark.spark_failure(e) if spark is not None else None
 
 
 def _fail(message: str, code: int) -> None:

@@ -11,9 +11,13 @@ PySpark reads the Python its executors run from the driver's ``os.environ``
 from __future__ import annotations
 
 import atexit
+import contextlib
+import logging
 import os
 import shutil
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -35,6 +39,11 @@ _JVM_DIR: str | None = None  # the JVM's java.io.tmpdir (spark-submit's spark-*,
 # JVM's lifetime and re-creates it when a later session of the same JVM puts files there, so a
 # directory removed at stop can come back; they all go once the JVM has exited.
 _ALL_LOCAL_DIRS: list[str] = []
+# The gateway JVM this process started (the Popen of spark-submit, which execs java: its pid is the
+# JVM's), in a process group of its own; None until one is started or when it was not started here.
+_JVM_PROC: Any = None
+_HEAP: str | None = None  # the heap it was given (-Xmx): for the line that says it ran out
+_INTERRUPTED = False  # Ctrl-C while a session ran: at exit the JVM is killed, not asked to stop
 
 
 def running(master: str) -> bool:
@@ -44,7 +53,17 @@ def running(master: str) -> bool:
 
 
 def _live(master: str) -> bool:
-    return _SPARK is not None and _SPARK.sparkContext._jsc is not None and _SPARK.sparkContext.master == master
+    return (
+        _SPARK is not None
+        and _jvm_alive()
+        and _SPARK.sparkContext._jsc is not None
+        and _SPARK.sparkContext.master == master
+    )
+
+
+def _jvm_alive() -> bool:
+    """Whether the JVM this process started is still running (one started elsewhere is taken to be)."""
+    return _JVM_PROC is None or _JVM_PROC.poll() is None
 
 
 def spark_session(master: str) -> Any:
@@ -59,6 +78,8 @@ def spark_session(master: str) -> Any:
     with _SPARK_LOCK:
         if _live(master):
             return _SPARK
+        if not _jvm_alive():  # killed (the OOM killer) or out of memory: a new JVM, a new session
+            _forget_dead_jvm()
         if _SPARK is not None:
             _stop_locked()
         # executors must run the driver's Python (same ckptctl, same rocksdict)
@@ -109,19 +130,76 @@ def spark_session(master: str) -> Any:
             builder = builder.config("spark.driver.host", "127.0.0.1").config(
                 "spark.driver.bindAddress", "127.0.0.1"
             )
+        quiet_py4j()
         try:
             if SparkContext._gateway is None:
                 _launch_gateway(log)
+            before = signal.getsignal(signal.SIGINT) if _main_thread() else None
             _SPARK = builder.getOrCreate()
+            if before is not None and signal.getsignal(signal.SIGINT) is not before:
+                # PySpark's handler asks the JVM to cancel its jobs: not on the way out
+                signal.signal(signal.SIGINT, _interrupt_handler(before))
+            _quiet_accumulator_server(_SPARK.sparkContext)
             _SPARK.sparkContext.setLogLevel("ERROR")
         except BaseException as e:
             _stop_locked()
             if not isinstance(e, Exception):
-                raise  # KeyboardInterrupt while the JVM starts: cleaned up, and interrupted
+                _kill_jvm()  # KeyboardInterrupt while the JVM starts: it goes now, not at exit
+                raise
             raise EngineError(
-                f"cannot start Spark with master {master}: {_short(e)} (Spark log: {log})"
+                jvm_death() or f"cannot start Spark with master {master}: {_short(e)} (Spark log: {log})"
             ) from None
         return _SPARK
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _interrupt_handler(before: Any) -> Any:
+    """SIGINT while a session is up: remember it (the JVM is then killed at exit, not stopped: a
+    stop waits on the jobs it cancels) and do what was done before PySpark's handler (Python's:
+    KeyboardInterrupt). PySpark's own sent the JVM a cancel from inside the handler, in the middle
+    of whatever py4j call the main thread was making."""
+
+    def handler(signum: int, frame: Any) -> None:
+        global _INTERRUPTED
+        _INTERRUPTED = True
+        if callable(before):
+            before(signum, frame)
+        elif before == signal.SIG_DFL:
+            raise KeyboardInterrupt
+
+    return handler
+
+
+class _QuietPy4J(logging.Handler):
+    """py4j reports a KeyboardInterrupt during a call, and a JVM that went away, with
+    ``logging.exception`` on the root logger, which (nothing configured) made Python's
+    ``basicConfig`` print ``ERROR:root:...`` and a traceback on the user's terminal, 2-4 of them
+    per Ctrl-C. ckptctl says what happened in one line itself. Everything else is handed on as
+    Python does when nothing is configured (its last-resort handler: warnings and above, on stderr)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "py4j" in record.pathname.replace("\\", "/").split("/") or record.name.startswith("py4j"):
+            return
+        if record.levelno >= logging.lastResort.level:
+            logging.lastResort.handle(record)
+
+
+def _quiet_accumulator_server(sc: Any) -> None:
+    """PySpark's accumulator server (a thread of this process) prints a traceback on stderr when the
+    JVM's connection to it drops (``EOFError``: the JVM died): the death is said in one line."""
+    server = getattr(sc, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = lambda request, client_address: None
+
+
+def quiet_py4j() -> None:
+    """Keep py4j's logging off the terminal (see :class:`_QuietPy4J`); once per process."""
+    root = logging.getLogger()
+    if not any(isinstance(h, _QuietPy4J) for h in root.handlers):
+        root.addHandler(_QuietPy4J())
 
 
 def spark_log_path() -> str:
@@ -142,8 +220,8 @@ def spark_log_path() -> str:
 def _launch_gateway(log: str) -> None:
     """Start the JVM with its stdout and stderr in ``log`` (truncated: one run per file) and its
     ``java.io.tmpdir`` in a directory of this process, removed at exit (:func:`stop_spark`)."""
-    global _JVM_DIR
-    from pyspark import SparkContext
+    global _JVM_DIR, _HEAP
+    from pyspark import SparkContext, java_gateway
     from pyspark.java_gateway import launch_gateway
 
     if _JVM_DIR is None:
@@ -157,17 +235,217 @@ def _launch_gateway(log: str) -> None:
     from pyspark import SparkConf
 
     conf = SparkConf(loadDefaults=False)
-    if not os.environ.get("SPARK_DRIVER_MEMORY"):  # spark-submit reads the user's own itself
-        conf.set("spark.driver.memory", driver_memory())
+    _HEAP = os.environ.get("SPARK_DRIVER_MEMORY")  # spark-submit reads the user's own itself
+    if not _HEAP:
+        _HEAP = driver_memory()
+        conf.set("spark.driver.memory", _HEAP)
+    java_gateway.Popen = _jvm_popen  # the module's name for it, while this launch runs
     try:
         with open(log, "wb") as f:
             gateway = launch_gateway(conf=conf, popen_kwargs={"stdout": f, "stderr": f})
+    except BaseException:
+        _kill_jvm()
+        raise
     finally:
+        java_gateway.Popen = subprocess.Popen
         if before is None:
             del os.environ["SPARK_SUBMIT_OPTS"]
         else:
             os.environ["SPARK_SUBMIT_OPTS"] = before
     SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _jvm_popen(command: list[str], **kwargs: Any) -> subprocess.Popen:
+    """PySpark's launch of the gateway JVM, made to go with this process: in a process group of
+    its own (Ctrl-C reaches ckptctl only, which decides; the JVM and its Python workers can be
+    killed together), killed by the kernel if this process dies first (Linux: a SIGKILL of
+    ckptctl, a closed terminal), and remembered at once, so an interrupt during the start can end
+    it too. PySpark's own launch relied on the JVM reading its stdin's end, and once in seven
+    interrupted runs the JVM outlived ckptctl (ppid 1, its scratch directory left behind)."""
+    global _JVM_PROC
+    theirs = kwargs.pop("preexec_fn", None)
+    parent = os.getpid()
+    # the kernel sends it when the forking THREAD ends: only the main thread lives as long as ckptctl
+    die_with_parent = _die_with_parent_call() if _main_thread() else None
+
+    def preexec() -> None:
+        if theirs is not None:
+            theirs()  # PySpark's: the JVM ignores SIGINT
+        if die_with_parent is not None:
+            die_with_parent()
+            if os.getppid() != parent:  # the parent died before the request: go now
+                os._exit(1)
+
+    _JVM_PROC = subprocess.Popen(command, preexec_fn=preexec, start_new_session=True, **kwargs)
+    return _JVM_PROC
+
+
+def _die_with_parent_call() -> Callable[[], Any] | None:
+    """``prctl(PR_SET_PDEATHSIG, SIGKILL)`` ready to call in the child (looked up before the fork), or
+    None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+
+
+def jvm_death() -> str | None:
+    """One line for a JVM of this process that died while it was used, or ``None`` while it runs.
+
+    Spark's local executor ends the JVM with exit code 52 on an ``OutOfMemoryError`` in a task;
+    the kernel's OOM killer ends it with SIGKILL, and then all Python sees is a dropped py4j
+    connection ("Answer from Java side is empty", "Connection refused")."""
+    proc = _JVM_PROC
+    if proc is None or proc.poll() is None:
+        return None
+    code, log = proc.returncode, spark_log_path()
+    if code == 52 or _log_says_out_of_memory(log):
+        return out_of_memory_line(log)
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        likely = ": likely the kernel's OOM killer" if -code == signal.SIGKILL else ""
+        return (
+            f"the Spark JVM died (killed by signal {-code}, {name}{likely}); its heap was {_HEAP}: free "
+            f"memory or set SPARK_DRIVER_MEMORY lower, or use --engine local (Spark log: {log})"
+        )
+    return f"the Spark JVM exited with code {code} while in use (Spark log: {log})"
+
+
+def out_of_memory_line(log: str | None = None) -> str:
+    return (
+        f"the Spark JVM ran out of memory (heap {_HEAP or 'unknown'}): set SPARK_DRIVER_MEMORY higher "
+        f"(e.g. 4g), or use --engine local (Spark log: {log or spark_log_path()})"
+    )
+
+
+def spark_failure(e: BaseException, wait: float = 30.0) -> str | None:
+    """One line for an error that is the JVM's death or its running out of memory, else ``None``
+    (the CLI asks, for any error of a command that used Spark). py4j sees the connection go before
+    the JVM has finished exiting (its shutdown hooks run first): up to ``wait`` seconds are given to
+    it, to say how it ended."""
+    text = f"{type(e).__name__}: {e}"
+    proc = _JVM_PROC
+    if proc is not None and proc.poll() is None and _connection_lost(e, text):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=wait)
+    death = jvm_death()
+    if death:
+        return death
+    if "java.lang.OutOfMemoryError" in text or "SparkOutOfMemoryError" in text:
+        return out_of_memory_line()
+    return None
+
+
+def _connection_lost(e: BaseException, text: str) -> bool:
+    """py4j's word for a JVM whose end of the connection went away (or a ckptctl error quoting it),
+    or a refused or reset connection while the JVM's gateway no longer answers: the socket closes
+    as the kernel tears a killed process down, a moment before the process can be waited for."""
+    protocol = sys.modules.get("py4j.protocol")
+    if protocol is not None and isinstance(e, protocol.Py4JNetworkError):
+        return True
+    if "Answer from Java side is empty" in text or "Py4JNetworkError" in text:
+        return True
+    dropped = (
+        isinstance(e, ConnectionError) or "ConnectionRefusedError" in text or "ConnectionResetError" in text
+    )
+    return dropped and not _gateway_answers()
+
+
+def _gateway_answers() -> bool:
+    try:
+        from pyspark import SparkContext
+
+        params = SparkContext._gateway.gateway_parameters
+        with socket.create_connection((params.address, params.port), timeout=2):
+            return True
+    except Exception:  # noqa: BLE001 - no gateway, or it refuses: it does not answer
+        return False
+
+
+def _log_says_out_of_memory(log: str) -> bool:
+    """The JVM's output (its last 64 KiB) names an OutOfMemoryError."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - (64 << 10)))
+            return b"java.lang.OutOfMemoryError" in f.read()
+    except OSError:
+        return False
+
+
+def _kill_jvm() -> None:
+    """Kill the JVM this process started, and the Python workers it started (their own process
+    groups: PySpark's daemon makes one), at once: no shutdown hooks, whose clean-up of scratch this
+    process does itself. Waits until the JVM is gone."""
+    global _JVM_PROC
+    proc = _JVM_PROC
+    if proc is None or proc.poll() is not None:
+        return  # already reaped: its pid (and group) may be another's now
+    groups = {proc.pid} | {g for g in (_pgid(p) for p in _descendants(proc.pid)) if g and g != os.getpgid(0)}
+    for group in groups:
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL is not refused
+        proc.wait(timeout=30)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (Linux /proc; none elsewhere)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _forget_dead_jvm() -> None:
+    """PySpark's handles of a JVM that died (the gateway, the context, the session) dropped, so the
+    next session starts a new JVM instead of failing on the old one's closed port for the rest of
+    the process (a test worker's every later Spark test failed that way)."""
+    global _SPARK, _JVM_PROC
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    _kill_jvm()  # its Python workers, if the JVM alone was killed
+    gateway = SparkContext._gateway
+    if gateway is not None:
+        with contextlib.suppress(Exception):  # its JVM is gone
+            gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+    _SPARK = None
+    _JVM_PROC = None
 
 
 # where a user's JVM options may choose a collector: two choices stop the JVM at its start
@@ -201,13 +479,17 @@ def jvm_collector(environ) -> list[str]:
 
 
 def driver_memory() -> str:
-    """The JVM's heap: a quarter of this machine's memory, 1 to 8 GiB. The driver JVM is also the
-    executor of ``local[*]``, and spark-submit's default heap (1 GiB) ran out while a gc plan
-    joined 10^7 inventory rows with 2M live paths (``OutOfMemoryError: Java heap space``, the
-    plan failed; nothing deleted). A maximum, not a reservation: the heap grows only as used."""
-    from ckptctl.engine.machine import machine_memory
+    """The JVM's heap: a quarter of the memory this machine has free (``MemAvailable``, or what
+    this process's cgroup has left if that is less; the total if neither is known), 1 to 8 GiB.
+    The driver JVM is also the executor of ``local[*]``, and spark-submit's default heap (1 GiB)
+    ran out while a gc plan joined 10^7 inventory rows with 2M live paths (``OutOfMemoryError:
+    Java heap space``, the plan failed; nothing deleted). A maximum, not a reservation: the heap
+    grows only as used -- but it grows before it collects, and a quarter of the total (6 GB on 24
+    GB) per JVM, on a machine whose memory other work held, was taken by the kernel's OOM killer."""
+    from ckptctl.engine.machine import available_memory, machine_memory
 
-    return f"{min(8 << 10, max(1 << 10, machine_memory() // 4 >> 20))}m"
+    free = available_memory() or machine_memory()
+    return f"{min(8 << 10, max(1 << 10, free // 4 >> 20))}m"
 
 
 def _short(e: BaseException, limit: int = 200) -> str:
@@ -278,7 +560,9 @@ def unreachable_master(master: str, timeout: float = 3.0) -> str | None:
             )
         targets = _yarn_resource_managers(conf)
         if not targets:
-            return f"--master yarn: no resource manager address in {conf}/yarn-site.xml; or use --engine local"
+            return (
+                f"--master yarn: no resource manager address in {conf}/yarn-site.xml; or use --engine local"
+            )
     else:
         return f"unknown Spark master '{master}': use local[*], spark://HOST:PORT, yarn, k8s://… or mesos://…"
     errors = []
@@ -339,37 +623,50 @@ def _stop_locked() -> None:
 
 @atexit.register
 def _at_exit() -> None:
-    """The session stopped and every directory of this process's Spark removed before it exits."""
-    global _JVM_DIR
-    stop_spark()
-    if len(_ALL_LOCAL_DIRS) > 1:  # one session (a CLI run) never has its root re-created
+    """No JVM of this process left running, and every directory of its Spark removed, before it
+    exits. After a Ctrl-C (or a JVM that died) the JVM is killed at once: a stop would wait on the
+    jobs it cancels. Otherwise the session stops and the JVM is let go (its shutdown hooks run),
+    killed if it has not exited after a while."""
+    global _JVM_DIR, _SPARK, _LOCAL_DIR
+    if _INTERRUPTED or not _jvm_alive():
+        _kill_jvm()
+        _SPARK = None
+        if _LOCAL_DIR is not None:
+            shutil.rmtree(_LOCAL_DIR, ignore_errors=True)
+            _LOCAL_DIR = None
+    else:
+        stop_spark()
         _end_gateway()
-        for d in _ALL_LOCAL_DIRS:
-            shutil.rmtree(d, ignore_errors=True)
-        _ALL_LOCAL_DIRS.clear()
+    for d in _ALL_LOCAL_DIRS:  # Spark re-creates a later session's root: removed once the JVM is gone
+        shutil.rmtree(d, ignore_errors=True)
+    _ALL_LOCAL_DIRS.clear()
     if _JVM_DIR is not None:
         shutil.rmtree(_JVM_DIR, ignore_errors=True)
         _JVM_DIR = None
 
 
-def _end_gateway() -> None:
-    """Let this process's JVM exit (its shutdown hooks run) before its directories are removed."""
+def _end_gateway(grace: float = 10.0) -> None:
+    """Let this process's JVM exit (its shutdown hooks run) before its directories are removed;
+    one that has not exited after ``grace`` seconds is killed."""
     try:
         from pyspark import SparkContext
 
         gateway = SparkContext._gateway
         if gateway is None:
             return
-        proc = getattr(gateway, "proc", None)
+        proc = _JVM_PROC or getattr(gateway, "proc", None)
         gateway.shutdown()
         if proc is not None:
             if getattr(proc, "stdin", None) is not None:
                 proc.stdin.close()  # PySpark's gateway JVM exits when its stdin closes
-            proc.wait(timeout=15)
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                _kill_jvm()
         SparkContext._gateway = None
         SparkContext._jvm = None
-    except Exception:  # noqa: BLE001, S110 - at exit: a JVM that will not stop is left to the OS
-        pass
+    except Exception:  # noqa: BLE001 - at exit: whatever failed, the JVM goes
+        _kill_jvm()
 
 
 def _loopback_master(master: str) -> bool:
@@ -398,7 +695,9 @@ def run_spark(
             return rdd.collect()
         return _collect_with_progress(sc, rdd, partitions, len(tasks), progress)
     except Exception as e:  # noqa: BLE001 - Py4JJavaError with the executor's traceback
-        raise EngineError(f"Spark job failed: {_short(e)} (Spark log: {spark_log_path()})") from None
+        raise EngineError(
+            spark_failure(e) or f"Spark job failed: {_short(e)} (Spark log: {spark_log_path()})"
+        ) from None
 
 
 def _collect_with_progress(sc, rdd, partitions: int, total: int, progress) -> list[tuple]:

@@ -20,7 +20,7 @@ def test_spark_master_with_nothing_listening_fails_fast_in_one_line(tmp_path: Pa
     from tests.conftest import free_port
 
     master = f"spark://127.0.0.1:{free_port()}"
-    proc, elapsed = run_ckptctl(
+    proc, _ = run_ckptctl(
         "verify",
         str(BASIC_CHECKPOINT),
         "--master",
@@ -32,7 +32,8 @@ def test_spark_master_with_nothing_listening_fails_fast_in_one_line(tmp_path: Pa
     assert len(errors) == 1 and "cannot reach the Spark master" in errors[0] and master in errors[0]
     assert len(errors[0]) < 300 and "Traceback" not in proc.stderr and "at org." not in proc.stderr
     assert [line for line in proc.stderr.splitlines() if not line.startswith(("error:", "warning:"))] == []
-    assert elapsed < 20, f"{elapsed:.1f}s"
+    # found before any JVM started (the JVM's output would go to the log): no wait on a JVM or a master
+    assert not (tmp_path / "s.log").exists()
 
 
 @pytest.mark.parametrize("kind", ["yarn-without-conf", "yarn-rm-down", "k8s-down", "unknown"])
@@ -56,12 +57,15 @@ def test_every_master_kind_fails_fast_in_one_line(kind: str, tmp_path: Path) -> 
             f"<value>127.0.0.1:{port}</value></property></configuration>"
         )
         env["HADOOP_CONF_DIR"] = str(conf)
-    proc, elapsed = run_ckptctl("verify", str(BASIC_CHECKPOINT), "--master", master, env=env, timeout=120)
+    proc, _ = run_ckptctl("verify", str(BASIC_CHECKPOINT), "--master", master, env=env, timeout=120)
     assert proc.returncode == 2, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and says in errors[0] and "--engine local" in errors[0] or kind == "unknown", proc.stderr
+    assert len(errors) == 1 and says in errors[0] and "--engine local" in errors[0] or kind == "unknown", (
+        proc.stderr
+    )
     assert len(errors) == 1 and says in errors[0], proc.stderr
-    assert elapsed < 20, f"{elapsed:.1f}s"
+    # refused before a JVM started (Hadoop's 20 minutes of retries ran in one): the JVM's log was never opened
+    assert not (tmp_path / "s.log").exists()
 
 
 def test_broken_java_home_names_java_17_and_the_local_engine(tmp_path: Path) -> None:

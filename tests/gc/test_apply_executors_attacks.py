@@ -69,12 +69,16 @@ def test_a_manifest_of_an_earlier_plan_settles_nothing_for_a_recreated_file(spar
     orphan = sc.plant(rel, mtime=T0 - 7200)  # another mtime: another file
     again = build_plan(Storage(), sc.gc_options())
     assert [c.path for c in again.candidates] == [sc.uri(orphan)]
-    result = delete_on_executors(spark, StorageOptions(), rows(again), again.options.scopes(), manifests).to_json()
+    result = delete_on_executors(
+        spark, StorageOptions(), rows(again), again.options.scopes(), manifests
+    ).to_json()
     assert result["settled_by_earlier_runs"] == {} and result["deleted_files"] == 1
     assert not orphan.exists()
 
 
-def test_cli_exit_is_1_when_an_expired_metadata_changes_after_revalidation(spark, tmp_path: Path, monkeypatch) -> None:
+def test_cli_exit_is_1_when_an_expired_metadata_changes_after_revalidation(
+    spark, tmp_path: Path, monkeypatch
+) -> None:
     """The driver re-validated the plan, then a checkpoint's _metadata changed before the executors
     listed it: nothing else may go and the command must not exit 0 (it did, with failed_files 0)."""
     import ckptctl.gc.spark as gc_spark
@@ -100,34 +104,68 @@ def test_cli_exit_is_1_when_an_expired_metadata_changes_after_revalidation(spark
     assert restorable(expired[0], sc)
 
 
-def test_s3_an_object_recreated_in_the_second_it_was_planned_is_never_a_candidate(s3_server, tmp_path: Path) -> None:
+def test_s3_an_object_recreated_in_the_second_it_was_planned_is_never_a_candidate(
+    s3_server, tmp_path: Path, monkeypatch
+) -> None:
     """Deleted and written again with the same size within the second it was first written, an
     object has the same size and LastModified: no listing tells it apart. It must never be a
     candidate, even with --older-than 0s: the plan's clock (S3's Date, read before the listing)
-    makes it young, so neither the plan nor apply's re-validation lets it go."""
-    import time
+    makes it young, so neither the plan nor apply's re-validation lets it go.
 
+    The first write goes where the plan reads its clock, and the clock read is the second S3 stamped
+    it with: what a Date read right after the write says (the plan's own steps, hooked). The
+    second write follows the plan's listing. A whole plan made between the two writes had to fit
+    in one second, and on a loaded machine it never did ("could not plan and re-create the object
+    within one second"); nor did a listing and two writes (2-4 s at a load of 25). So the second
+    write shares the first one's LastModified when the machine is quick enough, and the plan's
+    verdict, the point of the attack, is held either way: an object stamped in the second of the
+    plan's clock is young."""
+    from datetime import datetime
+
+    from ckptctl.gc.plan import _Planner
     from tests.support.s3_copied import exists, gc_args, upload_scenario
 
     bucket = "attack-same-second"
     up = upload_scenario(s3_server, bucket)
     fs, key = up["fs"], f"{bucket}/checkpoints/{next(iter(up['orphans'])).split('/')[4]}/shared/young"
     plan_file = tmp_path / "plan.json"
-    for _attempt in range(5):
-        time.sleep(1 - time.time() % 1 + 0.02)  # at the start of a second
+    seen: dict = {}
+    real_clock, real_list = _Planner.clock, Storage.list_files
+
+    def clock(self):
         fs.pipe_file(key, b"written before the plan")
-        first = fs.info(key, refresh=True)["LastModified"]
-        ckptctl("gc", "plan", *gc_args(bucket, up["entry"], s3_server.endpoint), "-o", str(plan_file))
-        fs.rm_file(key)
-        fs.pipe_file(key, b"written again, same size")
-        if fs.info(key, refresh=True)["LastModified"] == first:
-            break
-    else:
-        pytest.fail("could not plan and re-create the object within one second")
+        seen["second"] = datetime.timestamp(fs.info(key, refresh=True)["LastModified"])
+        _now, source = real_clock(self)
+        return seen["second"], source
+
+    def list_files(self, uri, notes=None):
+        listed = list(real_list(self, uri, notes))
+        first = [f.mtime for f in listed if f.uri == "s3://" + key]
+        if first and "listed" not in seen:
+            seen["listed"] = first[0]  # as the plan saw it
+            fs.rm_file(key)
+            fs.pipe_file(key, b"written again, same size")
+        yield from listed
+
+    monkeypatch.setattr(_Planner, "clock", clock)
+    monkeypatch.setattr(Storage, "list_files", list_files)
+    ckptctl("gc", "plan", *gc_args(bucket, up["entry"], s3_server.endpoint), "-o", str(plan_file))
+    assert seen["listed"] == seen["second"], seen  # the plan listed the first write, stamped at its clock
+    monkeypatch.undo()
     plan = json.loads(plan_file.read_text())
     assert {c["path"] for c in plan["candidates"]} == up["orphans"]
     assert [p["reason"] for p in plan["protected"] if p["path"] == "s3://" + key] == ["young"]
-    ckptctl("gc", "apply", str(plan_file), "--yes", "--json", "--engine", "spark", "--s3-endpoint", s3_server.endpoint)
+    ckptctl(
+        "gc",
+        "apply",
+        str(plan_file),
+        "--yes",
+        "--json",
+        "--engine",
+        "spark",
+        "--s3-endpoint",
+        s3_server.endpoint,
+    )
     assert exists(fs, "s3://" + key) and fs.cat_file(key) == b"written again, same size"
     assert not any(exists(fs, o) for o in up["orphans"])
 
@@ -144,7 +182,9 @@ def test_local_a_file_replaced_after_it_was_judged_is_not_unlinked(tmp_path: Pat
         sc.plant(f"checkpoints/{job.name}/shared/orphan-{i}")
     storage = Storage()
     plan = build_plan(storage, sc.gc_options())
-    plan_data = json.loads(json.dumps({**plan.header(), "candidates": [c.as_dict() for c in plan.candidates]}))
+    plan_data = json.loads(
+        json.dumps({**plan.header(), "candidates": [c.as_dict() for c in plan.candidates]})
+    )
     fresh, go, skipped = revalidate(storage, plan_data)
     last = Path(go[-1].path[5:])
     replaced = []
@@ -157,14 +197,18 @@ def test_local_a_file_replaced_after_it_was_judged_is_not_unlinked(tmp_path: Pat
             os.utime(last, (T0 + 7, T0 + 7))
             replaced.append(last.read_bytes())
 
-    result = apply_plan(storage, fresh, go, skipped, manifest=None, batch_size=1, on_batch=replace_the_last_once)
+    result = apply_plan(
+        storage, fresh, go, skipped, manifest=None, batch_size=1, on_batch=replace_the_last_once
+    )
     assert last.exists() and last.read_bytes() == replaced[0]
     assert [f["path"] for f in result.failed] == [go[-1].path]
     assert result.failed[0]["error"].startswith("changed since it was judged")
     assert {d.path for d in result.deleted} == {d.path for d in go[:-1]}
 
 
-def test_an_edited_manifest_refuses_the_run_naming_file_and_byte_before_anything_goes(spark, tmp_path: Path) -> None:
+def test_an_edited_manifest_refuses_the_run_naming_file_and_byte_before_anything_goes(
+    spark, tmp_path: Path
+) -> None:
     """A manifest line that no batch wrote (edited by hand, another tool's) used to kill the Spark
     job with "run the same apply again", which fails the same way forever."""
     from ckptctl.gc.apply import GcApplyRefused
@@ -174,9 +218,13 @@ def test_an_edited_manifest_refuses_the_run_naming_file_and_byte_before_anything
     plan = build_plan(Storage(), sc.gc_options())
     manifests = tmp_path / "m"
     manifests.mkdir()
-    good = json.dumps({"batch": "x-0", "path": sc.uri(orphan), "size": 100, "mtime": 1.0, "outcome": "deleted"})
+    good = json.dumps(
+        {"batch": "x-0", "path": sc.uri(orphan), "size": 100, "mtime": 1.0, "outcome": "deleted"}
+    )
     (manifests / "batch-x-0.jsonl").write_text(good + "\n" + '{"path": ["not", "a", "path"]}\n')
-    with pytest.raises(GcApplyRefused, match=rf"batch-x-0\.jsonl: byte {len(good) + 1}: not a line of a gc batch"):
+    with pytest.raises(
+        GcApplyRefused, match=rf"batch-x-0\.jsonl: byte {len(good) + 1}: not a line of a gc batch"
+    ):
         delete_on_executors(spark, StorageOptions(), rows(plan), plan.options.scopes(), str(manifests))
     assert orphan.exists()
 
@@ -200,7 +248,11 @@ def test_s3_over_1000_candidates_in_one_directory_with_odd_names_across_listing_
     before = objects(up, bucket)
     with CountingProxy(s3_server.endpoint) as proxy:
         result = delete_on_executors(
-            spark, StorageOptions.from_env(proxy.endpoint), rows(plan), plan.options.scopes(), str(tmp_path / "m")
+            spark,
+            StorageOptions.from_env(proxy.endpoint),
+            rows(plan),
+            plan.options.scopes(),
+            str(tmp_path / "m"),
         ).to_json()
     assert result["deleted_files"] == len(candidates) and not result["failed"] and not result["skipped"]
     assert objects(up, bucket) == before - candidates
@@ -217,7 +269,12 @@ def test_a_trash_inside_a_root_or_around_one_is_refused_before_anything_goes(spa
     for trash in (sc.checkpoints / "trash", tmp_path, sc.checkpoints / ".." / "checkpoints" / "t"):
         with pytest.raises(GcApplyRefused, match="overlapping scopes: --trash"):
             delete_on_executors(
-                spark, StorageOptions(), rows(plan), plan.options.scopes(), str(tmp_path / "m"), trash=str(trash)
+                spark,
+                StorageOptions(),
+                rows(plan),
+                plan.options.scopes(),
+                str(tmp_path / "m"),
+                trash=str(trash),
             )
     assert orphan.exists() and not (tmp_path / "m").exists()
 

@@ -48,3 +48,42 @@ def run_ckptctl(*args: str, env: dict[str, str] | None = None, timeout: float = 
 
 
 _MAIN = "import sys; from ckptctl.cli import main; sys.argv[0] = 'ckptctl'; main()"
+
+
+def run_ckptctl_counting_connections(*args: str, env: dict[str, str] | None = None, timeout: float = 120):
+    """:func:`run_ckptctl`, and the addresses the process tried to connect to (every TCP connect,
+    blocking or asyncio's): how often a command tried an endpoint is what says it gave up at once,
+    where its time on a loaded machine says little (imports alone took 10x longer under load)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    fd, record = tempfile.mkstemp(prefix="ckptctl-connects-")
+    os.close(fd)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _COUNTING_MAIN, record, *args], capture_output=True, text=True,
+            timeout=timeout, env={**os.environ, **(env or {})}, cwd=REPO,
+        )  # fmt: skip
+        with open(record, encoding="utf-8") as f:
+            tried = [line for line in f.read().splitlines() if line]
+    finally:
+        os.unlink(record)
+    return proc, tried
+
+
+_COUNTING_MAIN = """
+import atexit, socket, sys
+record, tried = sys.argv.pop(1), []
+real = socket.socket.connect
+def connect(self, address):
+    if self.family in (socket.AF_INET, socket.AF_INET6):
+        tried.append("%s:%s" % address[:2])
+    return real(self, address)
+socket.socket.connect = connect
+atexit.register(lambda: open(record, "w").write("\\n".join(tried)))
+from ckptctl.cli import main
+sys.argv[0] = "ckptctl"
+main()
+"""

@@ -109,6 +109,7 @@ class FaultyProxy:
         self.faults = 0
         self.faults_by_kind: dict[str, int] = {}
         self.held: list[tuple[str, str]] = []  # the requests left unanswered (HANG)
+        self.held_requests: list[tuple[str, str, bytes]] = []  # the same, with what each carried
         self.closing = threading.Event()
         proxy = self
 
@@ -124,6 +125,7 @@ class FaultyProxy:
                 fault = proxy.decide(self.command, self.path)
                 if fault is HANG:
                     proxy.held.append((self.command, self.path))
+                    proxy.held_requests.append((self.command, self.path, body))
                     proxy.closing.wait()
                     self.close_connection = True
                     return
@@ -133,7 +135,8 @@ class FaultyProxy:
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
-                    if self.command != "HEAD":  # a HEAD answer has no body: one would be read as the next answer
+                    # a HEAD answer has no body: one would be read as the next answer
+                    if self.command != "HEAD":
                         self.wfile.write(payload)
                     return
                 conn = http.client.HTTPConnection(*proxy.upstream, timeout=30)

@@ -24,18 +24,27 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 
 SHORT_LIVED = ("-XX:TieredStopAtLevel=1",)
+# Each test worker's embedded Spark JVM (the driver is the executor of local[*]): its heap. The
+# product sizes it from the machine (a quarter of the free memory, up to 8 GiB); two workers of 6
+# GB each beside Flink's MiniClusters on a 24 GB machine shared with other work drew the kernel's OOM
+# killer, and every later Spark test of that worker failed. The suite's inputs are small: every Spark
+# test passes with 1 GiB; 1.5 GiB leaves room, and two workers' JVMs (with their Python workers)
+# stay within ~4 GB.
+SPARK_HEAP = "1536m"
 LONG_LIVED = (*SHORT_LIVED, "-XX:+UseParallelGC")
 
 
 def hand_on(environ: MutableMapping[str, str]) -> None:
     """Set (unless the caller set them) the variables through which Spark's launcher
     (``SPARK_SUBMIT_OPTS``, read by spark-class), PySpark's standalone daemons and PyFlink's
-    gateway (``FLINK_ENV_JAVA_OPTS``) pass options to the JVMs they start. Spark's embedded JVM
+    gateway (``FLINK_ENV_JAVA_OPTS``) pass options to the JVMs they start, and the heap of Spark's
+    embedded JVM (``SPARK_DRIVER_MEMORY``: :data:`SPARK_HEAP`). Spark's embedded JVM
     gets its collector from ckptctl itself (:func:`ckptctl.engine.spark.jvm_collector`), so the
     suite's sessions start as a user's do; naming it here as well left that path to one test."""
     for name, opts in (("SPARK_SUBMIT_OPTS", SHORT_LIVED), ("SPARK_DAEMON_JAVA_OPTS", LONG_LIVED),
                        ("FLINK_ENV_JAVA_OPTS", LONG_LIVED)):  # fmt: skip
         environ.setdefault(name, " ".join(opts))
+    environ.setdefault("SPARK_DRIVER_MEMORY", SPARK_HEAP)  # spark-submit reads it; a user's own wins
 
 
 def javac_options() -> list[str]:

@@ -1,0 +1,173 @@
+"""The embedded Spark JVM on a machine it shares (issue 48): a heap sized from the memory that is
+free, a JVM that died (of memory, or killed) named in one line, and a dead session replaced by a
+new one instead of failing every later Spark command of the process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli_runner import DATA, cli
+from tests.support.fixture_cases import data_rebase
+from tests.support.spark_run import SparkRun, is_jvm, is_python_worker
+
+BASIC = DATA / "2.2.0" / "basic"
+GiB = 1 << 30
+
+
+def fake_machine(tmp_path: Path, available_kb: int, cgroup: str, limits: dict[str, tuple[str, str]]) -> tuple:
+    """A /proc with ``MemAvailable`` and a cgroup line, and a cgroup tree with limit and usage files."""
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "meminfo").write_text(
+        f"MemTotal:       65536000 kB\nMemFree:  100 kB\nMemAvailable:   {available_kb} kB\n"
+    )
+    (proc / "self" / "cgroup").write_text(cgroup)
+    root = tmp_path / "cgroup"
+    for rel, (name_value, used_value) in limits.items():
+        d = root / rel
+        d.mkdir(parents=True, exist_ok=True)
+        limit_name, used_name = (
+            ("memory.limit_in_bytes", "memory.usage_in_bytes")
+            if rel.startswith("memory")
+            else ("memory.max", "memory.current")
+        )
+        (d / limit_name).write_text(name_value + "\n")
+        (d / used_name).write_text(used_value + "\n")
+    return str(proc), str(root)
+
+
+def test_available_memory_is_the_free_memory_or_the_cgroups_room_if_less(tmp_path: Path) -> None:
+    from ckptctl.engine.machine import available_memory
+
+    # no cgroup limit (v2 "max"): MemAvailable
+    proc, root = fake_machine(tmp_path / "a", 8 << 20, "0::/ci.slice/job\n", {"ci.slice/job": ("max", "123")})
+    assert available_memory(proc, root) == 8 * GiB
+    # a v2 limit on the parent slice only: its room (limit less usage), lower than MemAvailable
+    proc, root = fake_machine(tmp_path / "b", 8 << 20, "0::/ci.slice/job\n",
+                              {"ci.slice/job": ("max", "0"), "ci.slice": (str(3 * GiB), str(GiB))})  # fmt: skip
+    assert available_memory(proc, root) == 2 * GiB
+    # v1 (a container's memory controller), "no limit" written as 2^63 rounded to a page, then a limit
+    v1 = "4:memory:/docker/abc\n3:cpu:/docker/abc\n"
+    proc, root = fake_machine(
+        tmp_path / "c", 8 << 20, v1, {"memory/docker/abc": ("9223372036854771712", "5")}
+    )
+    assert available_memory(proc, root) == 8 * GiB
+    proc, root = fake_machine(
+        tmp_path / "d", 8 << 20, v1, {"memory/docker/abc": (str(4 * GiB), str(3 * GiB))}
+    )
+    assert available_memory(proc, root) == GiB
+    # a limit above what the machine has free does not raise it
+    proc, root = fake_machine(tmp_path / "e", 1 << 20, "0::/\n", {".": (str(64 * GiB), "0")})
+    assert available_memory(proc, root) == GiB
+    # nothing readable: unknown
+    assert available_memory(str(tmp_path / "none"), str(tmp_path / "none")) == 0
+
+
+def test_the_heap_is_a_quarter_of_the_free_memory_not_of_the_total(monkeypatch) -> None:
+    """A quarter of the total (6 GB on 24 GB) per JVM, on a machine whose memory other work held,
+    drew the kernel's OOM killer (two test workers beside Flink's MiniClusters)."""
+    from ckptctl.engine import machine
+    from ckptctl.engine.spark import driver_memory
+
+    monkeypatch.setattr(machine, "machine_memory", lambda: 24 * GiB)
+    monkeypatch.setattr(machine, "available_memory", lambda: 6 * GiB)
+    assert driver_memory() == "1536m"
+    monkeypatch.setattr(machine, "available_memory", lambda: 2 * GiB)
+    assert driver_memory() == "1024m"  # never below spark-submit's own default
+    monkeypatch.setattr(machine, "available_memory", lambda: 200 * GiB)
+    assert driver_memory() == "8192m"
+    monkeypatch.setattr(machine, "available_memory", lambda: 0)  # unknown: the total
+    assert driver_memory() == "6144m"
+
+
+def test_the_suites_spark_heap_fits_two_workers_beside_flink() -> None:
+    """Each test worker's JVM gets the suite's heap (tests/support/jvm.py), not the product's
+    sizing: the suite's inputs are small, the machine is shared."""
+    from ckptctl.engine.spark import spark_session
+
+    heap = spark_session("local[*]").sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory()
+    assert heap <= 2 * GiB, heap
+
+
+def jvm_pid(spark) -> int:
+    return spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+
+
+def verify_on_spark() -> dict:
+    result = cli("verify", str(BASIC), "--engine", "spark", "--json", *data_rebase(DATA))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def wait_gone(pid: int) -> None:
+    for _ in range(600):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+
+
+def test_a_killed_spark_jvm_is_replaced_by_a_new_one_on_the_next_command() -> None:
+    """The kernel's OOM killer took a test worker's Spark JVM, and every later Spark test of that
+    worker failed (``Connection refused``): the process kept the dead session. The next Spark use
+    starts a new JVM and a new session."""
+    from ckptctl.engine.spark import spark_session
+
+    dead = jvm_pid(spark_session("local[*]"))
+    os.kill(dead, signal.SIGKILL)
+    wait_gone(dead)
+    report = verify_on_spark()
+    assert report["ok"] and report["engine"] == "spark"
+    assert jvm_pid(spark_session("local[*]")) != dead
+
+
+def test_a_jvm_that_ran_out_of_memory_is_named_and_replaced() -> None:
+    """A task that needs more than the heap: Spark's local executor ends the JVM (exit code 52).
+    What Python sees is a dropped connection; the line says the JVM ran out of memory and how to
+    give it more. The next Spark use starts a new JVM."""
+    from ckptctl.engine.spark import spark_failure, spark_session
+
+    spark = spark_session("local[*]")
+    heap = spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory()
+    longs = min(2**31 - 64, 2 * heap // 8)  # one array of twice the heap
+    with pytest.raises(Exception) as e:
+        spark.range(1).selectExpr(f"size(array_repeat(id, {longs}))").collect()
+    line = spark_failure(e.value)
+    assert line and line.startswith("the Spark JVM ran out of memory") and "SPARK_DRIVER_MEMORY" in line, line
+    assert "\n" not in line
+    report = verify_on_spark()
+    assert report["ok"] and report["engine"] == "spark"
+
+
+def test_a_jvm_killed_mid_command_is_one_line_naming_the_oom_killer(tmp_path: Path) -> None:
+    """``kill -9`` of the JVM while the command's job runs (what the kernel's OOM killer does):
+    one line that says so, exit 2, no traceback, nothing left behind. The job on a fixture takes
+    about a second: a kill that came after it ended is tried again (three tries at most)."""
+    chk = sorted(BASIC.rglob("chk-*"))[-1]
+    for attempt in range(3):
+        run = SparkRun(
+            tmp_path / str(attempt), "verify", str(chk), "--deep", "--engine", "spark", *data_rebase(DATA)
+        )
+        try:
+            assert run.wait_for(lambda ps: any(is_python_worker(p) for p in ps)), run.finish()
+            for jvm in [p for p in run.survivors(grace=0) if is_jvm(p)]:
+                os.kill(jvm.pid, signal.SIGKILL)
+            code, _out, err = run.finish()
+            if code == 0:
+                continue  # the job had ended: the kill came too late
+            lines = err.strip().splitlines()
+            assert code == 2 and len(lines) == 1, err
+            said = "error: the Spark JVM died (killed by signal 9, SIGKILL: likely the kernel's OOM killer)"
+            assert lines[0].startswith(said) and "SPARK_DRIVER_MEMORY" in lines[0], lines[0]
+            assert run.survivors() == [] and os.listdir(run.tmp) == []
+            return
+        finally:
+            run.kill_survivors()
+    pytest.fail("the job ended before the JVM was killed, three times")
