@@ -32,13 +32,6 @@ from tests.support.gc_support import Scenario, ckptctl
 from tests.support.s3_clock import next_second
 from tests.support.s3_copied import upload_scenario
 
-
-@pytest.fixture(scope="module")
-def spark():
-    from ckptctl.engine.spark import spark_session
-
-    return spark_session("local[*]")
-
 # ---------------------------------------------------------------------------------------------
 # S3: exactly the unchanged candidates go, in ceil(n/1000) DeleteObjects and one LIST per directory
 

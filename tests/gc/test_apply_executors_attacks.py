@@ -17,13 +17,6 @@ from tests.support.executor_apply import rows
 from tests.support.gc_support import T0, Scenario, ckptctl
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from ckptctl.engine.spark import spark_session
-
-    return spark_session("local[*]")
-
-
 def touch_later(path: Path) -> None:
     """``path`` modified after the plan: same bytes, a later mtime (another file for the plan)."""
     mtime = path.stat().st_mtime + 60

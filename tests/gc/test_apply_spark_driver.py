@@ -9,19 +9,12 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 
 from tests.support.executor_apply import manifest_records
 from tests.support.gc_support import Scenario, ckptctl
 
 MASTER = "local[*]"
 
-
-@pytest.fixture(scope="module")
-def spark():
-    from ckptctl.engine.spark import spark_session
-
-    return spark_session(MASTER)
 
 
 class DriverResults:

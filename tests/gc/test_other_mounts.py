@@ -26,7 +26,7 @@ import pytest
 from ckptctl.gc import GcOptions
 from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
-from tests.gc.test_spark_plan import MASTER, assert_same_plan
+from tests.gc.test_spark_plan import assert_same_plan
 from tests.support.fixed_clock import fixed_clock
 from tests.support.fixture_cases import REPO, manifest
 from tests.support.gc_plans import OLD, apply, candidates, codes, plan_to_file, protected, snapshot
@@ -164,14 +164,6 @@ def options_of(
 ) -> GcOptions:
     return GcOptions(tuple(str(r) for r in roots), older_than=DAY, margin=600.0,
                      rebase=Rebase.of([(sc.original, str(sc.root)), *rebase]), **overrides)  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def spark():
-    """The embedded Spark session the other Spark tests use (no JVM restart between modules)."""
-    from ckptctl.engine.spark import spark_session
-
-    return spark_session(MASTER)
 
 
 def test_spark_plan_of_other_mounts_equals_local_plan(spark, tmp_path: Path, monkeypatch) -> None:

@@ -14,13 +14,11 @@ import json
 import time
 from pathlib import Path
 
-import pytest
-
 from ckptctl.gc import GcOptions
 from ckptctl.gc.siblings import unmapped_references
 from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
-from tests.gc.test_spark_plan import MASTER, assert_same_plan
+from tests.gc.test_spark_plan import assert_same_plan
 from tests.support.faulty_proxy import FaultyProxy, Rule, is_list, query
 from tests.support.fixed_clock import fixed_clock
 from tests.support.fixture_cases import REPO
@@ -100,14 +98,6 @@ def test_a_sibling_naming_the_root_where_no_mapping_reaches_is_named() -> None:
         },
     }
     assert [r["path"] for r in unmapped_references(external, [root])] == [f"file:/old/{JOB_1}/shared/sst-1"]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    """The embedded Spark session the other Spark tests use (no JVM restart between modules)."""
-    from ckptctl.engine.spark import spark_session
-
-    return spark_session(MASTER)
 
 
 def test_spark_plan_of_a_job_directory_root_reads_its_siblings_as_in_process(

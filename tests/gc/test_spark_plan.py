@@ -27,12 +27,6 @@ NOW = time.time()
 CLOCK = [NOW]  # S3 tests move it past their uploads
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from ckptctl.engine.spark import spark_session
-
-    return spark_session(MASTER)
-
 
 @pytest.fixture(autouse=True)
 def fixed_clock(monkeypatch):

@@ -10,20 +10,11 @@ import json
 import math
 import random
 
-import pytest
-
 from ckptctl.gc.reasons import Reason
 from ckptctl.gc.rule import FileRule
 from tests.gc.test_rule_columns import NAMES, _contexts, _one_file, random_rule
 
 UTF8_NAMES = [n for n in NAMES if n.isascii()]  # Spark holds UTF-8 only: the planner refuses others first
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from ckptctl.engine.spark import spark_session
-
-    return spark_session("local[*]")
 
 
 def _labels(contexts: list[tuple], rule: FileRule):
@@ -56,7 +47,11 @@ def test_the_sql_rule_decides_as_one_condition_at_a_time(spark) -> None:
             uri = f"s3://b/d{d}/{name}"
             if uri in want:
                 continue
-            mtime, link, expired = rng.choice(times), rng.choice([None, False, False, True]), rng.choice([None, False, True])
+            mtime, link, expired = (
+                rng.choice(times),
+                rng.choice([None, False, False, True]),
+                rng.choice([None, False, True]),
+            )
             files.append((uri, mtime, link, expired))
             want[uri] = _one_file(rule, contexts[d], name, mtime, bool(link), bool(expired))
         rows = spark.createDataFrame(files, "uri string, mtime double, is_link boolean, expired boolean")
@@ -75,7 +70,10 @@ def test_the_sql_rule_decides_as_one_condition_at_a_time(spark) -> None:
                 in_python += 1
                 continue
             # what the SQL form takes it decides alone: never a name the rule reads
-            assert why not in (Reason.ABNORMAL_PATH, Reason.FORST_CONTROL_FILE) or not contexts[int(r.uri.split("/")[3][1:])][1], r
+            assert (
+                why not in (Reason.ABNORMAL_PATH, Reason.FORST_CONTROL_FILE)
+                or not contexts[int(r.uri.split("/")[3][1:])][1]
+            ), r
             got_one = ("taken" if r.taken else "kept", Reason(r.reason), labels.evidence[r.verdict])
             assert got_one == (outcome, why, json.dumps(evidence or {})), (r.uri, name)
             seen.add((outcome, why))
@@ -110,6 +108,8 @@ def test_a_directory_is_cut_as_python_cuts_it(spark) -> None:
             "x/\U0001f600/y", ""]  # fmt: skip
     from pyspark.sql import functions as F
 
-    frame = spark.createDataFrame([(u,) for u in uris], "uri string").withColumn("name", F.substring_index("uri", "/", -1))
+    frame = spark.createDataFrame([(u,) for u in uris], "uri string").withColumn(
+        "name", F.substring_index("uri", "/", -1)
+    )
     got = frame.select(_parent("uri"), _parent("uri", "name")).collect()
     assert [tuple(r) for r in got] == [(u.rpartition("/")[0],) * 2 for u in uris]
