@@ -241,7 +241,7 @@ def read_heap_key_groups(data: bytes, offsets, header: BackendHeader, path: str,
         for n in range(len(readers)):
             at = c.pos
             c.need(2, f"key group {kg}: state id")
-            sid = struct.unpack_from(">h", data, c.pos)[0]
+            sid = struct.unpack_from(">h", c.data, c.pos)[0]
             c.pos += 2
             if not 0 <= sid < len(readers):
                 raise c.fail(f"key group {kg}: state id {sid}, the header has {len(readers)} states", at)
