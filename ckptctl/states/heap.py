@@ -16,8 +16,9 @@ After the header (:mod:`ckptctl.metadata.keyedproxy`), at each key group's offse
 The same in 1.20 and 2.x. Entries carry no lengths: only the serializer knows where one ends. So
 a serializer this module does not know stops the state's key group, and with it the rest of that
 key group (the next state's bytes start where the unknown ones end): such a state is *named*, never
-guessed at. Entries are counted as RocksDB counts rows (a map entry each; a list one entry, its
-elements for TTL ages), so that ``states --deep`` agrees across backends.
+guessed at (a key group whose count of it is 0 goes on). Entries are counted as RocksDB counts
+rows (a map entry each; a list one entry, its elements for TTL ages), so that ``states --deep``
+agrees across backends.
 """
 
 from __future__ import annotations
@@ -149,7 +150,10 @@ def skip(node: Node, c: _Cursor, stamps: list | None) -> None:
         c.need(node.size, node.name)
         c.pos += node.size
     elif kind == "string":
+        at = c.pos
         n = c.varint("string length")
+        if n - 1 > c.end - c.pos:
+            raise c.fail(f"a string of {n - 1} characters, {c.end - c.pos} bytes left", at)
         for _ in range(n - 1 if n else 0):  # length + 1; 0 is null
             c.varint("string character")
     elif kind == "list":
@@ -248,10 +252,17 @@ def read_heap_key_groups(data: bytes, offsets, header: BackendHeader, path: str,
             r = readers[sid]
             seen.append(r.name)
             if r.unknown is not None:
-                rest = tuple(x.name for x in readers if x.name not in seen)
-                yield Stopped(r.name, kg, r.unknown, rest)
-                break
-            yield _read_state(r, key, c, kg)
+                # the count comes first: a key group without entries of this state goes on
+                count_at = c.pos
+                if c.i32(f"key group {kg}: '{r.name}' count") == 0:
+                    yield HeapRow(r.name, kg, 0, 4, [])
+                else:
+                    c.pos = count_at
+                    rest = tuple(x.name for x in readers if x.name not in seen)
+                    yield Stopped(r.name, kg, r.unknown, rest)
+                    break
+            else:
+                yield _read_state(r, key, c, kg)
             if n == len(readers) - 1 and c.pos != end:
                 # every state read: the key group must end where the next one begins
                 after = (
