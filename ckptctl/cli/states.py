@@ -37,7 +37,8 @@ def states_command(
     deep: Annotated[
         bool,
         typer.Option(
-            "--deep", help="Also open every keyed RocksDB instance: entries, bytes and TTL ages per state."
+            "--deep",
+            help="Also read every keyed handle (RocksDB, heap snapshots): entries, bytes and TTL ages per state.",
         ),
     ] = False,
     ttl: Annotated[

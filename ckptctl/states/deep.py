@@ -16,6 +16,7 @@ from ckptctl.states.scan import (
     AgeCount,
     HandleOutcome,
     KeyGroupEntries,
+    NotDecoded,
     RocksDBTask,
     SnapshotTask,
     StateSpec,
@@ -98,10 +99,10 @@ class SnapshotRef:
     canonical: bool = True  # a savepoint's stream: the unified format for certain
 
 
-def _full_snapshot_refs(ck: LoadedCheckpoint, start: int, not_scanned: list[str]) -> list[SnapshotRef]:
+def _full_snapshot_refs(ck: LoadedCheckpoint, start: int) -> list[SnapshotRef]:
     """Key-group stream handles: canonical savepoints are in the unified format (key/value byte
-    arrays) whatever the backend; other full snapshots may be the heap backend's, written with the
-    user's serializers, and are only counted when they parse as the unified format."""
+    arrays) whatever the backend; other full snapshots are the heap backend's (written with the
+    states' own serializers, :mod:`ckptctl.states.heap`) or RocksDB's in the unified format."""
     from ckptctl.metadata.model import SAVEPOINT_KEY_GROUPS_HANDLE
     from ckptctl.verify import key_group_prefix_bytes
 
@@ -112,11 +113,6 @@ def _full_snapshot_refs(ck: LoadedCheckpoint, start: int, not_scanned: list[str]
             h = s.managed_keyed
             if type(h) is not KeyGroupsHandle or h.delegate is None or not h.key_groups.count:
                 continue
-            if h.code != SAVEPOINT_KEY_GROUPS_HANDLE and not any("heap" in n for n in not_scanned):
-                not_scanned.append(
-                    f"operator {op.display_name or op.operator_id}: a full (non-savepoint) snapshot; counted "
-                    "only if it is in the RocksDB/canonical format (heap snapshots need the user's serializers)"
-                )
             src = h.delegate.source(resolve)
             if src is None:
                 continue
@@ -136,7 +132,8 @@ def deep_scan(
     ttl_default: int | None = None, ttl_named: dict[str, int] | None = None, engine: Any = "auto",
     master: str | None = None, progress=None,
 ) -> DeepResult:  # fmt: skip
-    """Entries, bytes and TTL ages of every state of every keyed RocksDB handle and canonical savepoint stream."""
+    """Entries, bytes and TTL ages of every state of every keyed RocksDB handle, canonical savepoint
+    stream and heap (HashMap) backend snapshot."""
     from ckptctl.engine import Engine
     from ckptctl.verify import handle_refs
 
@@ -165,9 +162,11 @@ def deep_scan(
             for e in (oc.states.values() if oc else ())
             if e.scope == "keyed"
         )
-        tasks.append(RocksDBTask(h.index, h.files, h.key_group_start, h.key_group_end, h.prefix_bytes, specs, now_ms))
+        tasks.append(
+            RocksDBTask(h.index, h.files, h.key_group_start, h.key_group_end, h.prefix_bytes, specs, now_ms)
+        )
     not_scanned = []
-    handles.extend(_full_snapshot_refs(ck, len(handles), not_scanned))
+    handles.extend(_full_snapshot_refs(ck, len(handles)))
     for oc in cat:
         if oc.keyed_backend == "changelog":
             not_scanned.append(
@@ -181,7 +180,9 @@ def deep_scan(
             for e in (oc.states.values() if oc else ())
             if e.scope == "keyed"
         )
-        tasks.append(SnapshotTask(h.index, h.files, h.key_group_offsets, h.prefix_bytes, specs, now_ms))
+        tasks.append(
+            SnapshotTask(h.index, h.files, h.key_group_offsets, h.prefix_bytes, specs, now_ms, h.canonical)
+        )
     ran, records = chosen.run(tasks, partial(run_state_tasks, storage.options), progress)
     engine = ran.kind
     usage: dict[tuple[str, str], StateUsage] = {}
@@ -194,26 +195,8 @@ def deep_scan(
             u = usage[(op_id, cf)] = StateUsage()
         return u
 
-    # A full checkpoint snapshot that does not parse as the unified format is a heap (HashMap)
-    # backend's, written with the user's serializers: not decodable here, and not corruption
-    # (verify checks its files). Its partial counts are dropped and it is named as not scanned.
-    heap = {
-        rec.index for rec in records
-        if rec.__class__ is HandleOutcome and not rec.ok and isinstance(handles[rec.index], SnapshotRef)
-        and not handles[rec.index].canonical
-    }  # fmt: skip
-    for index in sorted(heap):
-        ref = handles[index]
-        for _ck, op_id, sub in ref.owners:
-            name = by_op[op_id].name if op_id in by_op and by_op[op_id].name else op_id
-            not_scanned.append(
-                f"operator {name} subtask {sub}: a heap (HashMap) backend snapshot, written with the job's own "
-                "serializers: not decodable without them (this is not damage; `verify` checks its files)"
-            )
     for rec in records:
         kind, index = rec.__class__, rec.index
-        if index in heap:
-            continue
         ref = handles[index]
         for _ck, op_id, sub in ref.owners:
             if kind is HandleOutcome:
@@ -222,6 +205,12 @@ def deep_scan(
                         f"operator {op_id} subtask {sub} key groups [{ref.key_group_start}, {ref.key_group_end}]: "
                         f"{rec.detail}"
                     )
+            elif kind is NotDecoded:
+                name = by_op[op_id].name if op_id in by_op and by_op[op_id].name else op_id
+                what = f"state '{rec.state}'" if rec.state is not None else "heap snapshot"
+                line = f"operator {name}: {what} of the heap (HashMap) backend: {rec.detail}"
+                if line not in not_scanned:
+                    not_scanned.append(line)
             elif kind is KeyGroupEntries:
                 _i, cf, kg, n, nbytes = rec
                 u = get(op_id, cf)

@@ -7,7 +7,8 @@ first, 8 bytes big-endian millis (value/reducing/aggregating: at byte 0 of the v
 the null flag; list: each element, when the element's length is fixed, separated by one delimiter
 byte). Column families with unmerged list-state merge operands are read by
 :mod:`ckptctl.rocksdb.sst`. Canonical savepoint streams (the unified key/value format of
-``FullSnapshotAsyncWriter``) are read directly.
+``FullSnapshotAsyncWriter``) are read directly; heap (HashMap) backend snapshots with the
+serializers their headers name (:mod:`ckptctl.states.heap`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import NamedTuple
 
 from ckptctl.errors import MetadataFormatError, StorageError
 from ckptctl.metadata.keyedproxy import parse_backend_header
+from ckptctl.states.heap import looks_heap
 from ckptctl.storage import Storage, StorageOptions
 
 DAY_MS = 86_400_000
@@ -64,6 +66,7 @@ class SnapshotTask(NamedTuple):
     prefix_bytes: int
     specs: tuple[StateSpec, ...]
     now_ms: int
+    canonical: bool = True  # a savepoint's: the unified format; else a heap backend's may be too
 
 
 # The records a task yields. Every task ends with one HandleOutcome (ok or not); the counts of a
@@ -74,6 +77,14 @@ class HandleOutcome(NamedTuple):
     index: int
     ok: bool
     detail: str | None
+
+
+class NotDecoded(NamedTuple):
+    """A state of a heap snapshot (or all of it) that could not be read, and why."""
+
+    index: int
+    state: str | None
+    detail: str
 
 
 class KeyGroupEntries(NamedTuple):
@@ -146,7 +157,9 @@ def scan_states(storage, task: RocksDBTask) -> Iterator[tuple]:
         try:
             db, cfs = open_read_only(workdir)
         except Exception as e:  # noqa: BLE001
-            yield HandleOutcome(index, False, f"RocksDB cannot open the rebuilt directory: {explain(e, workdir, files)}")
+            yield HandleOutcome(
+                index, False, f"RocksDB cannot open the rebuilt directory: {explain(e, workdir, files)}"
+            )
             return
         by_name = {spec.name: spec for spec in specs}
         try:
@@ -168,7 +181,44 @@ def scan_states(storage, task: RocksDBTask) -> Iterator[tuple]:
 def _scan_cf(db, cf, spec, index, prefix_bytes, now_ms, workdir) -> list[tuple]:
     from ckptctl.rocksdb.keygroups import read_counted
 
-    return read_counted(db, workdir, cf, lambda rows, source: _count_cf(rows, source, cf, spec, index, prefix_bytes, now_ms))
+    return read_counted(
+        db, workdir, cf, lambda rows, source: _count_cf(rows, source, cf, spec, index, prefix_bytes, now_ms)
+    )
+
+
+class AgeTally:
+    """TTL last-access stamps of one state, added up per (key group, age bucket), and what expired."""
+
+    def __init__(self, now_ms: int, ttl_ms: int | None) -> None:
+        self.now_ms, self.ttl_ms = now_ms, ttl_ms
+        self.ages: dict[tuple[int, int], list[int]] = {}
+        self.expired = [0, 0]
+        self.decoded = self.undecodable = 0
+        self.lo_ts: int | None = None
+        self.hi_ts: int | None = None
+
+    def add(self, kg: int, ts: int, nbytes: int) -> None:
+        self.decoded += 1
+        self.lo_ts = ts if self.lo_ts is None or ts < self.lo_ts else self.lo_ts
+        self.hi_ts = ts if self.hi_ts is None or ts > self.hi_ts else self.hi_ts
+        age = self.now_ms - ts
+        b = self.ages.get((kg, age_bucket(age)))
+        if b is None:
+            b = self.ages[(kg, age_bucket(age))] = [0, 0]
+        b[0] += 1
+        b[1] += nbytes
+        if self.ttl_ms is not None and age >= self.ttl_ms:
+            self.expired[0] += 1
+            self.expired[1] += nbytes
+
+    def records(self, index: int, cf: str, layout: str, source: str) -> list[tuple]:
+        out: list[tuple] = [
+            AgeCount(index, cf, kg, bucket, n, nbytes)
+            for (kg, bucket), (n, nbytes) in sorted(self.ages.items())
+        ]
+        out.append(TtlSummary(index, cf, layout, self.decoded, self.undecodable, self.expired[0], self.expired[1],
+                              self.lo_ts, self.hi_ts, source))  # fmt: skip
+        return out
 
 
 def _count_cf(rows, source, cf, spec, index, prefix_bytes, now_ms) -> list[tuple]:
@@ -177,38 +227,21 @@ def _count_cf(rows, source, cf, spec, index, prefix_bytes, now_ms) -> list[tuple
     from ckptctl.rocksdb.keygroups import count_key_groups
 
     _name, layout, elem_len, ttl_ms = spec
-    ages: dict[tuple[int, int], list[int]] = {}
-    expired = [0, 0]
-    undecodable = 0
-    decoded = 0
-    lo_ts = hi_ts = None
+    tally = AgeTally(now_ms, ttl_ms)
 
     def ttl(kg: int, k: bytes, v: bytes) -> None:
-        nonlocal undecodable, decoded, lo_ts, hi_ts
         stamps = _ttl_timestamps(layout, v, elem_len)
         if stamps is None:
-            undecodable += 1
+            tally.undecodable += 1
             return
         for ts, nbytes in stamps:
-            decoded += 1
-            if layout != "list":
-                nbytes += len(k)
-            lo_ts = ts if lo_ts is None or ts < lo_ts else lo_ts
-            hi_ts = ts if hi_ts is None or ts > hi_ts else hi_ts
-            age = now_ms - ts
-            b = ages.get((kg, age_bucket(age)))
-            if b is None:
-                b = ages[(kg, age_bucket(age))] = [0, 0]
-            b[0] += 1
-            b[1] += nbytes
-            if ttl_ms is not None and age >= ttl_ms:
-                expired[0] += 1
-                expired[1] += nbytes
+            tally.add(kg, ts, nbytes if layout == "list" else nbytes + len(k))
 
     counts = count_key_groups(rows, prefix_bytes, None if layout == "none" else ttl)
-    out: list[tuple] = [KeyGroupEntries(index, cf, kg, n, nbytes) for kg, (n, nbytes) in sorted(counts.items())]
-    out.extend(AgeCount(index, cf, kg, bucket, n, nbytes) for (kg, bucket), (n, nbytes) in sorted(ages.items()))
-    out.append(TtlSummary(index, cf, layout, decoded, undecodable, expired[0], expired[1], lo_ts, hi_ts, source))
+    out: list[tuple] = [
+        KeyGroupEntries(index, cf, kg, n, nbytes) for kg, (n, nbytes) in sorted(counts.items())
+    ]
+    out.extend(tally.records(index, cf, layout, source))
     return out
 
 
@@ -268,7 +301,7 @@ def full_snapshot_rows(
 
 def scan_full_snapshot(storage, task: SnapshotTask) -> Iterator[tuple]:
     """One deep-scan task over a full-snapshot stream (canonical savepoint)."""
-    index, source, offsets, prefix_bytes, specs, now_ms = task
+    index, source, offsets, prefix_bytes, specs, now_ms, canonical = task
     try:
         if source[0] == "inline":
             data, path = source[1], "(inline)"
@@ -280,8 +313,12 @@ def scan_full_snapshot(storage, task: SnapshotTask) -> Iterator[tuple]:
         yield HandleOutcome(index, False, f"cannot read the snapshot stream: {e}")
         return
     positive = [o for _kg, o in offsets if o > 0]
+    base = source[2] if source[0] == "range" else 0
     try:
-        header = parse_backend_header(data[: min(positive) if positive else len(data)], path)
+        header = parse_backend_header(data[: min(positive) if positive else len(data)], path, base=base)
+        if not canonical and looks_heap(data, offsets):
+            yield from scan_heap_snapshot(data, offsets, header, path, base, task)
+            return
         if header.compressed:
             yield HandleOutcome(index, False, "key groups are compressed (snapshot compression): not counted")
             return
@@ -296,6 +333,63 @@ def scan_full_snapshot(storage, task: SnapshotTask) -> Iterator[tuple]:
     for name in names:
         spec = by_name.get(name) or StateSpec(name, "none", None, None)
         yield from _count_cf(rows[name], "snapshot", name, spec, index, prefix_bytes, now_ms)
+    yield HandleOutcome(index, True, None)
+
+
+def scan_heap_snapshot(
+    data: bytes, offsets, header, path: str, base: int, task: SnapshotTask
+) -> Iterator[tuple]:
+    """A heap (HashMap) backend snapshot: read with the serializers its header names
+    (:mod:`ckptctl.states.heap`); all records of the stream, or one failed outcome."""
+    from ckptctl.states.heap import HeapRow, read_heap_key_groups
+
+    index, specs, now_ms = task.index, task.specs, task.now_ms
+    by_name = {spec.name: spec for spec in specs}
+    counts: dict[str, dict[int, list[int]]] = {m.name: {} for m in header.states}
+    tallies: dict[str, AgeTally] = {}
+    stopped: dict[str, str] = {}
+    later: set[str] = set()
+    try:
+        for rec in read_heap_key_groups(data, offsets, header, path, base):
+            if rec.__class__ is HeapRow:
+                slot = counts[rec.state].setdefault(rec.key_group, [0, 0])
+                slot[0] += rec.entries
+                slot[1] += rec.bytes
+                if rec.stamps:
+                    spec = by_name.get(rec.state)
+                    tally = tallies.get(rec.state)
+                    if tally is None:
+                        tally = tallies[rec.state] = AgeTally(now_ms, spec.ttl_ms if spec else None)
+                    for ts, nbytes in rec.stamps:
+                        tally.add(rec.key_group, ts, nbytes)
+            else:
+                stopped.setdefault(rec.state, rec.serializer)
+                later.update(rec.later_states)
+    except MetadataFormatError as e:
+        yield HandleOutcome(index, False, str(e))
+        return
+    for state, serializer in stopped.items():
+        yield NotDecoded(
+            index, state, f"serializer {serializer} is not one ckptctl reads (entries carry no length)"
+        )
+    for state in sorted(later - set(stopped)):
+        yield NotDecoded(
+            index,
+            state,
+            "not counted: it follows, in some key groups, a state whose serializer cannot be read",
+        )
+    for m in header.states:
+        if m.name in stopped or m.name in later:
+            continue
+        out: list[tuple] = [
+            KeyGroupEntries(index, m.name, kg, n, b) for kg, (n, b) in sorted(counts[m.name].items()) if n
+        ]
+        spec = by_name.get(m.name)
+        layout = spec.layout if spec else "none"
+        if layout != "none":
+            tally = tallies.get(m.name) or AgeTally(now_ms, spec.ttl_ms)
+            out.extend(tally.records(index, m.name, layout, "heap"))
+        yield from out
     yield HandleOutcome(index, True, None)
 
 

@@ -423,25 +423,6 @@ def test_deep_scan_over_s3_gives_the_local_numbers(s3_server, s3_fixtures: str) 
         assert remote["operators"] == local["operators"]
 
 
-def test_deep_on_a_heap_backend_checkpoint_is_not_decodable_not_corrupt() -> None:
-    """Issue 22 row 9: states --deep on a HashMap-backend checkpoint said "bad key/value lengths",
-    exit 1, while verify --deep says sound. Every checkpoint of the real 2.3.0 hashmap fixture."""
-    from tests.support.fixture_cases import FIXTURES, data_rebase, manifest
-
-    e = next(x for x in manifest()["entries"] if x["scenario"] == "datastream_hashmap")
-    assert e["config"]["state.backend.type"] == "hashmap"
-    chks = [c for c in e["checkpoints"] if c["has_metadata"]]
-    assert chks
-    named = 0
-    for c in chks:
-        result = ckptctl("states", str(FIXTURES.parent / e["data_dir"] / c["dir"]), "--deep", "--engine", "local",
-                         "--json", *data_rebase(FIXTURES / "data"))  # fmt: skip
-        deep = json.loads(result.stdout)["deep"]
-        assert deep["problems"] == []
-        named += any("heap (HashMap) backend snapshot" in n for n in deep["not_scanned"])
-    assert named  # the checkpoints with data in their key groups say why they are not counted
-
-
 def test_snappy_blocks_of_real_ssts_decode_the_same_with_pyarrow_and_the_reference_decoder() -> None:
     """The SST reader decodes snappy with PyArrow's codec (issue 22: the pure-Python decoder ran at
     ~30 MB/s); every compressed block of the SSTs Flink wrote in the fixtures must decode to the

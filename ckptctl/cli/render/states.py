@@ -23,7 +23,7 @@ def report(console: Any, r: StatesReport, named: str, term: Terminal) -> None:
     if deep:
         console.print(
             f"ages measured from {_ms_time(deep['now_ms'])} ({deep['now_source']}); "
-            f"{deep['handles']} RocksDB instances on {deep['engine']} in {deep['elapsed_seconds']:.1f}s"
+            f"{deep['handles']} keyed handles read on {deep['engine']} in {deep['elapsed_seconds']:.1f}s"
         )  # fmt: skip
     if not r.operators:
         console.print("no operator holds state")
