@@ -1,6 +1,6 @@
 """The siblings of a ROOT that is a job directory: what their checkpoints borrow from it.
 
-The README invites one job directory as a ROOT (``gc plan <root>/<job-id>``). The other job
+docs/gc.md invites one job directory as a ROOT (``gc plan <root>/<job-id>``). The other job
 directories beside it are not scanned, yet a job restored from this one in CLAIM mode usually
 writes there (the same ``state.checkpoints.dir``), and its retained checkpoints reference this job's
 shared files: a red-team attack lost the 12 files a sibling borrowed, and 3 of its 4 checkpoints

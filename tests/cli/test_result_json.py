@@ -1,6 +1,6 @@
 """The JSON contract of the typed results (issue 21): ``--json`` prints a result's ``to_json()``,
 streamed for the results that can list millions of files (the reference map, a gc plan), and
-carries the fields the README promises scripts."""
+carries the fields docs/json.md promises scripts."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_streamed_gc_plan_is_its_to_json(tmp_path: Path) -> None:
 
 
 def test_json_of_every_converted_command_has_the_documented_fields(tmp_path: Path) -> None:
-    """The fields README's JSON contract (and each command's section) names, from the CLI."""
+    """The fields docs/json.md (the JSON contract) and each command's page in docs/ name, from the CLI."""
     s = Scenario("2.2.0", "basic", tmp_path)
     chk = sorted(s.checkpoints.glob("*/chk-*"))
     first, last = str(chk[0]), str(chk[-1])
@@ -73,15 +73,22 @@ def test_json_of_every_converted_command_has_the_documented_fields(tmp_path: Pat
     diff = json_of("diff", first, last, *s.rebase)
     for kind in ("added", "removed", "reused"):
         assert diff[f"{kind}_bytes"] == sum(f["size"] for f in diff[kind])
-    assert {diff["a"]["checkpoint_id"], diff["b"]["checkpoint_id"]} == {int(p.name[4:]) for p in (chk[0], chk[-1])}
+    assert {diff["a"]["checkpoint_id"], diff["b"]["checkpoint_id"]} == {
+        int(p.name[4:]) for p in (chk[0], chk[-1])
+    }
     verify = json_of("verify", str(s.root), *s.rebase, "--engine", "local")
     assert verify["ok"] and {"checked", "problems", "engine", "master", "checkpoints", "problem_count",
                              "elapsed_seconds"} <= set(verify)  # fmt: skip
     plan = json_of("plan-rescale", last, *s.rebase, "-p", "3")
     assert plan["new_parallelism"] == 3 and plan["checkpoint"].endswith(Path(last).name)
-    assert {"operator_id", "name", "old_parallelism", "new_parallelism", "max_parallelism", "subtasks"} <= set(
-        plan["operators"][0]
-    )
+    assert {
+        "operator_id",
+        "name",
+        "old_parallelism",
+        "new_parallelism",
+        "max_parallelism",
+        "subtasks",
+    } <= set(plan["operators"][0])
     sweep = json_of("plan-rescale", last, *s.rebase, "-p", "1..3")
     assert [r["parallelism"] for r in sweep["rows"]] == [1, 2, 3] and sweep["recommended"] in (1, 2, 3)
     repair = json_of("repair", last, *s.rebase, "--dry-run")
@@ -89,7 +96,11 @@ def test_json_of_every_converted_command_has_the_documented_fields(tmp_path: Pat
     relocate = json_of("relocate", last, str(tmp_path / "moved"), *s.rebase)
     assert relocate["applied"] is False and "result" not in relocate and "copies" not in relocate
     moved = json_of("relocate", last, str(tmp_path / "moved"), *s.rebase, "--apply")
-    assert moved["applied"] is True and moved["result"]["copied_files"] == moved["files"] and moved["verify"]["ok"]
+    assert (
+        moved["applied"] is True
+        and moved["result"]["copied_files"] == moved["files"]
+        and moved["verify"]["ok"]
+    )
     job = s.jobs()[0].relative_to(s.root)
     s.plant(f"{job}/shared/orphan", mtime=T0 - DAY)
     plan_file = tmp_path / "gc.json"
@@ -121,3 +132,28 @@ def test_ls_counts_what_the_reference_map_counts_on_every_fixture() -> None:
         assert row["inherited_bytes"] == sum({r.written_path: r.size for r in inherited}.values()), case.id
         inherited_seen += row["inherited_files"]
     assert inherited_seen, "no fixture checkpoint inherits a savepoint's files"
+
+
+def documented_fields() -> tuple[set[str], set[str]]:
+    """The field names docs/json.md promises for ``ls --json`` (its paragraph, less what the
+    parentheses say of the values) and for ``refs --format json`` (its table's first column)."""
+    import re
+
+    from tests.support.fixture_cases import REPO
+
+    text = (REPO / "docs" / "json.md").read_text()
+    ls = text[text.index("`ckptctl ls --json`") : text.index("`ckptctl refs --format")].split(":", 1)[1]
+    while re.search(r"\([^()]*\)", ls):
+        ls = re.sub(r"\([^()]*\)", "", ls)
+    table = text[text.index("| field | meaning |") :].split("\n\n", 1)[0]
+    first_column = " ".join(line.split("|")[1] for line in table.splitlines()[2:])
+    return set(re.findall(r"`(\w+)`", ls)), set(re.findall(r"`(\w+)`", first_column))
+
+
+def test_the_json_contract_page_names_fields_the_cli_prints(tmp_path: Path) -> None:
+    ls_fields, refs_fields = documented_fields()
+    assert len(ls_fields) >= 15 and len(refs_fields) >= 15
+    s = Scenario("2.2.0", "basic", tmp_path)
+    last = str(sorted(s.checkpoints.glob("*/chk-*"))[-1])
+    assert all(ls_fields <= set(row) for row in json_of("ls", str(s.root), *s.rebase))
+    assert all(refs_fields <= set(row) for row in json_of("refs", last, *s.rebase))

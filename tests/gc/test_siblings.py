@@ -2,7 +2,7 @@
 
 The bundled ``claim`` fixture (2.2.0): job 2 was restored from job 1 in CLAIM mode, and its
 retained checkpoints reference 12 SSTs in job 1's ``shared/``. ``gc plan <root>/<job 1>`` (the
-README invites job directories as ROOTs) read job 1's checkpoints only, made those 12 files
+docs/gc.md invites job directories as ROOTs) read job 1's checkpoints only, made those 12 files
 candidates without a word, and ``gc apply`` broke 3 of job 2's 4 checkpoints. Now the
 checkpoints beside such a ROOT are read: what they reference is kept, an unreadable one refuses.
 In-process, on Spark, and over S3 (one more listing: the parent's pruned walk).
