@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.gc_plans import OLD, apply, candidates, plan_to_file, snapshot
-from tests.support.gc_support import Scenario, plan_json
+from tests.support.gc_support import T0, Scenario, plan_json
 
 
 @pytest.mark.parametrize("where", ["contains-root", "inside-savepoints", "inside-changelog-dir"])
@@ -116,7 +117,9 @@ def test_row06_trash_keeps_root_qualified_paths_and_never_overwrites(tmp_path: P
     dead = "ab" * 16  # the same relative names below both roots
     planted = {}
     for sc in (a, b):
-        (sc.checkpoints / dead / "chk-3").mkdir(parents=True)  # Flink evidence: a dead job's checkpoint dir
+        chk = sc.checkpoints / dead / "chk-3"
+        chk.mkdir(parents=True)  # Flink evidence: a dead job's checkpoint dir
+        os.utime(chk, (T0, T0))  # after its orphans (T0 - 1h): one begun now would be a first checkpoint in flight
         for i in range(7):
             p = sc.plant(f"checkpoints/{dead}/shared/orphan-{i}")
             planted[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()

@@ -14,7 +14,7 @@ from ckptctl.gc import GcOptions
 from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
 from tests.gc.test_first_checkpoint import MIN, files_of, first_checkpoint_uploading, upload_first_checkpoint
-from tests.gc.test_spark_plan import CLOCK, assert_same_plan, fixed_clock, spark  # noqa: F401 (fixtures)
+from tests.gc.test_spark_plan import CLOCK, assert_same_plan, fixed_clock  # noqa: F401 (fixtures)
 from tests.support.gc_support import Scenario, add_job
 
 
