@@ -333,7 +333,7 @@ def spark_failure(e: BaseException, wait: float = 30.0) -> str | None:
     it, to say how it ended."""
     text = f"{type(e).__name__}: {e}"
     proc = _JVM_PROC
-    if proc is not None and proc.poll() is None and _connection_lost(e, text):
+    if proc is not None and proc.poll() is None and (_connection_lost(e, text) or _no_java_detail(e, text)):
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=wait)
     death = jvm_death()
@@ -342,6 +342,13 @@ def spark_failure(e: BaseException, wait: float = 30.0) -> str | None:
     if "java.lang.OutOfMemoryError" in text or "SparkOutOfMemoryError" in text:
         return out_of_memory_line()
     return None
+
+
+def _no_java_detail(e: BaseException, text: str) -> bool:
+    """A Java error py4j could not describe (no Java class in its text): the JVM was going down as
+    py4j asked it for the exception (an OutOfMemoryError ends the local executor's JVM with code
+    52 a moment later), so its end is waited for, to say how it ended."""
+    return type(e).__name__ == "Py4JJavaError" and "java." not in text and "org.apache." not in text
 
 
 def _connection_lost(e: BaseException, text: str) -> bool:
