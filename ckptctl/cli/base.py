@@ -121,7 +121,9 @@ RebaseOpt = Annotated[
 MasterOpt = Annotated[
     str | None,
     typer.Option(
-        "--master", help="Spark master URL (implies Spark; default for Spark: embedded local[*]).", metavar="URL"
+        "--master",
+        help="Spark master URL (implies Spark; default for Spark: embedded local[*]).",
+        metavar="URL",
     ),
 ]
 EngineOpt = Annotated[
@@ -182,7 +184,30 @@ class Command(TyperCommand):
         for param in self.params:
             if isinstance(param, TyperArgument) and param.metavar:
                 param.__class__ = _PlainArgument
+                param.callback = _checked_path(param.callback)
         self.params.extend(output_options())
+
+
+def _checked_path(then: Callable[..., Any] | None) -> Callable[..., Any]:
+    """Every positional argument of a data command is a path (ROOT, CHECKPOINT, SRC, DST, PLAN.json):
+    each one passes gc's rule for ROOT (:func:`ckptctl.storage.check_user_path`), so an unset
+    ``$ROOT`` (``''``) is refused in one line, exit 2, by every command instead of meaning the
+    current directory."""
+
+    def check(ctx: Any, param: Any, value: Any) -> Any:
+        from ckptctl.cli.params import OptionError
+        from ckptctl.errors import CkptError
+        from ckptctl.storage.uri import check_user_path
+
+        for one in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(one, str):
+                try:
+                    check_user_path(param.metavar, one)
+                except CkptError as e:
+                    raise OptionError(str(e)) from None
+        return then(ctx, param, value) if then else value
+
+    return check
 
 
 def get_output(json: bool | None = None):

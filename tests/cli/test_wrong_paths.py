@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli_runner import cli, one_line_error
+from tests.support.cli_runner import DATA, cli, one_line_error
 from tests.support.fixture_cases import REPO
 
 # ---- gates and wrong kinds of path ----------------------------------------------------------
@@ -31,3 +31,14 @@ def test_a_plain_file_is_not_a_checkpoint_directory(command: str) -> None:
 def test_refs_on_an_empty_directory_is_an_error(tmp_path: Path) -> None:
     line = one_line_error(cli("refs", str(tmp_path)))
     assert "not a checkpoint directory" in line and "no completed checkpoints" in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["verify", ""], ["ls", ""], ["check", ""], ["refs", ""], ["show", ""], ["states", ""], ["gc", "plan", ""],
+     ["relocate", "", "x"], ["relocate", str(DATA / "2.2.0" / "basic"), ""], ["diff", "", ""]],
+)  # fmt: skip
+def test_an_empty_path_is_refused_as_gc_refuses_it(args: list[str]) -> None:
+    """An unset ``$ROOT`` is ``''``: every command refuses it in one line (gc's rule), never the cwd."""
+    line = one_line_error(cli(*args))
+    assert "'' is empty or has blanks" in line
