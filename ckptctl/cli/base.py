@@ -259,8 +259,7 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
         except KeyboardInterrupt:
             _fail("interrupted", 130)
         except BrokenPipeError:
-            sys.stderr.close()
-            raise typer.Exit(0) from None
+            raise typer.Exit(closed_pipe()) from None
         except (typer.Exit, typer.Abort):
             raise
         except Exception as e:  # a bug in ckptctl: still one line, with a way to see more
@@ -274,6 +273,34 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(f"internal error: {type(e).__name__}: {e} (set CKPTCTL_DEBUG=1 for a traceback)", 3)
 
     return wrapper
+
+
+CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `cat`, `grep` or `ls` whose reader left
+
+
+def closed_pipe() -> int:
+    """The exit code of every command whose reader closed stdout early (``ckptctl ls | head -1``).
+
+    Not 0: a gate (``check``, ``verify``, ``gc plan``) whose output was cut may have had a verdict
+    of 1 or 2, and 0 would pass it under ``set -o pipefail``. Not 1 ("problems found") nor 2 (an
+    error): 141 is the code the shell gives any Unix tool killed by SIGPIPE, so a script reads it as
+    "the reader left", as for ``yes | head``. stdout is pointed at /dev/null so that the
+    interpreter's last flush cannot print a second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # stdout is not a file descriptor (an in-process runner): nothing is flushed at exit
+    return CLOSED_PIPE
+
+
+def flush_stdout() -> None:
+    """The last flush of what a command wrote through ``sys.stdout`` (JSON, CSV): a reader that
+    left by then is a closed pipe too."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        sys.exit(closed_pipe())
 
 
 def _fail(message: str, code: int) -> None:
