@@ -109,12 +109,23 @@ def applied(console: Any, result: ApplyResult, term: Terminal) -> None:
     verb = "moved to " + result.trashed_to if result.trashed_to else "deleted"
     deleted_bytes = sum(d.size for d in result.deleted)
     console.print(f"{verb}: {len(result.deleted):,} files, {human_bytes(deleted_bytes)}")
-    if result.skipped:
-        console.print(f"skipped (no longer orphans or changed): {len(result.skipped):,}")
+    for line in skip_lines(result.skipped):
+        console.print(line)
     for f in result.failed[:20]:
         term.error(f"{f['path']}: {f['error']}")
     if result.manifest:
         console.print(f"manifest: {result.manifest}")
+
+
+def skip_lines(skipped: list[dict[str, Any]]) -> list[str]:
+    """One line per reason code of the candidates not deleted: "already gone (done): N" reads
+    apart from "referenced again (kept): N" (a re-run after a completed apply is all done)."""
+    from collections import Counter
+
+    from ckptctl.gc.apply import SKIP_WORDS
+
+    counts = Counter(s.get("code") for s in skipped)
+    return [f"{SKIP_WORDS.get(code, 'skipped')}: {n:,}" for code, n in counts.items()]
 
 
 def applied_on_executors(console: Any, result: ExecutorApplyResult, term: Terminal) -> None:
