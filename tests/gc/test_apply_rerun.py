@@ -39,3 +39,20 @@ def test_a_file_still_there_is_held_and_a_guarded_one_says_why(tmp_path: Path) -
     out = why_dropped(storage, paths, {f"file:{guarded}": "too young"})
     assert [s["code"] for s in out] == [LIVE, GUARDED, GONE]
     assert "too young" in out[1]["reason"]
+
+
+def test_the_manifest_is_named_as_help_and_readme_say(tmp_path: Path) -> None:
+    """m18: help said PLAN.manifest.jsonl; the file written is plan.json.manifest.jsonl."""
+    from tests.support.fixture_cases import REPO
+
+    sc = Scenario("2.2.0", "basic", tmp_path)
+    sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan", size=100)
+    plan_file = tmp_path / "plan.json"
+    ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, *OLD, "--force", "-o", str(plan_file))
+    ckptctl("gc", "apply", str(plan_file), "--yes")
+    written = [p.name for p in tmp_path.iterdir() if "manifest" in p.name]
+    assert written == ["plan.json.manifest.jsonl"]
+    helped = " ".join(ckptctl("gc", "apply", "--help", env={"COLUMNS": "300"}).stdout.split())
+    assert "plan.json.manifest.jsonl" in helped and "PLAN.manifest" not in helped
+    readme = (REPO / "README.md").read_text()
+    assert "plan.json.manifest.jsonl" in readme and "PLAN.manifest" not in readme
