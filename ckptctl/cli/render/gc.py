@@ -6,6 +6,7 @@ import heapq
 from typing import TYPE_CHECKING, Any
 
 from ckptctl.cli.output import human_bytes, human_time, styled
+from ckptctl.words import plural
 
 if TYPE_CHECKING:
     from ckptctl.cli.terminal import Terminal
@@ -108,7 +109,7 @@ def applied(console: Any, result: ApplyResult, term: Terminal) -> None:
     """``gc apply``: what was deleted (or moved to the trash), skipped and failed."""
     verb = "moved to " + result.trashed_to if result.trashed_to else "deleted"
     deleted_bytes = sum(d.size for d in result.deleted)
-    console.print(f"{verb}: {len(result.deleted):,} files, {human_bytes(deleted_bytes)}")
+    console.print(f"{verb}: {plural(len(result.deleted), 'file')}, {human_bytes(deleted_bytes)}")
     for line in skip_lines(result.skipped):
         console.print(line)
     for f in result.failed[:20]:
@@ -133,7 +134,7 @@ def applied_on_executors(console: Any, result: ExecutorApplyResult, term: Termin
     the first failures and skips, and what earlier runs had already settled."""
     data = result.to_json()
     verb = "moved to " + data["trash"] if data["trash"] else "deleted"
-    console.print(f"{verb}: {data['deleted_files']:,} files, {human_bytes(data['deleted_bytes'])} "
+    console.print(f"{verb}: {plural(data['deleted_files'], 'file')}, {human_bytes(data['deleted_bytes'])} "
                   f"in {data['batches']:,} batches on Spark executors")  # fmt: skip
     if data["gone_files"]:
         console.print(f"already gone: {data['gone_files']:,}")

@@ -57,7 +57,8 @@ def report(console: Any, result: VerifyResult, root: str, named: str, term: Term
     for m in result.moved:
         if not m["missing_files"]:  # the written location still has them: Flink reads them there
             term.warn(
-                f"{plural(len(m['checkpoints']), 'checkpoint')} written at another location: Flink reads the paths "
+                f"{plural(len(m['checkpoints']), 'checkpoint')} {'was' if len(m['checkpoints']) == 1 else 'were'} "
+                f"written at another location: Flink reads the paths "
                 f"as written, so they are checked there (to check this copy instead, as a what-if: --rebase "
                 f"{' --rebase '.join(m['rebase'])})"
             )
