@@ -452,13 +452,15 @@ class Storage:
             return
         yield from self._walk_s3(uri, only="_metadata")
 
-    def list_checkpoint_areas(self, uri: str) -> Iterator[FileInfo]:
+    def list_checkpoint_areas(self, uri: str, unreadable: list[str] | None = None) -> Iterator[FileInfo]:
         """Every file below ``uri`` except inside a job's ``shared/`` and ``taskowned/``: the
         ``_metadata`` files and the contents of ``chk-N`` and savepoint directories, all that ``ls``
         needs. On S3 a delimiter walk (one request per directory outside the job areas, never one
-        per object in a flat ``shared/`` of millions)."""
+        per object in a flat ``shared/`` of millions). ``unreadable``: collects the local
+        directories below ``uri`` that cannot be read, instead of stopping there."""
         if scheme_of(uri) == "file":
-            yield from walk_local(uri[5:], prune_job_areas=True)
+            notes = WalkNotes(unreadable=unreadable) if unreadable is not None else None
+            yield from walk_local(uri[5:], prune_job_areas=True, notes=notes)
             return
         if scheme_of(uri) != "s3":
             for f in self.list_files(uri):
