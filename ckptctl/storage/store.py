@@ -38,6 +38,17 @@ def _names_unanswered(method):
     return call
 
 
+
+def listing_failed(e: BaseException, bucket: str, path: str) -> StorageError:
+    """The one line for an S3 listing that failed, for every command (``ls`` said "no such
+    directory" where ``verify``/``check``/``gc`` said "no such bucket"): what to do when
+    retrying cannot help (:func:`s3_problem`), "no such bucket", else the error itself."""
+    if s3_problem(e):
+        return StorageError(s3_problem(e), path=f"s3://{path}")
+    if "NoSuchBucket" in str(e) or isinstance(e, FileNotFoundError):
+        return StorageError("no such bucket", path=f"s3://{bucket}")
+    return StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}")
+
 class Storage:
     """List, stat, read and delete files by canonical URI, on any fsspec filesystem."""
 
@@ -321,11 +332,7 @@ class Storage:
         except StoreUnanswered as e:
             raise e.at(f"s3://{path}") from None
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
-            if s3_problem(e):
-                raise StorageError(s3_problem(e), path=f"s3://{path}") from None
-            if "NoSuchBucket" in str(e) or isinstance(e, FileNotFoundError):
-                raise StorageError("no such bucket", path=f"s3://{bucket}") from None
-            raise StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}") from None
+            raise listing_failed(e, bucket, path) from None
         for key, size, modified in objects:
             yield FileInfo(f"s3://{bucket}/{key}", size, modified.timestamp() if modified else None)
 
@@ -500,14 +507,10 @@ class Storage:
         try:
             with self._listing(uri) as on_page:
                 objects = sync(fs.loop, list_outside, fs, bucket, prefix, area_of, None, on_page, within)
-        except FileNotFoundError:
-            return  # no such bucket: an empty listing, as for a prefix without keys
         except StoreUnanswered as e:
             raise e.at(f"s3://{path}") from None
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
-            if s3_problem(e):
-                raise StorageError(s3_problem(e), path=f"s3://{path}") from None
-            raise StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}") from None
+            raise listing_failed(e, bucket, path) from None
         for name, size, modified in objects:
             if name.endswith("/") or (only is not None and name.rpartition("/")[2] != only):
                 continue  # a directory marker object ("…/chk-5/"), or not what is asked for
