@@ -39,12 +39,23 @@ def _names_unanswered(method):
 
 
 
+def s3_denied(e: BaseException) -> str:
+    """The one line for an S3 request refused (403), whichever call met it: a listing gives AWS's
+    message, a HEAD only "Forbidden"; both say what to check."""
+    return (
+        f"access denied ({first_line(e) or 'Forbidden'}): check the AWS credentials (AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE) and that they may read this bucket"
+    )
+
+
 def listing_failed(e: BaseException, bucket: str, path: str) -> StorageError:
     """The one line for an S3 listing that failed, for every command (``ls`` said "no such
     directory" where ``verify``/``check``/``gc`` said "no such bucket"): what to do when
     retrying cannot help (:func:`s3_problem`), "no such bucket", else the error itself."""
     if s3_problem(e):
         return StorageError(s3_problem(e), path=f"s3://{path}")
+    if isinstance(e, PermissionError):
+        return StorageError(s3_denied(e), path=f"s3://{path}")
     if "NoSuchBucket" in str(e) or isinstance(e, FileNotFoundError):
         return StorageError("no such bucket", path=f"s3://{bucket}")
     return StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}")
@@ -262,6 +273,8 @@ class Storage:
             info = retrying(lambda: fs.info(path))
         except FileNotFoundError:
             return None
+        except PermissionError as e:
+            raise StorageError(s3_denied(e) if scheme_of(uri) == "s3" else f"cannot stat: {e}", path=uri) from None
         except OSError as e:
             raise StorageError(f"cannot stat: {e}", path=uri) from None
         if info.get("type") == "directory":
@@ -284,6 +297,8 @@ class Storage:
             return False
         except StoreUnanswered:
             raise
+        except PermissionError as e:
+            raise StorageError(s3_denied(e), path=uri) from None
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
             raise StorageError(f"cannot stat: {s3_problem(e) or first_line(e)}", path=uri) from None
         return True
@@ -293,6 +308,8 @@ class Storage:
         fs, path = self.fs(uri)
         try:
             return bool(fs.isdir(path))
+        except PermissionError as e:
+            raise StorageError(s3_denied(e) if scheme_of(uri) == "s3" else f"cannot stat: {e}", path=uri) from None
         except OSError as e:
             raise StorageError(f"cannot stat: {e}", path=uri) from None
 
