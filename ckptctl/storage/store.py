@@ -48,6 +48,21 @@ def s3_denied(e: BaseException) -> str:
     )
 
 
+def not_s3(e: BaseException) -> bool:
+    """A listing (a GET: S3 answers every failed one with an XML error document and its code)
+    refused by something that is not S3: botocore found no error code, only the HTTP status (a web
+    server's 404 page)."""
+    cause: BaseException | None = e
+    while cause is not None:
+        response = getattr(cause, "response", None)
+        if isinstance(response, dict):
+            code = str(response.get("Error", {}).get("Code", ""))
+            headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+            return (not code or code.isdigit()) and "xml" not in str(headers.get("content-type", ""))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def listing_failed(e: BaseException, bucket: str, path: str) -> StorageError:
     """The one line for an S3 listing that failed, for every command (``ls`` said "no such
     directory" where ``verify``/``check``/``gc`` said "no such bucket"): what to do when
@@ -56,6 +71,11 @@ def listing_failed(e: BaseException, bucket: str, path: str) -> StorageError:
         return StorageError(s3_problem(e), path=f"s3://{path}")
     if isinstance(e, PermissionError):
         return StorageError(s3_denied(e), path=f"s3://{path}")
+    if not_s3(e):
+        return StorageError(
+            "the endpoint did not answer as S3 (an HTTP error without an S3 error document): is "
+            "--s3-endpoint an S3 server?", path=f"s3://{path}",
+        )  # fmt: skip
     if "NoSuchBucket" in str(e) or isinstance(e, FileNotFoundError):
         return StorageError("no such bucket", path=f"s3://{bucket}")
     return StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}")
