@@ -22,6 +22,7 @@ from ckptctl.scan import RootScan
 from ckptctl.storage import Storage
 from ckptctl.verify import verify
 from ckptctl.verify.result import reads
+from ckptctl.words import plural
 
 
 @dataclass
@@ -138,7 +139,7 @@ def moved_notes(moved: list[dict[str, Any]], problems: list[dict[str, Any]]) -> 
         fine = [c for c in m["checkpoints"] if c not in failing]
         if fine:
             notes.append(
-                f"{len(fine)} checkpoints were written at another location ({', '.join(m['rebase'])}): Flink reads "
+                f"{plural(len(fine), 'checkpoint')} {'was' if len(fine) == 1 else 'were'} written at another location ({', '.join(m['rebase'])}): Flink reads "
                 "their files there, not here; they pass because that location still has them"
             )
     return notes

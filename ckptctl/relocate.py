@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 from ckptctl import storage as st
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.flink39964 import ISSUE, misanchored_uris, savepoint_dir_of
-from ckptctl.layout import JOB_ID_RE, METADATA_FILE, locate_checkpoint, scan_root
+from ckptctl.layout import JOB_ID_RE, METADATA_FILE, locate_checkpoint, refuse_a_file, scan_root
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import RelativeFileHandle
 from ckptctl.metadata.transform import map_file_handles
@@ -205,6 +205,7 @@ def load_sources(
         return [named], uri
     if st.basename(uri) == METADATA_FILE:  # no such _metadata: locate_checkpoint says so
         return [load_checkpoint(storage, locate_checkpoint(storage, uri), rebase)], uri
+    refuse_a_file(storage, uri, src)  # a plain file: "not a checkpoint directory", as every command says
     if not all_checkpoints:
         if not storage.is_dir(uri):
             raise RelocateError("no such checkpoint directory or _metadata file", path=uri)

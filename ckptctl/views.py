@@ -306,12 +306,15 @@ def _own_and_inherited(ck: LoadedCheckpoint) -> tuple[set[str], dict[str, int]]:
 
 
 def incomplete_view(loc: CheckpointLocation, error: str | None = None) -> dict[str, Any]:
+    """An ``ls`` row without a decoded ``_metadata``: a ``chk-N`` Flink never completed
+    (``complete`` false), or one whose ``_metadata`` exists but cannot be read (``complete`` true:
+    Flink finished it; ``error`` says why it cannot be restored)."""
     return {
         "path": loc.uri, "job_id": loc.job_id, "checkpoint_id": loc.dir_checkpoint_id, "kind": loc.kind,
         "format_version": None, "savepoint_format": None, "operators": None, "state_size": None,
         "incremental_size": None, "files": None, "inherited_files": None, "inherited_bytes": None,
         "metadata_mtime": loc.metadata.mtime if loc.metadata else None,
-        "complete": loc.metadata is not None and error is None, "error": error,
+        "complete": loc.metadata is not None, "error": error,
     }  # fmt: skip
 
 

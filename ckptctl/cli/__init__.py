@@ -74,8 +74,13 @@ def main(argv: list[str] | None = None) -> None:
     from ckptctl.columns import return_freed_memory
 
     return_freed_memory()
+    from ckptctl.cli.base import flush_stdout
+
     args = list(sys.argv[1:] if argv is None else argv)
-    app(args=gc_alias(args), prog_name="ckptctl")
+    try:
+        app(args=gc_alias(args), prog_name="ckptctl")
+    finally:
+        flush_stdout()
 
 
 GLOBAL_FLAGS = frozenset({"--json", "-q", "--quiet", "-v", "--verbose", "-qq", "-vv"})

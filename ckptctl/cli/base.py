@@ -184,7 +184,30 @@ class Command(TyperCommand):
         for param in self.params:
             if isinstance(param, TyperArgument) and param.metavar:
                 param.__class__ = _PlainArgument
+                param.callback = _checked_path(param.callback)
         self.params.extend(output_options())
+
+
+def _checked_path(then: Callable[..., Any] | None) -> Callable[..., Any]:
+    """Every positional argument of a data command is a path (ROOT, CHECKPOINT, SRC, DST, PLAN.json):
+    each one passes gc's rule for ROOT (:func:`ckptctl.storage.check_user_path`), so an unset
+    ``$ROOT`` (``''``) is refused in one line, exit 2, by every command instead of meaning the
+    current directory."""
+
+    def check(ctx: Any, param: Any, value: Any) -> Any:
+        from ckptctl.cli.params import OptionError
+        from ckptctl.errors import CkptError
+        from ckptctl.storage.uri import check_user_path
+
+        for one in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(one, str):
+                try:
+                    check_user_path(param.metavar, one)
+                except CkptError as e:
+                    raise OptionError(str(e)) from None
+        return then(ctx, param, value) if then else value
+
+    return check
 
 
 def get_output(json: bool | None = None):
@@ -238,8 +261,7 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
                 _fail("interrupted", 130)
             _fail(_spark_failure(e) or str(e), e.exit_code)
         except BrokenPipeError:
-            sys.stderr.close()
-            raise typer.Exit(0) from None
+            raise typer.Exit(closed_pipe()) from None
         except (typer.Exit, typer.Abort):
             raise
         except Exception as e:  # a bug in ckptctl: still one line, with a way to see more
@@ -276,6 +298,34 @@ def _spark_failure(e: BaseException) -> str | None:
     that surfaced as: a dropped py4j connection, a failed job), if the command used Spark."""
     spark = sys.modules.get("ckptctl.engine.spark")  # loaded only by a command that used Spark
     return spark.spark_failure(e) if spark is not None else None
+
+
+CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `cat`, `grep` or `ls` whose reader left
+
+
+def closed_pipe() -> int:
+    """The exit code of every command whose reader closed stdout early (``ckptctl ls | head -1``).
+
+    Not 0: a gate (``check``, ``verify``, ``gc plan``) whose output was cut may have had a verdict
+    of 1 or 2, and 0 would pass it under ``set -o pipefail``. Not 1 ("problems found") nor 2 (an
+    error): 141 is the code the shell gives any Unix tool killed by SIGPIPE, so a script reads it as
+    "the reader left", as for ``yes | head``. stdout is pointed at /dev/null so that the
+    interpreter's last flush cannot print a second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # stdout is not a file descriptor (an in-process runner): nothing is flushed at exit
+    return CLOSED_PIPE
+
+
+def flush_stdout() -> None:
+    """The last flush of what a command wrote through ``sys.stdout`` (JSON, CSV): a reader that
+    left by then is a closed pipe too."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        sys.exit(closed_pipe())
 
 
 def _fail(message: str, code: int) -> None:

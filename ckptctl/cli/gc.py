@@ -213,8 +213,9 @@ def apply_command(
         typer.Option(
             "--manifest",
             metavar="FILE",
-            help="Manifest of removed files (default: PLAN.manifest.jsonl; on Spark a directory of one "
-            "manifest per batch, default PLAN.manifest.d).",
+            help="Manifest of removed files (default: the plan's name + .manifest.jsonl, e.g. "
+            "plan.json.manifest.jsonl; on Spark a directory of one manifest per batch, default "
+            "plan.json.manifest.d).",
         ),
     ] = None,
     batch_size: Annotated[

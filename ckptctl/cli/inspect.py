@@ -74,9 +74,10 @@ def ls_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """List jobs, checkpoints and savepoints with format version, sizes and file counts."""
+    from ckptctl import storage as st
     from ckptctl.cli.render import ls as render
     from ckptctl.errors import CkptError
-    from ckptctl.layout import scan_root
+    from ckptctl.layout import classify, scan_root
     from ckptctl.refs import load_checkpoint
     from ckptctl.storage import normalize_uri
     from ckptctl.views import Listing, incomplete_view, summary_view
@@ -85,12 +86,13 @@ def ls_command(
     storage, mappings = _context(s3_endpoint, rebase)
     # what ls shows lives outside the jobs' shared/ and taskowned/: never list those (millions);
     # a plain file lists as nothing, and scan_root refuses it then (no request before the listing)
-    layout = scan_root(storage, root, storage.list_checkpoint_areas(normalize_uri(root)))
+    unreadable: list[str] = []  # directories below ROOT it may not read: listed as such, the others too
+    layout = scan_root(storage, root, storage.list_checkpoint_areas(normalize_uri(root), unreadable))
     locations = layout.locations()
-    if not locations and not layout.jobs:  # one rule with check and gc: a wrong path is not "nothing"
+    if not locations and not layout.jobs and not unreadable:  # one rule with check and gc: not "nothing"
         raise CkptError(f"no checkpoints under {layout.root}: no job, checkpoint or savepoint")
     rows = []
-    failed = 0
+    failed = len(unreadable)
     inferred = []  # each checkpoint's inferred mapping, for the warnings: decoded ones are not kept (GBs)
     with out.term.progress(locations, len(locations), "reading _metadata") as items:
         for loc in items:
@@ -106,6 +108,11 @@ def ls_command(
             inferred.append(ck.inferred_rebase)
             rows.append(summary_view(ck))
             del ck
+    for d in unreadable:  # in its place among its siblings (chk-8 between chk-7 and chk-9)
+        row = incomplete_view(classify(d, None), error=f"{d}: permission denied")
+        at = next((i for i, r in enumerate(rows) if r["path"] > d and st.parent(r["path"]) == st.parent(d)
+                   and (r["checkpoint_id"] or 0) > (row["checkpoint_id"] or 0)), len(rows))  # fmt: skip
+        rows.insert(at, row)
     warn_moved(out, inferred=inferred)
     if not rows:
         out.warn(f"no checkpoints or savepoints found under {layout.root}")

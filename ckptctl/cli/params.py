@@ -68,8 +68,13 @@ def parse_parallelism(text: str, option: str = "--parallelism") -> list[int]:
     m = _RANGE.match(text)
     if m:
         lo, hi = int(m.group(1)), int(m.group(2))
-        if lo < 1 or hi < lo or hi - lo > MAX_SWEEP:
+        if lo < 1 or hi < lo:
             raise CkptError(f"{option} range '{text}' must be LOW..HIGH with 1 <= LOW <= HIGH")
+        if hi - lo + 1 > MAX_SWEEP:
+            raise CkptError(
+                f"{option} range '{text}' covers {hi - lo + 1:,} parallelisms; a sweep covers at most "
+                f"{MAX_SWEEP:,} (narrow it, e.g. {lo}..{lo + MAX_SWEEP - 1})"
+            )
         return list(range(lo, hi + 1))
     if text.strip().isdigit():
         return [int(text)]

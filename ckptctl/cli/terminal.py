@@ -81,6 +81,9 @@ def text_console(**options: Any) -> Any:
             def render_str(self, text: str, **kwargs: Any) -> Any:
                 return super().render_str(visible(text, lines=True), **kwargs)
 
+            def on_broken_pipe(self) -> None:
+                raise BrokenPipeError  # Rich would exit 1 ("problems found"): ckptctl.cli.base decides
+
         _TEXT_CONSOLE = TextConsole
     return _TEXT_CONSOLE(markup=False, emoji=False, highlight=False, **options)
 

@@ -71,17 +71,58 @@ def revalidate(
     now_candidates = {c.path: c for c in fresh.candidates}
     go: list[FileDecision] = []
     skipped: list[dict[str, Any]] = []
+    dropped: list[str] = []
     for c in plan_data["candidates"]:
         current = now_candidates.get(c["path"])
         if current is None:
-            skipped.append(
-                {"path": c["path"], "reason": "no longer a candidate (gone, referenced again, or guarded)"}
-            )
+            dropped.append(c["path"])
         elif current.size != c["size"] or current.mtime != c["mtime"]:
-            skipped.append({"path": c["path"], "reason": "changed since the plan (size or mtime)"})
+            why = "changed since the plan (size or mtime)"
+            skipped.append({"path": c["path"], "code": CHANGED, "reason": why})
         else:
             go.append(current)
+    wanted = set(dropped)
+    guarded = {d.path: d.reason for d in fresh.protected if d.path in wanted}
+    skipped.extend(why_dropped(storage, dropped, guarded))
     return fresh, *order_for_deletion(storage, fresh, go, skipped)
+
+
+# why a candidate of the plan is not deleted now (``skipped[].code``): a re-run after a completed
+# apply finds every file GONE (done), which is not the same news as a file Flink holds again
+GONE, LIVE, GUARDED, CHANGED, WAITING = "already-gone", "referenced-again", "guarded", "changed", "waiting"
+SKIP_WORDS = {
+    GONE: "already gone (done)",
+    LIVE: "referenced again (kept)",
+    GUARDED: "guarded now (kept)",
+    CHANGED: "changed since the plan (kept)",
+    WAITING: "kept until their expired _metadata goes",
+}
+
+
+def why_dropped(
+    storage: Storage, paths: list[str], guarded: dict[str, Any], held: str = "referenced again"
+) -> list[dict[str, Any]]:
+    """The plan's candidates the fresh plan no longer proposes, each with its code: guarded by the
+    fresh plan (``guarded``: path -> its reason), else gone (deleted already: by an earlier apply,
+    or by Flink), else still there and ``held``. Presence is asked of listings on S3 (no request
+    per file); gc apply and paimon's apply share this."""
+    if not paths:
+        return []
+    rest = [p for p in paths if p not in guarded]
+    unanswered: set[str] = set()
+    present = storage.present(rest, unanswered=unanswered)
+    out = []
+    for path in paths:
+        if path in guarded:
+            out.append({"path": path, "code": GUARDED, "reason": f"guarded now: {guarded[path]}"})
+            continue
+        listed = st.scheme_of(path) == "s3" and path not in unanswered
+        there = path in present if listed else storage.stat(path) is not None
+        if there:
+            out.append({"path": path, "code": LIVE, "reason": f"no longer an orphan: {held}"})
+        else:
+            out.append({"path": path, "code": GONE, "reason": "already gone (done)"})
+    return out
 
 
 def order_for_deletion(
@@ -100,7 +141,8 @@ def order_for_deletion(
             if d.reason is Reason.EXPIRED_ONLY or (
                 d.reason is Reason.EXPIRED_CHECKPOINT and any(st.is_under(d.path, s) for s in stuck)
             ):
-                skipped.append({"path": d.path, "reason": "its expired checkpoint's _metadata is not deleted this time"})
+                skipped.append({"path": d.path, "code": WAITING,
+                                "reason": "its expired checkpoint's _metadata is not deleted this time"})  # fmt: skip
             else:
                 kept.append(d)
         go = kept
@@ -121,7 +163,8 @@ def _unchanged_now(storage: Storage, go: list[FileDecision], skipped: list[dict[
         if why is None:
             out.append(d)
         else:
-            skipped.append({"path": d.path, "reason": why})
+            code = GONE if why.startswith("gone") else CHANGED
+            skipped.append({"path": d.path, "code": code, "reason": why})
     return out
 
 
@@ -187,7 +230,8 @@ def apply_plan(
             if bad and number == 0 and n_first:
                 # an expired _metadata could not be removed: its files must stay
                 for d in go[len(batch) :]:
-                    skipped.append({"path": d.path, "reason": "not attempted: an expired _metadata could not be deleted first"})
+                    skipped.append({"path": d.path, "code": WAITING,
+                                    "reason": "not attempted: an expired _metadata could not be deleted first"})  # fmt: skip
                 break
         remove_emptied_dirs(remover, fresh, {st.parent(d.path) for d in deleted})
     finally:

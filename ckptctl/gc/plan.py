@@ -76,6 +76,7 @@ from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_uris
 from ckptctl.scan import ScanStorage
 from ckptctl.storage import FileInfo, Storage
 from ckptctl.storage.listing import DirFiles, dir_runs
+from ckptctl.words import plural
 
 __all__ = ["FileDecision", "FileRule", "GcPlan", "GcRefused", "Tally", "build_plan"]  # also the Spark planner's
 
@@ -764,7 +765,7 @@ def moved_refusals(moved: dict[str, list[str]]) -> list[tuple[str, str]]:
     """One refusal per inferred mapping (not one per checkpoint): mapping -> checkpoints, in order."""
     return [(
         Refusal.MOVED_DIRECTORY.value,
-        f"{len(cks)} checkpoints were written at another location (first: {cks[0]}); their absolute "
+        f"{plural(len(cks), 'checkpoint')} {'was' if len(cks) == 1 else 'were'} written at another location (first: {cks[0]}); their absolute "
         f"paths point elsewhere. Pass --rebase {mapping} (or the right mapping) to collect garbage here",
     ) for mapping, cks in moved.items()]  # fmt: skip
 

@@ -373,22 +373,22 @@ def revalidate(storage, data: dict[str, Any], mappings=None):
         from ckptctl.gc.apply import GcApplyRefused
 
         raise GcApplyRefused("the re-validated plan is blocked: " + fresh.refusals[0]["message"])
+    from ckptctl.gc.apply import CHANGED, why_dropped
+
     now = {c.path: c for c in fresh.candidates}
     go: list[Candidate] = []
     skipped: list[dict[str, Any]] = []
+    dropped: list[str] = []
     for c in data["candidates"]:
         cur = now.get(c["path"])
         if cur is None:
-            skipped.append(
-                {
-                    "path": c["path"],
-                    "reason": "no longer a candidate (gone, named again, or held by a checkpoint)",
-                }
-            )
+            dropped.append(c["path"])
         elif cur.size != c["size"] or cur.mtime != c["mtime"]:
-            skipped.append({"path": c["path"], "reason": "changed since the plan (size or mtime)"})
+            why = "changed since the plan (size or mtime)"
+            skipped.append({"path": c["path"], "code": CHANGED, "reason": why})
         else:
             go.append(cur)
+    skipped.extend(why_dropped(storage, dropped, {}, "named again, or held by a checkpoint"))
     return fresh, go, skipped
 
 

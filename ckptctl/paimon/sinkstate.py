@@ -1,7 +1,7 @@
 """What Apache Paimon's Flink sink keeps in Flink operator state, decoded without a JVM.
 
 The sink's operators (``Writer : <table>`` and ``Global Committer : <table>``) keep four
-operator (non-keyed) list states; see ``shared/reference/paimon-sink-state.md``:
+operator (non-keyed) list states; see ``fixtures/paimon/paimon-sink-state.md``:
 
 ========================================  ======  =========================================
 ``streaming_committer_raw_states``        split   ``byte[]``: one uncommitted ManifestCommittable each

@@ -317,6 +317,8 @@ class PaimonTable:
     def latest_schema(self) -> dict[str, Any]:
         schemas = self.schemas()
         if not schemas:
+            if not self.storage.is_dir(self.uri):  # a mistyped --table is no table at all
+                raise CkptError("no such directory", path=self.uri)
             raise CkptError("no schema/schema-N: not a Paimon table directory", path=self.branch_uri)
         return schemas[max(schemas)]
 

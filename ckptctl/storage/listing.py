@@ -79,6 +79,9 @@ class WalkNotes:
     # (device, inode) -> path of every directory entered; share one between the walks of several
     # scopes so that a directory of one reached through a symlink from another is an alias too
     seen: dict[tuple[int, int], str] = field(default_factory=dict, repr=False)
+    # ls only: a directory below the root that cannot be read is recorded here (its URI) and the
+    # walk goes on; None (gc, verify): it stops the walk, one line naming it (fail closed)
+    unreadable: list[str] | None = None
 
 
 NAMES_CHUNK = 4096
@@ -287,6 +290,9 @@ def walk_local_dirs(
         except FileNotFoundError:
             continue  # removed while we walked
         except PermissionError:
+            if notes is not None and notes.unreadable is not None and current != root:
+                notes.unreadable.append("file:" + clean)
+                continue
             raise StorageError("permission denied", path="file:" + clean) from None
         except OSError as e:
             raise StorageError(f"cannot list: {e.strerror or e}", path="file:" + clean) from None

@@ -38,6 +38,48 @@ def _names_unanswered(method):
     return call
 
 
+
+def s3_denied(e: BaseException) -> str:
+    """The one line for an S3 request refused (403), whichever call met it: a listing gives AWS's
+    message, a HEAD only "Forbidden"; both say what to check."""
+    return (
+        f"access denied ({first_line(e) or 'Forbidden'}): check the AWS credentials (AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE) and that they may read this bucket"
+    )
+
+
+def not_s3(e: BaseException) -> bool:
+    """A listing (a GET: S3 answers every failed one with an XML error document and its code)
+    refused by something that is not S3: botocore found no error code, only the HTTP status (a web
+    server's 404 page)."""
+    cause: BaseException | None = e
+    while cause is not None:
+        response = getattr(cause, "response", None)
+        if isinstance(response, dict):
+            code = str(response.get("Error", {}).get("Code", ""))
+            headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+            return (not code or code.isdigit()) and "xml" not in str(headers.get("content-type", ""))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def listing_failed(e: BaseException, bucket: str, path: str) -> StorageError:
+    """The one line for an S3 listing that failed, for every command (``ls`` said "no such
+    directory" where ``verify``/``check``/``gc`` said "no such bucket"): what to do when
+    retrying cannot help (:func:`s3_problem`), "no such bucket", else the error itself."""
+    if s3_problem(e):
+        return StorageError(s3_problem(e), path=f"s3://{path}")
+    if isinstance(e, PermissionError):
+        return StorageError(s3_denied(e), path=f"s3://{path}")
+    if not_s3(e):
+        return StorageError(
+            "the endpoint did not answer as S3 (an HTTP error without an S3 error document): is "
+            "--s3-endpoint an S3 server?", path=f"s3://{path}",
+        )  # fmt: skip
+    if "NoSuchBucket" in str(e) or isinstance(e, FileNotFoundError):
+        return StorageError("no such bucket", path=f"s3://{bucket}")
+    return StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}")
+
 class Storage:
     """List, stat, read and delete files by canonical URI, on any fsspec filesystem."""
 
@@ -251,6 +293,8 @@ class Storage:
             info = retrying(lambda: fs.info(path))
         except FileNotFoundError:
             return None
+        except PermissionError as e:
+            raise StorageError(s3_denied(e) if scheme_of(uri) == "s3" else f"cannot stat: {e}", path=uri) from None
         except OSError as e:
             raise StorageError(f"cannot stat: {e}", path=uri) from None
         if info.get("type") == "directory":
@@ -273,6 +317,8 @@ class Storage:
             return False
         except StoreUnanswered:
             raise
+        except PermissionError as e:
+            raise StorageError(s3_denied(e), path=uri) from None
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
             raise StorageError(f"cannot stat: {s3_problem(e) or first_line(e)}", path=uri) from None
         return True
@@ -282,6 +328,8 @@ class Storage:
         fs, path = self.fs(uri)
         try:
             return bool(fs.isdir(path))
+        except PermissionError as e:
+            raise StorageError(s3_denied(e) if scheme_of(uri) == "s3" else f"cannot stat: {e}", path=uri) from None
         except OSError as e:
             raise StorageError(f"cannot stat: {e}", path=uri) from None
 
@@ -321,11 +369,7 @@ class Storage:
         except StoreUnanswered as e:
             raise e.at(f"s3://{path}") from None
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
-            if s3_problem(e):
-                raise StorageError(s3_problem(e), path=f"s3://{path}") from None
-            if "NoSuchBucket" in str(e) or isinstance(e, FileNotFoundError):
-                raise StorageError("no such bucket", path=f"s3://{bucket}") from None
-            raise StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}") from None
+            raise listing_failed(e, bucket, path) from None
         for key, size, modified in objects:
             yield FileInfo(f"s3://{bucket}/{key}", size, modified.timestamp() if modified else None)
 
@@ -452,13 +496,15 @@ class Storage:
             return
         yield from self._walk_s3(uri, only="_metadata")
 
-    def list_checkpoint_areas(self, uri: str) -> Iterator[FileInfo]:
+    def list_checkpoint_areas(self, uri: str, unreadable: list[str] | None = None) -> Iterator[FileInfo]:
         """Every file below ``uri`` except inside a job's ``shared/`` and ``taskowned/``: the
         ``_metadata`` files and the contents of ``chk-N`` and savepoint directories, all that ``ls``
         needs. On S3 a delimiter walk (one request per directory outside the job areas, never one
-        per object in a flat ``shared/`` of millions)."""
+        per object in a flat ``shared/`` of millions). ``unreadable``: collects the local
+        directories below ``uri`` that cannot be read, instead of stopping there."""
         if scheme_of(uri) == "file":
-            yield from walk_local(uri[5:], prune_job_areas=True)
+            notes = WalkNotes(unreadable=unreadable) if unreadable is not None else None
+            yield from walk_local(uri[5:], prune_job_areas=True, notes=notes)
             return
         if scheme_of(uri) != "s3":
             for f in self.list_files(uri):
@@ -498,14 +544,10 @@ class Storage:
         try:
             with self._listing(uri) as on_page:
                 objects = sync(fs.loop, list_outside, fs, bucket, prefix, area_of, None, on_page, within)
-        except FileNotFoundError:
-            return  # no such bucket: an empty listing, as for a prefix without keys
         except StoreUnanswered as e:
             raise e.at(f"s3://{path}") from None
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
-            if s3_problem(e):
-                raise StorageError(s3_problem(e), path=f"s3://{path}") from None
-            raise StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}") from None
+            raise listing_failed(e, bucket, path) from None
         for name, size, modified in objects:
             if name.endswith("/") or (only is not None and name.rpartition("/")[2] != only):
                 continue  # a directory marker object ("…/chk-5/"), or not what is asked for

@@ -31,6 +31,7 @@ from ckptctl import dstl
 from ckptctl.errors import CkptError, MetadataFormatError, StorageError
 from ckptctl.metadata.keyedproxy import parse_backend_header
 from ckptctl.rocksdb.handledir import explain, open_read_only, rebuild_handle_dir
+from ckptctl.rocksdb.logfile import CHECKED_LIMIT, log_problem
 from ckptctl.storage import Storage, StorageOptions
 from ckptctl.verify.tasks import FileTask, HandleTask
 
@@ -38,7 +39,7 @@ SST_MAGIC = 0x88E241B785F4CFF7  # BlockBasedTable (kBlockBasedTableMagicNumber)
 SST_LEGACY_MAGIC = 0xDB4775248B80FB57  # kLegacyBlockBasedTableMagicNumber
 SST_MAGICS = {SST_MAGIC: "block-based", SST_LEGACY_MAGIC: "legacy block-based"}
 
-FILE_CHECKS = ("exists", "size", "sst_magic", "readable", "changelog", "meta")
+FILE_CHECKS = ("exists", "size", "sst_magic", "readable", "manifest", "changelog", "meta")
 # a DSTL file is read whole for its structure (ckptctl.dstl); Flink uploads them in batches of a
 # few MB (dstl.dfs.batch.persist-size-threshold): a larger one is size-checked only, not read
 DSTL_READ_LIMIT = 256 << 20
@@ -79,7 +80,7 @@ def run_tasks(options: StorageOptions, tasks: Iterable[FileTask | HandleTask]) -
 
 def check_file(storage: Storage, task: FileTask) -> list[Check]:
     """The records of one file task (a list: built in one go, no generator per file)."""
-    path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans, listed, starts, meta = task
+    path, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans, listed, starts, meta, logs = task  # fmt: skip
     fd = -1  # a local regular file: opened once when it is read, its size from fstat
     if path.startswith("file:"):
         read = bool(sst_whole or sst_segment_ends or read_spans or starts or meta)
@@ -90,7 +91,7 @@ def check_file(storage: Storage, task: FileTask) -> list[Check]:
     try:
         return _check_file(
             storage, path, listed, fd, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends,
-            read_spans, starts, meta,
+            read_spans, starts, meta, logs,
         )  # fmt: skip
     finally:
         if fd >= 0:
@@ -99,8 +100,8 @@ def check_file(storage: Storage, task: FileTask) -> list[Check]:
 
 def _check_file(
     storage, path, listed, fd, whole_sizes, changelog_sizes, segment_end, sst_whole, sst_segment_ends, read_spans,
-    changelog_starts=(), meta_spans=(),
-) -> list[Check]:
+    changelog_starts=(), meta_spans=(), log_spans=(),
+) -> list[Check]:  # fmt: skip
     actual = listed
     if actual is None:  # not listed (or listed as absent: a listing may lag, so ask the file itself)
         try:
@@ -162,6 +163,10 @@ def _check_file(
             add(Check(path, "readable", False, f"read {len(data)} of {size} bytes at offset {offset}"))
             continue
         add(Check(path, "readable", True, None))
+        if (offset, size) in log_spans and size <= CHECKED_LIMIT:
+            why = log_problem(data, offset)
+            why = why and f"not the RocksDB MANIFEST RocksDB wrote: {why}"
+            add(Check(path, "manifest", why is None, why))
         if (offset, size) in meta:
             meta.discard((offset, size))
             add(Check(path, "meta", *_meta_problem(data, path, offset)))

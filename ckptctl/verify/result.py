@@ -8,6 +8,7 @@ from typing import Any
 from ckptctl.flink39964 import repairable
 from ckptctl.verify.checks import CHECKS, KeyGroupCount
 from ckptctl.verify.tasks import FileRefs, HandleRef
+from ckptctl.words import plural
 
 
 def reads(quick: bool) -> str:
@@ -63,10 +64,24 @@ class VerifyResult:
                     continue
                 e["ok"] = False
                 e["problems"] += 1
-                if e["why"] is None:
+                if p.get("moved_to"):
+                    e["moved"] = e.get("moved", 0) + 1  # said as one count below, not file by file
+                elif e["why"] is None:
                     e["why"] = f"{p['check']}: {p.get('detail') or p['path']}"
+        for e in out.values():
+            moved = e.pop("moved", 0)
+            if moved and e["why"] is None:
+                e["why"] = (
+                    f"exists: {plural(moved, 'file')} not found where Flink will read them (written elsewhere)"
+                )
         for c, error in self.unreadable.items():
-            out[c] = {"checkpoint": c, "ok": False, "files": 0, "problems": 1, "why": f"unreadable _metadata: {error}"}
+            out[c] = {
+                "checkpoint": c,
+                "ok": False,
+                "files": 0,
+                "problems": 1,
+                "why": f"unreadable _metadata: {error}",
+            }
         return sorted(out.values(), key=lambda e: (e["ok"], e["checkpoint"]))
 
     def to_json(self) -> dict[str, Any]:
@@ -131,7 +146,9 @@ def assemble(checkpoints, n_rows, files, handles, records, engine, master, elaps
         if ok:
             continue
         if key.__class__ is str:
-            problems.append({"path": key, "check": check, "detail": detail, "checkpoints": sorted(files[key].checkpoints)})
+            problems.append(
+                {"path": key, "check": check, "detail": detail, "checkpoints": sorted(files[key].checkpoints)}
+            )
         else:
             ref = handles[key]
             for ck, op, sub in ref.owners:

@@ -89,9 +89,7 @@ QUICK_AND_DEEP = "--quick reads no file and --deep rebuilds every RocksDB instan
 LIST_FROM_FILES = 2  # on S3, from this many referenced files in a directory: sizes from listings
 
 
-def listed_sizes(
-    storage: Storage, files: dict, listings: dict[str, list[FileInfo]] | None
-) -> dict[str, int]:
+def listed_sizes(storage: Storage, files: dict, listings: dict[str, list[FileInfo]] | None) -> dict[str, int]:
     """Sizes of referenced files from listings instead of one request per file.
 
     ``check`` passes its one listing of the root. On S3 otherwise, the referenced files of each
@@ -118,18 +116,26 @@ def listed_sizes(
     return sizes
 
 
-def explain_moved(checkpoints: list[LoadedCheckpoint], problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
+MOVED_DETAIL = "not found where Flink will read it: the checkpoint was written at another location"
+
+
+def explain_moved(
+    checkpoints: list[LoadedCheckpoint], problems: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Checkpoints whose absolute paths name where their directory was written, not where it is.
 
     Flink opens the paths as written: a gate must judge those, not a copy it infers. Each missing
-    file of such a checkpoint gets where the inferred mapping would find it and what to do
-    (relocate the copy, or check it as a what-if with that ``--rebase``); every such checkpoint is
-    listed, also when the written location still exists (then Flink reads that location's files).
+    file of such a checkpoint gets where the inferred mapping would find it (``moved_to``) and a
+    short detail; what to do (relocate the copy, or check it as a what-if with that ``--rebase``)
+    is said once per mapping (``advice``, :func:`moved_lines`), not once per file. Every such
+    checkpoint is listed, also when the written location still exists (then Flink reads that
+    location's files).
     """
     moved = [ck for ck in checkpoints if ck.inferred_rebase]
     if not moved:
         return []
     by_ck = {ck.location.uri: ck for ck in moved}
+    missing: dict[str, int] = {}
     for p in problems:
         if p.get("check") != "exists" or p.get("issue"):
             continue
@@ -140,14 +146,35 @@ def explain_moved(checkpoints: list[LoadedCheckpoint], problems: list[dict[str, 
         if now == p["path"]:
             continue
         p["moved_to"] = now
-        p["detail"] = (
-            f"file not found where Flink will read it: the checkpoint was written at another location "
-            f"and moved or copied here (the file is expected at {now}). Relocate the copy with `ckptctl relocate`, "
-            f"or check it as a what-if with --rebase {ck.inferred_rebase.describe()}"
-        )
+        p["detail"] = MOVED_DETAIL
+        spec = ck.inferred_rebase.describe()
+        missing[spec] = missing.get(spec, 0) + 1
     out: dict[str, dict[str, Any]] = {}
     for ck in moved:
         spec = ck.inferred_rebase.describe()
-        e = out.setdefault(spec, {"rebase": ck.inferred_rebase.specs(), "checkpoints": []})
+        e = out.setdefault(
+            spec,
+            {
+                "rebase": ck.inferred_rebase.specs(),
+                "checkpoints": [],
+                "missing_files": missing.get(spec, 0),
+                "advice": "relocate the copy with `ckptctl relocate`, or check it as a what-if with --rebase "
+                + " --rebase ".join(ck.inferred_rebase.specs()),
+            },
+        )
         e["checkpoints"].append(ck.location.uri)
     return list(out.values())
+
+
+def moved_lines(moved: list[dict[str, Any]]) -> list[str]:
+    """What the text reports say once per mapping for the files :func:`explain_moved` explained
+    (they are not listed one by one: ``--json`` lists each, with ``moved_to``)."""
+    from ckptctl.words import plural
+
+    return [
+        f"{plural(m['missing_files'], 'file')} not found where Flink will read them: "
+        f"{plural(len(m['checkpoints']), 'checkpoint')} written at another location and moved or copied here; "
+        f"{m['advice']} (--json lists each file)"
+        for m in moved
+        if m["missing_files"]
+    ]

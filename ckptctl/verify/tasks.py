@@ -37,6 +37,8 @@ class FileTask(NamedTuple):
     # keyed handles' meta data (the backend's serialization proxy, read first by every restore):
     # (offset, size) of each, parsed
     meta_spans: tuple[tuple[int, int], ...] = ()
+    # RocksDB MANIFEST files (private, read in full): their log records' checksums are checked
+    log_spans: tuple[tuple[int, int], ...] = ()
 
 
 class HandleTask(NamedTuple):
@@ -64,6 +66,7 @@ class FileRefs:
     checkpoints: set[str] = field(default_factory=set)
     changelog_starts: dict[int, set[int]] = field(default_factory=dict)  # see ckptctl.dstl.changelog_starts
     meta_spans: set[tuple[int, int]] = field(default_factory=set)  # keyed handles' meta data: parsed
+    log_spans: set[tuple[int, int]] = field(default_factory=set)  # RocksDB MANIFESTs: record CRCs checked
 
     def task(self, listed: int | None = None, *, reads: bool = True) -> FileTask:
         """The file's task; without ``reads`` only its existence and sizes are checked (no byte of
@@ -73,7 +76,7 @@ class FileRefs:
             self.segment_end if self.has_segments else None,
             self.sst_whole and reads, _sorted(self.sst_segment_ends) if reads else (),
             _sorted(self.read_spans) if reads else (), listed, _changelog(self.changelog_starts) if reads else (),
-            _sorted(self.meta_spans) if reads else (),
+            _sorted(self.meta_spans) if reads else (), _sorted(self.log_spans) if reads else (),
         )  # fmt: skip
 
 
@@ -142,6 +145,8 @@ def _add_files(out: dict[str, FileRefs], checkpoint: str, scope: str, files: Ite
             ref.read_spans.add((f[off], f[sz]))
             if scope == "metadata":
                 ref.meta_spans.add((f[off], f[sz]))
+            elif name and name.startswith("MANIFEST-"):
+                ref.log_spans.add((f[off], f[sz]))
 
 
 @dataclass

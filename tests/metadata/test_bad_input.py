@@ -6,6 +6,7 @@ and asserts the reader either decodes or raises MetadataFormatError, never anyth
 
 from __future__ import annotations
 
+import json
 import shutil
 import struct
 from pathlib import Path
@@ -143,6 +144,9 @@ def test_ls_reports_unreadable_metadata_and_fails(tmp_path: Path) -> None:
     result = runner.invoke(app, ["ls", str(tmp_path), "--json"])
     assert result.exit_code == 1
     assert "byte " in result.stderr and str(victim.parent.name) in result.stderr
+    # m17: complete (Flink wrote its _metadata) but unreadable: `error` says so, not `complete`
+    row = next(r for r in json.loads(result.stdout) if r["path"].endswith("/" + victim.parent.name))
+    assert row["complete"] is True and "byte " in row["error"]
 
 
 mutations = hs.one_of(

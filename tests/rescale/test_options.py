@@ -46,3 +46,18 @@ def test_plan_rescale_unknown_flink_version_is_refused(version: str) -> None:
     assert f"unknown Flink version {version}" in line
     for family in ("1.15", "1.16-1.18", "1.19-1.20", "2.x"):
         assert family in line
+
+
+@pytest.mark.parametrize("p", ["1..32768", "2..1000000", "1..4097"])
+def test_a_sweep_too_wide_says_the_real_limit(p: str) -> None:
+    """m7: '1..32768' is LOW..HIGH with 1 <= LOW <= HIGH; what it breaks is the sweep's width."""
+    from ckptctl.cli.params import MAX_SWEEP
+
+    line = one_line_error(cli("plan-rescale", rescale_checkpoint(), "-p", p))
+    assert f"at most {MAX_SWEEP:,}" in line and "1 <= LOW" not in line
+
+
+def test_a_sweep_of_max_sweep_parallelisms_is_taken() -> None:
+    from ckptctl.cli.params import MAX_SWEEP, parse_parallelism
+
+    assert len(parse_parallelism(f"1..{MAX_SWEEP}")) == MAX_SWEEP

@@ -46,12 +46,36 @@ def test_a_dr_copy_passes_only_while_flink_can_read_the_primary(primary_and_dr, 
     assert not report["ok"]
     missing = [p for p in report["problems"] if p["check"] == "exists"]
     assert missing and all(p["path"].startswith(f"file:{primary}/") for p in missing)
-    assert all(p["moved_to"].startswith(f"file:{dr}/") and "relocate" in p["detail"] for p in missing)
+    assert all(
+        p["moved_to"].startswith(f"file:{dr}/") and "written at another location" in p["detail"]
+        for p in missing
+    )
     assert [m["rebase"] for m in report["moved"]] == [[f"file:{primary}=file:{dr}"]]
+    assert report["moved"][0]["missing_files"] == len(missing) and "relocate" in report["moved"][0]["advice"]
     # the copy itself, as a what-if named in the output
     what_if = ckptctl(*args, "--rebase", f"{primary}={dr}")
     assert "what-if" in what_if.stderr
     assert run_json(*args, "--rebase", f"{primary}={dr}")["what_if"] == [f"file:{primary}=file:{dr}"]
+
+
+@pytest.mark.parametrize("gate", ["check", "verify"])
+def test_a_moved_copy_gives_the_hint_once_and_one_line_per_checkpoint(primary_and_dr, gate: str) -> None:
+    """Review m1: the mapping hint was repeated for every file and in every checkpoint's row (838
+    lines for 3 checkpoints at 80 columns): it is said once, each checkpoint gets one count."""
+    primary, dr = primary_and_dr
+    shutil.rmtree(primary)
+    args = [gate, str(dr)] + (["--engine", "local"] if gate == "verify" else [])
+    report = run_json(*args, expect=1)
+    missing = [p["path"] for p in report["problems"] if p.get("moved_to")]
+    assert len(missing) > 10
+    result = ckptctl(*args, expect=1, env={"COLUMNS": "80"})
+    text = result.stdout + result.stderr
+    assert text.count("relocate") == 2 and text.count("what-if") == 1, (
+        text
+    )  # one hint (it names relocate twice)
+    assert not [p for p in missing if p.rsplit("/", 1)[1] in text]  # each file: --json, not the text
+    assert f"{len(missing)} files not found where Flink will" in text
+    assert len(text.splitlines()) < 3 * len(report["checkpoints"]) + 30, text
 
 
 def test_verify_judges_each_checkpoint_and_names_the_broken_one_first(tmp_path: Path) -> None:
@@ -105,7 +129,9 @@ def test_check_stats_a_symlinked_file_instead_of_trusting_the_links_size(tmp_pat
     to a copy elsewhere, and called a sound checkpoint corrupt (and a dangling link present)."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     job = sc.jobs()[0]
-    target = next(p for p in sorted((job / "shared").iterdir()) if "file:" + str(p) in sc.referenced_by_flink())
+    target = next(
+        p for p in sorted((job / "shared").iterdir()) if "file:" + str(p) in sc.referenced_by_flink()
+    )
     moved = tmp_path / "elsewhere" / target.name
     moved.parent.mkdir()
     shutil.copy2(target, moved)

@@ -15,6 +15,7 @@ def report(console: Any, r: CheckReport, named: str) -> None:
     """``check``: one row per checkpoint and one for the orphans, the problems, the verdict."""
     from rich.table import Table
 
+    from ckptctl.verify.run import moved_lines
     from ckptctl.views import short_uri
 
     root = r.root
@@ -33,16 +34,24 @@ def report(console: Any, r: CheckReport, named: str) -> None:
         "" if o["limit"] is None else f" of {human_bytes(o['limit'])} allowed"
     )
     if o["error"]:
-        status = styled("[error]{}[/error]", o["error"]) if not o["ok"] else styled("[warning]not measured[/warning]")
+        status = (
+            styled("[error]{}[/error]", o["error"])
+            if not o["ok"]
+            else styled("[warning]not measured[/warning]")
+        )
     elif not o["ok"]:
         status = styled("[error]{}: over the limit[/error]", amount)
     else:
         status = styled("[ok]ok[/ok] ({})", amount)
     table.add_row("orphans", f"{o['files']:,}", status)
     console.print(table)
-    for p in r.problems[:100]:
+    for line in moved_lines(r.moved):
+        console.print(styled("[error]exists[/error]: {}", line))
+    for p in [p for p in r.problems if not p.get("moved_to")][:100]:  # the moved ones: one line above
         path = short_uri(p["path"], root)
         detail = detail_once(p).removeprefix(p["path"] + ": ")  # metadata errors name the file already
         console.print(styled("[error]{}[/error] {}: {}", p["check"], path, detail))
     print_repairable(console, r.repairable, root)
-    console.print(styled(("[ok]passed[/ok]" if r.ok else "[error]FAILED[/error]") + (QUICK_NOTE if r.quick else "")))
+    console.print(
+        styled(("[ok]passed[/ok]" if r.ok else "[error]FAILED[/error]") + (QUICK_NOTE if r.quick else ""))
+    )

@@ -6,6 +6,7 @@ import heapq
 from typing import TYPE_CHECKING, Any
 
 from ckptctl.cli.output import human_bytes, human_time, styled
+from ckptctl.words import plural
 
 if TYPE_CHECKING:
     from ckptctl.cli.terminal import Terminal
@@ -108,13 +109,24 @@ def applied(console: Any, result: ApplyResult, term: Terminal) -> None:
     """``gc apply``: what was deleted (or moved to the trash), skipped and failed."""
     verb = "moved to " + result.trashed_to if result.trashed_to else "deleted"
     deleted_bytes = sum(d.size for d in result.deleted)
-    console.print(f"{verb}: {len(result.deleted):,} files, {human_bytes(deleted_bytes)}")
-    if result.skipped:
-        console.print(f"skipped (no longer orphans or changed): {len(result.skipped):,}")
+    console.print(f"{verb}: {plural(len(result.deleted), 'file')}, {human_bytes(deleted_bytes)}")
+    for line in skip_lines(result.skipped):
+        console.print(line)
     for f in result.failed[:20]:
         term.error(f"{f['path']}: {f['error']}")
     if result.manifest:
         console.print(f"manifest: {result.manifest}")
+
+
+def skip_lines(skipped: list[dict[str, Any]]) -> list[str]:
+    """One line per reason code of the candidates not deleted: "already gone (done): N" reads
+    apart from "referenced again (kept): N" (a re-run after a completed apply is all done)."""
+    from collections import Counter
+
+    from ckptctl.gc.apply import SKIP_WORDS
+
+    counts = Counter(s.get("code") for s in skipped)
+    return [f"{SKIP_WORDS.get(code, 'skipped')}: {n:,}" for code, n in counts.items()]
 
 
 def applied_on_executors(console: Any, result: ExecutorApplyResult, term: Terminal) -> None:
@@ -122,7 +134,7 @@ def applied_on_executors(console: Any, result: ExecutorApplyResult, term: Termin
     the first failures and skips, and what earlier runs had already settled."""
     data = result.to_json()
     verb = "moved to " + data["trash"] if data["trash"] else "deleted"
-    console.print(f"{verb}: {data['deleted_files']:,} files, {human_bytes(data['deleted_bytes'])} "
+    console.print(f"{verb}: {plural(data['deleted_files'], 'file')}, {human_bytes(data['deleted_bytes'])} "
                   f"in {data['batches']:,} batches on Spark executors")  # fmt: skip
     if data["gone_files"]:
         console.print(f"already gone: {data['gone_files']:,}")

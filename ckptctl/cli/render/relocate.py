@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ckptctl.cli.output import human_bytes, styled
+from ckptctl.words import plural
 
 if TYPE_CHECKING:
     from ckptctl.relocate import RelocateReport
@@ -16,8 +17,9 @@ def report(console: Any, relocation: RelocateReport) -> None:
     view = relocation.to_json()
     console.print(
         f"relocate {view['source']} → {view['written_destination']}: "
-        f"{len(view['checkpoints'])} checkpoint(s), {view['files']} files, {human_bytes(view['bytes'])} "
-        f"({view['shared_files']} files shared by several checkpoints, copied once)"
+        f"{plural(len(view['checkpoints']), 'checkpoint')}, {plural(view['files'], 'file')}, "
+        f"{human_bytes(view['bytes'])} ({plural(view['shared_files'], 'file')} shared by several checkpoints, "
+        "copied once)"
     )
     for c in view["checkpoints"]:
         console.print(
@@ -37,7 +39,7 @@ def report(console: Any, relocation: RelocateReport) -> None:
         return
     r = view["result"]
     console.print(
-        f"copied {r['copied_files']} files ({r['copied_bytes']:,} bytes), {r['already_there']} already there, "
+        f"copied {plural(r['copied_files'], 'file')} ({r['copied_bytes']:,} bytes), {r['already_there']} already there, "
         f"{len(r['metadata_written'])} _metadata written last, in {r['seconds']:.1f}s"
     )
     report = view.get("verify")

@@ -18,7 +18,9 @@ def report(console: Any, result: VerifyResult, root: str, named: str, term: Term
     from rich.table import Table
 
     from ckptctl.verify import CHECKS
+    from ckptctl.verify.run import moved_lines
     from ckptctl.views import short_uri
+    from ckptctl.words import plural
 
     c = result.counts
     where = result.engine + (f" on {result.master}" if result.master else "")
@@ -35,8 +37,9 @@ def report(console: Any, result: VerifyResult, root: str, named: str, term: Term
             grid.add_row(check, f"{c[check]:,}", styled("[error]{}[/error]", f"{n:,}") if n else "0")
     console.print(grid)
     counted = (
-        f"{c['checkpoints']} checkpoints, {c['references']:,} references, {c['files']:,} files"
-        + (f", {c['handles']:,} RocksDB handles" if c["handles"] else "")
+        f"{plural(c['checkpoints'], 'checkpoint')}, {plural(c['references'], 'reference')}, "
+        f"{plural(c['files'], 'file')}"
+        + (f", {plural(c['handles'], 'RocksDB handle')}" if c["handles"] else "")
         + f" — {where}, {result.elapsed:.1f}s"
     )
     console.print(styled("{}" + (QUICK_NOTE if result.quick else ""), counted))
@@ -52,32 +55,47 @@ def report(console: Any, result: VerifyResult, root: str, named: str, term: Term
             per.add_row(short_uri(v["checkpoint"], root), f"{v['files']:,}", status)
         console.print(per)
     for m in result.moved:
-        term.warn(
-            f"{len(m['checkpoints'])} checkpoints were written at another location: Flink reads the paths as "
-            f"written, so they are checked there (to check this copy instead, as a what-if: --rebase "
-            f"{' --rebase '.join(m['rebase'])})"
-        )
+        if not m["missing_files"]:  # the written location still has them: Flink reads them there
+            term.warn(
+                f"{plural(len(m['checkpoints']), 'checkpoint')} {'was' if len(m['checkpoints']) == 1 else 'were'} "
+                f"written at another location: Flink reads the paths "
+                f"as written, so they are checked there (to check this copy instead, as a what-if: --rebase "
+                f"{' --rebase '.join(m['rebase'])})"
+            )
     if result.what_if:
         term.warn(
             f"what-if: paths mapped with --rebase {', '.join(result.what_if)}; Flink itself reads the paths as "
             "written in _metadata"
         )
-    if result.problems:
-        table = Table(title=f"{len(result.problems)} problems", title_justify="left")
+    for line in moved_lines(result.moved):
+        console.print(styled("[error]exists[/error]: {}", line))
+    listed = [p for p in result.problems if not p.get("moved_to")]  # the moved ones: one line above
+    if listed:
+        table = Table(title=plural(len(listed), "problem"), title_justify="left")
         table.add_column("path", overflow="fold", ratio=3)
         table.add_column("check", no_wrap=True)
         table.add_column("detail", overflow="fold", ratio=2)
-        for p in result.problems[:200]:
+        for p in listed[:200]:
             table.add_row(short_uri(p["path"], root), p["check"], detail_once(p))
         console.print(table)
-        if len(result.problems) > 200:
-            console.print(f"… and {len(result.problems) - 200} more (use --json or --report)")
+        if len(listed) > 200:
+            console.print(f"… and {len(listed) - 200} more (use --json or --report)")
     if not result.ok:
         print_repairable(console, result.to_json()["repairable"], root)
         broken = sum(1 for v in verdicts if not v["ok"])
-        console.print(styled("[error]NOT SOUND[/error]: {} of {} checkpoints would fail to restore", broken, len(verdicts)))
+        console.print(
+            styled(
+                "[error]NOT SOUND[/error]: {} of {} would fail to restore",
+                broken,
+                plural(len(verdicts), "checkpoint"),
+            )
+        )
     else:
         if result.quick:
-            console.print(styled("[ok]sound[/ok]: every file is present with its recorded size (--quick: contents not read)"))
+            console.print(
+                styled(
+                    "[ok]sound[/ok]: every file is present with its recorded size (--quick: contents not read)"
+                )
+            )
         else:
             console.print(styled("[ok]sound[/ok]: every file is present, complete and well-formed"))
