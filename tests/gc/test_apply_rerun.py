@@ -54,5 +54,5 @@ def test_the_manifest_is_named_as_help_and_readme_say(tmp_path: Path) -> None:
     assert written == ["plan.json.manifest.jsonl"]
     helped = " ".join(ckptctl("gc", "apply", "--help", env={"COLUMNS": "300"}).stdout.split())
     assert "plan.json.manifest.jsonl" in helped and "PLAN.manifest" not in helped
-    readme = (REPO / "README.md").read_text()
-    assert "plan.json.manifest.jsonl" in readme and "PLAN.manifest" not in readme
+    docs = (REPO / "docs" / "gc.md").read_text() + (REPO / "docs" / "spark.md").read_text()
+    assert "plan.json.manifest.jsonl" in docs and "PLAN.manifest" not in docs
