@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from ckptctl.cli.output import styled, visible
+from ckptctl.words import plural
 from tests.repair.test_repair import the_broken
 from tests.support.fixture_cases import REPO
 from tests.support.gc_support import Scenario, ckptctl
@@ -144,7 +145,7 @@ def test_gc_plan_names_the_file_it_wrote_and_apply_reads_it(odd: dict[str, Any],
     candidates = json.loads(plan_file.read_text())["candidates"]
     assert candidates, "the plan must have something to apply"
     applied = ckptctl("gc", "apply", str(plan_file), "--yes", env=WIDE)
-    shown(applied.stdout + applied.stderr, f"deleted: {len(candidates):,} files")
+    shown(applied.stdout + applied.stderr, f"deleted: {plural(len(candidates), 'file')}")
     assert not any(Path(c["path"].removeprefix("file:")).exists() for c in candidates)
 
 

@@ -75,14 +75,14 @@ def test_every_fixture_is_sound_on_spark_and_both_engines_agree(tmp_path: Path) 
     )
     assert c["references"] == n_refs
     assert c["exists"] == c["size"] == c["files"] > 0
-    assert c["sst_magic"] > 0 and c["readable"] > 0 and c["changelog"] > 0 and c["meta"] > 0
+    assert c["sst_magic"] > 0 and c["readable"] > 0 and c["manifest"] > 0 and c["changelog"] > 0 and c["meta"] > 0
     assert c["rocksdb"] == c["key_groups"] == c["handles"] > 0
     # the report holds every check, the histogram every key group that has data
     report = pq.read_table(report_file)
     per_check = {}
     for check in report.column("check").to_pylist():
         per_check[check] = per_check.get(check, 0) + 1
-    for check in ("exists", "size", "sst_magic", "readable", "changelog", "meta"):
+    for check in ("exists", "size", "sst_magic", "readable", "manifest", "changelog", "meta"):
         assert per_check[check] == c[check]
     for check in ("rocksdb", "key_groups"):  # one row per checkpoint owning the handle
         assert per_check[check] >= c[check]
@@ -91,6 +91,7 @@ def test_every_fixture_is_sound_on_spark_and_both_engines_agree(tmp_path: Path) 
         "size",
         "sst_magic",
         "readable",
+        "manifest",
         "changelog",
         "meta",
         "rocksdb",
@@ -391,7 +392,7 @@ def test_rich_summary_without_json(basic: Scenario) -> None:
     assert "exists" in r.stdout and "NOT SOUND" in r.stdout and "file not found" in r.stdout
     # the fixture as moved here: Flink would read where it was written, which does not exist
     r = ckptctl("verify", "--engine", "local", str(FIXTURES / "data/2.2.0/basic"), expect=1)
-    assert "NOT SOUND" in r.stdout and "written at another location" in r.stdout + r.stderr
+    assert "NOT SOUND" in r.stdout and "written at another location" in " ".join((r.stdout + r.stderr).split())
     r = ckptctl("verify", "--engine", "local", str(FIXTURES / "data/2.2.0/basic"), *data_rebase(FIXTURES / "data"))
     assert "sound" in r.stdout and "what-if" in r.stderr
 
