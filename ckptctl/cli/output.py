@@ -28,19 +28,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ckptctl.cli.terminal import Terminal, styled, visible
+from ckptctl.sizes import human_bytes
 
-__all__ = ["styled", "visible"]  # with the helpers below: what renderers import from here
-
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+__all__ = ["human_bytes", "styled", "visible"]  # with the helpers below: what renderers import from here
 
 
 def human_time(ts: float | None) -> str:

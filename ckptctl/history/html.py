@@ -12,6 +12,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from ckptctl.sizes import human_bytes
+
 W, H, PAD = 900, 300, 50
 COLORS = (
     "#4e79a7",
@@ -28,14 +30,7 @@ COLORS = (
 
 
 def _bytes(n: float | None) -> str:
-    if n is None:
-        return "—"
-    v = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024 or unit == "TiB":
-            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return f"{n} B"
+    return human_bytes(n, none="—")
 
 
 def _rate(o: dict[str, Any]) -> str:
