@@ -275,8 +275,8 @@ def _header_len(data: bytes, s: int, parsed: tuple) -> int:
     return r.pos - s
 
 
-def _read_snapshot_then(r: _Reader, data: bytes, key: str | None, *, with_count: bool, last: bool = True):
-    """Read one serializer snapshot whose length is unknown; return it and the next state's header, if any."""
+def _snapshot_head(r: _Reader) -> tuple[int, str, int]:
+    """A serializer snapshot's head: (where it starts, its class, its version); the body follows."""
     start = r.pos
     proxy = r.int("serializer snapshot proxy version")
     if proxy != SNAPSHOT_PROXY_VERSION:
@@ -288,7 +288,12 @@ def _read_snapshot_then(r: _Reader, data: bytes, key: str | None, *, with_count:
     if not _JAVA_CLASS.fullmatch(cls):
         # Flink writes snapshot.getClass().getName() and loads it by that name on restore
         raise r.fail(f"serializer snapshot class {cls[:80]!r} is no Java class name", at=at)
-    version = r.int("serializer snapshot version")
+    return start, cls, r.int("serializer snapshot version")
+
+
+def _read_snapshot_then(r: _Reader, data: bytes, key: str | None, *, with_count: bool, last: bool = True):
+    """Read one serializer snapshot whose length is unknown; return it and the next state's header, if any."""
+    start, cls, version = _snapshot_head(r)
     body_start = r.pos
     anchor = _next_anchor(data, body_start)
     nxt = None
@@ -370,17 +375,7 @@ def _operator_snapshot(
 ):
     """One snapshot of an operator state header; its end is the next serializer entry, the next
     state's header (after a count when the broadcast section starts) or the header's end."""
-    start = r.pos
-    proxy = r.int("serializer snapshot proxy version")
-    if proxy != SNAPSHOT_PROXY_VERSION:
-        raise r.fail(
-            f"serializer snapshot: proxy version {proxy}, expected {SNAPSHOT_PROXY_VERSION}", at=start
-        )
-    at = r.pos
-    cls = r.utf("serializer snapshot class")
-    if not _JAVA_CLASS.fullmatch(cls):
-        raise r.fail(f"serializer snapshot class {cls[:80]!r} is no Java class name", at=at)
-    version = r.int("serializer snapshot version")
+    start, cls, version = _snapshot_head(r)
     body_start = r.pos
     anchor = _next_anchor(data, body_start)
     if not last_in_state:
