@@ -33,8 +33,10 @@ def preflight_command(
         typer.Option(
             "--against",
             metavar="NEW",
-            help="A savepoint or checkpoint of the changed job, started without state (a staging run), "
-            "or a JSON job description (FILE.json: uids, parallelism, max parallelism, states).",
+            help="The changed job, told apart by content: a savepoint or checkpoint of it started without "
+            "state (a staging run; directory or _metadata), a SQL compiled plan (COMPILE PLAN's JSON: "
+            "operator uids and state TTL), or a job description in JSON or YAML (uids, parallelism, max "
+            "parallelism, states).",
         ),
     ],
     target_flink: Annotated[
@@ -75,9 +77,8 @@ def preflight_command(
     from ckptctl.errors import CkptError
     from ckptctl.preflight import junit_xml, run_preflight
     from ckptctl.preflight.check import BACKENDS
-    from ckptctl.preflight.description import looks_like_description, read_description
+    from ckptctl.preflight.description import read_new
     from ckptctl.preflight.releases import parse_release
-    from ckptctl.storage import normalize_uri
     from ckptctl.targets import one_checkpoint
 
     if target_flink is not None:
@@ -88,10 +89,7 @@ def preflight_command(
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
     old = one_checkpoint(storage, snapshot, mappings)
-    if looks_like_description(against):
-        new = read_description(storage.read_bytes(normalize_uri(against), limit=1 << 24), against)
-    else:
-        new = one_checkpoint(storage, against, mappings)
+    new = read_new(storage, against, mappings)
     report = run_preflight(
         storage, old, new, target_flink=target_flink, allow_non_restored_state=allow_non_restored_state,
         new_backend=target_backend,

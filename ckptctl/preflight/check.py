@@ -151,18 +151,20 @@ def run_preflight(
             f"target Flink {releases.show(target)}: NEW does not tell the release (pass --target-flink)"
         )
     old_cat = {oc.operator_id: oc for oc in catalog(storage, old, operator_serializers=True)}
+    old_ops = {op.operator_id: op for op in old.metadata.operators}
     if described:
+        if new.kind == "plan":
+            from ckptctl.preflight.plan import fit_to_snapshot
+
+            fit_to_snapshot(new, old_ops, old_cat, ctx)
         new_cat = {oc.operator_id: oc for oc in new.catalog}
         new_ops = {op.operator_id: op for op in new.operators}
         new_uri = new.uri
-        ctx.assume(
-            "NEW is a job description: it has no serializer snapshots, so no serializer check is decided"
-        )
+        ctx.assume(f"NEW is {new.what}: it has no serializer snapshots, so no serializer check is decided")
     else:
         new_cat = {oc.operator_id: oc for oc in catalog(storage, new, operator_serializers=True)}
         new_ops = {op.operator_id: op for op in new.metadata.operators}
         new_uri = new.location.uri
-    old_ops = {op.operator_id: op for op in old.metadata.operators}
     pointer = old.location.uri
     rows: list[OperatorRow] = []
     dropped = 0
@@ -187,7 +189,8 @@ def run_preflight(
         nop, noc = new_ops.get(oid), new_cat.get(oid)
         start = len(ctx.findings)
         if nop is None:
-            _unmapped(ctx, oc, has, nbytes, pointer, allow_non_restored_state, new_cat)
+            unknown_nodes = new.unknown_nodes if described else []
+            _unmapped(ctx, oc, has, nbytes, pointer, allow_non_restored_state, new_cat, unknown_nodes)
             dropped += nbytes if has and allow_non_restored_state else 0
         else:
             _max_parallelism(ctx, op, oc, nop)  # Checkpoints.loadAndValidateCheckpoint: every mapped operator
@@ -205,8 +208,8 @@ def run_preflight(
             op.parallelism, op.max_parallelism, _worst(own) if own else AS_IS,
         ))  # fmt: skip
     for oid, nop in new_ops.items():
-        if oid in old_ops:
-            continue
+        if oid in old_ops or (described and new.kind == "plan"):
+            continue  # a plan's ids are those its nodes MAY give: only the ones the snapshot has are told
         noc = new_cat[oid]
         ctx.add(noc, "mapping", AS_IS, "new in NEW: starts without state")
         rows.append(OperatorRow(oid, noc.uid, noc.name, False, True, noc.has_state, 0, nop.parallelism,
@@ -251,7 +254,7 @@ def _backend_of_new(new: LoadedCheckpoint, cat: list[OperatorCatalog]) -> str | 
     return None
 
 
-def _unmapped(ctx, oc, has, nbytes, pointer, allow, new_cat) -> None:
+def _unmapped(ctx, oc, has, nbytes, pointer, allow, new_cat, unknown_nodes=()) -> None:
     hint = ""
     if oc.uid:
         hint = f" (uid {oc.uid!r})"
@@ -265,6 +268,9 @@ def _unmapped(ctx, oc, has, nbytes, pointer, allow, new_cat) -> None:
         )
     if not has:
         ctx.add(oc, "mapping", AS_IS, f"not in NEW{hint}; it holds no state: skipped")
+    elif unknown_nodes and not allow:  # a compiled plan's node whose uids are not known may be it
+        ctx.add(oc, "mapping", UNKNOWN, f"not reached by a uid of NEW's plan{hint}; the plan's exec nodes of "
+                f"type {', '.join(unknown_nodes)} give uids ckptctl does not know", bytes=nbytes)  # fmt: skip
     elif allow:
         ctx.add(oc, "mapping", DROPPED, f"not in NEW{hint}: its state is dropped (--allowNonRestoredState)",
                 bytes=nbytes)  # fmt: skip
@@ -365,7 +371,8 @@ def _key_serializer(ctx, oc, noc, backend) -> None:
         return
     if noc is None or noc.key_serializer is None:
         ctx.add(oc, "key-serializer", UNKNOWN,
-                "NEW records no keyed state for this operator, so no key serializer to compare")  # fmt: skip
+                "NEW records no key serializer for this operator (no keyed state in its staging run, or NEW "
+                "is a description or compiled plan)")  # fmt: skip
         return
     c = ser.resolve(snap(oc.key_serializer), snap(noc.key_serializer), "key")
     if c.outcome == AS_IS:

@@ -1,4 +1,4 @@
-"""NEW as a small JSON job description, for a job with no staging run.
+"""NEW as a small job description, for a job with no staging run: JSON, or the same in YAML.
 
 ::
 
@@ -12,7 +12,10 @@
 An operator is named by ``uid`` (its id is computed as Flink does), ``uid_hash`` (``setUidHash``)
 or ``id``. A description carries no serializer snapshots: every serializer check is ``unknown``
 (a description can show that a restore fails -- a missing operator, a parallelism, a state kind,
-TTL switched on a release that refuses it -- never that it restores).
+TTL switched on a release that refuses it -- never that it restores). The same model holds a SQL
+compiled plan (:mod:`~ckptctl.preflight.plan`, ``kind="plan"``). :func:`read_new` tells a NEW
+apart by its content: a snapshot (a directory or ``_metadata``), a compiled plan, a JSON or a YAML
+description.
 """
 
 from __future__ import annotations
@@ -50,18 +53,82 @@ class JobDescription:
     backend: str | None
     operators: list[DescribedOperator]
     catalog: list[OperatorCatalog] = field(default_factory=list)
+    kind: str = "description"  # description | plan
+    # plan: per operator id, its exec node's state entries (index, name, TTL in ms)
+    plan_ttls: dict[str, list[tuple[int, str, int]]] = field(default_factory=dict)
+    unknown_nodes: list[str] = field(default_factory=list)  # plan: exec node types without known uids
+
+    @property
+    def what(self) -> str:
+        return "a compiled plan" if self.kind == "plan" else "a job description"
 
 
-def looks_like_description(path: str) -> bool:
-    return path.lower().endswith(".json")
+MAX_DOCUMENT_BYTES = 1 << 24
 
 
-def read_description(data: bytes, uri: str) -> JobDescription:
-    """Parse a description; anything malformed is one line naming the file and what is wrong."""
+def read_new(storage, against: str, mappings):
+    """NEW by its content: a snapshot (directory or ``_metadata``: a :class:`LoadedCheckpoint`),
+    else the file's text: a compiled plan (``flinkVersion`` and ``nodes``) or a job description
+    (``operators``), in JSON or in YAML. What is none of them is refused in one line."""
+    from ckptctl.errors import StorageError
+    from ckptctl.storage import normalize_uri
+    from ckptctl.targets import checkpoint_if_named, one_checkpoint
+
+    found = checkpoint_if_named(storage, against, mappings)
+    if found is not None:
+        return found
+    uri = normalize_uri(against)
     try:
-        doc = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CkptError(f"not a JSON job description: {e}", path=uri) from None
+        data = storage.read_bytes(uri, limit=MAX_DOCUMENT_BYTES)
+    except (StorageError, OSError):
+        return one_checkpoint(storage, against, mappings)  # says what is wrong with the path
+    if data[:4] == b"\x49\x60\x67\x2d":  # a _metadata file under another name
+        return one_checkpoint(storage, against, mappings)
+    return read_document(data, uri)
+
+
+def read_document(data: bytes, uri: str) -> JobDescription:
+    """A compiled plan or a job description, JSON or YAML, told apart by content."""
+    from ckptctl.preflight.plan import looks_like_plan, read_plan
+
+    doc = parse_document(data, uri)
+    if looks_like_plan(doc):
+        return read_plan(doc, uri)
+    return read_description(doc, uri)
+
+
+def parse_document(data: bytes, uri: str) -> Any:
+    """JSON, else YAML (JSON is YAML, but JSON's own parser says where JSON went wrong)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CkptError(f"not a savepoint, compiled plan or job description: not UTF-8 text at byte {e.start}",
+                        path=uri) from None  # fmt: skip
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")) or uri.lower().endswith(".json"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise CkptError(f"not a JSON compiled plan or job description: {e}", path=uri) from None
+    import yaml  # lazy: only a YAML description needs it
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise CkptError(f"not a YAML job description: {problem}{where}", path=uri) from None
+    if not isinstance(doc, dict):
+        raise CkptError("not a savepoint, compiled plan or job description", path=uri)
+    return doc
+
+
+def read_description(doc: Any, uri: str) -> JobDescription:
+    """A parsed description (JSON or YAML); anything malformed is one line naming the file and what
+    is wrong. Bytes are parsed first (:func:`parse_document`)."""
+    if isinstance(doc, (bytes, bytearray)):
+        doc = parse_document(bytes(doc), uri)
     if not isinstance(doc, dict) or not isinstance(doc.get("operators"), list):
         raise CkptError('a job description is an object with an "operators" list', path=uri)
     backend = doc.get("backend")

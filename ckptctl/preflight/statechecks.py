@@ -100,6 +100,15 @@ def _keyed_state(ctx, oc, st: StateEntry, nst: StateEntry, backend) -> None:
         elif c.outcome == UNKNOWN:
             ctx.add(oc, "namespace-serializer", UNKNOWN, c.detail, state=name, blocking_class=c.blocking)
     o, n = snap(st.serializers.get("VALUE_SERIALIZER")), snap(nst.serializers.get("VALUE_SERIALIZER"))
+    if (
+        o is not None
+        and n is None
+        and not nst.serializers
+        and not st.timers
+        and bool(st.ttl) != bool(nst.ttl)
+    ):
+        _ttl_switch(ctx, oc, st, nst, o, None, backend)  # NEW without snapshots (a description, a plan)
+        return
     if o is None or n is None:
         ctx.add(oc, "value-serializer", UNKNOWN, "no value serializer recorded", state=name)
         return
@@ -207,6 +216,10 @@ def _ttl_switch(ctx, oc, st, nst, o, n, backend) -> None:
     if rule == "unknown":
         ctx.add(oc, "ttl", UNKNOWN, f"{where}: migrated or refused depending on the release and backend",
                 state=name, blocking_class=ser.TTL)  # fmt: skip
+        return
+    if n is None:  # NEW has no serializer snapshot: the wrapped serializers cannot be compared
+        ctx.add(oc, "ttl", UNKNOWN, f"{where}: migrated if the serializers inside are compatible; NEW has no "
+                "serializer snapshot to compare", state=name, blocking_class=ser.TTL)  # fmt: skip
         return
     # migration: the user's serializers inside must still be compatible
     inner_o = ser.ttl_unwrapped(o) or o
