@@ -132,3 +132,20 @@ def test_snapshot_is_readable_and_whole(pair, side):
             assert type(h) is FileHandle, type(h)
             f = copy_root / Path(_local(h.path)).relative_to(original)
         assert f.is_file() and f.stat().st_size >= h.size, f
+
+
+def test_sql_pairs_cover_plans_ttl_and_uid_generation_on_1_20_and_2_x():
+    """The SQL pairs (generate_sql.py): on 1.20.3 and a 2.x release, with and without compiled plans,
+    and each plan recorded is COMPILE PLAN's JSON."""
+    sql = [p for p in _pairs() if p["case"].startswith("sql_")]
+    releases = {p["new_flink"] for p in sql}
+    assert "1.20.3" in releases and any(r.startswith("2.") for r in releases), releases
+    for release in releases:
+        mine = [p for p in sql if p["new_flink"] == release]
+        assert any(p.get("new_plan") for p in mine) and any(not p.get("new_plan") for p in mine), release
+        assert {p["label"]["outcome"] for p in mine} == {"restored", "failed"}, release
+    for p in sql:
+        for side in ("old_plan", "new_plan"):
+            if p.get(side):
+                doc = json.loads((UPGRADES / p[side]).read_text())
+                assert "flinkVersion" in doc and doc["nodes"], (p["id"], side)

@@ -108,3 +108,33 @@ def test_a_refusal_names_the_exception_flink_threw(verdicts):
         errors = [f["flink_error"] for f in doc["findings"] if f["outcome"] == "incompatible"]
         want = f"{label['root_cause_class']}: {opening}"
         assert any(e.startswith(want) for e in errors), (pair["id"], want, errors)
+
+
+PLAN_PAIRS = [p for p in PAIRS if p.get("new_plan")]
+
+
+def test_a_compiled_plan_as_new_never_restores_and_agrees_where_it_decides():
+    """The SQL pairs whose NEW ran from a compiled plan, judged again with that plan as NEW: a plan
+    has no serializer snapshots, so it never says "restores"; what it decides (an operator no uid of
+    the plan reaches, TTL switched on) is what Flink did; a refusal for an unmapped operator is always
+    decided (the plan tells every id)."""
+    from ckptctl.preflight.description import read_document
+
+    assert len({p["new_flink"] for p in PLAN_PAIRS}) >= 2, "SQL plan pairs on two releases"
+    storage = Storage(StorageOptions.from_env(None))
+    wrong, decided = [], 0
+    for pair in PLAN_PAIRS:
+        old = one_checkpoint(storage, str(UPGRADES / pair["old"]), Rebase())
+        path = UPGRADES / pair["new_plan"]
+        new = read_document(path.read_bytes(), str(path))
+        verdict = run_preflight(storage, old, new, target_flink=pair["new_flink"],
+                                new_backend=pair.get("new_backend")).verdict  # fmt: skip
+        label = pair["label"]
+        unmapped = "Cannot map checkpoint/savepoint state" in (label.get("root_cause_message") or "")
+        if verdict.startswith("restores") or (verdict != "unknown" and AGREES[verdict] != label["outcome"]):
+            wrong.append(f"{pair['id']}: {verdict}, label {label['outcome']}")
+        elif unmapped and verdict != "fails":
+            wrong.append(f"{pair['id']}: {verdict}, Flink could not map an operator")
+        decided += verdict != "unknown"
+    assert not wrong
+    assert decided, "no plan pair decided"
