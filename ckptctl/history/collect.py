@@ -37,7 +37,7 @@ def run_history(
         incomplete[j.job_id] = [c.dir_checkpoint_id for c in j.checkpoints if not c.complete]
     if ledger is not None:
         led = Ledger.open(storage, ledger)
-        table = led.read(columns=NUMERIC)  # read once: for what is new, and for the report
+        table = led.read(columns=[*NUMERIC, "path"])  # read once: for what is new, and for the report
         update = update_ledger(storage, root, led, rebase, disk=(layout, locations), have=table)
         if update.rows:
             import pyarrow as pa

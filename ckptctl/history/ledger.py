@@ -208,10 +208,10 @@ def update_ledger(
     ledger's table when the caller read it already (its job_id and checkpoint_id columns)."""
     ledger = ledger_uri if isinstance(ledger_uri, Ledger) else Ledger.open(storage, ledger_uri)
     if have is None:
-        have = ledger.read(columns=["job_id", "checkpoint_id"])
+        have = ledger.read(columns=["job_id", "checkpoint_id", "path"])
     known = checkpoints_of(have)
     _layout, locations = disk if disk is not None else on_disk(storage, root)
-    loaded, failed = load_new(storage, locations, known, rebase)
+    loaded, failed = load_new(storage, locations, known, rebase, ledgered_outside_jobs(have))
     # the job's newest ledgered checkpoint before each new one, for its uploaded bytes
     newest = {}
     for job, cid in known:
@@ -245,15 +245,32 @@ def checkpoints_of(table: Any) -> set[tuple[str, int]]:
     return set(zip(done["job_id"].to_pylist(), done["checkpoint_id"].to_pylist(), strict=True))
 
 
-def load_new(storage: Storage, locations: list[CheckpointLocation], known: set, rebase: Rebase | None):
-    """Load the checkpoints at ``locations`` not in ``known`` ((job, id) pairs), one ``GET`` each;
-    an unreadable one is reported, never fatal (the next update tries again)."""
+def ledgered_outside_jobs(table: Any) -> set[str]:
+    """The directories of the ledger's savepoints (rows of no job): a savepoint's id is inside its
+    ``_metadata``, so the update knows one it holds by its path, without reading it again."""
+    import pyarrow.compute as pc
+
+    if "path" not in table.column_names:
+        return set()
+    outside = table.filter(pc.equal(table["job_id"], NO_JOB))["path"]
+    return set(pc.unique(outside.cast("string")).to_pylist()) if len(outside) else set()
+
+
+def load_new(
+    storage: Storage, locations: list[CheckpointLocation], known: set, rebase: Rebase | None,
+    known_paths: set[str] = frozenset(),  # type: ignore[assignment]
+):  # fmt: skip
+    """Load the checkpoints at ``locations`` not in ``known`` ((job, id) pairs) nor at
+    ``known_paths`` (savepoints already ledgered), one ``GET`` each; an unreadable one is
+    reported, never fatal (the next update tries again)."""
     from ckptctl.refs import load_checkpoint
 
     loaded, failed = [], []
     for loc in locations:
         if loc.kind == "checkpoint" and (loc.job_id, loc.dir_checkpoint_id) in known:
             continue  # not read again: the update costs one GET per new _metadata only
+        if (loc.kind != "checkpoint" or not loc.job_id) and loc.uri in known_paths:
+            continue  # a savepoint (or a directory of no job) ledgered by an earlier update
         try:
             ck = load_checkpoint(storage, loc, rebase)
         except CkptError as e:
