@@ -83,7 +83,13 @@ class Ledger:
         for uri in parts:
             data = self.storage.read_bytes(uri)
             try:
-                t = pq.read_table(pa.BufferReader(data), columns=wanted, read_dictionary=dictionary)
+                # ParquetFile, not read_table: read_table goes through pyarrow.dataset (its import and a
+                # dataset per part: a third of the time of reading 41 parts of a 10^6-row ledger)
+                f = pq.ParquetFile(pa.BufferReader(data), read_dictionary=dictionary)
+                names = set(f.schema_arrow.names)
+                t = f.read(
+                    columns=None if wanted is None else [c for c in wanted if c in names], use_threads=True
+                )
             except (pa.ArrowException, OSError) as e:
                 raise CkptError(f"{uri}: not a ledger part (Parquet): {e}") from None
             tables.append(t)
@@ -186,6 +192,7 @@ class Update:
     part: str | None
     failed: list[dict[str, Any]]
     rows: list[dict[str, Any]] = field(default_factory=list)
+    loaded: list[Any] = field(default_factory=list)  # the checkpoints read (LoadedCheckpoint)
 
 
 def on_disk(storage: Storage, root: str) -> tuple[Any, list[CheckpointLocation]]:
@@ -231,28 +238,42 @@ def update_ledger(
                 previous, base_id = keys_of(ck_rows), ck.metadata.checkpoint_id
     part = ledger.write(rows)
     ledger.compact()
-    return Update(ledger.uri, added, len(known), part, failed, rows)
+    return Update(ledger.uri, added, len(known), part, failed, rows, loaded)
 
 
 def checkpoints_of(table: Any) -> set[tuple[str, int]]:
-    """The (job, checkpoint id) pairs of a ledger table: one group-by of those two columns."""
-    pairs = (
-        table.select(["job_id", "checkpoint_id"])
-        .unify_dictionaries()
-        .group_by(["job_id", "checkpoint_id"], use_threads=False)
-    )
-    done = pairs.aggregate([])
-    return set(zip(done["job_id"].to_pylist(), done["checkpoint_id"].to_pylist(), strict=True))
+    """The (job, checkpoint id) pairs of a ledger table: the distinct values of one int64 column
+    (job's dictionary code << 40 | checkpoint id), a quarter of a group-by's time over 10^6 rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if table.num_rows == 0:
+        return set()
+    jobs = table["job_id"].unify_dictionaries() if pa.types.is_dictionary(table["job_id"].type) else None
+    if jobs is None or jobs.num_chunks == 0 or pc.max(table["checkpoint_id"]).as_py() >= 1 << 40:
+        done = table.select(["job_id", "checkpoint_id"]).group_by(
+            ["job_id", "checkpoint_id"], use_threads=False
+        )
+        done = done.aggregate([])
+        return set(zip(done["job_id"].to_pylist(), done["checkpoint_id"].to_pylist(), strict=True))
+    names = jobs.chunk(0).dictionary.to_pylist()
+    codes = pa.chunked_array([c.indices.cast(pa.int64()) for c in jobs.chunks], type=pa.int64())
+    keys = pc.unique(pc.add(pc.shift_left(codes, 40), table["checkpoint_id"])).to_pylist()
+    return {(names[k >> 40], k & ((1 << 40) - 1)) for k in keys}
 
 
 def ledgered_outside_jobs(table: Any) -> set[str]:
     """The directories of the ledger's savepoints (rows of no job): a savepoint's id is inside its
     ``_metadata``, so the update knows one it holds by its path, without reading it again."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    if "path" not in table.column_names:
+    if "path" not in table.column_names or table.num_rows == 0:
         return set()
-    outside = table.filter(pc.equal(table["job_id"], NO_JOB))["path"]
+    jobs = table["job_id"]
+    if pa.types.is_dictionary(jobs.type) and all(NO_JOB not in c.dictionary.to_pylist() for c in jobs.chunks):
+        return set()  # a ledger of jobs alone: no row compared
+    outside = table.filter(pc.equal(jobs, NO_JOB))["path"]
     return set(pc.unique(outside.cast("string")).to_pylist()) if len(outside) else set()
 
 
