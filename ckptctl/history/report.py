@@ -88,10 +88,12 @@ def build(
     since_is_instant: bool = False,
     budget: int | None = None,
     rules: list[Rule] | None = None,
+    files: dict[str, Any] | None = None,
 ) -> HistoryReport:
     """The report of ``table`` (rows, :data:`NUMERIC` columns at least). ``since``: seconds before
     each job's newest checkpoint, or an instant (``since_is_instant``); ``operator``: an id, uid or
-    name to show (and judge) alone."""
+    name to show (and judge) alone; ``files``: per job, what ``--states`` read
+    (:class:`ckptctl.history.files.JobFiles`)."""
     import pyarrow.compute as pc
 
     rules = rules or []
@@ -134,7 +136,8 @@ def build(
     for job_id, cks in jobs.items():
         out_jobs.append(
             _job(job_id, [cks[c] for c in sorted(cks)], cols, latest_rows.get(job_id, {}), operator, since,
-                 since_is_instant, budget, rules, (incomplete or {}).get(job_id, []))
+                 since_is_instant, budget, rules, (incomplete or {}).get(job_id, []),
+                 None if files is None else files.get(job_id))
         )  # fmt: skip
     ok = not any(v["broken"] for j in out_jobs for v in j["verdicts"])
     return HistoryReport(root, ledger, out_jobs, [r.text for r in rules], ok)
@@ -185,7 +188,7 @@ def _display(name: str | None, uid: str | None, operator_id: str) -> str:
 def _job(
     job_id: str, checkpoints: list[dict[str, Any]], cols: dict[str, list], latest_subtasks: dict,
     operator: str | None, since: float | None, since_is_instant: bool, budget: int | None,
-    rules: list[Rule], incomplete: list[int],
+    rules: list[Rule], incomplete: list[int], files: Any = None,
 ) -> dict[str, Any]:  # fmt: skip
     newest_time = max((c["time"] for c in checkpoints if c["time"] is not None), default=None)
     if since is not None:
@@ -237,6 +240,7 @@ def _job(
                 "skew": (largest[1] / mean) if largest is not None and mean > 0 else None,
                 "series": series, "growth": g,
                 "days_to_budget": g.days_to(fulls[-1], budget) if fulls else None,
+                "states": None if files is None else files.states.get(oid, []),
             }
         )  # fmt: skip
     rank_key = (
@@ -273,6 +277,10 @@ def _job(
         "mean_bytes": sum(fulls) / len(fulls) if fulls else 0,
         "growth": g, "days_to_budget": g.days_to(fulls[-1], budget) if fulls else None,
         "budget_bytes": budget, "ranked_by": rank_key, "operators": ranked,
+        # --states: the checkpoint the states were counted in, file merging's figures, what could not be read
+        "states_checkpoint_id": None if files is None else files.checkpoint_id,
+        "file_merging": None if files is None else files.file_merging,
+        "files_problems": None if files is None else files.problems,
     }  # fmt: skip
     view["verdicts"] = verdicts(rules, view, ranked)
     return view
@@ -292,9 +300,30 @@ def _suspect(o: dict[str, Any]) -> str | None:
             "union list state grows: union state is copied to every subtask and multiplies on each failover"
         )
     if "keyed" in kinds:
-        return "keyed state grows: a key space that keeps growing without state TTL?"
+        return _keyed_suspect(o["states"])
     if "channel" in kinds:
         return "in-flight data (unaligned checkpoints) grows: back-pressure?"
     if "operator" in kinds:
         return "operator list state grows"
     return None
+
+
+def _keyed_suspect(states: list[dict[str, Any]] | None) -> str:
+    """Growing keyed state, named by state when ``--states`` read them (their TTL, entries, bytes)."""
+    from ckptctl.sizes import human_bytes
+
+    if states is None:
+        return (
+            "keyed state grows: a key space that keeps growing without state TTL? (--states names the states)"
+        )
+    keyed = [s for s in states if s["scope"] == "keyed" and s["kind"] != "TIMERS"]
+    no_ttl = [s for s in keyed if s["ttl"] is False]
+    if not no_ttl:
+        return (
+            "keyed state grows though its states have TTL: a key space growing faster than the TTL expires it"
+        )
+    named = ", ".join(
+        f"'{s['name']}' ({s['entries']} entries, {human_bytes(s['bytes'])})" for s in no_ttl[:3]
+    )
+    more = f" and {len(no_ttl) - 3} more" if len(no_ttl) > 3 else ""
+    return f"keyed state without TTL grows: {named}{more}: a key space that keeps growing is never expired"
