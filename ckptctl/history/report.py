@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl.history.growth import Growth, growth
-from ckptctl.history.rows import COLUMNS, COORDINATOR, NO_JOB, checkpoint_rows, job_key, keys_of
+from ckptctl.history.rows import (
+    COLUMNS,
+    COORDINATOR,
+    NO_JOB,
+    checkpoint_rows,
+    job_key,
+    keys_of,
+    savepoint_dirs,
+)
 from ckptctl.history.rules import Rule, verdicts
 
 NUMERIC = [c for c in COLUMNS if c != "path"]
@@ -102,7 +110,11 @@ def build(
     strings = ["kind", "operator_name", "operator_uid", "state_kinds"]
     table = table.unify_dictionaries()  # one dictionary per column over all parts: Arrow groups by it
     table, codes = _codes(table, strings)
-    per_op = table.group_by(["job_id", "checkpoint_id", "operator_id"], use_threads=False).aggregate(
+    keys = ["job_id", "checkpoint_id", "operator_id"]
+    dirs = savepoint_dirs(table)
+    if dirs is not None:  # a savepoint is its directory: two with one id are two entries
+        table, keys = table.append_column("__dir", dirs), [*keys, "__dir"]
+    per_op = table.group_by(keys, use_threads=False).aggregate(
         [
             ("full_bytes", "sum"), ("uploaded_bytes", "sum"), ("reused_bytes", "sum"),
             ("checkpointed_bytes", "sum"), ("file_count", "sum"), ("subtask", "count"),
@@ -111,6 +123,7 @@ def build(
         ]
     )  # fmt: skip
     cols = {name: per_op[name].to_pylist() for name in per_op.column_names}
+    where = cols.get("__dir") or [""] * per_op.num_rows
     # the strings, alike in every row of a group, by their dictionary codes (no string aggregation)
     for name in strings:
         values = codes[name]
@@ -118,10 +131,12 @@ def build(
     jobs: dict[str, dict[int, dict[str, Any]]] = {}
     for i in range(per_op.num_rows):
         cks = jobs.setdefault(cols["job_id"][i], {})
-        ck = cks.get(cols["checkpoint_id"][i])
+        entry = (cols["checkpoint_id"][i], where[i])
+        ck = cks.get(entry)
         if ck is None:
-            ck = cks[cols["checkpoint_id"][i]] = {
-                "checkpoint_id": cols["checkpoint_id"][i], "kind": cols["kind_max"][i], "time": cols["time_max"][i],
+            ck = cks[entry] = {
+                "checkpoint_id": cols["checkpoint_id"][i], **({"path": where[i]} if where[i] else {}),
+                "kind": cols["kind_max"][i], "time": cols["time_max"][i],
                 "metadata_bytes": cols["metadata_bytes_max"][i], "base_checkpoint_id": cols["base_checkpoint_id_max"][i],
                 "full_bytes": 0, "uploaded_bytes": 0, "reused_bytes": 0, "checkpointed_bytes": 0, "files": 0,
                 "operators": {},
@@ -132,7 +147,7 @@ def build(
             ck[k] += cols[src][i]
         ck["operators"][cols["operator_id"][i]] = i
     out_jobs = []
-    latest_rows = _latest_subtasks(table, {j: max(c) for j, c in jobs.items() if c})
+    latest_rows = _latest_subtasks(table, {j: max(c) for j, c in jobs.items() if c}, dirs is not None)
     for job_id, cks in jobs.items():
         out_jobs.append(
             _job(job_id, [cks[c] for c in sorted(cks)], cols, latest_rows.get(job_id, {}), operator, since,
@@ -164,19 +179,26 @@ def _codes(table: Any, names: list[str]) -> tuple[Any, dict[str, list]]:
     return table, values
 
 
-def _latest_subtasks(table: Any, latest: dict[str, int]) -> dict[str, dict[str, list[tuple[int, int]]]]:
-    """Per job, per operator: (subtask, full bytes) of the job's newest checkpoint."""
+def _latest_subtasks(
+    table: Any, latest: dict[str, tuple[int, str]], with_dirs: bool
+) -> dict[str, dict[str, list[tuple[int, int]]]]:
+    """Per job, per operator: (subtask, full bytes) of the job's newest entry ((checkpoint id,
+    savepoint directory or ``""``); ``with_dirs``: the table has the ``__dir`` column)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     out: dict[str, dict[str, list[tuple[int, int]]]] = {}
     if not latest:
         return out
-    ids = pa.array(sorted(set(latest.values())), type=pa.int64())
+    ids = pa.array(sorted({c for c, _d in latest.values()}), type=pa.int64())
     t = table.filter(pc.is_in(table["checkpoint_id"], value_set=ids))
-    t = t.select(["job_id", "checkpoint_id", "operator_id", "subtask", "full_bytes"])
-    for j, c, o, s, f in zip(*(t[c].to_pylist() for c in t.column_names), strict=True):
-        if latest.get(j) == c:
+    names = ["job_id", "checkpoint_id", "operator_id", "subtask", "full_bytes"]
+    t = t.select([*names, "__dir"] if with_dirs else names)
+    cols = [t[c].to_pylist() for c in t.column_names]
+    if not with_dirs:
+        cols.append([""] * t.num_rows)
+    for j, c, o, s, f, d in zip(*cols, strict=True):
+        if latest.get(j) == (c, d):
             out.setdefault(j, {}).setdefault(o, []).append((s, f))
     return out
 

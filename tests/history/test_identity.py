@@ -1,0 +1,68 @@
+"""What identifies a ledgered entry: a job's checkpoint by (job id, checkpoint id), wherever its root
+is (a job moved with ``relocate`` keeps its history), a savepoint by its directory (its ``_metadata``
+carries no job id, so two jobs' savepoints share checkpoint ids). Real savepoints only: the 1.20.3
+and 2.2.0 ``savepoints`` fixtures are two jobs whose savepoints are both numbered 5 and 6."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.support.cli_runner import DATA, cli_json
+
+JOBS = (DATA / "1.20.3" / "savepoints", DATA / "2.2.0" / "savepoints")
+
+
+def _savepoint(fixture: Path, checkpoint_id: int) -> tuple[Path, int]:
+    """The fixture's savepoint directory numbered ``checkpoint_id`` and its full bytes per ``ls``."""
+    (row,) = [
+        r for r in cli_json("ls", str(fixture))
+        if r["kind"] == "savepoint" and r["checkpoint_id"] == checkpoint_id
+    ]  # fmt: skip
+    return Path(row["path"].removeprefix("file:")), row["state_size"]
+
+
+def _savepoints(doc: dict) -> list[dict]:
+    (group,) = [j for j in doc["jobs"] if j["kind"] == "savepoints"]
+    return group["checkpoints"]
+
+
+def _arrange(tmp_path: Path, checkpoint_id: int = 5) -> tuple[Path, list[tuple[Path, int]]]:
+    """A root whose ``savepoints/`` holds each job's savepoint ``checkpoint_id``, one directory per
+    job (as ``state.savepoints.dir`` per job lays them out); their copied paths and sizes."""
+    root = tmp_path / "root"
+    out = []
+    for n, fixture in enumerate(JOBS):
+        src, size = _savepoint(fixture, checkpoint_id)
+        dst = root / "savepoints" / f"job-{n}" / src.name
+        shutil.copytree(src, dst)
+        out.append((dst, size))
+    return root, out
+
+
+def test_two_jobs_savepoints_with_one_id_are_two_entries(tmp_path: Path) -> None:
+    root, sps = _arrange(tmp_path)
+    for extra in ((), ("--ledger", str(tmp_path / "ledger"))):
+        got = _savepoints(cli_json("history", str(root), *extra))
+        assert sorted((c["checkpoint_id"], c["full_bytes"]) for c in got) == sorted((5, s) for _p, s in sps)
+        assert sorted(c["path"] for c in got) == sorted(f"file:{p}" for p, _s in sps)
+
+
+def test_a_savepoint_with_a_ledgered_id_is_added_and_kept(tmp_path: Path) -> None:
+    """The second job's savepoint arrives after the first was ledgered (then the first is deleted, as
+    a retention policy would): the ledger adds it, keeps both, and a run after adds nothing, whatever
+    the spelling of the root and ledger (``file://``, ``//``: the storage layer's URI model)."""
+    root, sps = _arrange(tmp_path)
+    (first, _), (second, _) = sps
+    hidden = tmp_path / "later"
+    shutil.move(second.parent, hidden)
+    ledger = tmp_path / "ledger"
+    assert cli_json("history", str(root), "--ledger", str(ledger))["ledger_added"] == 1
+    shutil.move(hidden, second.parent)
+    assert cli_json("history", str(root), "--ledger", str(ledger))["ledger_added"] == 1
+    shutil.rmtree(first.parent)
+    doc = cli_json("history", f"file://{root.parent}//{root.name}/", "--ledger", f"file://{ledger}/")
+    assert doc["ledger_added"] == 0
+    assert sorted((c["path"], c["full_bytes"]) for c in _savepoints(doc)) == sorted(
+        (f"file:{p}", s) for p, s in sps
+    )
