@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.support.cli_runner import DATA, cli_json
+from tests.support.cli_runner import DATA, cli, cli_json
 
 JOBS = (DATA / "1.20.3" / "savepoints", DATA / "2.2.0" / "savepoints")
 
@@ -46,6 +46,10 @@ def test_two_jobs_savepoints_with_one_id_are_two_entries(tmp_path: Path) -> None
         got = _savepoints(cli_json("history", str(root), *extra))
         assert sorted((c["checkpoint_id"], c["full_bytes"]) for c in got) == sorted((5, s) for _p, s in sps)
         assert sorted(c["path"] for c in got) == sorted(f"file:{p}" for p, _s in sps)
+    shown = cli("history", str(root), "--ledger", str(tmp_path / "ledger"), env={"COLUMNS": "300"})
+    assert shown.exit_code == 0, shown.output
+    for p, _s in sps:
+        assert f"savepoint 5 file:{p}: full" in shown.stdout
 
 
 def test_a_savepoint_with_a_ledgered_id_is_added_and_kept(tmp_path: Path) -> None:

@@ -83,6 +83,15 @@ def report(console: Any, r: HistoryReport, named: str) -> None:
                 + f"; growth {rate(g.bytes_per_day, g.percent_per_day, g.bytes_per_checkpoint)}"
             )
             console.print("uploaded " + sparkline([c["uploaded_bytes"] for c in cks], 48))
+        for c in cks if not job["job_id"] else ():  # savepoints: one id may name several, told by directory
+            console.print(
+                styled(
+                    "savepoint {} {}: full {}",
+                    c["checkpoint_id"],
+                    c.get("path", ""),
+                    human_bytes(c["full_bytes"]),
+                )
+            )
         if job["budget_bytes"] is not None:
             console.print(
                 f"budget {human_bytes(job['budget_bytes'])} reached in {days(job['days_to_budget'])}"
