@@ -38,6 +38,16 @@ def file_key(path: str, offset: int) -> str:
     return path if not offset else f"{path}#{offset}"
 
 
+def moved_key(key: str, job_id: str) -> str:
+    """A file key (:func:`file_key`) as seen from its job's directory, ``<job>/shared/x``, whatever
+    root holds it: ``relocate`` copies a job's files to another root under the same (random) names,
+    and the job restored there goes on from them, so a checkpoint taken after the move reuses what
+    the ledger kept of the one before it under the old root. A key outside a directory named by the
+    job (a savepoint's, a file a claim left in place) stays whole."""
+    at = key.find(f"/{job_id}/") if job_id else -1
+    return key[at + 1 :] if at >= 0 else key
+
+
 def job_key(ck: LoadedCheckpoint) -> str:
     return ck.location.job_id if ck.kind == "checkpoint" and ck.location.job_id else NO_JOB
 
@@ -75,6 +85,7 @@ def checkpoint_rows(
     previous checkpoint (``previous_id``), ``None`` for the first one known (all of it uploaded)."""
     md, loc = ck.metadata, ck.location
     job = job_key(ck)
+    before = None if previous is None else {moved_key(k, job) for k in previous}
     with paused_collector():
         files: dict[tuple[str, int], dict[str, int]] = {}  # (operator, subtask) -> key -> size
         for g in reference_groups(ck):
@@ -100,7 +111,7 @@ def checkpoint_rows(
             parts += [(s.index, subtask_sizes(s)) for s in op.subtasks or ()]
             for index, (full, incremental, inline) in parts:
                 own = files.get((op.operator_id, index), {})
-                reused = sum(n for k, n in own.items() if previous is not None and k in previous)
+                reused = sum(n for k, n in own.items() if before is not None and moved_key(k, job) in before)
                 new = sum(own.values()) - reused
                 rows.append(
                     {

@@ -11,6 +11,7 @@ from pathlib import Path
 from tests.support.cli_runner import DATA, cli, cli_json
 
 JOBS = (DATA / "1.20.3" / "savepoints", DATA / "2.2.0" / "savepoints")
+BASIC = DATA / "1.20.3" / "basic" / "checkpoints"
 
 
 def _savepoint(fixture: Path, checkpoint_id: int) -> tuple[Path, int]:
@@ -70,3 +71,26 @@ def test_a_savepoint_with_a_ledgered_id_is_added_and_kept(tmp_path: Path) -> Non
     assert sorted((c["path"], c["full_bytes"]) for c in _savepoints(doc)) == sorted(
         (f"file:{p}", s) for p, s in sps
     )
+
+
+def test_a_job_relocated_to_another_root_keeps_one_history(tmp_path: Path) -> None:
+    """The ledger spans two roots holding one job: its checkpoints ledgered from the old root and
+    relocated to the new one are counted once, and the checkpoint taken after the move is measured
+    against the one before it (uploaded bytes = Flink's checkpointed size), not as all new."""
+    whole = cli_json("history", str(BASIC))["jobs"][0]["checkpoints"]
+    old = tmp_path / "old" / "checkpoints"
+    shutil.copytree(BASIC, old, ignore=lambda d, names: [x for x in names if x == "chk-9"])
+    ledger = tmp_path / "ledger"
+    assert cli_json("history", str(old), "--ledger", str(ledger))["ledger_added"] == 2
+    new = tmp_path / "new" / "checkpoints"
+    job = next(p for p in BASIC.iterdir() if len(p.name) == 32)
+    result = cli("relocate", "--all", "--apply", str(job), str(new))
+    assert result.exit_code == 0, result.output
+    doc = cli_json("history", str(new), "--ledger", str(ledger))
+    assert doc["ledger_added"] == 1
+    (got,) = doc["jobs"]
+    keys = ("checkpoint_id", "full_bytes", "uploaded_bytes", "reused_bytes", "base_checkpoint_id")
+    assert [{k: c[k] for k in keys} for c in got["checkpoints"]] == [{k: c[k] for k in keys} for c in whole]
+    back = cli_json("history", str(old), "--ledger", str(ledger))  # the old root again: nothing twice
+    assert back["ledger_added"] == 0
+    assert [c["checkpoint_id"] for c in back["jobs"][0]["checkpoints"]] == [7, 8, 9]
