@@ -44,7 +44,7 @@ def moved_key(key: str, job_id: str) -> str:
     and the job restored there goes on from them, so a checkpoint taken after the move reuses what
     the ledger kept of the one before it under the old root. A key outside a directory named by the
     job (a savepoint's, a file a claim left in place) stays whole."""
-    at = key.find(f"/{job_id}/") if job_id else -1
+    at = key.rfind(f"/{job_id}/") if job_id else -1  # the last: a root may be named by the job too
     return key[at + 1 :] if at >= 0 else key
 
 

@@ -94,3 +94,15 @@ def test_a_job_relocated_to_another_root_keeps_one_history(tmp_path: Path) -> No
     back = cli_json("history", str(old), "--ledger", str(ledger))  # the old root again: nothing twice
     assert back["ledger_added"] == 0
     assert [c["checkpoint_id"] for c in back["jobs"][0]["checkpoints"]] == [7, 8, 9]
+
+
+def test_a_file_is_compared_from_its_job_directory_on() -> None:
+    """The job's directory is the last path segment named by the job id (a root may carry the
+    name too); a file outside any directory of the job is compared whole."""
+    from ckptctl.history.rows import moved_key
+
+    job = "d178cffb578b056896a311818643e963"
+    for root in ("s3://a/ck", f"file:/data/{job}/ck", "s3://b"):
+        assert moved_key(f"{root}/{job}/shared/x#128", job) == f"{job}/shared/x#128"
+    assert moved_key("file:/sp/savepoint-d178cf-1/x", job) == "file:/sp/savepoint-d178cf-1/x"
+    assert moved_key("file:/sp/x", "") == "file:/sp/x"
