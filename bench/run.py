@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import shutil
 import subprocess
@@ -26,17 +25,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-
-def measure(cmd: list[str], runs: int = 3) -> dict:
-    best = None
-    for _ in range(runs):
-        out = subprocess.run([sys.executable, str(HERE / "measure.py"), *cmd], capture_output=True, text=True)
-        r = json.loads(out.stdout)
-        if r["rc"] != 0:
-            raise SystemExit(f"failed: {' '.join(cmd)}\n{r['stderr']}")
-        if best is None or r["wall"] < best["wall"]:
-            best = r
-    return best
+from bench.measure import best_of as measure  # noqa: E402  (the one loop of the benches)
 
 
 def find_flink_lib(explicit: str | None) -> str | None:

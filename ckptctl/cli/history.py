@@ -75,6 +75,15 @@ def history_command(
         str | None,
         typer.Option("--html", metavar="FILE", help="Write a self-contained HTML page of the history."),
     ] = None,
+    states: Annotated[
+        bool,
+        typer.Option(
+            "--states",
+            "--deep",
+            help="Also read the state files of each job's checkpoints on disk (a GET per file): entries and "
+            "bytes per state, TTL, file merging's space amplification.",
+        ),
+    ] = False,
     s3_endpoint: EndpointOpt = None,
     rebase: RebaseOpt = None,
 ) -> None:
@@ -91,6 +100,7 @@ def history_command(
     report = run_history(
         storage, root, ledger=ledger, rebase=mappings, job=job, operator=operator, since=since,
         since_is_instant=isinstance(since, Instant), budget=budget, rules=list(fail_if or ()),
+        states=states,
     )  # fmt: skip
     for f in report.failed:
         out.warn(f"{f['path']}: not in the history: {f['error']}")

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl.history.growth import Growth, growth
-from ckptctl.history.rows import COLUMNS, COORDINATOR, NO_JOB, checkpoint_rows, job_key, keys_of
+from ckptctl.history.rows import (
+    COLUMNS,
+    COORDINATOR,
+    NO_JOB,
+    checkpoint_rows,
+    job_key,
+    keys_of,
+    savepoint_dirs,
+)
 from ckptctl.history.rules import Rule, verdicts
 
 NUMERIC = [c for c in COLUMNS if c != "path"]
@@ -88,10 +96,12 @@ def build(
     since_is_instant: bool = False,
     budget: int | None = None,
     rules: list[Rule] | None = None,
+    files: dict[str, Any] | None = None,
 ) -> HistoryReport:
     """The report of ``table`` (rows, :data:`NUMERIC` columns at least). ``since``: seconds before
     each job's newest checkpoint, or an instant (``since_is_instant``); ``operator``: an id, uid or
-    name to show (and judge) alone."""
+    name to show (and judge) alone; ``files``: per job, what ``--states`` read
+    (:class:`ckptctl.history.files.JobFiles`)."""
     import pyarrow.compute as pc
 
     rules = rules or []
@@ -100,7 +110,11 @@ def build(
     strings = ["kind", "operator_name", "operator_uid", "state_kinds"]
     table = table.unify_dictionaries()  # one dictionary per column over all parts: Arrow groups by it
     table, codes = _codes(table, strings)
-    per_op = table.group_by(["job_id", "checkpoint_id", "operator_id"], use_threads=False).aggregate(
+    keys = ["job_id", "checkpoint_id", "operator_id"]
+    dirs = savepoint_dirs(table)
+    if dirs is not None:  # a savepoint is its directory: two with one id are two entries
+        table, keys = table.append_column("__dir", dirs), [*keys, "__dir"]
+    per_op = table.group_by(keys, use_threads=False).aggregate(
         [
             ("full_bytes", "sum"), ("uploaded_bytes", "sum"), ("reused_bytes", "sum"),
             ("checkpointed_bytes", "sum"), ("file_count", "sum"), ("subtask", "count"),
@@ -109,6 +123,7 @@ def build(
         ]
     )  # fmt: skip
     cols = {name: per_op[name].to_pylist() for name in per_op.column_names}
+    where = cols.get("__dir") or [""] * per_op.num_rows
     # the strings, alike in every row of a group, by their dictionary codes (no string aggregation)
     for name in strings:
         values = codes[name]
@@ -116,10 +131,12 @@ def build(
     jobs: dict[str, dict[int, dict[str, Any]]] = {}
     for i in range(per_op.num_rows):
         cks = jobs.setdefault(cols["job_id"][i], {})
-        ck = cks.get(cols["checkpoint_id"][i])
+        entry = (cols["checkpoint_id"][i], where[i])
+        ck = cks.get(entry)
         if ck is None:
-            ck = cks[cols["checkpoint_id"][i]] = {
-                "checkpoint_id": cols["checkpoint_id"][i], "kind": cols["kind_max"][i], "time": cols["time_max"][i],
+            ck = cks[entry] = {
+                "checkpoint_id": cols["checkpoint_id"][i], **({"path": where[i]} if where[i] else {}),
+                "kind": cols["kind_max"][i], "time": cols["time_max"][i],
                 "metadata_bytes": cols["metadata_bytes_max"][i], "base_checkpoint_id": cols["base_checkpoint_id_max"][i],
                 "full_bytes": 0, "uploaded_bytes": 0, "reused_bytes": 0, "checkpointed_bytes": 0, "files": 0,
                 "operators": {},
@@ -130,11 +147,12 @@ def build(
             ck[k] += cols[src][i]
         ck["operators"][cols["operator_id"][i]] = i
     out_jobs = []
-    latest_rows = _latest_subtasks(table, {j: max(c) for j, c in jobs.items() if c})
+    latest_rows = _latest_subtasks(table, {j: max(c) for j, c in jobs.items() if c}, dirs is not None)
     for job_id, cks in jobs.items():
         out_jobs.append(
             _job(job_id, [cks[c] for c in sorted(cks)], cols, latest_rows.get(job_id, {}), operator, since,
-                 since_is_instant, budget, rules, (incomplete or {}).get(job_id, []))
+                 since_is_instant, budget, rules, (incomplete or {}).get(job_id, []),
+                 None if files is None else files.get(job_id))
         )  # fmt: skip
     ok = not any(v["broken"] for j in out_jobs for v in j["verdicts"])
     return HistoryReport(root, ledger, out_jobs, [r.text for r in rules], ok)
@@ -161,19 +179,26 @@ def _codes(table: Any, names: list[str]) -> tuple[Any, dict[str, list]]:
     return table, values
 
 
-def _latest_subtasks(table: Any, latest: dict[str, int]) -> dict[str, dict[str, list[tuple[int, int]]]]:
-    """Per job, per operator: (subtask, full bytes) of the job's newest checkpoint."""
+def _latest_subtasks(
+    table: Any, latest: dict[str, tuple[int, str]], with_dirs: bool
+) -> dict[str, dict[str, list[tuple[int, int]]]]:
+    """Per job, per operator: (subtask, full bytes) of the job's newest entry ((checkpoint id,
+    savepoint directory or ``""``); ``with_dirs``: the table has the ``__dir`` column)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     out: dict[str, dict[str, list[tuple[int, int]]]] = {}
     if not latest:
         return out
-    ids = pa.array(sorted(set(latest.values())), type=pa.int64())
+    ids = pa.array(sorted({c for c, _d in latest.values()}), type=pa.int64())
     t = table.filter(pc.is_in(table["checkpoint_id"], value_set=ids))
-    t = t.select(["job_id", "checkpoint_id", "operator_id", "subtask", "full_bytes"])
-    for j, c, o, s, f in zip(*(t[c].to_pylist() for c in t.column_names), strict=True):
-        if latest.get(j) == c:
+    names = ["job_id", "checkpoint_id", "operator_id", "subtask", "full_bytes"]
+    t = t.select([*names, "__dir"] if with_dirs else names)
+    cols = [t[c].to_pylist() for c in t.column_names]
+    if not with_dirs:
+        cols.append([""] * t.num_rows)
+    for j, c, o, s, f, d in zip(*cols, strict=True):
+        if latest.get(j) == (c, d):
             out.setdefault(j, {}).setdefault(o, []).append((s, f))
     return out
 
@@ -185,7 +210,7 @@ def _display(name: str | None, uid: str | None, operator_id: str) -> str:
 def _job(
     job_id: str, checkpoints: list[dict[str, Any]], cols: dict[str, list], latest_subtasks: dict,
     operator: str | None, since: float | None, since_is_instant: bool, budget: int | None,
-    rules: list[Rule], incomplete: list[int],
+    rules: list[Rule], incomplete: list[int], files: Any = None,
 ) -> dict[str, Any]:  # fmt: skip
     newest_time = max((c["time"] for c in checkpoints if c["time"] is not None), default=None)
     if since is not None:
@@ -237,6 +262,7 @@ def _job(
                 "skew": (largest[1] / mean) if largest is not None and mean > 0 else None,
                 "series": series, "growth": g,
                 "days_to_budget": g.days_to(fulls[-1], budget) if fulls else None,
+                "states": None if files is None else files.states.get(oid, []),
             }
         )  # fmt: skip
     rank_key = (
@@ -273,6 +299,10 @@ def _job(
         "mean_bytes": sum(fulls) / len(fulls) if fulls else 0,
         "growth": g, "days_to_budget": g.days_to(fulls[-1], budget) if fulls else None,
         "budget_bytes": budget, "ranked_by": rank_key, "operators": ranked,
+        # --states: the checkpoint the states were counted in, file merging's figures, what could not be read
+        "states_checkpoint_id": None if files is None else files.checkpoint_id,
+        "file_merging": None if files is None else files.file_merging,
+        "files_problems": None if files is None else files.problems,
     }  # fmt: skip
     view["verdicts"] = verdicts(rules, view, ranked)
     return view
@@ -292,9 +322,30 @@ def _suspect(o: dict[str, Any]) -> str | None:
             "union list state grows: union state is copied to every subtask and multiplies on each failover"
         )
     if "keyed" in kinds:
-        return "keyed state grows: a key space that keeps growing without state TTL?"
+        return _keyed_suspect(o["states"])
     if "channel" in kinds:
         return "in-flight data (unaligned checkpoints) grows: back-pressure?"
     if "operator" in kinds:
         return "operator list state grows"
     return None
+
+
+def _keyed_suspect(states: list[dict[str, Any]] | None) -> str:
+    """Growing keyed state, named by state when ``--states`` read them (their TTL, entries, bytes)."""
+    from ckptctl.sizes import human_bytes
+
+    if states is None:
+        return (
+            "keyed state grows: a key space that keeps growing without state TTL? (--states names the states)"
+        )
+    keyed = [s for s in states if s["scope"] == "keyed" and s["kind"] != "TIMERS"]
+    no_ttl = [s for s in keyed if s["ttl"] is False]
+    if not no_ttl:
+        return (
+            "keyed state grows though its states have TTL: a key space growing faster than the TTL expires it"
+        )
+    named = ", ".join(
+        f"'{s['name']}' ({s['entries']} entries, {human_bytes(s['bytes'])})" for s in no_ttl[:3]
+    )
+    more = f" and {len(no_ttl) - 3} more" if len(no_ttl) > 3 else ""
+    return f"keyed state without TTL grows: {named}{more}: a key space that keeps growing is never expired"

@@ -30,7 +30,7 @@ COLUMNS: dict[str, str] = {
     "uploaded_bytes": "int64", "reused_bytes": "int64", "file_count": "int32", "base_checkpoint_id": "int64",
 }  # fmt: skip
 FILE_COLUMNS = ("files", "file_sizes")  # list<string>, list<int64>: read only to extend the ledger
-NO_JOB = ""  # savepoints carry no job id: they form a group of their own
+NO_JOB = ""  # savepoints carry no job id: they form a group of their own, each known by its directory
 
 
 def file_key(path: str, offset: int) -> str:
@@ -38,8 +38,44 @@ def file_key(path: str, offset: int) -> str:
     return path if not offset else f"{path}#{offset}"
 
 
+def moved_key(key: str, job_id: str) -> str:
+    """A file key (:func:`file_key`) as seen from its job's directory, ``<job>/shared/x``, whatever
+    root holds it: ``relocate`` copies a job's files to another root under the same (random) names,
+    and the job restored there goes on from them, so a checkpoint taken after the move reuses what
+    the ledger kept of the one before it under the old root. A key outside a directory named by the
+    job (a savepoint's, a file a claim left in place) stays whole."""
+    at = key.rfind(f"/{job_id}/") if job_id else -1  # the last: a root may be named by the job too
+    return key[at + 1 :] if at >= 0 else key
+
+
 def job_key(ck: LoadedCheckpoint) -> str:
     return ck.location.job_id if ck.kind == "checkpoint" and ck.location.job_id else NO_JOB
+
+
+def savepoint_dirs(table: Any) -> Any | None:
+    """What tells the ledger's entries apart beside (job, checkpoint id), one value per row: a
+    savepoint's directory (its ``_metadata`` holds no job id, so two jobs' savepoints, or one job's
+    taken into two directories, share checkpoint ids), normalised as the storage layer spells URIs
+    (a row written under another spelling is the same savepoint); ``""`` for a job's checkpoint,
+    which (job, id) identifies wherever its root is. ``None`` when the table holds no savepoint
+    (told by the job column's dictionary: a ledger of jobs alone costs no pass over its rows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ckptctl.storage import normalize_uri
+
+    jobs = table["job_id"]
+    if table.num_rows == 0 or "path" not in table.column_names:
+        return None
+    if pa.types.is_dictionary(jobs.type) and all(NO_JOB not in c.dictionary.to_pylist() for c in jobs.chunks):
+        return None
+    outside = pc.equal(jobs, NO_JOB)
+    if not pc.any(outside).as_py():
+        return None
+    where = pc.if_else(outside, table["path"].cast(pa.string()), pa.scalar("", pa.string()))
+    spelled = pc.unique(where)
+    canonical = pa.array([normalize_uri(u) if u else "" for u in spelled.to_pylist()], pa.string())
+    return pc.take(canonical, pc.index_in(where, value_set=spelled))
 
 
 def checkpoint_rows(
@@ -48,6 +84,8 @@ def checkpoint_rows(
     """Rows of one loaded checkpoint. ``previous``: the file keys (:func:`file_key`) of the job's
     previous checkpoint (``previous_id``), ``None`` for the first one known (all of it uploaded)."""
     md, loc = ck.metadata, ck.location
+    job = job_key(ck)
+    before = None if previous is None else {moved_key(k, job) for k in previous}
     with paused_collector():
         files: dict[tuple[str, int], dict[str, int]] = {}  # (operator, subtask) -> key -> size
         for g in reference_groups(ck):
@@ -58,7 +96,7 @@ def checkpoint_rows(
                 k = file_key(path, offset)  # the same file twice in one subtask counts once
                 into[k] = size
         head = {
-            "job_id": job_key(ck), "checkpoint_id": md.checkpoint_id, "kind": ck.kind, "path": loc.uri,
+            "job_id": job, "checkpoint_id": md.checkpoint_id, "kind": ck.kind, "path": loc.uri,
             "time": loc.metadata.mtime if loc.metadata is not None else None,
             "metadata_bytes": loc.metadata.size if loc.metadata is not None else None,
         }  # fmt: skip
@@ -73,7 +111,7 @@ def checkpoint_rows(
             parts += [(s.index, subtask_sizes(s)) for s in op.subtasks or ()]
             for index, (full, incremental, inline) in parts:
                 own = files.get((op.operator_id, index), {})
-                reused = sum(n for k, n in own.items() if previous is not None and k in previous)
+                reused = sum(n for k, n in own.items() if before is not None and moved_key(k, job) in before)
                 new = sum(own.values()) - reused
                 rows.append(
                     {

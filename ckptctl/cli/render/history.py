@@ -83,18 +83,33 @@ def report(console: Any, r: HistoryReport, named: str) -> None:
                 + f"; growth {rate(g.bytes_per_day, g.percent_per_day, g.bytes_per_checkpoint)}"
             )
             console.print("uploaded " + sparkline([c["uploaded_bytes"] for c in cks], 48))
+        for c in cks if not job["job_id"] else ():  # savepoints: one id may name several, told by directory
+            console.print(
+                styled(
+                    "savepoint {} {}: full {}",
+                    c["checkpoint_id"],
+                    c.get("path", ""),
+                    human_bytes(c["full_bytes"]),
+                )
+            )
         if job["budget_bytes"] is not None:
             console.print(
                 f"budget {human_bytes(job['budget_bytes'])} reached in {days(job['days_to_budget'])}"
             )
         if job["missing_checkpoint_ids"]:
             console.print(
-                styled("[warning]missing[/warning] (failed or not recorded): {}", _ids(job["missing_checkpoint_ids"]))
+                styled(
+                    "[warning]missing[/warning] (failed or not recorded): {}",
+                    _ids(job["missing_checkpoint_ids"]),
+                )
             )
         if job["incomplete_checkpoint_ids"]:
             console.print(
-                styled("[warning]incomplete[/warning] (no _metadata): {}", _ids(job["incomplete_checkpoint_ids"]))
+                styled(
+                    "[warning]incomplete[/warning] (no _metadata): {}", _ids(job["incomplete_checkpoint_ids"])
+                )
             )
+        _files(console, job, ops)
         top = job["operators"][0] if job["operators"] else None
         if top is not None and top["suspect"]:
             console.print(styled("[warning]{}[/warning]: {}", top["display"], top["suspect"]))
@@ -106,6 +121,45 @@ def report(console: Any, r: HistoryReport, named: str) -> None:
         console.print(f"ledger {r.ledger}: {r.added} checkpoints added")
     if r.rules:
         console.print(styled("[ok]passed[/ok]") if r.ok else styled("[error]FAILED[/error]"))
+
+
+def _files(console: Any, job: dict[str, Any], ops: list[dict[str, Any]]) -> None:
+    """What ``--states`` read: per operator its states (largest first), file merging, problems."""
+    if job["states_checkpoint_id"] is None:
+        return
+    for o in ops:
+        if not o["states"]:
+            continue
+        shown = "; ".join(
+            f"{s['name']} {s['kind']} {_count(s['entries'])} {human_bytes(s['bytes']) if s['bytes'] is not None else '—'}"
+            + (
+                ""
+                if s["scope"] != "keyed" or s["kind"] == "TIMERS"
+                else (", TTL" if s["ttl"] else ", no TTL")
+            )
+            for s in o["states"]
+            if s["kind"] != "TIMERS" or s["entries"]
+        )
+        console.print(
+            styled("states of {} (checkpoint {}): {}", o["display"], job["states_checkpoint_id"], shown)
+        )
+    fm = job["file_merging"]
+    if fm is not None:
+        ratio = fm["space_amplification"]
+        console.print(
+            f"file merging: {fm['physical_files']} physical files, {human_bytes(fm['physical_bytes'])} for "
+            f"{human_bytes(fm['referenced_bytes'])} of segments referenced by checkpoints "
+            f"{_ids(fm['checkpoint_ids'])}"
+            + ("" if ratio is None else f" ({ratio:.2f}x space amplification)")
+        )
+        if fm["suspect"]:
+            console.print(styled("[warning]{}[/warning]", fm["suspect"]))
+    for p in job["files_problems"] or ():
+        console.print(styled("[warning]not read[/warning]: {}", p))
+
+
+def _count(n: int | None) -> str:
+    return "—" if n is None else f"{n:,} entries"
 
 
 def _value(v: dict[str, Any]) -> str:
