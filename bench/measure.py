@@ -15,11 +15,13 @@ if __name__ == "__main__":
     start = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wall = time.perf_counter() - start
-    rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rss_kib = usage.ru_maxrss
     print(
         json.dumps(
             {
                 "wall": wall,
+                "cpu": usage.ru_utime + usage.ru_stime,  # a shared machine: CPU seconds say what wall hides
                 "rss_mib": rss_kib / 1024,
                 "rc": proc.returncode,
                 "stderr": proc.stderr.decode()[-500:],

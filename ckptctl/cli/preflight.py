@@ -73,6 +73,7 @@ def preflight_command(
 
     from ckptctl.cli.render import preflight as render
     from ckptctl.errors import CkptError
+    from ckptctl.metadata.reader import skimming_files
     from ckptctl.preflight import junit_xml, run_preflight
     from ckptctl.preflight.check import BACKENDS
     from ckptctl.preflight.description import looks_like_description, read_description
@@ -87,11 +88,12 @@ def preflight_command(
     writable_outputs(junit)
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
-    old = one_checkpoint(storage, snapshot, mappings)
-    if looks_like_description(against):
-        new = read_description(storage.read_bytes(normalize_uri(against), limit=1 << 24), against)
-    else:
-        new = one_checkpoint(storage, against, mappings)
+    with skimming_files():  # state is judged, not files: incremental handles' file lists read for bytes only
+        old = one_checkpoint(storage, snapshot, mappings)
+        if looks_like_description(against):
+            new = read_description(storage.read_bytes(normalize_uri(against), limit=1 << 24), against)
+        else:
+            new = one_checkpoint(storage, against, mappings)
     report = run_preflight(
         storage, old, new, target_flink=target_flink, allow_non_restored_state=allow_non_restored_state,
         new_backend=target_backend,
