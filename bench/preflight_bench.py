@@ -81,11 +81,13 @@ def main() -> None:
     chk, new_dir = build_old(Path(args.workdir), args.operators, args.subtasks, args.files)
     mb = (chk / "_metadata").stat().st_size / 1e6
     print(f"OLD: synthetic _metadata {mb:.1f} MB ({chk}); NEW: {new_dir.relative_to(REPO)}")
-    ckptctl = str(Path(sys.executable).parent / "ckptctl")
+    # this checkout's ckptctl (the installed entry point may be another checkout's)
+    os.environ["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    ckptctl = [sys.executable, "-m", "ckptctl"]
     results = {
-        "ckptctl show": measure([ckptctl, "show", str(chk)], args.runs),
+        "ckptctl show": measure([*ckptctl, "show", str(chk)], args.runs),
         "ckptctl preflight": measure(
-            [ckptctl, "preflight", str(chk), "--against", str(new_dir), "-n", "--json"], args.runs
+            [*ckptctl, "preflight", str(chk), "--against", str(new_dir), "-n", "--json"], args.runs
         ),
     }
     print(f"\n{'measurement':<20}{'wall s':>9}{'CPU s':>9}{'MB/s':>9}{'peak RSS MiB':>14}")
