@@ -55,6 +55,24 @@ def preflight_command(
             help="The new job's state backend, when NEW's snapshot does not tell it (a canonical savepoint).",
         ),
     ] = None,
+    target_changelog: Annotated[
+        str | None,
+        typer.Option(
+            "--target-changelog",
+            metavar="on|off",
+            help="Whether the new job runs the changelog state backend (state.changelog.enabled), when NEW's "
+            "snapshot does not tell it (a savepoint). Default: assumed off (said in the assumptions); unknown "
+            "when SNAPSHOT was written with it.",
+        ),
+    ] = None,
+    claim: Annotated[
+        bool,
+        typer.Option(
+            "--claim",
+            help="The new job restores in CLAIM mode (default: NO_CLAIM, Flink's default), which the changelog "
+            "backend needs.",
+        ),
+    ] = False,
     allow_non_restored_state: Annotated[
         bool,
         typer.Option(
@@ -75,6 +93,7 @@ def preflight_command(
 
     from ckptctl.cli.render import preflight as render
     from ckptctl.errors import CkptError
+    from ckptctl.metadata.reader import skimming_files
     from ckptctl.preflight import junit_xml, run_preflight
     from ckptctl.preflight.check import BACKENDS
     from ckptctl.preflight.description import read_new
@@ -85,14 +104,18 @@ def preflight_command(
         parse_release(target_flink)  # a bad value is a usage error before anything is read
     if target_backend is not None and target_backend not in BACKENDS:
         raise CkptError(f"--target-backend {target_backend!r}: one of {', '.join(BACKENDS)}")
+    if target_changelog is not None and target_changelog not in ("on", "off"):
+        raise CkptError(f"--target-changelog {target_changelog!r}: on or off")
     writable_outputs(junit)
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)
-    old = one_checkpoint(storage, snapshot, mappings)
-    new = read_new(storage, against, mappings)
+    with skimming_files():  # state is judged, not files: incremental handles' file lists read for bytes only
+        old = one_checkpoint(storage, snapshot, mappings)
+        new = read_new(storage, against, mappings)
     report = run_preflight(
         storage, old, new, target_flink=target_flink, allow_non_restored_state=allow_non_restored_state,
-        new_backend=target_backend,
+        new_backend=target_backend, new_changelog=None if target_changelog is None else target_changelog == "on",
+        claimed=claim,
     )  # fmt: skip
     if junit:
         with open(junit, "w", encoding="utf-8") as f:

@@ -235,6 +235,28 @@ class LocalFile(NamedTuple):
     handle: StreamHandle | None
 
 
+class SkimmedFiles(tuple):
+    """An incremental handle's shared or private file list read for its size only (``read_metadata``
+    with :func:`~ckptctl.metadata.reader.skimming_files`): empty, so a walk finds no file in it,
+    with the number of entries and their bytes kept. A reader that only judges state
+    (``preflight``) needs none of a big checkpoint's hundreds of thousands of file references; the
+    writer refuses it (the files would be lost)."""
+
+    count_skimmed: int
+    size: int
+
+    def __new__(cls, count: int, size: int) -> SkimmedFiles:
+        obj = super().__new__(cls)
+        obj.count_skimmed, obj.size = count, size
+        return obj
+
+
+def _files_size(files: Sequence) -> int:
+    if type(files) is SkimmedFiles:
+        return files.size
+    return sum([_size(f.handle) for f in files])
+
+
 class IncrementalHandle(NamedTuple):
     """An incremental RocksDB (or ForSt) snapshot (codes 5, 11).
 
@@ -263,11 +285,7 @@ class IncrementalHandle(NamedTuple):
     def state_size(self) -> int:
         """Flink's getStateSize: the meta data stream, the shared and the private files (not the
         ``shadowed`` ones, which Flink's reading of the file does not hold)."""
-        return (
-            _size(self.meta)
-            + sum([_size(f.handle) for f in self.shared])
-            + sum([_size(f.handle) for f in self.private])
-        )
+        return _size(self.meta) + _files_size(self.shared) + _files_size(self.private)
 
     @property
     def incremental_size(self) -> int:

@@ -10,6 +10,8 @@ object: Flink metadata is read once and completely, and random access keeps the 
 from __future__ import annotations
 
 import struct
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from ckptctl.errors import MetadataFormatError, UnsupportedVersionError
 from ckptctl.metadata import flinkpath, javaser, mutf8
@@ -61,6 +63,7 @@ from ckptctl.metadata.model import (
     OperatorStreamHandle,
     RelativeFileHandle,
     SegmentFileHandle,
+    SkimmedFiles,
     SubtaskState,
     wrap32,
 )
@@ -100,6 +103,7 @@ class _Decoder:
 
     __slots__ = (
         "buf", "pos", "end", "path", "depth", "version", "flink114", "met_changelog", "met_114_codes", "shadowed",
+        "skim_files",
     )  # fmt: skip
 
     def __init__(
@@ -121,6 +125,8 @@ class _Decoder:
         self.met_changelog = False  # a changelog handle (8, 9, 10) was decoded
         self.met_114_codes = False  # a code 1.14 writes and 1.15 never does (3, 5)
         self.shadowed: list[LocalFile] = []  # V3 entries a repeated local name hides (see _as_map)
+        # incremental handles' file lists read for their size only (V3 keeps them: see _as_map)
+        self.skim_files = _SKIM_FILES.get() and version != 3
 
     # -- errors ---------------------------------------------------------------------------
     def fail(self, message: str, offset: int | None = None) -> MetadataFormatError:
@@ -297,6 +303,32 @@ class _Decoder:
         self.depth -= 1
         return KeyGroupsHandle(code, kgr, offsets, delegate, handle_id)
 
+    def skimmed_files(self) -> SkimmedFiles:
+        """``List<HandleAndLocalPath>`` walked for its entries' sizes only: bounds are checked,
+        names and paths are not decoded (:func:`skimming_files`)."""
+        n = self.count("incremental state files", 3)
+        buf, end = self.buf, self.end
+        file_header = _FILE_HEADER
+        pos, total = self.pos, 0
+        for _ in range(n):
+            if pos + 2 > end:
+                self.pos = pos
+                raise self.fail("truncated: expected a local file name")
+            q = pos + 2 + _U16(buf, pos)[0]
+            if q + 11 <= end:
+                code, size, lp = file_header(buf, q)
+                if code == FILE_STREAM_STATE_HANDLE and q + 11 + lp <= end:
+                    if size < -1:
+                        raise self.fail(f"negative file size {size}", q + 1)
+                    total += size
+                    pos = q + 11 + lp
+                    continue
+            self.pos = pos
+            total += self.local_file().handle.state_size
+            pos = self.pos
+        self.pos = pos
+        return SkimmedFiles(n, total)
+
     def local_files(self) -> tuple[LocalFile, ...]:
         """``List<HandleAndLocalPath>``: the hot loop of large incremental checkpoints.
 
@@ -385,8 +417,9 @@ class _Decoder:
             checkpointed = self.i64() if code == INCREMENTAL_KEY_GROUPS_HANDLE_V2 else None
             meta = self.stream()
             hidden = len(self.shadowed)
-            shared = self.local_files()
-            private = self.local_files()
+            files = self.skimmed_files if self.skim_files else self.local_files
+            shared = files()
+            private = files()
             handle_id = self.utf() if code == INCREMENTAL_KEY_GROUPS_HANDLE_V2 else None
             shadowed = tuple(self.shadowed[hidden:])
             del self.shadowed[hidden:]
@@ -672,6 +705,21 @@ def read_header(buf: bytes, path: str | None = None) -> int:
             f"unsupported format version {version}{hint}; ckptctl reads versions 3-7", path=path, offset=4
         )
     return version
+
+
+_SKIM_FILES: ContextVar[bool] = ContextVar("skim_files", default=False)
+
+
+@contextmanager
+def skimming_files():
+    """Within it, :func:`read_metadata` reads the shared and private file lists of incremental
+    handles for their number and bytes only (:class:`SkimmedFiles`): most of a big checkpoint's
+    ``_metadata`` is those lists, and a reader that judges state, not files, skips their decoding."""
+    token = _SKIM_FILES.set(True)
+    try:
+        yield
+    finally:
+        _SKIM_FILES.reset(token)
 
 
 def read_metadata(buf: bytes, path: str | None = None) -> CheckpointMetadata:

@@ -50,6 +50,7 @@ from ckptctl.metadata.model import (
     OperatorStreamHandle,
     RelativeFileHandle,
     SegmentFileHandle,
+    SkimmedFiles,
     SubtaskState,
 )
 
@@ -126,6 +127,8 @@ class _Encoder:
                 out(_I64(h.checkpointed_size if h.checkpointed_size is not None else -1))
             self.stream(h.meta)
             for files in (h.shared, h.private):
+                if type(files) is SkimmedFiles:  # read for its size only: writing it would lose the files
+                    raise ValueError("an incremental handle's files were skimmed (read for their size only)")
                 out(_I32(len(files)))
                 for f in files:
                     self.utf(f.local_path)

@@ -10,8 +10,9 @@ the operator state streams' heads) and compared in the order Flink checks at res
    (``Checkpoints.loadAndValidateCheckpoint``; with ``-n`` its state is dropped);
 3. parallelism ≤ the snapshot's max parallelism, max parallelism equal or adoptable
    (``StateAssignmentOperation.checkParallelismPreconditions``);
-4. the keyed backend can read the snapshot's format (canonical → any backend; native savepoint
-   or checkpoint → the backend that wrote it);
+4. the keyed backend can read the snapshot's handles (:mod:`~ckptctl.preflight.backends`:
+   canonical → RocksDB or HashMap, not ForSt; incremental → RocksDB or ForSt; a heap checkpoint →
+   the heap), and a job with the changelog backend on is not restored in NO_CLAIM mode;
 5. per keyed state: kind, key, namespace and value serializers, MapState user keys, TTL
    (the backends' restore and ``RegisteredKeyValueStateBackendMetaInfo``);
 6. per operator (list/union/broadcast) state: distribution mode, serializers.
@@ -27,6 +28,14 @@ from typing import TYPE_CHECKING
 
 from ckptctl.preflight import releases
 from ckptctl.preflight import serializers as ser
+from ckptctl.preflight.backends import (
+    CHANGELOG_NO_CLAIM,
+    NOT_FORST,
+    ROCKSDB_OR_FORST,
+    backend_check,
+    handle_kinds,
+    has_changelog,
+)
 from ckptctl.preflight.report import (
     AS_IS,
     DROPPED,
@@ -38,7 +47,7 @@ from ckptctl.preflight.report import (
     PreflightReport,
     verdict_of,
 )
-from ckptctl.preflight.statechecks import ISE, SME, is_heap, printed, snap, states
+from ckptctl.preflight.statechecks import ISE, SME, printed, snap, states
 from ckptctl.preflight.uidhash import operator_id_of_uid
 from ckptctl.rescale import default_max_parallelism  # Flink's rule, written once
 
@@ -58,24 +67,6 @@ def not_mapped_message(pointer: str, operator_id: str) -> str:
         "the new program. If you want to allow to skip this, you can set the --allowNonRestoredState "
         "option on the CLI."
     )
-
-
-def keyed_backend(ck: LoadedCheckpoint, cat: list[OperatorCatalog]) -> str | None:
-    """The keyed backend that wrote a native savepoint or checkpoint, where its handles tell:
-    ``rocksdb`` (incremental handles), ``forst`` (KEY_VALUE_V2 states), ``changelog``,
-    ``full-snapshot`` (heap, or RocksDB without incremental checkpoints); ``None``: no keyed state."""
-    kinds = {oc.keyed_backend for oc in cat if oc.keyed_backend}
-    if not kinds:
-        return None
-    if "changelog" in kinds:
-        return "changelog"
-    if any(s.backend_type == "KEY_VALUE_V2" for oc in cat for s in oc.states.values()):
-        return "forst"
-    if kinds == {"rocksdb-incremental"}:
-        return "rocksdb"
-    if kinds == {"full-snapshot"}:
-        return "full-snapshot"
-    return "mixed"
 
 
 def snapshot_format(ck: LoadedCheckpoint) -> str:
@@ -118,7 +109,11 @@ def _has_state(op, oc: OperatorCatalog) -> bool:
     operator, keyed or channel state."""
     if op.coordinator_state is not None or oc.has_state:
         return True
-    return any(s.input_channels or s.output_channels for s in op.subtasks or ())
+    # keyed handles the catalog reads no state from (a changelog checkpoint's changes) are state too
+    return any(
+        s.input_channels or s.output_channels or s.managed_keyed is not None or s.raw_keyed is not None
+        for s in op.subtasks or ()
+    )
 
 
 def run_preflight(
@@ -129,9 +124,13 @@ def run_preflight(
     target_flink: str | None = None,
     allow_non_restored_state: bool = False,
     new_backend: str | None = None,
+    new_changelog: bool | None = None,
+    claimed: bool = False,
 ) -> PreflightReport:
     """Every finding of restoring the job NEW (its staging snapshot, or a job description)
-    describes from OLD, and the verdict."""
+    describes from OLD, and the verdict. ``new_backend``/``new_changelog``: the new job's keyed
+    backend and whether it runs the changelog backend, where the user tells them (NEW's snapshot
+    may not); ``claimed``: restored in CLAIM mode (otherwise NO_CLAIM, Flink's default)."""
     from ckptctl.preflight.description import JobDescription
     from ckptctl.states.catalog import catalog
 
@@ -171,11 +170,10 @@ def run_preflight(
 
     version_ok = releases.reads_metadata(target, old.metadata.version)
     fmt = snapshot_format(old)
-    old_backend = keyed_backend(old, list(old_cat.values()))
-    if described:
-        backend_new = new_backend or new.backend
-    else:
-        backend_new = new_backend or _backend_of_new(new, list(new_cat.values()))
+    backend_new = new_backend or (new.backend if described else _backend_of_new(new, target))
+    # the state rules tell the heap from RocksDB's family (ForSt migrates as RocksDB does)
+    state_backend = {NOT_FORST: None, ROCKSDB_OR_FORST: "rocksdb"}.get(backend_new, backend_new)
+    changelog_on = _changelog(ctx, old, new, new_changelog, described)
     if not version_ok:
         ctx.findings.append(Finding(
             None, "metadata-version", INCOMPATIBLE,
@@ -197,10 +195,19 @@ def run_preflight(
         if nop is not None and has:
             _uid_note(ctx, oc, noc)
             _parallelism(ctx, op, oc, nop)
-            if oc.keyed_handles:
-                _backend(ctx, oc, fmt, old_backend, backend_new)
-            _key_serializer(ctx, oc, noc, backend_new)
-            states(ctx, oc, noc, backend_new)
+            kinds = handle_kinds(op)
+            if kinds:
+                outcome, detail, error = backend_check(fmt, kinds, backend_new, old.metadata.version)
+                ctx.add(oc, "backend", outcome, detail, flink_error=error)
+            if "changelog" in kinds and not oc.keyed_handles:
+                ctx.assume(f"operator {oid}: its keyed state is changelog only (nothing materialized): its states' "
+                           "serializers are not read, assumed those NEW registers")  # fmt: skip
+            if kinds and changelog_on and not claimed:
+                ctx.add(oc, "changelog", INCOMPATIBLE, "changelog on in NEW, restored in NO_CLAIM mode: the first "
+                        "checkpoint after the restore must be a full snapshot, which the changelog backend cannot "
+                        "take", flink_error=CHANGELOG_NO_CLAIM)  # fmt: skip
+            _key_serializer(ctx, oc, noc, state_backend)
+            states(ctx, oc, noc, state_backend)
         own = ctx.findings[start:]
         rows.append(OperatorRow(
             oid, oc.uid, oc.name, True, nop is not None, has, nbytes,
@@ -243,15 +250,43 @@ def _target(old: LoadedCheckpoint, new, given: str | None):
     return (1, 20, 0), (1, 20, 0), "assumed"
 
 
-def _backend_of_new(new: LoadedCheckpoint, cat: list[OperatorCatalog]) -> str | None:
-    """NEW's keyed backend where its handles tell (incremental RocksDB, ForSt, a checkpoint's
-    heap snapshot); a canonical savepoint is written alike by every backend: ``None``."""
-    kb = keyed_backend(new, cat)
-    if kb in ("rocksdb", "forst", "changelog"):
-        return kb
-    if kb == "full-snapshot" and snapshot_format(new) == "checkpoint":
+def _backend_of_new(new: LoadedCheckpoint, target) -> str | None:
+    """NEW's keyed backend as far as its handles tell (``backends``): incremental handles are
+    RocksDB's or ForSt's (ForSt from 2.0), a checkpoint's key-group handles the heap's, a canonical
+    savepoint is not ForSt's (ForSt does not write one); ``None``: no keyed state to tell."""
+    fmt = snapshot_format(new)
+    if fmt == "canonical":
+        return NOT_FORST
+    kinds = set().union(*(handle_kinds(op) for op in new.metadata.operators)) - {"changelog"}
+    if kinds == {"incremental"}:
+        return ROCKSDB_OR_FORST if target >= (2, 0, 0) else "rocksdb"
+    if kinds == {"key-groups"} and fmt == "checkpoint":
         return "full-snapshot"
     return None
+
+
+def _changelog(ctx, old, new, given: bool | None, described: bool) -> bool:
+    """Whether the new job runs with the changelog state backend: given, or told by NEW's
+    checkpoint (its keyed handles are changelog handles or not); a savepoint does not tell (the
+    underlying backend writes it). Unknown: assumed off, said in the assumptions; and when OLD
+    was written with changelog on, the restore is unknown (on, a NO_CLAIM restore fails)."""
+    if given is not None:
+        return given
+    if not described and snapshot_format(new) == "checkpoint":
+        kinds = set().union(*(handle_kinds(op) for op in new.metadata.operators))
+        if kinds:
+            return "changelog" in kinds
+    if has_changelog(old.metadata):
+        ctx.findings.append(Finding(
+            None, "changelog", UNKNOWN,
+            "SNAPSHOT was written with the changelog state backend; NEW does not tell whether the new job keeps "
+            "it on: on, a NO_CLAIM restore fails its first checkpoint (pass --target-changelog on|off)",
+            flink_error=CHANGELOG_NO_CLAIM,
+        ))  # fmt: skip
+        return False
+    ctx.assume("the new job's changelog state backend assumed off (state.changelog.enabled; NEW's savepoint does "
+               "not tell; pass --target-changelog on|off): on, a NO_CLAIM restore fails its first checkpoint")  # fmt: skip
+    return False
 
 
 def _unmapped(ctx, oc, has, nbytes, pointer, allow, new_cat, unknown_nodes=()) -> None:
@@ -330,40 +365,6 @@ def _max_parallelism(ctx, op, oc, nop) -> None:
     ctx.add(oc, "max-parallelism", UNKNOWN,
             f"max parallelism {o_max} → {n_max}: adopted if NEW's was not set explicitly, refused if it was",
             flink_error=err)  # fmt: skip
-
-
-def _backend(ctx, oc, fmt, old_backend, new_backend) -> None:
-    if fmt == "canonical":
-        ctx.add(oc, "backend", AS_IS, "canonical savepoint: restores into any backend")
-        return
-    what = "native savepoint" if fmt == "native" else "checkpoint"
-    if old_backend in (None, "mixed") or new_backend is None:
-        ctx.assume("NEW's keyed state backend is not told by its snapshot (a canonical savepoint): pass "
-                   "--target-backend")  # fmt: skip
-        ctx.add(oc, "backend", UNKNOWN,
-                f"a {what} ({old_backend or 'unknown backend'}) restores only into the backend that wrote it; "
-                "NEW's backend is not known")  # fmt: skip
-        return
-    same = old_backend == new_backend or (old_backend == "full-snapshot" and new_backend == "hashmap")
-    if same:
-        ctx.add(oc, "backend", AS_IS, f"a {what} of {old_backend} into {new_backend}")
-    elif old_backend == "full-snapshot" and new_backend == "rocksdb":
-        ctx.add(
-            oc,
-            "backend",
-            UNKNOWN,
-            f"a {what} of full snapshots (heap, or RocksDB without incremental checkpoints) into RocksDB",
-        )
-    else:
-        handles = {"rocksdb": "IncrementalRemoteKeyedStateHandle", "forst": "IncrementalRemoteKeyedStateHandle",
-                   "full-snapshot": "KeyGroupsStateHandle", "changelog": "ChangelogStateBackendHandleImpl"}  # fmt: skip
-        found = handles.get(old_backend, "?")
-        expected = "KeyGroupsStateHandle" if is_heap(new_backend) else "IncrementalRemoteKeyedStateHandle"
-        ctx.add(oc, "backend", INCOMPATIBLE, f"a {what} of {old_backend} restored into {new_backend}",
-                flink_error=f"{ISE}: Unexpected state handle type, expected one of: class "
-                f"org.apache.flink.runtime.state.{expected}, but found: class org.apache.flink.runtime.state.{found}. "
-                "This can mostly happen when a different StateBackend from the one that was used for taking a "
-                "checkpoint/savepoint is used when restoring.")  # fmt: skip
 
 
 def _key_serializer(ctx, oc, noc, backend) -> None:

@@ -30,3 +30,36 @@ def test_preflight_over_s3_reads_each_metadata_once(s3_server, s3_fixtures: str)
     ]
     assert metadata_gets.seen == 2  # one per _metadata
     assert lists.seen == 0 and heads.seen == 0
+
+
+def test_a_checkpoint_of_incremental_handles_costs_one_get_per_metadata(s3_server) -> None:
+    """A RocksDB retained checkpoint (shared SSTs, private files, inline headers) against NEW's
+    staging savepoint, both on S3: preflight reads the two ``_metadata`` and nothing else -- no file
+    a handle names, no listing, no HEAD -- and says what it says on local disk."""
+    from tests.support.fixture_cases import FIXTURES
+
+    pair = FIXTURES / "upgrades" / "data" / "2.3.0" / "backend_switch_checkpoint"
+    s3_server.create_bucket("upgrades")
+    fs = s3_server.filesystem()
+    fs.pipe(
+        {f"upgrades/{p.relative_to(pair).as_posix()}": p.read_bytes() for p in pair.rglob("*") if p.is_file()}
+    )
+    chk = next((pair / "old").glob("*/chk-*")).relative_to(pair).as_posix()
+    new = next((pair / "new").glob("*/_metadata")).parent.relative_to(pair).as_posix()
+    gets = Rule(lambda m, _p: m == "GET")
+    metadata_gets = Rule(lambda m, p: m == "GET" and p.split("?")[0].endswith("/_metadata"))
+    lists, heads = Rule(lambda _m, p: is_list(p)), Rule(lambda m, _p: m == "HEAD")
+    args = ("--target-flink", "2.3.0", "--target-backend", "hashmap", "--json")
+    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[gets, metadata_gets, lists, heads]) as proxy:
+        result = ckptctl(
+            "preflight", f"s3://upgrades/{chk}", "--against", f"s3://upgrades/{new}", *args,
+            "--s3-endpoint", proxy.endpoint, expect=1,
+        )  # fmt: skip
+    local = ckptctl("preflight", str(pair / chk), "--against", str(pair / new), *args, expect=1)
+    doc, want = json.loads(result.stdout), json.loads(local.stdout)
+    assert doc["verdict"] == want["verdict"] == "fails"
+    assert [(f["operator_id"], f["check"], f["outcome"]) for f in doc["findings"]] == [
+        (f["operator_id"], f["check"], f["outcome"]) for f in want["findings"]
+    ]
+    assert metadata_gets.seen == 2 and gets.seen == 2
+    assert lists.seen == 0 and heads.seen == 0

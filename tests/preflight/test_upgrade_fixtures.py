@@ -56,6 +56,31 @@ CASES = (
     "kryo_unchanged",
 )
 CROSS_CASES = ("kryo_from_1_20", "pojo_from_1_20")
+# the backends beyond RocksDB/HashMap on every release: the changelog backend, RocksDB full checkpoints
+BACKEND_CASES = (
+    "changelog_checkpoint_control",
+    "changelog_checkpoint_to_changelog_off",
+    "changelog_checkpoint_to_hashmap",
+    "changelog_hashmap_checkpoint_to_changelog_off",
+    "changelog_materialized_checkpoint_to_changelog_off",
+    "changelog_materialized_checkpoint_to_hashmap",
+    "checkpoint_to_changelog_on",
+    "rocksdb_full_checkpoint_to_hashmap",
+    "rocksdb_full_checkpoint_to_rocksdb",
+)
+# ForSt, a 2.x backend
+FORST_CASES = (
+    "forst_checkpoint_control",
+    "forst_native_savepoint_control",
+    "forst_native_savepoint_to_rocksdb",
+    "forst_native_savepoint_to_hashmap",
+    "forst_checkpoint_to_rocksdb",
+    "forst_checkpoint_to_hashmap",
+    "forst_from_rocksdb_native_savepoint",
+    "forst_from_rocksdb_checkpoint",
+    "forst_from_rocksdb_canonical_savepoint",
+    "forst_from_hashmap_checkpoint",
+)
 KINDS = {"savepoint-canonical", "savepoint-native", "checkpoint"}
 BACKENDS = {"rocksdb", "hashmap", "forst"}
 JAVA_CLASS = re.compile(r"^[A-Za-z_][\w$]*(\.[\w$]+)*$")  # UpgradeJob$ReadBackMismatch has no package
@@ -66,7 +91,7 @@ def _pairs() -> list[dict]:
 
 
 def _expected(release: str) -> tuple[str, ...]:
-    return CASES + (CROSS_CASES if release.startswith("2.") else ())
+    return CASES + BACKEND_CASES + (CROSS_CASES + FORST_CASES if release.startswith("2.") else ())
 
 
 def test_every_case_is_present_for_every_release():
@@ -97,6 +122,11 @@ def test_pair_is_well_formed(pair):
     assert {pair["old_backend"], pair["new_backend"]} <= BACKENDS
     assert isinstance(pair["allow_non_restored"], bool)
     assert pair["max_parallelism_explicit"] in (True, False, None)
+    assert pair.get("new_kind", "savepoint-canonical") in KINDS
+    assert pair.get("old_changelog", False) in (True, False) and pair.get("new_changelog", False) in (
+        True,
+        False,
+    )
     if pair["case"] in CROSS_CASES:
         assert pair["old_flink"].startswith("1.") and pair["new_flink"].startswith("2.")
     else:

@@ -7,7 +7,8 @@ on every pair preflight decides, "unknown" on at most 10 % of the pairs. The pai
 ``manifest.json``) while they are written elsewhere.
 
 preflight is told what a user deploying NEW knows and NEW's snapshot may not: the release the
-new job runs on (``--target-flink``) and its state backend (``--target-backend``); never the label.
+new job runs on (``--target-flink``), its state backend (``--target-backend``) and, where the pair
+records it, whether it runs the changelog backend (``--target-changelog``); never the label.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def verdict_of_pair(pair: dict) -> dict:
     new = one_checkpoint(storage, str(UPGRADES / pair["new"]), Rebase())
     report = run_preflight(
         storage, old, new, target_flink=pair["new_flink"], new_backend=pair.get("new_backend"),
-        allow_non_restored_state=bool(pair.get("allow_non_restored")),
+        new_changelog=pair.get("new_changelog"), allow_non_restored_state=bool(pair.get("allow_non_restored")),
     )  # fmt: skip
     return report.to_json()
 
@@ -81,7 +82,7 @@ def test_every_fails_names_operator_state_and_flinks_message(verdicts):
         for f in bad:
             assert f["flink_error"], (pair["id"], f)
             assert f["operator_id"] or f["check"] == "metadata-version", (pair["id"], f)
-            if f["check"] not in ("mapping", "parallelism", "max-parallelism", "backend", "metadata-version",
+            if f["check"] not in ("mapping", "parallelism", "max-parallelism", "backend", "changelog", "metadata-version",
                                   "key-serializer"):  # fmt: skip
                 assert f["state"], (pair["id"], f)
 
