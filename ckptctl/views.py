@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from ckptctl import storage as st
-from ckptctl.flink39964 import is_inherited, split_inherited
-from ckptctl.layout import CheckpointLocation
+from ckptctl.checkpoint.flink39964 import is_inherited, split_inherited
+from ckptctl.checkpoint.layout import CheckpointLocation
 from ckptctl.metadata.model import (
     ByteStreamHandle,
     ChangelogBackendHandle,
@@ -34,7 +34,7 @@ from ckptctl.metadata.model import (
 )
 from ckptctl.metadata.writer import encode_merged_channel_offsets
 from ckptctl.pycollector import paused_collector
-from ckptctl.refs import LoadedCheckpoint, Ref, file_resolver, reference_rows
+from ckptctl.checkpoint.refs import LoadedCheckpoint, Ref, file_resolver, reference_rows
 
 Resolver = Callable[[Any], str]
 
@@ -395,7 +395,7 @@ def _file_sizes(rows: list[Ref]) -> dict[str, int]:
 @dataclass
 class ReferenceMap:
     """``refs``: one row per (checkpoint, operator, subtask, handle, file) in ``columns`` order
-    (:func:`ckptctl.refs.reference_rows`); shown paths are relative to ``root``."""
+    (:func:`ckptctl.checkpoint.refs.reference_rows`); shown paths are relative to ``root``."""
 
     columns: Sequence[str]
     rows: list[tuple]

@@ -335,9 +335,9 @@ def _fail(message: str, code: int) -> None:
 
 
 def _context(s3_endpoint: str | None, rebase: list[Any] | None):
-    """The storage and the one :class:`~ckptctl.rebase.Rebase` of all ``--rebase`` options
+    """The storage and the one :class:`~ckptctl.checkpoint.rebase.Rebase` of all ``--rebase`` options
     (each already parsed by the :data:`~ckptctl.cli.params.MAPPING` type)."""
-    from ckptctl.rebase import Rebase
+    from ckptctl.checkpoint.rebase import Rebase
     from ckptctl.storage import Storage, StorageOptions
 
     storage = Storage(StorageOptions.from_env(s3_endpoint))

@@ -30,7 +30,7 @@ from ckptctl.cli.base import (
 def warn_moved(out, *checkpoints, inferred=()) -> None:
     """One warning per inferred mapping (not per checkpoint: a moved root has dozens), of the
     ``checkpoints`` and of mappings already taken from checkpoints no longer held (``inferred``)."""
-    from ckptctl.rebase import moved_warnings
+    from ckptctl.checkpoint.rebase import moved_warnings
 
     for warning in moved_warnings([*inferred, *(ck.inferred_rebase for ck in checkpoints)]):
         out.warn(warning)
@@ -38,7 +38,7 @@ def warn_moved(out, *checkpoints, inferred=()) -> None:
 
 def _chk_number(metadata_uri: str) -> int:
     """N of the ``chk-N`` directory holding a ``_metadata`` (-1 for any other directory)."""
-    from ckptctl.layout import CHK_RE
+    from ckptctl.checkpoint.layout import CHK_RE
 
     m = CHK_RE.match(metadata_uri.rsplit("/", 2)[-2])
     return int(m.group(1)) if m else -1
@@ -77,8 +77,8 @@ def ls_command(
     from ckptctl import storage as st
     from ckptctl.cli.render import ls as render
     from ckptctl.errors import CkptError
-    from ckptctl.layout import classify, scan_root
-    from ckptctl.refs import load_checkpoint
+    from ckptctl.checkpoint.layout import classify, scan_root
+    from ckptctl.checkpoint.refs import load_checkpoint
     from ckptctl.storage import normalize_uri
     from ckptctl.views import Listing, incomplete_view, summary_view
 
@@ -139,7 +139,7 @@ def show_command(
     """Show one checkpoint: operators → subtasks → state handles, key groups, sizes and files."""
     from ckptctl.cli.render import show as render
     from ckptctl.errors import LayoutError
-    from ckptctl.targets import one_checkpoint
+    from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.views import CheckpointView, checkpoint_view
 
     out = get_output()
@@ -203,7 +203,7 @@ def refs_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """The reference map: one row per (checkpoint, operator, subtask, handle, file)."""
-    from ckptctl.targets import checkpoints_at
+    from ckptctl.checkpoint.targets import checkpoints_at
 
     fmt = refs_format(fmt, as_json(), output_file)
     writable_outputs(output_file)
@@ -223,10 +223,10 @@ def refs_command(
 
 def _emit_refs(out, fmt: str, output_file: str | None, checkpoints, root: str, path: str) -> None:
     from ckptctl import export
-    from ckptctl.refs import COLUMNS, reference_rows
+    from ckptctl.checkpoint.refs import COLUMNS, reference_rows
 
     if fmt == "ndjson":  # the bulk format: encoded group by group, never as full rows
-        from ckptctl.refs import GROUP_KEY, reference_groups
+        from ckptctl.checkpoint.refs import GROUP_KEY, reference_groups
 
         def emit(f) -> None:
             for ck in checkpoints:
@@ -251,7 +251,7 @@ def _emit_refs(out, fmt: str, output_file: str | None, checkpoints, root: str, p
         out.result(refs, partial(render.report, named=path))
         return
     if fmt == "parquet":
-        from ckptctl.refs import rows_to_arrow
+        from ckptctl.checkpoint.refs import rows_to_arrow
 
         export.write_parquet(rows_to_arrow(rows), output_file)
         return
@@ -320,7 +320,7 @@ def diff_command(
 ) -> None:
     """Files added, removed and reused between two checkpoints, and the bytes each uploaded."""
     from ckptctl.cli.render import diff as render
-    from ckptctl.targets import one_checkpoint
+    from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.views import diff_view
 
     out = get_output()

@@ -78,7 +78,7 @@ def preflight_command(
     from ckptctl.preflight.description import looks_like_description, read_description
     from ckptctl.preflight.releases import parse_release
     from ckptctl.storage import normalize_uri
-    from ckptctl.targets import one_checkpoint
+    from ckptctl.checkpoint.targets import one_checkpoint
 
     if target_flink is not None:
         parse_release(target_flink)  # a bad value is a usage error before anything is read

@@ -70,9 +70,9 @@ def repair_command(
     from ckptctl.cli.inspect import warn_moved
     from ckptctl.cli.render import repair as render
     from ckptctl.errors import CkptError
-    from ckptctl.flink39964 import savepoint_files_for, search_roots_for
+    from ckptctl.checkpoint.flink39964 import savepoint_files_for, search_roots_for
     from ckptctl.repair import RepairError, RepairReport, apply_repair, plan_repair
-    from ckptctl.targets import one_checkpoint
+    from ckptctl.checkpoint.targets import one_checkpoint
 
     if in_place and dest:
         raise CkptError("give either -o DEST or --in-place, not both")

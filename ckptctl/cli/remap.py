@@ -62,7 +62,7 @@ def remap_command(
     explicitly; the result restores without --allowNonRestoredState."""
     from ckptctl.cli.render import remap as render
     from ckptctl.remap import OperatorRef, RemapError, apply_remap, parse_pair, plan_remap, propose_by_name
-    from ckptctl.targets import one_checkpoint
+    from ckptctl.checkpoint.targets import one_checkpoint
 
     pairs = [parse_pair(p) for p in uid or ()]
     drops = [OperatorRef.parse(d) for d in drop or ()]

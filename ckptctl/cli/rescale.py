@@ -69,7 +69,7 @@ def plan_rescale_command(
     from ckptctl.cli.render import rescale as render
     from ckptctl.histogram import read_histogram
     from ckptctl.rescale import RescalePlan, family_of, plan_or_sweep
-    from ckptctl.targets import one_checkpoint
+    from ckptctl.checkpoint.targets import one_checkpoint
 
     if flink_version is not None:
         family_of(flink_version)  # refuse an unknown version before reading anything

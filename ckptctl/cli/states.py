@@ -81,7 +81,7 @@ def states_command(
     from ckptctl.cli.render import states as render
     from ckptctl.errors import CkptError
     from ckptctl.states import catalog, deep_scan, write_histogram
-    from ckptctl.targets import one_checkpoint
+    from ckptctl.checkpoint.targets import one_checkpoint
 
     chosen = engine_choice(engine, master)
     writable_outputs(histogram)

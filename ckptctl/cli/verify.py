@@ -68,7 +68,7 @@ def verify_command(
     from ckptctl.cli.inspect import display_base
     from ckptctl.cli.render import verify as render
     from ckptctl.errors import CkptError
-    from ckptctl.targets import checkpoints_at
+    from ckptctl.checkpoint.targets import checkpoints_at
     from ckptctl.verify import verify, write_histogram, write_report
     from ckptctl.verify.run import QUICK_AND_DEEP
 
@@ -152,7 +152,7 @@ def check_command(
 
     from ckptctl.check import run_check
     from ckptctl.cli.render import check as render
-    from ckptctl.targets import checked_path
+    from ckptctl.checkpoint.targets import checked_path
 
     writable_outputs(junit)
     out = get_output()

@@ -19,8 +19,8 @@ from ckptctl import storage as st
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.mounts import OtherMounts
 from ckptctl.gc.reasons import Reason, Refusal
-from ckptctl.layout import CHK_RE, below_job_area, flink_area_subdir, is_checkpoint_metadata, place_of
-from ckptctl.refs import load_checkpoint, referenced_files
+from ckptctl.checkpoint.layout import CHK_RE, below_job_area, flink_area_subdir, is_checkpoint_metadata, place_of
+from ckptctl.checkpoint.refs import load_checkpoint, referenced_files
 from ckptctl.storage import FileInfo
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields, replace
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
-from ckptctl.rebase import Rebase
+from ckptctl.checkpoint.rebase import Rebase
 
 CLOCKS = ("storage", "local")
 

@@ -61,7 +61,7 @@ from ckptctl.gc.siblings import (
     starting_beside,
     unmapped_references,
 )
-from ckptctl.layout import (
+from ckptctl.checkpoint.layout import (
     METADATA_FILE,
     CheckpointLocation,
     begins_like_metadata,
@@ -71,9 +71,9 @@ from ckptctl.layout import (
     scan_root,
 )
 from ckptctl.pycollector import paused_collector
-from ckptctl.rebase import Rebase
-from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_uris
-from ckptctl.scan import ScanStorage
+from ckptctl.checkpoint.rebase import Rebase
+from ckptctl.checkpoint.refs import LoadedCheckpoint, load_checkpoint, referenced_uris
+from ckptctl.checkpoint.scan import ScanStorage
 from ckptctl.storage import FileInfo, Storage
 from ckptctl.storage.listing import DirFiles, dir_runs
 from ckptctl.words import plural

@@ -48,7 +48,7 @@ from ckptctl.gc.apply import (
     why_changed,
 )
 from ckptctl.gc.plan import FileDecision, GcPlan
-from ckptctl.layout import METADATA_FILE
+from ckptctl.checkpoint.layout import METADATA_FILE
 from ckptctl.storage import Storage, StorageOptions
 from ckptctl.storage.retry import first_line, retrying
 

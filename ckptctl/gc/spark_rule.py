@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckptctl.gc.reasons import Reason
 from ckptctl.gc.rule import _SPECIAL_NAMES, FileRule
-from ckptctl.layout import FORST_CONTROL_PREFIXES
+from ckptctl.checkpoint.layout import FORST_CONTROL_PREFIXES
 from ckptctl.storage.listing import PLAUSIBLE_MTIME
 
 if TYPE_CHECKING:

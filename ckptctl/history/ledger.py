@@ -23,8 +23,8 @@ from typing import Any
 from ckptctl import storage as st
 from ckptctl.errors import CkptError
 from ckptctl.history.rows import COLUMNS, FILE_COLUMNS, NO_JOB, checkpoint_rows, keys_of
-from ckptctl.layout import CheckpointLocation, scan_root
-from ckptctl.rebase import Rebase
+from ckptctl.checkpoint.layout import CheckpointLocation, scan_root
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.storage import Storage
 
 PART_PREFIX = "part-"
@@ -248,7 +248,7 @@ def checkpoints_of(table: Any) -> set[tuple[str, int]]:
 def load_new(storage: Storage, locations: list[CheckpointLocation], known: set, rebase: Rebase | None):
     """Load the checkpoints at ``locations`` not in ``known`` ((job, id) pairs), one ``GET`` each;
     an unreadable one is reported, never fatal (the next update tries again)."""
-    from ckptctl.refs import load_checkpoint
+    from ckptctl.checkpoint.refs import load_checkpoint
 
     loaded, failed = [], []
     for loc in locations:

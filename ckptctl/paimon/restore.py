@@ -414,7 +414,7 @@ def sink_states(storage, path: str, mappings, unreadable: dict[str, str]):
     checkpoint's inferred mapping applies): the committables are the same wherever the copy lives."""
     from ckptctl.errors import CkptError, StoreUnanswered
     from ckptctl.paimon.sinkstate import read_sink_state
-    from ckptctl.targets import checkpoints_at
+    from ckptctl.checkpoint.targets import checkpoints_at
 
     loaded, root = checkpoints_at(storage, path, mappings, unreadable=unreadable)
     out = []

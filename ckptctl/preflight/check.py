@@ -44,7 +44,7 @@ from ckptctl.rescale import default_max_parallelism  # Flink's rule, written onc
 
 if TYPE_CHECKING:
     from ckptctl.preflight.description import JobDescription
-    from ckptctl.refs import LoadedCheckpoint
+    from ckptctl.checkpoint.refs import LoadedCheckpoint
     from ckptctl.states.catalog import OperatorCatalog
 
 IAE = "java.lang.IllegalArgumentException"

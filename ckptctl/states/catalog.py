@@ -27,7 +27,7 @@ from ckptctl.metadata.model import (
     OperatorStreamHandle,
     keyed_parts,
 )
-from ckptctl.refs import LoadedCheckpoint, file_resolver
+from ckptctl.checkpoint.refs import LoadedCheckpoint, file_resolver
 
 # ---------------------------------------------------------------------------------------------
 # reading the streams

@@ -9,7 +9,7 @@ from typing import Any
 
 from ckptctl.errors import CkptError
 from ckptctl.metadata.model import KeyGroupsHandle
-from ckptctl.refs import LoadedCheckpoint, file_resolver
+from ckptctl.checkpoint.refs import LoadedCheckpoint, file_resolver
 from ckptctl.states.catalog import OperatorCatalog, StateEntry
 from ckptctl.states.scan import (
     AGE_LABELS,

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ckptctl import export
-from ckptctl.refs import COLUMNS, GROUP_KEY, load_checkpoint, reference_groups, reference_rows
+from ckptctl.checkpoint.refs import COLUMNS, GROUP_KEY, load_checkpoint, reference_groups, reference_rows
 from ckptctl.storage import Storage
 from tests.support.fixture_cases import cases
 

@@ -196,7 +196,7 @@ KNOWN_LAZY_CYCLES: list[list[str]] = []
 def test_the_import_graph_is_read() -> None:
     graph = import_graph()
     assert len(graph) > 40
-    assert "ckptctl.flink39964" in graph["ckptctl.repair"]
+    assert "ckptctl.checkpoint.flink39964" in graph["ckptctl.repair"]
     assert "ckptctl.cli.base" in graph["ckptctl.cli.inspect"]
     assert "ckptctl.verify.run" in graph["ckptctl.verify"]
     assert "ckptctl.storage" in graph["ckptctl.relocate"]  # from ckptctl import storage as st
@@ -226,7 +226,7 @@ def test_the_flink39964_diagnosis_is_core_below_its_users() -> None:
     """One module diagnoses FLINK-39964; it needs none of repair, verify, check or the CLI."""
     graph = import_graph(lazy=True)
     seen: set[str] = set()
-    todo = ["ckptctl.flink39964"]
+    todo = ["ckptctl.checkpoint.flink39964"]
     while todo:
         m = todo.pop()
         if m not in seen:
@@ -236,7 +236,7 @@ def test_the_flink39964_diagnosis_is_core_below_its_users() -> None:
     assert not seen & users
     assert not any(m.startswith(("ckptctl.verify", "ckptctl.cli.")) for m in seen)
     for user in ("ckptctl.repair", "ckptctl.check", "ckptctl.relocate", "ckptctl.views", "ckptctl.verify.result"):
-        assert "ckptctl.flink39964" in graph[user], user
+        assert "ckptctl.checkpoint.flink39964" in graph[user], user
 
 
 def test_verify_does_not_import_repair() -> None:

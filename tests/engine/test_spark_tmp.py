@@ -58,7 +58,7 @@ def test_a_spark_session_scratch_dir_is_under_tmpdir_and_removed_at_stop(
 ) -> None:
     from ckptctl.engine import spark
     from ckptctl.engine.spark import spark_session, stop_spark
-    from ckptctl.refs import load_checkpoint
+    from ckptctl.checkpoint.refs import load_checkpoint
     from ckptctl.storage import Storage
     from ckptctl.verify import verify
 

@@ -95,7 +95,7 @@ def test_a_repeated_local_name_in_v3_keeps_both_files_referenced() -> None:
     # ckptctl reports as Flink's reading; 1.17+ restoring the same V3 file fetch both, so gc must
     # still see both files as referenced
     from ckptctl.metadata import read_metadata
-    from ckptctl.refs import written_absolute_paths
+    from ckptctl.checkpoint.refs import written_absolute_paths
 
     case = next(c for c in PINNED if "repeated local file name" in c["note"])
     original = read_metadata(d.fixture_bytes(case["fixture"]))

@@ -22,7 +22,7 @@ from ckptctl.metadata.model import (
     incremental_parts,
 )
 from ckptctl.metadata.transform import map_file_handles
-from ckptctl.refs import (
+from ckptctl.checkpoint.refs import (
     ARROW_TYPES,
     COLUMNS,
     FILE_COLUMNS,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ckptctl import storage as st
-from ckptctl.layout import CheckpointLocation, locate_checkpoint
+from ckptctl.checkpoint.layout import CheckpointLocation, locate_checkpoint
 from ckptctl.metadata import read_metadata
 from ckptctl.metadata.model import (
     CheckpointMetadata,
@@ -28,7 +28,7 @@ from ckptctl.metadata.model import (
     file_handles,
 )
 from ckptctl.pycollector import paused_collector
-from ckptctl.rebase import Rebase, infer_rebase
+from ckptctl.checkpoint.rebase import Rebase, infer_rebase
 from ckptctl.storage import Storage
 
 

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ckptctl.rebase import Rebase
-    from ckptctl.refs import LoadedCheckpoint
+    from ckptctl.checkpoint.rebase import Rebase
+    from ckptctl.checkpoint.refs import LoadedCheckpoint
     from ckptctl.storage import Storage
 
 Progress = Callable[[Sequence[Any], int], Iterable[Any]]
@@ -20,7 +20,7 @@ Progress = Callable[[Sequence[Any], int], Iterable[Any]]
 def checked_path(storage: Storage, path: str) -> str:
     """PATH unchanged if it can name a checkpoint, savepoint, job or root: a directory (or prefix)
     or a ``_metadata`` file. A plain file is refused in one line instead of an OS error later."""
-    from ckptctl.layout import refuse_a_file
+    from ckptctl.checkpoint.layout import refuse_a_file
     from ckptctl.storage import normalize_uri
 
     refuse_a_file(storage, normalize_uri(path), path)
@@ -47,8 +47,8 @@ def checkpoints_at(
     ``apply_inferred=False``: paths as Flink will open them (only the explicit ``--rebase``).
     """
     from ckptctl.errors import CkptError, StoreUnanswered
-    from ckptctl.layout import METADATA_FILE, scan_root
-    from ckptctl.refs import load_checkpoint
+    from ckptctl.checkpoint.layout import METADATA_FILE, scan_root
+    from ckptctl.checkpoint.refs import load_checkpoint
     from ckptctl.storage import basename, normalize_uri
 
     single = checkpoint_if_named(storage, path, mappings, apply_inferred)
@@ -89,8 +89,8 @@ def one_checkpoint(storage: Storage, path: str, mappings: Rebase, apply_inferred
 def _located(storage: Storage, path: str, mappings: Rebase, apply_inferred: bool) -> LoadedCheckpoint:
     """PATH's checkpoint found the long way (a stat, a directory test): what is wrong with PATH
     is said in one line."""
-    from ckptctl.layout import locate_checkpoint
-    from ckptctl.refs import load_checkpoint
+    from ckptctl.checkpoint.layout import locate_checkpoint
+    from ckptctl.checkpoint.refs import load_checkpoint
 
     return load_checkpoint(storage, locate_checkpoint(storage, checked_path(storage, path)), mappings,
                            apply_inferred=apply_inferred)  # fmt: skip
@@ -102,9 +102,9 @@ def checkpoint_if_named(storage: Storage, path: str, mappings: Rebase | None, ap
     ``_metadata`` is asked for first: on S3 one GET gives its stat and bytes -- no HEAD, and no
     directory test (a HEAD and a LIST) -- and its stat is the location's."""
     from ckptctl.errors import StorageError
-    from ckptctl.layout import METADATA_FILE, locate_checkpoint
-    from ckptctl.refs import MAX_METADATA_BYTES, load_checkpoint
-    from ckptctl.scan import ScanStorage
+    from ckptctl.checkpoint.layout import METADATA_FILE, locate_checkpoint
+    from ckptctl.checkpoint.refs import MAX_METADATA_BYTES, load_checkpoint
+    from ckptctl.checkpoint.scan import ScanStorage
     from ckptctl.storage import basename, join, normalize_uri
 
     uri = normalize_uri(path)

@@ -20,7 +20,7 @@ from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.errors import LayoutError
-from ckptctl.layout import CheckpointLocation
+from ckptctl.checkpoint.layout import CheckpointLocation
 
 
 @dataclass(frozen=True)

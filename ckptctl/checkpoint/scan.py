@@ -17,9 +17,9 @@ from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.errors import CkptError, StorageError, StoreUnanswered
-from ckptctl.layout import METADATA_FILE, RootLayout, is_checkpoint_metadata, scan_root
-from ckptctl.rebase import Rebase
-from ckptctl.refs import LoadedCheckpoint, load_checkpoint
+from ckptctl.checkpoint.layout import METADATA_FILE, RootLayout, is_checkpoint_metadata, scan_root
+from ckptctl.checkpoint.rebase import Rebase
+from ckptctl.checkpoint.refs import LoadedCheckpoint, load_checkpoint
 from ckptctl.storage import FileInfo, Storage, WalkNotes
 
 
@@ -154,7 +154,7 @@ class RootScan:
         cls, storage: Storage, root: str, rebase: Rebase | None = None, apply_inferred: bool = True
     ) -> RootScan:
         """List ``root`` and read each completed checkpoint's ``_metadata`` (with ``rebase`` and
-        the mapping a moved directory suggests, as :func:`~ckptctl.refs.load_checkpoint` does)."""
+        the mapping a moved directory suggests, as :func:`~ckptctl.checkpoint.refs.load_checkpoint` does)."""
         root = st.normalize_uri(root)
         notes = st.WalkNotes()
         files = list(storage.list_files(root, notes))
@@ -174,5 +174,5 @@ class RootScan:
         return cls(layout.root, files, layout, loaded, unreadable, view)
 
     def listings(self) -> dict[str, list[FileInfo]]:
-        """The listing by root, as :func:`ckptctl.flink39964.explain_missing` takes it."""
+        """The listing by root, as :func:`ckptctl.checkpoint.flink39964.explain_missing` takes it."""
         return {self.root: self.files}
