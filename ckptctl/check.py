@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.errors import CkptError
 from ckptctl.checkpoint.flink39964 import repairable
 from ckptctl.checkpoint.rebase import Rebase, with_inferred
 from ckptctl.checkpoint.scan import RootScan
+from ckptctl.errors import CkptError
 from ckptctl.storage import Storage
 from ckptctl.verify import verify
 from ckptctl.verify.result import reads

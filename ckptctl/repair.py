@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.errors import CkptError
 from ckptctl.checkpoint.flink39964 import BACKUP_NAME, ISSUE, Misanchored, SavepointFiles, diagnose
 from ckptctl.checkpoint.layout import METADATA_FILE
+from ckptctl.checkpoint.rebase import Rebase
+from ckptctl.checkpoint.refs import LoadedCheckpoint, canonical
+from ckptctl.errors import CkptError
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import CheckpointMetadata, FileHandle, RelativeFileHandle, SegmentFileHandle
 from ckptctl.metadata.transform import map_file_handles
-from ckptctl.checkpoint.rebase import Rebase
-from ckptctl.checkpoint.refs import LoadedCheckpoint, canonical
 from ckptctl.storage import Storage
 from ckptctl.storage.copying import TMP_MARK, copy_file, write_atomic
 

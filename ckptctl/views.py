@@ -14,6 +14,7 @@ from typing import IO, Any
 from ckptctl import storage as st
 from ckptctl.checkpoint.flink39964 import is_inherited, split_inherited
 from ckptctl.checkpoint.layout import CheckpointLocation
+from ckptctl.checkpoint.refs import LoadedCheckpoint, Ref, file_resolver, reference_rows
 from ckptctl.metadata.model import (
     ByteStreamHandle,
     ChangelogBackendHandle,
@@ -34,7 +35,6 @@ from ckptctl.metadata.model import (
 )
 from ckptctl.metadata.writer import encode_merged_channel_offsets
 from ckptctl.pycollector import paused_collector
-from ckptctl.checkpoint.refs import LoadedCheckpoint, Ref, file_resolver, reference_rows
 
 Resolver = Callable[[Any], str]
 

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from ckptctl import storage as st
 from ckptctl.checkpoint.layout import CheckpointLocation, locate_checkpoint
+from ckptctl.checkpoint.rebase import Rebase, infer_rebase
 from ckptctl.metadata import read_metadata
 from ckptctl.metadata.model import (
     CheckpointMetadata,
@@ -28,7 +29,6 @@ from ckptctl.metadata.model import (
     file_handles,
 )
 from ckptctl.pycollector import paused_collector
-from ckptctl.checkpoint.rebase import Rebase, infer_rebase
 from ckptctl.storage import Storage
 
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.errors import CkptError, StorageError, StoreUnanswered
 from ckptctl.checkpoint.layout import METADATA_FILE, RootLayout, is_checkpoint_metadata, scan_root
 from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.checkpoint.refs import LoadedCheckpoint, load_checkpoint
+from ckptctl.errors import CkptError, StorageError, StoreUnanswered
 from ckptctl.storage import FileInfo, Storage, WalkNotes
 
 

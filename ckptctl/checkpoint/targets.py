@@ -46,9 +46,9 @@ def checkpoints_at(
     there (directory -> one-line error) and the rest are returned; otherwise the first aborts.
     ``apply_inferred=False``: paths as Flink will open them (only the explicit ``--rebase``).
     """
-    from ckptctl.errors import CkptError, StoreUnanswered
     from ckptctl.checkpoint.layout import METADATA_FILE, scan_root
     from ckptctl.checkpoint.refs import load_checkpoint
+    from ckptctl.errors import CkptError, StoreUnanswered
     from ckptctl.storage import basename, normalize_uri
 
     single = checkpoint_if_named(storage, path, mappings, apply_inferred)
@@ -101,10 +101,10 @@ def checkpoint_if_named(storage: Storage, path: str, mappings: Rebase | None, ap
     """PATH's checkpoint when PATH is one (its ``_metadata`` found), else ``None``. The
     ``_metadata`` is asked for first: on S3 one GET gives its stat and bytes -- no HEAD, and no
     directory test (a HEAD and a LIST) -- and its stat is the location's."""
-    from ckptctl.errors import StorageError
     from ckptctl.checkpoint.layout import METADATA_FILE, locate_checkpoint
     from ckptctl.checkpoint.refs import MAX_METADATA_BYTES, load_checkpoint
     from ckptctl.checkpoint.scan import ScanStorage
+    from ckptctl.errors import StorageError
     from ckptctl.storage import basename, join, normalize_uri
 
     uri = normalize_uri(path)

@@ -75,10 +75,10 @@ def ls_command(
 ) -> None:
     """List jobs, checkpoints and savepoints with format version, sizes and file counts."""
     from ckptctl import storage as st
-    from ckptctl.cli.render import ls as render
-    from ckptctl.errors import CkptError
     from ckptctl.checkpoint.layout import classify, scan_root
     from ckptctl.checkpoint.refs import load_checkpoint
+    from ckptctl.cli.render import ls as render
+    from ckptctl.errors import CkptError
     from ckptctl.storage import normalize_uri
     from ckptctl.views import Listing, incomplete_view, summary_view
 
@@ -137,9 +137,9 @@ def show_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Show one checkpoint: operators → subtasks → state handles, key groups, sizes and files."""
+    from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.cli.render import show as render
     from ckptctl.errors import LayoutError
-    from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.views import CheckpointView, checkpoint_view
 
     out = get_output()
@@ -319,8 +319,8 @@ def diff_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Files added, removed and reused between two checkpoints, and the bytes each uploaded."""
-    from ckptctl.cli.render import diff as render
     from ckptctl.checkpoint.targets import one_checkpoint
+    from ckptctl.cli.render import diff as render
     from ckptctl.views import diff_view
 
     out = get_output()

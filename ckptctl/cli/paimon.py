@@ -90,9 +90,9 @@ def status_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """What restoring each checkpoint commits to the Paimon table, and hazards A/B/C (exit 1)."""
+    from ckptctl.checkpoint.targets import checked_path
     from ckptctl.cli.render import paimon as render
     from ckptctl.paimon.restore import run_report
-    from ckptctl.checkpoint.targets import checked_path
 
     out = get_output()
     storage, mappings = _context(s3_endpoint, rebase)

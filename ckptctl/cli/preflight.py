@@ -71,6 +71,7 @@ def preflight_command(
     fails or cannot be decided (the verdict says which)."""
     from functools import partial
 
+    from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.cli.render import preflight as render
     from ckptctl.errors import CkptError
     from ckptctl.preflight import junit_xml, run_preflight
@@ -78,7 +79,6 @@ def preflight_command(
     from ckptctl.preflight.description import looks_like_description, read_description
     from ckptctl.preflight.releases import parse_release
     from ckptctl.storage import normalize_uri
-    from ckptctl.checkpoint.targets import one_checkpoint
 
     if target_flink is not None:
         parse_release(target_flink)  # a bad value is a usage error before anything is read

@@ -67,12 +67,12 @@ def repair_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Make a checkpoint written after a CLAIM restore from a NATIVE savepoint restorable (FLINK-39964)."""
+    from ckptctl.checkpoint.flink39964 import savepoint_files_for, search_roots_for
+    from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.cli.inspect import warn_moved
     from ckptctl.cli.render import repair as render
     from ckptctl.errors import CkptError
-    from ckptctl.checkpoint.flink39964 import savepoint_files_for, search_roots_for
     from ckptctl.repair import RepairError, RepairReport, apply_repair, plan_repair
-    from ckptctl.checkpoint.targets import one_checkpoint
 
     if in_place and dest:
         raise CkptError("give either -o DEST or --in-place, not both")

@@ -60,9 +60,9 @@ def remap_command(
 ) -> None:
     """Move operator state to new operator ids (a renamed uid), coordinator state included, or drop it
     explicitly; the result restores without --allowNonRestoredState."""
+    from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.cli.render import remap as render
     from ckptctl.remap import OperatorRef, RemapError, apply_remap, parse_pair, plan_remap, propose_by_name
-    from ckptctl.checkpoint.targets import one_checkpoint
 
     pairs = [parse_pair(p) for p in uid or ()]
     drops = [OperatorRef.parse(d) for d in drop or ()]

@@ -66,10 +66,10 @@ def plan_rescale_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Each new subtask's key groups, the old handles it receives, the base RocksDB handle, and bytes."""
+    from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.cli.render import rescale as render
     from ckptctl.histogram import read_histogram
     from ckptctl.rescale import RescalePlan, family_of, plan_or_sweep
-    from ckptctl.checkpoint.targets import one_checkpoint
 
     if flink_version is not None:
         family_of(flink_version)  # refuse an unknown version before reading anything

@@ -77,11 +77,11 @@ def states_command(
     """Which states each operator keeps (name, kind, TTL, serializers, size); --deep: entries and stale TTL state."""
     from functools import partial
 
+    from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.cli.inspect import warn_moved
     from ckptctl.cli.render import states as render
     from ckptctl.errors import CkptError
     from ckptctl.states import catalog, deep_scan, write_histogram
-    from ckptctl.checkpoint.targets import one_checkpoint
 
     chosen = engine_choice(engine, master)
     writable_outputs(histogram)

@@ -65,10 +65,10 @@ def verify_command(
     """Will it restore? Every needed file exists with its recorded size and is sound (--deep: RocksDB key groups)."""
     from functools import partial
 
+    from ckptctl.checkpoint.targets import checkpoints_at
     from ckptctl.cli.inspect import display_base
     from ckptctl.cli.render import verify as render
     from ckptctl.errors import CkptError
-    from ckptctl.checkpoint.targets import checkpoints_at
     from ckptctl.verify import verify, write_histogram, write_report
     from ckptctl.verify.run import QUICK_AND_DEEP
 
@@ -151,8 +151,8 @@ def check_command(
     from functools import partial
 
     from ckptctl.check import run_check
-    from ckptctl.cli.render import check as render
     from ckptctl.checkpoint.targets import checked_path
+    from ckptctl.cli.render import check as render
 
     writable_outputs(junit)
     out = get_output()

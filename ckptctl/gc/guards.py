@@ -16,11 +16,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.layout import (
+    CHK_RE,
+    below_job_area,
+    flink_area_subdir,
+    is_checkpoint_metadata,
+    place_of,
+)
+from ckptctl.checkpoint.refs import load_checkpoint, referenced_files
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.mounts import OtherMounts
 from ckptctl.gc.reasons import Reason, Refusal
-from ckptctl.checkpoint.layout import CHK_RE, below_job_area, flink_area_subdir, is_checkpoint_metadata, place_of
-from ckptctl.checkpoint.refs import load_checkpoint, referenced_files
 from ckptctl.storage import FileInfo
 
 if TYPE_CHECKING:

@@ -38,9 +38,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.flink39964 import SavepointFiles
+from ckptctl.checkpoint.layout import place_of
 from ckptctl.engine.spark import executor_error
 from ckptctl.errors import CkptError
-from ckptctl.checkpoint.flink39964 import SavepointFiles
 from ckptctl.gc.activity import JobActivity
 from ckptctl.gc.contexts import (
     JobEvidence,
@@ -72,7 +73,6 @@ from ckptctl.gc.spark_decided import (
     merge_totals,
     tied_reasons,
 )
-from ckptctl.checkpoint.layout import place_of
 from ckptctl.pycollector import paused_collector
 from ckptctl.storage import FileInfo, Storage, StorageOptions
 from ckptctl.storage.listing import PLAUSIBLE_MTIME
@@ -1481,8 +1481,8 @@ def candidates_to_apply(fresh: SparkPlan, unchanged, skipped):
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from ckptctl.gc.spark_apply import SAMPLE, ToApply
     from ckptctl.checkpoint.layout import METADATA_FILE
+    from ckptctl.gc.spark_apply import SAMPLE, ToApply
 
     expired_metadata = sorted(st.join(e["path"], METADATA_FILE) for e in fresh.expired)
     going = {r.path for r in unchanged.filter(F.col("path").isin(expired_metadata)).select("path").collect()}

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.errors import CkptError
-from ckptctl.history.rows import COLUMNS, FILE_COLUMNS, NO_JOB, checkpoint_rows, keys_of
 from ckptctl.checkpoint.layout import CheckpointLocation, scan_root
 from ckptctl.checkpoint.rebase import Rebase
+from ckptctl.errors import CkptError
+from ckptctl.history.rows import COLUMNS, FILE_COLUMNS, NO_JOB, checkpoint_rows, keys_of
 from ckptctl.storage import Storage
 
 PART_PREFIX = "part-"

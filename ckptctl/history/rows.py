@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ckptctl.checkpoint.refs import LoadedCheckpoint, reference_groups
 from ckptctl.metadata.model import coordinator_sizes, subtask_sizes
 from ckptctl.pycollector import paused_collector
-from ckptctl.checkpoint.refs import LoadedCheckpoint, reference_groups
 
 COORDINATOR = -1  # the subtask index of an operator's coordinator state
 

@@ -8,11 +8,11 @@ from functools import partial
 from typing import Any
 
 from ckptctl.checkpoint.dstl import changelog_starts
+from ckptctl.checkpoint.flink39964 import explain_missing
+from ckptctl.checkpoint.refs import LoadedCheckpoint, file_resolver, reference_groups
 from ckptctl.engine import Engine
 from ckptctl.errors import CkptError
-from ckptctl.checkpoint.flink39964 import explain_missing
 from ckptctl.pycollector import paused_collector
-from ckptctl.checkpoint.refs import LoadedCheckpoint, file_resolver, reference_groups
 from ckptctl.storage import FileInfo, Storage
 from ckptctl.verify.checks import run_tasks
 from ckptctl.verify.result import VerifyResult, assemble

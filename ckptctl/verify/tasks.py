@@ -15,8 +15,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ckptctl.checkpoint.refs import (
+    FILE_COLUMNS,
+    GROUP_COLUMNS,
+    LoadedCheckpoint,
+    Ref,
+    RefGroup,
+    file_resolver,
+)
 from ckptctl.metadata.model import incremental_parts
-from ckptctl.checkpoint.refs import FILE_COLUMNS, GROUP_COLUMNS, LoadedCheckpoint, Ref, RefGroup, file_resolver
 
 
 class FileTask(NamedTuple):

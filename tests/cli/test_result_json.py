@@ -10,9 +10,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from ckptctl.checkpoint.refs import COLUMNS, load_checkpoint, reference_rows
 from ckptctl.cli import app
 from ckptctl.gc import build_plan
-from ckptctl.checkpoint.refs import COLUMNS, load_checkpoint, reference_rows
 from ckptctl.storage import Storage
 from ckptctl.views import ReferenceMap
 from tests.support.gc_support import DAY, T0, Scenario

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ckptctl.checkpoint.rebase import Rebase
+from ckptctl.checkpoint.refs import _resolver, canonical
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import (
     ChangelogBackendHandle,
@@ -27,8 +29,6 @@ from ckptctl.metadata.model import (
     file_handles,
 )
 from ckptctl.metadata.transform import map_file_handles
-from ckptctl.checkpoint.rebase import Rebase
-from ckptctl.checkpoint.refs import _resolver, canonical
 from tests.support.fixture_cases import REPO
 from tests.support.gc_plans import OLD, apply, plan_to_file
 from tests.support.gc_support import T0, Scenario, ckptctl

@@ -12,16 +12,6 @@ import typing
 import pytest
 
 from ckptctl import views
-from ckptctl.metadata import model, read_metadata, write_metadata
-from ckptctl.metadata.model import (
-    FileHandle,
-    HandleWalk,
-    RelativeFileHandle,
-    SegmentFileHandle,
-    file_groups,
-    incremental_parts,
-)
-from ckptctl.metadata.transform import map_file_handles
 from ckptctl.checkpoint.refs import (
     ARROW_TYPES,
     COLUMNS,
@@ -35,6 +25,16 @@ from ckptctl.checkpoint.refs import (
     referenced_files,
     referenced_uris,
 )
+from ckptctl.metadata import model, read_metadata, write_metadata
+from ckptctl.metadata.model import (
+    FileHandle,
+    HandleWalk,
+    RelativeFileHandle,
+    SegmentFileHandle,
+    file_groups,
+    incremental_parts,
+)
+from ckptctl.metadata.transform import map_file_handles
 from ckptctl.storage import Storage
 from tests.support.fixture_cases import cases
 

@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from ckptctl.errors import MetadataFormatError
 from ckptctl.checkpoint.layout import CheckpointLocation
+from ckptctl.checkpoint.rebase import Rebase
+from ckptctl.checkpoint.refs import LoadedCheckpoint
+from ckptctl.errors import MetadataFormatError
 from ckptctl.metadata.model import (
     ByteStreamHandle,
     CheckpointMetadata,
@@ -44,8 +46,6 @@ from ckptctl.paimon.sinkstate import (
     read_handle,
     read_sink_state,
 )
-from ckptctl.checkpoint.rebase import Rebase
-from ckptctl.checkpoint.refs import LoadedCheckpoint
 from ckptctl.storage import Storage
 
 HERE = Path(__file__).resolve().parents[2] / "fixtures" / "paimon" / "serialized"

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.errors import StorageError
 from ckptctl.gc import GcOptions, build_plan
-from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.faulty_proxy import FaultyProxy, Rule, is_clock_request, is_list
 from tests.support.fixture_cases import manifest
