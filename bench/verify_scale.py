@@ -66,7 +66,7 @@ def build(root: str, files: int) -> None:
 
 
 def load(root: str):
-    from ckptctl.checkpoint.refs import load_checkpoint
+    from ckptctl.checkpoint.loading import load_checkpoint
     from ckptctl.storage import Storage
 
     storage = Storage()

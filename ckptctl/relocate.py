@@ -40,8 +40,9 @@ from typing import Any, NamedTuple
 from ckptctl import storage as st
 from ckptctl.checkpoint.flink39964 import ISSUE, misanchored_uris, savepoint_dir_of
 from ckptctl.checkpoint.layout import JOB_ID_RE, METADATA_FILE, locate_checkpoint, refuse_a_file, scan_root
+from ckptctl.checkpoint.loading import LoadedCheckpoint, canonical, each_checkpoint, load_checkpoint
 from ckptctl.checkpoint.rebase import Rebase, written_job_dir
-from ckptctl.checkpoint.refs import LoadedCheckpoint, canonical, file_resolver, load_checkpoint, relative_uri
+from ckptctl.checkpoint.refs import file_resolver, relative_uri
 from ckptctl.checkpoint.targets import checkpoint_if_named
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.metadata import read_metadata, write_metadata
@@ -217,7 +218,12 @@ def load_sources(
     complete = [loc for loc in layout.locations() if loc.complete]
     if not complete:
         raise RelocateError("no completed checkpoints or savepoints here", path=uri)
-    return [load_checkpoint(storage, loc, rebase) for loc in complete], layout.root
+    loaded = []
+    for _loc, ck, error in each_checkpoint(storage, complete, rebase):
+        if error is not None:
+            raise error  # all or nothing: a relocation of some of the checkpoints asked for is not made
+        loaded.append(ck)
+    return loaded, layout.root
 
 
 def plan_relocation(

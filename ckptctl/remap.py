@@ -27,7 +27,7 @@ from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.checkpoint.layout import METADATA_FILE
-from ckptctl.checkpoint.refs import LoadedCheckpoint, canonical
+from ckptctl.checkpoint.loading import LoadedCheckpoint, canonical
 from ckptctl.errors import CkptError
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import (

@@ -16,8 +16,8 @@ from typing import Any
 from ckptctl import storage as st
 from ckptctl.checkpoint.flink39964 import BACKUP_NAME, ISSUE, Misanchored, SavepointFiles, diagnose
 from ckptctl.checkpoint.layout import METADATA_FILE
+from ckptctl.checkpoint.loading import LoadedCheckpoint, canonical
 from ckptctl.checkpoint.rebase import Rebase
-from ckptctl.checkpoint.refs import LoadedCheckpoint, canonical
 from ckptctl.errors import CkptError
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import CheckpointMetadata, FileHandle, RelativeFileHandle, SegmentFileHandle

@@ -24,7 +24,8 @@ from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.checkpoint.layout import METADATA_FILE, SAVEPOINT_RE
-from ckptctl.checkpoint.refs import LoadedCheckpoint, Ref, relative_uri
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import Ref, relative_uri
 from ckptctl.errors import CkptError
 from ckptctl.metadata.model import RelativeFileHandle, file_groups
 from ckptctl.metadata.transform import Where

@@ -334,7 +334,7 @@ def _fail(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
-def _context(s3_endpoint: str | None, rebase: list[Any] | None):
+def storage_and_rebase(s3_endpoint: str | None, rebase: list[Any] | None):
     """The storage and the one :class:`~ckptctl.checkpoint.rebase.Rebase` of all ``--rebase`` options
     (each already parsed by the :data:`~ckptctl.cli.params.MAPPING` type)."""
     from ckptctl.checkpoint.rebase import Rebase
@@ -343,3 +343,12 @@ def _context(s3_endpoint: str | None, rebase: list[Any] | None):
     storage = Storage(StorageOptions.from_env(s3_endpoint))
     storage.on_listed = current_terminal().listing_count()  # a running count while S3 is listed
     return storage, Rebase.of(p for r in rebase or () for p in r.mappings)
+
+
+def warn_moved(out, *checkpoints, inferred=()) -> None:
+    """One warning per inferred mapping (not per checkpoint: a moved root has dozens), of the
+    ``checkpoints`` and of mappings already taken from checkpoints no longer held (``inferred``)."""
+    from ckptctl.checkpoint.rebase import moved_warnings
+
+    for warning in moved_warnings([*inferred, *(ck.inferred_rebase for ck in checkpoints)]):
+        out.warn(warning)

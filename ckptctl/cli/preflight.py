@@ -10,10 +10,10 @@ from ckptctl.cli.base import (
     Command,
     EndpointOpt,
     RebaseOpt,
-    _context,
     app,
     command,
     get_output,
+    storage_and_rebase,
     writable_outputs,
 )
 
@@ -86,7 +86,7 @@ def preflight_command(
         raise CkptError(f"--target-backend {target_backend!r}: one of {', '.join(BACKENDS)}")
     writable_outputs(junit)
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     old = one_checkpoint(storage, snapshot, mappings)
     if looks_like_description(against):
         new = read_description(storage.read_bytes(normalize_uri(against), limit=1 << 24), against)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ckptctl.cli.base import Command, EndpointOpt, RebaseOpt, _context, app, command, get_output
+from ckptctl.cli.base import Command, EndpointOpt, RebaseOpt, app, command, get_output, storage_and_rebase
 
 
 @app.command("remap", cls=Command)
@@ -69,7 +69,7 @@ def remap_command(
     if by_name and against is None:
         raise RemapError("--by-name needs --against NEW (a savepoint of the changed job) to read its names")
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     ck = one_checkpoint(storage, snapshot, mappings)
     if by_name:
         new = one_checkpoint(storage, against, mappings)

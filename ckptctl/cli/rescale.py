@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli.base import Command, EndpointOpt, RebaseOpt, _context, app, command, get_output
+from ckptctl.cli.base import Command, EndpointOpt, RebaseOpt, app, command, get_output, storage_and_rebase
 from ckptctl.cli.params import PARALLELISM
 
 
@@ -75,7 +75,7 @@ def plan_rescale_command(
         family_of(flink_version)  # refuse an unknown version before reading anything
     histogram = read_histogram(data_aware) if data_aware else None
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     ck = one_checkpoint(storage, checkpoint, mappings)
     result = plan_or_sweep(
         ck.metadata, parallelism, ck.location.uri, histogram, operator=operator, flink_version=flink_version,

@@ -12,11 +12,11 @@ from ckptctl.cli.base import (
     EngineOpt,
     MasterOpt,
     RebaseOpt,
-    _context,
     app,
     command,
     engine_choice,
     get_output,
+    storage_and_rebase,
     writable_outputs,
 )
 from ckptctl.cli.params import EPOCH_MILLIS, TTL
@@ -78,7 +78,7 @@ def states_command(
     from functools import partial
 
     from ckptctl.checkpoint.targets import one_checkpoint
-    from ckptctl.cli.inspect import warn_moved
+    from ckptctl.cli.base import warn_moved
     from ckptctl.cli.render import states as render
     from ckptctl.errors import CkptError
     from ckptctl.states import catalog, deep_scan, write_histogram
@@ -91,7 +91,7 @@ def states_command(
     ttl_named = {name: ms for name, ms in ttl or () if name is not None}
     ttl_default = next((ms for name, ms in reversed(ttl or ()) if name is None), None)
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     ck = one_checkpoint(storage, path, mappings)
     warn_moved(out, ck)
     cat = catalog(storage, ck)

@@ -23,7 +23,8 @@ from ckptctl.checkpoint.layout import (
     is_checkpoint_metadata,
     place_of,
 )
-from ckptctl.checkpoint.refs import load_checkpoint, referenced_files
+from ckptctl.checkpoint.loading import load_checkpoint
+from ckptctl.checkpoint.refs import referenced_files
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.mounts import OtherMounts
 from ckptctl.gc.reasons import Reason, Refusal

@@ -42,8 +42,9 @@ from ckptctl.checkpoint.layout import (
     renamed_checkpoint_dir,
     scan_root,
 )
+from ckptctl.checkpoint.loading import LoadedCheckpoint, load_checkpoint
 from ckptctl.checkpoint.rebase import Rebase
-from ckptctl.checkpoint.refs import LoadedCheckpoint, load_checkpoint, referenced_uris
+from ckptctl.checkpoint.refs import referenced_uris
 from ckptctl.checkpoint.scan import ScanStorage
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.activity import JobActivity

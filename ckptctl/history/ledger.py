@@ -248,7 +248,7 @@ def checkpoints_of(table: Any) -> set[tuple[str, int]]:
 def load_new(storage: Storage, locations: list[CheckpointLocation], known: set, rebase: Rebase | None):
     """Load the checkpoints at ``locations`` not in ``known`` ((job, id) pairs), one ``GET`` each;
     an unreadable one is reported, never fatal (the next update tries again)."""
-    from ckptctl.checkpoint.refs import load_checkpoint
+    from ckptctl.checkpoint.loading import load_checkpoint
 
     loaded, failed = [], []
     for loc in locations:

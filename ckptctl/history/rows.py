@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ckptctl.checkpoint.refs import LoadedCheckpoint, reference_groups
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import reference_groups
 from ckptctl.metadata.model import coordinator_sizes, subtask_sizes
 from ckptctl.pycollector import paused_collector
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckptctl.checkpoint.refs import LoadedCheckpoint, file_resolver
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import file_resolver
 from ckptctl.errors import CkptError, StorageError, StoreUnanswered
 from ckptctl.metadata.keyedproxy import (
     BackendHeader,

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from ckptctl.checkpoint.refs import LoadedCheckpoint, file_resolver
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import file_resolver
 from ckptctl.errors import CkptError
 from ckptctl.metadata.model import KeyGroupsHandle
 from ckptctl.states.catalog import OperatorCatalog, StateEntry

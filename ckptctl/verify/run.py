@@ -9,7 +9,8 @@ from typing import Any
 
 from ckptctl.checkpoint.dstl import changelog_starts
 from ckptctl.checkpoint.flink39964 import explain_missing
-from ckptctl.checkpoint.refs import LoadedCheckpoint, file_resolver, reference_groups
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import file_resolver, reference_groups
 from ckptctl.engine import Engine
 from ckptctl.errors import CkptError
 from ckptctl.pycollector import paused_collector

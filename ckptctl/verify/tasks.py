@@ -15,14 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ckptctl.checkpoint.refs import (
-    FILE_COLUMNS,
-    GROUP_COLUMNS,
-    LoadedCheckpoint,
-    Ref,
-    RefGroup,
-    file_resolver,
-)
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import FILE_COLUMNS, GROUP_COLUMNS, Ref, RefGroup, file_resolver
 from ckptctl.metadata.model import incremental_parts
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from ckptctl.checkpoint.refs import LoadedCheckpoint, referenced_files
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import referenced_files
 from ckptctl.metadata import read_metadata
 from tests.support.fixture_cases import REPO
 from tests.support.gc_support import DAY, T0, Scenario, ckptctl, plan_json

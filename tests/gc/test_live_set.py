@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from ckptctl.checkpoint.loading import canonical
 from ckptctl.checkpoint.rebase import Rebase
-from ckptctl.checkpoint.refs import _resolver, canonical
+from ckptctl.checkpoint.refs import _resolver
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import (
     ChangelogBackendHandle,

@@ -573,7 +573,8 @@ def test_a_segments_file_missing_from_the_listing_is_reported_missing(tmp_path: 
     Flink's back is a missing live file, like a whole file would be (the segments' files are
     looked up apart from the live set)."""
     from ckptctl.checkpoint.layout import locate_checkpoint
-    from ckptctl.checkpoint.refs import load_checkpoint, referenced_files
+    from ckptctl.checkpoint.loading import load_checkpoint
+    from ckptctl.checkpoint.refs import referenced_files
     from ckptctl.gc import build_plan
     from ckptctl.storage import Storage
 

@@ -11,7 +11,7 @@ import typing
 
 import pytest
 
-from ckptctl import views
+from ckptctl.checkpoint.loading import load_checkpoint
 from ckptctl.checkpoint.refs import (
     ARROW_TYPES,
     COLUMNS,
@@ -20,11 +20,11 @@ from ckptctl.checkpoint.refs import (
     GROUP_KEY,
     Ref,
     file_resolver,
-    load_checkpoint,
     reference_rows,
     referenced_files,
     referenced_uris,
 )
+from ckptctl.inspect import views
 from ckptctl.metadata import model, read_metadata, write_metadata
 from ckptctl.metadata.model import (
     FileHandle,

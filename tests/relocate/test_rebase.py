@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from ckptctl.checkpoint.layout import CheckpointLocation, scan_root
+from ckptctl.checkpoint.loading import load_checkpoint
 from ckptctl.checkpoint.rebase import Rebase, infer_rebase, moved_warnings, with_inferred, written_job_dir
-from ckptctl.checkpoint.refs import COLUMNS, load_checkpoint, reference_rows
+from ckptctl.checkpoint.refs import COLUMNS, reference_rows
 from ckptctl.errors import LayoutError
 from ckptctl.storage import Storage
 from tests.support.gc_support import Scenario

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ckptctl.checkpoint.refs import load_checkpoint
+from ckptctl.checkpoint.loading import load_checkpoint
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.fixture_cases import REPO, manifest
 from tests.support.gc_support import Scenario, ckptctl
