@@ -139,8 +139,9 @@ EngineOpt = Annotated[
 
 def engine_choice(engine: str, master: str | None = None):
     """The one :class:`~ckptctl.engine.Engine` of a command, from ``--engine``/``--master``; a bad
-    value is a usage error here, before anything is read. Spark starts under this invocation's
-    status line."""
+    value is a usage error here, before anything is read, and the value handed down is final (what
+    ``auto`` means is :meth:`~ckptctl.engine.Engine.resolve`'s, written once). Spark starts under
+    this invocation's status line."""
     from ckptctl.engine import Engine
 
     return Engine.parse(engine, master, status=lambda label: get_output().term.status(label))
