@@ -50,7 +50,8 @@ def check_command(
     ledger: Annotated[
         str | None,
         typer.Option(
-            "--ledger", metavar="LEDGER",
+            "--ledger",
+            metavar="LEDGER",
             help="Also append the checkpoints new since the last run to this history ledger (see `history`).",
         ),
     ] = None,  # fmt: skip
@@ -67,7 +68,9 @@ def check_command(
     writable_outputs(junit)
     out = get_output()
     storage, mappings = storage_and_rebase(s3_endpoint, rebase)
-    report = run_check(storage, checked_path(storage, root), mappings, max_orphan_bytes, savepoints or (), quick)
+    report = run_check(
+        storage, checked_path(storage, root), mappings, max_orphan_bytes, savepoints or (), quick
+    )
     for w in report.warnings:
         out.warn(w)
     if ledger is not None:  # run often, the gate keeps the history num-retained deletes (history.ledger)

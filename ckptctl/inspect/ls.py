@@ -126,6 +126,3 @@ def incomplete_view(loc: CheckpointLocation, error: str | None = None) -> dict[s
         "metadata_mtime": loc.metadata.mtime if loc.metadata else None,
         "complete": loc.metadata is not None, "error": error,
     }  # fmt: skip
-
-
-

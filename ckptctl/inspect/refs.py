@@ -24,7 +24,9 @@ class References:
     unreadable: dict[str, str] = field(default_factory=dict)
 
 
-def read_references(storage: Storage, path: str, mappings: Rebase, progress: Progress | None = None) -> References:
+def read_references(
+    storage: Storage, path: str, mappings: Rebase, progress: Progress | None = None
+) -> References:
     """The checkpoint PATH names, or every readable one under the root PATH."""
     from ckptctl.checkpoint.targets import checkpoints_at
 
@@ -137,5 +139,3 @@ class ReferenceMap:
         from ckptctl.export import write_json
 
         write_json(self.columns, self.rows, codecs.getwriter("utf-8")(out))
-
-

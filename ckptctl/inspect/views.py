@@ -142,7 +142,9 @@ def _changelog_bytes(h: ChangelogBytesHandle, resolve: Resolver, version: int) -
     }  # fmt: skip
 
 
-def _operator(h: OperatorStreamHandle | FileMergingOperatorHandle, resolve: Resolver, version: int) -> dict[str, Any]:
+def _operator(
+    h: OperatorStreamHandle | FileMergingOperatorHandle, resolve: Resolver, version: int
+) -> dict[str, Any]:
     out = {
         "states": [{"name": s.name, "mode": s.mode_name, "offsets": list(s.offsets)} for s in h.states],
         "delegate": handle_view(h.delegate, resolve, version),
