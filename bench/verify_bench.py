@@ -79,7 +79,7 @@ def build(root: str, refs: int, write) -> str:
 
 
 def timed_verify(storage, chk: str, engine: str, master: str = "local[2]") -> tuple[float, dict]:
-    from ckptctl.refs import load_checkpoint
+    from ckptctl.checkpoint.loading import load_checkpoint
     from ckptctl.verify import verify
 
     t = time.perf_counter()

@@ -66,7 +66,7 @@ def build(root: str, files: int) -> None:
 
 
 def load(root: str):
-    from ckptctl.refs import load_checkpoint
+    from ckptctl.checkpoint.loading import load_checkpoint
     from ckptctl.storage import Storage
 
     storage = Storage()
@@ -124,7 +124,7 @@ def main() -> None:
     ap.add_argument("--profile", help="write a cProfile of one verify run to this file")
     args = ap.parse_args()
 
-    from ckptctl.refs import reference_rows
+    from ckptctl.checkpoint.refs import reference_rows
     from ckptctl.verify import verify
     from ckptctl.verify.tasks import file_refs
 

@@ -2,7 +2,7 @@
 
 Every ``_metadata`` parses, every reference resolves (the shallow file checks of
 :mod:`ckptctl.verify` on the local engine), and the orphaned bytes gc would collect stay below a
-limit. The root is scanned once (:class:`ckptctl.scan.RootScan`: one listing, each ``_metadata``
+limit. The root is scanned once (:class:`ckptctl.checkpoint.scan.RootScan`: one listing, each ``_metadata``
 read once) and that scan serves all three: verify gets its loaded checkpoints, the FLINK-39964
 diagnosis its listing, and gc's planner its read-only storage view for the orphan count.
 """
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.flink39964 import repairable
+from ckptctl.checkpoint.rebase import Rebase, with_inferred
+from ckptctl.checkpoint.scan import RootScan
 from ckptctl.errors import CkptError
-from ckptctl.flink39964 import repairable
-from ckptctl.rebase import Rebase, with_inferred
-from ckptctl.scan import RootScan
 from ckptctl.storage import Storage
 from ckptctl.verify import verify
 from ckptctl.verify.result import reads

@@ -19,7 +19,7 @@ FORMATS = ("table", "json", "ndjson", "csv", "parquet")
 _JSON_PLAIN = bytes(range(0x20, 0x7F)).replace(b'"', b"").replace(b"\\", b"")
 
 
-def _needs_escape(s: str) -> bool:
+def needs_escape(s: str) -> bool:
     """True unless ``s`` is printable ASCII without quotes or backslashes (then it goes in raw).
 
     Deleting the plain bytes and testing for leftovers is several times faster than
@@ -28,11 +28,11 @@ def _needs_escape(s: str) -> bool:
     return not s.isascii() or bool(s.encode("ascii").translate(None, _JSON_PLAIN))
 
 
-def _encode(v: Any) -> str:
+def json_value(v: Any) -> str:
     if v is None:
         return "null"
     if type(v) is str:
-        return json.dumps(v) if _needs_escape(v) else '"' + v + '"'
+        return json.dumps(v) if needs_escape(v) else '"' + v + '"'
     if type(v) is bool:
         return "true" if v else "false"
     return str(v) if type(v) is int else json.dumps(v)
@@ -56,17 +56,17 @@ def write_ndjson_groups(columns: Sequence[str], groups, out: IO[bytes], split: i
         pending = 0
         for shared, files in groups:
             head = ",".join(
-                f'"{c}":{_encode(v)}' for c, v in zip(columns[:split], shared[:split], strict=True)
+                f'"{c}":{json_value(v)}' for c, v in zip(columns[:split], shared[:split], strict=True)
             )
             tail = ",".join(
-                f'"{c}":{_encode(v)}' for c, v in zip(columns[split + 6 :], shared[split:], strict=True)
+                f'"{c}":{json_value(v)}' for c, v in zip(columns[split + 6 :], shared[split:], strict=True)
             )
             head, tail = "{" + head.replace("%", "%%") + ",", "," + tail.replace("%", "%%") + "}\n"
             if _plain_strings(files):
                 lines = _format_plain(head, tail, names, files)
             else:
                 template = head + ",".join(f'"{c}":%s' for c in names) + tail
-                lines = [template % tuple(map(_encode, f)) for f in files]
+                lines = [template % tuple(map(json_value, f)) for f in files]
             buf.extend(lines)
             pending += len(lines)
             if pending >= 8192:
@@ -139,17 +139,17 @@ def _plain_strings(files: list[tuple]) -> bool:
     (the written path is only checked where it is not the very same string as the path)."""
     for i in (0, 1, 2):
         column = list(map(itemgetter(i), files))
-        if None in column or _needs_escape(" ".join(column)):
+        if None in column or needs_escape(" ".join(column)):
             return False
     written = [f[3] for f in files if f[3] is not f[2]]
-    return None not in written and not _needs_escape(" ".join(written))
+    return None not in written and not needs_escape(" ".join(written))
 
 
 def write_json(columns: Sequence[str], rows: Sequence[tuple], out: IO[str]) -> None:
     out.write("[\n")
     keys = ['"' + c + '": ' for c in columns]
     for n, row in enumerate(rows):
-        body = ", ".join(k + _encode(v) for k, v in zip(keys, row, strict=True))
+        body = ", ".join(k + json_value(v) for k, v in zip(keys, row, strict=True))
         out.write(("  {" if n == 0 else ",\n  {") + body + "}")
     out.write("\n]\n" if rows else "]\n")
 

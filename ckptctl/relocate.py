@@ -38,17 +38,18 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.flink39964 import ISSUE, misanchored_uris, savepoint_dir_of
+from ckptctl.checkpoint.layout import JOB_ID_RE, METADATA_FILE, locate_checkpoint, refuse_a_file, scan_root
+from ckptctl.checkpoint.loading import LoadedCheckpoint, canonical, each_checkpoint, load_checkpoint
+from ckptctl.checkpoint.rebase import Rebase, written_job_dir
+from ckptctl.checkpoint.refs import file_resolver, relative_uri
+from ckptctl.checkpoint.targets import checkpoint_if_named
 from ckptctl.errors import CkptError, StoreUnanswered
-from ckptctl.flink39964 import ISSUE, misanchored_uris, savepoint_dir_of
-from ckptctl.layout import JOB_ID_RE, METADATA_FILE, locate_checkpoint, refuse_a_file, scan_root
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import RelativeFileHandle
 from ckptctl.metadata.transform import map_file_handles
-from ckptctl.rebase import Rebase, written_job_dir
-from ckptctl.refs import LoadedCheckpoint, canonical, file_resolver, load_checkpoint, relative_uri
 from ckptctl.storage import Storage
 from ckptctl.storage.copying import check_copies, copy_file, write_atomic
-from ckptctl.targets import checkpoint_if_named
 
 PLAN_FORMAT = "ckptctl-relocate-plan/1"
 DSTL_RE = re.compile(r"^(?P<base>.*)/(?P<tail>[0-9a-f]{32}/dstl/.*)$")
@@ -217,7 +218,12 @@ def load_sources(
     complete = [loc for loc in layout.locations() if loc.complete]
     if not complete:
         raise RelocateError("no completed checkpoints or savepoints here", path=uri)
-    return [load_checkpoint(storage, loc, rebase) for loc in complete], layout.root
+    loaded = []
+    for _loc, ck, error in each_checkpoint(storage, complete, rebase):
+        if error is not None:
+            raise error  # all or nothing: a relocation of some of the checkpoints asked for is not made
+        loaded.append(ck)
+    return loaded, layout.root
 
 
 def plan_relocation(

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.layout import METADATA_FILE
+from ckptctl.checkpoint.loading import LoadedCheckpoint, canonical
 from ckptctl.errors import CkptError
-from ckptctl.layout import METADATA_FILE
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import (
     CheckpointMetadata,
@@ -38,7 +39,6 @@ from ckptctl.metadata.model import (
 )
 from ckptctl.metadata.transform import map_file_handles
 from ckptctl.preflight.uidhash import operator_id_of_uid
-from ckptctl.refs import LoadedCheckpoint, canonical
 from ckptctl.repair import missing_files, written_now
 from ckptctl.storage import Storage
 from ckptctl.storage.copying import copy_file, write_atomic

@@ -1,7 +1,7 @@
 """Checkpoints Flink itself wrote unrestorable (FLINK-39964), repaired.
 
 What the bug does, and which handles of a checkpoint it hit (each with the savepoint file it
-really is), is :mod:`ckptctl.flink39964`; verify and check use that diagnosis too.
+really is), is :mod:`ckptctl.checkpoint.flink39964`; verify and check use that diagnosis too.
 :func:`plan_repair` rewrites exactly those handles into absolute ``FileHandle``\\ s to the
 savepoint's file, nothing else, and :func:`apply_repair` writes the repaired copy (its own files,
 then the new ``_metadata`` last) or repairs in place keeping a backup.
@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.flink39964 import BACKUP_NAME, ISSUE, Misanchored, SavepointFiles, diagnose
+from ckptctl.checkpoint.layout import METADATA_FILE
+from ckptctl.checkpoint.loading import LoadedCheckpoint, canonical
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.errors import CkptError
-from ckptctl.flink39964 import BACKUP_NAME, ISSUE, Misanchored, SavepointFiles, diagnose
-from ckptctl.layout import METADATA_FILE
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import CheckpointMetadata, FileHandle, RelativeFileHandle, SegmentFileHandle
 from ckptctl.metadata.transform import map_file_handles
-from ckptctl.rebase import Rebase
-from ckptctl.refs import LoadedCheckpoint, canonical
 from ckptctl.storage import Storage
 from ckptctl.storage.copying import TMP_MARK, copy_file, write_atomic
 

@@ -25,13 +25,13 @@ from ckptctl.cli.base import (  # the app and what the commands share; re-export
     MasterOpt,
     RebaseOpt,
     SavepointsOpt,
-    _context,
     app,
     as_json,
     command,
     engine_choice,
     get_output,
     output_options,
+    storage_and_rebase,
     writable_outputs,
 )
 
@@ -44,30 +44,37 @@ __all__ = [
     "OUTPUT_OPTIONS",
     "RebaseOpt",
     "SavepointsOpt",
-    "_context",
     "app",
     "as_json",
     "command",
     "engine_choice",
     "get_output",
     "output_options",
+    "storage_and_rebase",
     "writable_outputs",
     "gc_alias",
     "main",
 ]
 
-# The command modules register their commands on the app. After the names above: ckptctl/cli/gc.py
-# still takes them from this package (the others from ckptctl.cli.base).
-from ckptctl.cli import gc as _gc  # noqa: E402,F401  (registers the commands)
+# The command modules (ckptctl/cli/<command>.py, or <group>.py for gc and paimon) register their
+# commands on the app when imported, in this order: the order of `ckptctl --help`.
+# isort: off
+from ckptctl.cli import gc as _gc  # noqa: E402,F401
 from ckptctl.cli import history as _history  # noqa: E402,F401
-from ckptctl.cli import inspect as _inspect  # noqa: E402,F401
+from ckptctl.cli import ls as _ls  # noqa: E402,F401
+from ckptctl.cli import show as _show  # noqa: E402,F401
+from ckptctl.cli import refs as _refs  # noqa: E402,F401
+from ckptctl.cli import diff as _diff  # noqa: E402,F401
 from ckptctl.cli import paimon as _paimon  # noqa: E402,F401
 from ckptctl.cli import preflight as _preflight  # noqa: E402,F401
+from ckptctl.cli import repair as _repair  # noqa: E402,F401
 from ckptctl.cli import relocate as _relocate  # noqa: E402,F401
 from ckptctl.cli import remap as _remap  # noqa: E402,F401
 from ckptctl.cli import rescale as _rescale  # noqa: E402,F401
 from ckptctl.cli import states as _states  # noqa: E402,F401
 from ckptctl.cli import verify as _verify  # noqa: E402,F401
+from ckptctl.cli import check as _check  # noqa: E402,F401
+# isort: on
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -139,8 +139,9 @@ EngineOpt = Annotated[
 
 def engine_choice(engine: str, master: str | None = None):
     """The one :class:`~ckptctl.engine.Engine` of a command, from ``--engine``/``--master``; a bad
-    value is a usage error here, before anything is read. Spark starts under this invocation's
-    status line."""
+    value is a usage error here, before anything is read, and the value handed down is final (what
+    ``auto`` means is :meth:`~ckptctl.engine.Engine.resolve`'s, written once). Spark starts under
+    this invocation's status line."""
     from ckptctl.engine import Engine
 
     return Engine.parse(engine, master, status=lambda label: get_output().term.status(label))
@@ -334,12 +335,21 @@ def _fail(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
-def _context(s3_endpoint: str | None, rebase: list[Any] | None):
-    """The storage and the one :class:`~ckptctl.rebase.Rebase` of all ``--rebase`` options
+def storage_and_rebase(s3_endpoint: str | None, rebase: list[Any] | None):
+    """The storage and the one :class:`~ckptctl.checkpoint.rebase.Rebase` of all ``--rebase`` options
     (each already parsed by the :data:`~ckptctl.cli.params.MAPPING` type)."""
-    from ckptctl.rebase import Rebase
+    from ckptctl.checkpoint.rebase import Rebase
     from ckptctl.storage import Storage, StorageOptions
 
     storage = Storage(StorageOptions.from_env(s3_endpoint))
     storage.on_listed = current_terminal().listing_count()  # a running count while S3 is listed
     return storage, Rebase.of(p for r in rebase or () for p in r.mappings)
+
+
+def warn_moved(out, *checkpoints, inferred=()) -> None:
+    """One warning per inferred mapping (not per checkpoint: a moved root has dozens), of the
+    ``checkpoints`` and of mappings already taken from checkpoints no longer held (``inferred``)."""
+    from ckptctl.checkpoint.rebase import moved_warnings
+
+    for warning in moved_warnings([*inferred, *(ck.inferred_rebase for ck in checkpoints)]):
+        out.warn(warning)

@@ -15,12 +15,14 @@ from ckptctl.cli.base import (
     Group,
     MasterOpt,
     RebaseOpt,
-    _context,
     app,
     command,
     engine_choice,
     get_output,
     writable_outputs,
+)
+from ckptctl.cli.base import (
+    storage_and_rebase as _context,
 )
 from ckptctl.cli.params import AGE
 

@@ -10,10 +10,10 @@ from ckptctl.cli.base import (
     Command,
     EndpointOpt,
     RebaseOpt,
-    _context,
     app,
     command,
     get_output,
+    storage_and_rebase,
     writable_outputs,
 )
 from ckptctl.cli.params import AGE, BYTES, Typed
@@ -96,7 +96,7 @@ def history_command(
 
     writable_outputs(junit, html)
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     report = run_history(
         storage, root, ledger=ledger, rebase=mappings, job=job, operator=operator, since=since,
         since_is_instant=isinstance(since, Instant), budget=budget, rules=list(fail_if or ()),

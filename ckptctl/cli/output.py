@@ -253,7 +253,8 @@ def _cells(text: str) -> int:
     return rich_cell_len(text)
 
 
-def _s(v: Any) -> str:
+def or_dash(v: Any) -> str:
+    """A table cell: the value as text, ``-`` for a missing one."""
     return "-" if v is None else str(v)
 
 

@@ -18,10 +18,10 @@ from ckptctl.cli.base import (
     EndpointOpt,
     Group,
     RebaseOpt,
-    _context,
     app,
     command,
     get_output,
+    storage_and_rebase,
     writable_outputs,
 )
 from ckptctl.cli.params import AGE, DURATION, Instant
@@ -90,12 +90,12 @@ def status_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """What restoring each checkpoint commits to the Paimon table, and hazards A/B/C (exit 1)."""
+    from ckptctl.checkpoint.targets import checked_path
     from ckptctl.cli.render import paimon as render
     from ckptctl.paimon.restore import run_report
-    from ckptctl.targets import checked_path
 
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     age, at = _cut_off(older_than)
     report = run_report(storage, checked_path(storage, path), table, mappings, operator, age, at)
     out.result(report, render.report)
@@ -152,7 +152,7 @@ def orphans_command(
 
     writable_outputs(output)
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     age, at = _cut_off(older_than)
     plan = plan_orphans(
         storage, table, list(checkpoints), mappings, older_than=age, older_than_at=at, s3_endpoint=s3_endpoint,

@@ -1,7 +1,7 @@
 """Typed option values: durations, TTLs, instants, byte sizes, parallelism ranges, ``OLD=NEW`` mappings.
 
 An option declares what it holds (``typer.Option(..., parser=AGE)``) and the command receives the value in its
-final form (seconds, bytes, a list of parallelisms, a :class:`ckptctl.rebase.Rebase`), converted
+final form (seconds, bytes, a list of parallelisms, a :class:`ckptctl.checkpoint.rebase.Rebase`), converted
 once while the command line is parsed. A bad value is one line on stderr and exit code 2, like
 every other input error of ckptctl, not Click's usage block: the parsers raise
 :class:`~ckptctl.errors.CkptError` and :class:`OptionError` shows it the way the commands do.
@@ -151,7 +151,7 @@ def parse_epoch_millis(text: str, option: str) -> int:
 
 
 def _rebase(text: str, option: str) -> Any:
-    from ckptctl.rebase import Rebase
+    from ckptctl.checkpoint.rebase import Rebase
 
     return Rebase.parse([text])
 

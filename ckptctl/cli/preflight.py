@@ -10,10 +10,10 @@ from ckptctl.cli.base import (
     Command,
     EndpointOpt,
     RebaseOpt,
-    _context,
     app,
     command,
     get_output,
+    storage_and_rebase,
     writable_outputs,
 )
 
@@ -91,6 +91,7 @@ def preflight_command(
     fails or cannot be decided (the verdict says which)."""
     from functools import partial
 
+    from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.cli.render import preflight as render
     from ckptctl.errors import CkptError
     from ckptctl.metadata.reader import skimming_files
@@ -98,7 +99,6 @@ def preflight_command(
     from ckptctl.preflight.check import BACKENDS
     from ckptctl.preflight.description import read_new
     from ckptctl.preflight.releases import parse_release
-    from ckptctl.targets import one_checkpoint
 
     if target_flink is not None:
         parse_release(target_flink)  # a bad value is a usage error before anything is read
@@ -108,7 +108,7 @@ def preflight_command(
         raise CkptError(f"--target-changelog {target_changelog!r}: on or off")
     writable_outputs(junit)
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     with skimming_files():  # state is judged, not files: incremental handles' file lists read for bytes only
         old = one_checkpoint(storage, snapshot, mappings)
         new = read_new(storage, against, mappings)

@@ -1,5 +1,6 @@
-"""``ckptctl repair`` (checkpoints Flink wrote unrestorable, FLINK-39964) and ``ckptctl relocate``
-(copy checkpoints anywhere, with every path in ``_metadata`` rewritten)."""
+"""``ckptctl relocate`` (copy checkpoints anywhere, with every path in ``_metadata`` rewritten:
+:func:`ckptctl.relocate.plan_relocation`, then :func:`ckptctl.relocate.apply_relocation`) and its
+hidden ``relocate-apply`` (``ckptctl relocate apply PLAN.json``), rendered by :mod:`ckptctl.cli.render.relocate`."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from ckptctl.cli.base import (
     Command,
     EndpointOpt,
     RebaseOpt,
-    SavepointsOpt,
-    _context,
     app,
     command,
     engine_choice,
     get_output,
+    storage_and_rebase,
+    warn_moved,
 )
 from ckptctl.cli.params import BYTES
 
@@ -32,76 +33,6 @@ BwlimitOpt = Annotated[
         help="Copy at most this many bytes per second (e.g. 50MiB).",
     ),
 ]
-
-
-@app.command("repair", cls=Command)
-@command
-def repair_command(
-    path: Annotated[
-        str,
-        typer.Argument(
-            metavar="CHECKPOINT", help="A checkpoint directory (or its _metadata) Flink cannot restore."
-        ),
-    ],
-    dest: Annotated[
-        str | None,
-        typer.Option(
-            "--output",
-            "-o",
-            metavar="DEST",
-            help="Write the repaired copy here (the checkpoint's own files, then a new _metadata).",
-        ),
-    ] = None,  # fmt: skip
-    in_place: Annotated[
-        bool,
-        typer.Option(
-            "--in-place",
-            help="Rewrite the checkpoint's _metadata itself, keeping the old one as _metadata.pre-repair.",
-        ),
-    ] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Show every handle that would be rewritten; write nothing.")
-    ] = False,
-    savepoints: SavepointsOpt = None,
-    s3_endpoint: EndpointOpt = None,
-    rebase: RebaseOpt = None,
-) -> None:
-    """Make a checkpoint written after a CLAIM restore from a NATIVE savepoint restorable (FLINK-39964)."""
-    from ckptctl.cli.inspect import warn_moved
-    from ckptctl.cli.render import repair as render
-    from ckptctl.errors import CkptError
-    from ckptctl.flink39964 import savepoint_files_for, search_roots_for
-    from ckptctl.repair import RepairError, RepairReport, apply_repair, plan_repair
-    from ckptctl.targets import one_checkpoint
-
-    if in_place and dest:
-        raise CkptError("give either -o DEST or --in-place, not both")
-    if not in_place and not dest and not dry_run:
-        raise CkptError("name the repaired copy with -o DEST (or use --in-place, or --dry-run to look first)")
-    out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
-    ck = one_checkpoint(storage, path, mappings)
-    warn_moved(out, ck)
-    index = savepoint_files_for(storage, search_roots_for(ck), savepoints or ())
-    plan = plan_repair(storage, ck, index)
-    report = RepairReport(plan, index.searched, dry_run)
-    if plan.fixes and not plan.unresolved and plan.missing:
-        out.result(report, render.report)  # what it would rewrite, then why it will not
-        raise RepairError(plan.missing_message(), path=ck.location.uri)
-    if dry_run or not plan.fixes or plan.unresolved:
-        out.result(report, render.report)
-        if not plan.fixes and not plan.unresolved:
-            out.warn("nothing to repair: every relative file of this checkpoint is where Flink will look")
-            return
-        if plan.unresolved:
-            raise typer.Exit(1)
-        return
-    report.result = apply_repair(storage, ck, plan, dest, in_place)
-    out.result(report, render.report)
-
-
-# ---------------------------------------------------------------------------------------------
-# relocate
 
 
 @app.command("relocate", cls=Command)
@@ -156,7 +87,6 @@ def relocate_command(
     """Copy checkpoints anywhere: every file they need, and a new _metadata whose paths point at the copy."""
     import json
 
-    from ckptctl.cli.inspect import warn_moved
     from ckptctl.cli.render import relocate as render
     from ckptctl.relocate import RelocateReport, load_sources, plan_relocation
     from ckptctl.storage import normalize_uri
@@ -164,7 +94,7 @@ def relocate_command(
 
     chosen = engine_choice(engine if master is None or engine != "local" else "auto", master)
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     checkpoints, source = load_sources(storage, src, mappings, all_checkpoints)
     warn_moved(out, *checkpoints)
     with out.term.status("planning …"):
@@ -185,12 +115,13 @@ def relocate_command(
     _apply_and_report(out, storage, plan, workers, bwlimit, no_verify, chosen)
 
 
-def _apply_and_report(out, storage, plan, workers, limit, no_verify, engine=None) -> None:
+def _apply_and_report(out, storage, plan, workers, limit, no_verify, engine) -> None:
+    """Copy as ``plan`` says on ``engine`` (parsed at the edge: ``relocate``'s options, or
+    ``local`` for ``relocate-apply``), then the shallow verify of the copies."""
     from ckptctl.cli.render import relocate as render
-    from ckptctl.engine import Engine
     from ckptctl.relocate import RelocateReport, apply_relocation, shallow_verify
 
-    chosen = Engine.parse(engine or "local").resolve(len(plan.copies))
+    chosen = engine.resolve(len(plan.copies))
     chosen.start()  # before the counter: the JVM's start-up gets its own status line
     with out.term.counter(len(plan.copies), "copying") as advance:
         result = apply_relocation(storage, plan, workers=workers, bwlimit=limit, progress=advance, engine=chosen)
@@ -216,15 +147,16 @@ def relocate_apply_command(
     """`ckptctl relocate apply PLAN.json`: plan again, refuse if anything changed, then copy."""
     import json
 
+    from ckptctl.engine import Engine
     from ckptctl.errors import CkptError
     from ckptctl.relocate import replan
 
     out = get_output()
-    storage, _ = _context(s3_endpoint, None)
+    storage, _ = storage_and_rebase(s3_endpoint, None)
     try:
         with open(plan_file, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError) as e:
         raise CkptError(f"cannot read the plan: {e}", path=plan_file) from None
     plan = replan(storage, data, workers)
-    _apply_and_report(out, storage, plan, workers, bwlimit, no_verify)
+    _apply_and_report(out, storage, plan, workers, bwlimit, no_verify, Engine("local"))

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ckptctl.cli.base import Command, EndpointOpt, RebaseOpt, _context, app, command, get_output
+from ckptctl.cli.base import Command, EndpointOpt, RebaseOpt, app, command, get_output, storage_and_rebase
 
 
 @app.command("remap", cls=Command)
@@ -60,16 +60,16 @@ def remap_command(
 ) -> None:
     """Move operator state to new operator ids (a renamed uid), coordinator state included, or drop it
     explicitly; the result restores without --allowNonRestoredState."""
+    from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.cli.render import remap as render
     from ckptctl.remap import OperatorRef, RemapError, apply_remap, parse_pair, plan_remap, propose_by_name
-    from ckptctl.targets import one_checkpoint
 
     pairs = [parse_pair(p) for p in uid or ()]
     drops = [OperatorRef.parse(d) for d in drop or ()]
     if by_name and against is None:
         raise RemapError("--by-name needs --against NEW (a savepoint of the changed job) to read its names")
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     ck = one_checkpoint(storage, snapshot, mappings)
     if by_name:
         new = one_checkpoint(storage, against, mappings)

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ckptctl.cli.base import Command, EndpointOpt, RebaseOpt, _context, app, command, get_output
+from ckptctl.cli.base import Command, EndpointOpt, RebaseOpt, app, command, get_output, storage_and_rebase
 from ckptctl.cli.params import PARALLELISM
 
 
@@ -66,16 +66,16 @@ def plan_rescale_command(
     rebase: RebaseOpt = None,
 ) -> None:
     """Each new subtask's key groups, the old handles it receives, the base RocksDB handle, and bytes."""
+    from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.cli.render import rescale as render
     from ckptctl.histogram import read_histogram
     from ckptctl.rescale import RescalePlan, family_of, plan_or_sweep
-    from ckptctl.targets import one_checkpoint
 
     if flink_version is not None:
         family_of(flink_version)  # refuse an unknown version before reading anything
     histogram = read_histogram(data_aware) if data_aware else None
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     ck = one_checkpoint(storage, checkpoint, mappings)
     result = plan_or_sweep(
         ck.metadata, parallelism, ck.location.uri, histogram, operator=operator, flink_version=flink_version,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -12,17 +12,14 @@ from ckptctl.cli.base import (
     EngineOpt,
     MasterOpt,
     RebaseOpt,
-    _context,
     app,
     command,
     engine_choice,
     get_output,
+    storage_and_rebase,
     writable_outputs,
 )
 from ckptctl.cli.params import EPOCH_MILLIS, TTL
-
-if TYPE_CHECKING:
-    from ckptctl.states import StatesReport
 
 
 @app.command("states", cls=Command)
@@ -77,11 +74,11 @@ def states_command(
     """Which states each operator keeps (name, kind, TTL, serializers, size); --deep: entries and stale TTL state."""
     from functools import partial
 
-    from ckptctl.cli.inspect import warn_moved
+    from ckptctl.checkpoint.targets import one_checkpoint
+    from ckptctl.cli.base import warn_moved
     from ckptctl.cli.render import states as render
     from ckptctl.errors import CkptError
-    from ckptctl.states import catalog, deep_scan, write_histogram
-    from ckptctl.targets import one_checkpoint
+    from ckptctl.states.document import states_report
 
     chosen = engine_choice(engine, master)
     writable_outputs(histogram)
@@ -91,81 +88,15 @@ def states_command(
     ttl_named = {name: ms for name, ms in ttl or () if name is not None}
     ttl_default = next((ms for name, ms in reversed(ttl or ()) if name is None), None)
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     ck = one_checkpoint(storage, path, mappings)
     warn_moved(out, ck)
-    cat = catalog(storage, ck)
-    result = None
-    if deep:
-        result = deep_scan(
-            storage, ck, cat, now_ms=now, ttl_default=ttl_default, ttl_named=ttl_named, engine=chosen,
-        )  # fmt: skip
-        if histogram:
-            write_histogram(result, ck.location.uri, histogram)
-    report = states_report(ck, cat, result)
-    _add_paimon(out, storage, ck, report)
+    report = states_report(
+        storage, ck, deep=deep, now_ms=now, ttl_default=ttl_default, ttl_named=ttl_named, engine=chosen,
+        histogram=histogram,
+    )  # fmt: skip
+    for warning in report.warnings:
+        out.warn(warning)
     out.result(report, partial(render.report, named=path, term=out.term))
-    if result is not None and result.problems:
+    if report.deep is not None and report.deep["problems"]:
         raise typer.Exit(1)
-
-
-def states_report(ck, cat, result) -> StatesReport:
-    from ckptctl.states import StatesReport
-
-    md = ck.metadata
-    ops = []
-    for oc in cat:
-        if not oc.has_state:
-            continue
-        view = oc.to_json()
-        if result is not None:
-            for s in view["states"]:
-                u = result.usage.get((oc.operator_id, s["name"]))
-                s["usage"] = u.to_json() if u is not None else None
-        ops.append(view)
-    deep = None
-    if result is not None:
-        deep = {
-            "engine": result.engine, "now_ms": result.now_ms, "now_source": result.now_source,
-            "handles": result.handles, "problems": result.problems, "not_scanned": result.not_scanned,
-            "elapsed_seconds": round(result.elapsed, 3),
-        }  # fmt: skip
-    return StatesReport(
-        path=ck.location.uri,
-        checkpoint_id=md.checkpoint_id,
-        kind=ck.kind,
-        savepoint_format=md.properties.savepoint_format if md.properties else None,
-        operators=ops,
-        stateless_operators=sum(1 for oc in cat if not oc.has_state),
-        deep=deep,
-    )
-
-
-def _add_paimon(out, storage, ck, report: StatesReport) -> None:
-    """An operator of Paimon's Flink sink gets ``paimon``: its commit user and the committables its
-    state holds, decoded (what a restore hands to Paimon; ``ckptctl paimon`` judges them)."""
-    from ckptctl.errors import CkptError
-    from ckptctl.paimon.sinkstate import read_sink_state, sink_handles
-
-    if next(sink_handles(ck), None) is None:
-        return
-    try:
-        state = read_sink_state(storage, ck)
-    except CkptError as e:
-        out.warn(f"Paimon sink state not decodable: {e}")
-        return
-    by_id = {op.operator_id: op for op in state.operators}
-    for view in report.operators:
-        op = by_id.get(view["operator_id"])
-        if op is None:
-            continue
-        view["paimon"] = {
-            "commit_user": op.commit_user, "commit_users": op.distinct_commit_users,
-            "committables": [
-                {"identifier": c.identifier, "watermark": c.watermark, "messages": len(c.messages),
-                 "files": sum(len(v) for m in c.messages for v in m.lists.values()),
-                 "manifest_version": c.manifest_version, "message_version": c.message_version}
-                for c in op.committables
-            ],
-            "pending_tag_ids": op.tag_ids, "writer_states": len(op.writer_states), "problems": op.problems,
-        }  # fmt: skip

@@ -1,4 +1,5 @@
-"""``ckptctl verify`` (will it restore? on Spark or in-process) and ``ckptctl check`` (a CI gate)."""
+"""``ckptctl verify``: will it restore? On Spark or in-process (:func:`ckptctl.verify.verify`), rendered by
+:mod:`ckptctl.cli.render.verify`."""
 
 from __future__ import annotations
 
@@ -13,14 +14,13 @@ from ckptctl.cli.base import (
     MasterOpt,
     RebaseOpt,
     SavepointsOpt,
-    _context,
     app,
     command,
     engine_choice,
     get_output,
+    storage_and_rebase,
     writable_outputs,
 )
-from ckptctl.cli.params import BYTES
 
 
 @app.command("verify", cls=Command)
@@ -65,10 +65,9 @@ def verify_command(
     """Will it restore? Every needed file exists with its recorded size and is sound (--deep: RocksDB key groups)."""
     from functools import partial
 
-    from ckptctl.cli.inspect import display_base
+    from ckptctl.checkpoint.targets import checkpoints_at, display_base
     from ckptctl.cli.render import verify as render
     from ckptctl.errors import CkptError
-    from ckptctl.targets import checkpoints_at
     from ckptctl.verify import verify, write_histogram, write_report
     from ckptctl.verify.run import QUICK_AND_DEEP
 
@@ -82,7 +81,7 @@ def verify_command(
     if quick and deep:
         raise CkptError(QUICK_AND_DEEP)
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     unreadable: dict[str, str] = {}
     # the paths as Flink will open them: an inferred mapping is reported, never applied
     checkpoints, root = checkpoints_at(
@@ -103,74 +102,4 @@ def verify_command(
     base = display_base(root, checkpoints)
     out.result(result, partial(render.report, root=base, named=path, term=out.term))
     if not result.ok:
-        raise typer.Exit(1)
-
-
-# ---------------------------------------------------------------------------------------------
-# check: the CI gate
-
-
-@app.command("check", cls=Command)
-@command
-def check_command(
-    root: Annotated[
-        str,
-        typer.Argument(metavar="ROOT", help="A checkpoint root (every job and savepoint below is checked)."),
-    ],
-    max_orphan_bytes: Annotated[
-        int | None,
-        typer.Option(
-            "--max-orphan-bytes",
-            parser=BYTES,
-            help="Fail when orphaned files exceed this many bytes (e.g. 10GiB).",
-            metavar="N",
-        ),
-    ] = None,  # fmt: skip
-    savepoints: SavepointsOpt = None,
-    quick: Annotated[
-        bool,
-        typer.Option(
-            "--quick",
-            help="Existence and sizes only, from the root's one listing: no file is read (no SST footer).",
-        ),
-    ] = False,
-    junit: Annotated[
-        str | None, typer.Option("--junit", help="Write a JUnit XML report to this file.", metavar="FILE")
-    ] = None,
-    ledger: Annotated[
-        str | None,
-        typer.Option(
-            "--ledger", metavar="LEDGER",
-            help="Also append the checkpoints new since the last run to this history ledger (see `history`).",
-        ),
-    ] = None,  # fmt: skip
-    s3_endpoint: EndpointOpt = None,
-    rebase: RebaseOpt = None,
-) -> None:
-    """CI gate: every _metadata parses, every reference resolves, orphan bytes stay below a limit."""
-    from functools import partial
-
-    from ckptctl.check import run_check
-    from ckptctl.cli.render import check as render
-    from ckptctl.targets import checked_path
-
-    writable_outputs(junit)
-    out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
-    report = run_check(storage, checked_path(storage, root), mappings, max_orphan_bytes, savepoints or (), quick)
-    for w in report.warnings:
-        out.warn(w)
-    if ledger is not None:  # run often, the gate keeps the history num-retained deletes (history.ledger)
-        from ckptctl.history.ledger import update_ledger
-
-        update = update_ledger(storage, root, ledger, mappings)
-        for f in update.failed:
-            out.warn(f"{f['path']}: not in the history ledger: {f['error']}")
-    if junit:
-        from ckptctl.check import junit_xml
-
-        with open(junit, "w", encoding="utf-8") as f:
-            f.write(junit_xml(report.to_json()))
-    out.result(report, partial(render.report, named=root))
-    if not report.ok:
         raise typer.Exit(1)

@@ -34,7 +34,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ckptctl import storage as st
-from ckptctl.layout import CHK_RE, JOB_ID_RE, place_of
+from ckptctl.checkpoint.layout import CHK_RE, JOB_ID_RE, place_of
 from ckptctl.storage.listing import PLAUSIBLE_MTIME, DirFiles
 
 # per directory of listed files: its URI and a function giving (newest, oldest, undated) over its

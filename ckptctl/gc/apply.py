@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.layout import CHK_RE, METADATA_FILE
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.plan import FileDecision, GcPlan, build_plan
 from ckptctl.gc.planfile import BlockedPlan, options_from_plan, validate
 from ckptctl.gc.reasons import Reason
-from ckptctl.layout import CHK_RE, METADATA_FILE
 from ckptctl.storage import Storage
 
 Judgements = dict[str, tuple[int, float | None]]  # uri -> the size and mtime it was judged deletable with

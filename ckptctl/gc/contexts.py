@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.layout import JOB_ID_RE, CheckpointLocation, below_job_area, fixed_job_id, place_of
+from ckptctl.checkpoint.rebase import written_job_dir
 from ckptctl.gc.reasons import UNREFERENCED, Reason
-from ckptctl.layout import JOB_ID_RE, CheckpointLocation, below_job_area, fixed_job_id, place_of
-from ckptctl.rebase import written_job_dir
 
 if TYPE_CHECKING:
     from ckptctl.gc.activity import JobActivity

@@ -255,7 +255,8 @@ class GcPlan:
 def _write_entries(entries: Iterable[FileDecision], out) -> None:
     """One JSON object per line. Entries of one job share their reason and evidence objects, so
     the line's tail is re-encoded only when those change (compared by identity)."""
-    from ckptctl.export import _encode, _needs_escape
+    from ckptctl.export import json_value as _encode
+    from ckptctl.export import needs_escape as _needs_escape
 
     last_reason = last_evidence = object()
     tail = ""

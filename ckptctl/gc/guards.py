@@ -16,11 +16,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.layout import (
+    CHK_RE,
+    below_job_area,
+    flink_area_subdir,
+    is_checkpoint_metadata,
+    place_of,
+)
+from ckptctl.checkpoint.loading import load_checkpoint
+from ckptctl.checkpoint.refs import referenced_files
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.mounts import OtherMounts
 from ckptctl.gc.reasons import Reason, Refusal
-from ckptctl.layout import CHK_RE, below_job_area, flink_area_subdir, is_checkpoint_metadata, place_of
-from ckptctl.refs import load_checkpoint, referenced_files
 from ckptctl.storage import FileInfo
 
 if TYPE_CHECKING:

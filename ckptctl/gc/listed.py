@@ -23,9 +23,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from ckptctl import storage as st
-from ckptctl.flink39964 import SavepointFiles
+from ckptctl.checkpoint.flink39964 import SavepointFiles
+from ckptctl.checkpoint.layout import METADATA_IN_PROGRESS, is_metadata_being_written, place_of
 from ckptctl.gc.decisions import Decisions, GcPlan, Verdicts
-from ckptctl.layout import METADATA_IN_PROGRESS, is_metadata_being_written, place_of
 from ckptctl.storage import Storage, WalkNotes
 from ckptctl.storage.listing import NAMES_CHUNK, DirFiles, Names, dir_runs, walk_local_dirs
 

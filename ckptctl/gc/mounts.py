@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ckptctl import storage as st
-from ckptctl.layout import AREAS_WITHOUT_METADATA, place_of
+from ckptctl.checkpoint.layout import AREAS_WITHOUT_METADATA, place_of
 
 if TYPE_CHECKING:
     from ckptctl.gc.plan import Scopes

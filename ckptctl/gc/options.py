@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass, fields, replace
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.errors import CkptError
-from ckptctl.rebase import Rebase
 
 CLOCKS = ("storage", "local")
 

@@ -33,6 +33,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.layout import (
+    METADATA_FILE,
+    CheckpointLocation,
+    begins_like_metadata,
+    classify,
+    is_checkpoint_metadata,
+    renamed_checkpoint_dir,
+    scan_root,
+)
+from ckptctl.checkpoint.loading import LoadedCheckpoint, load_checkpoint
+from ckptctl.checkpoint.rebase import Rebase
+from ckptctl.checkpoint.refs import referenced_uris
+from ckptctl.checkpoint.scan import ScanStorage
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.activity import JobActivity
 from ckptctl.gc.contexts import JobEvidence, _Contexts, _forst_parents
@@ -61,19 +74,7 @@ from ckptctl.gc.siblings import (
     starting_beside,
     unmapped_references,
 )
-from ckptctl.layout import (
-    METADATA_FILE,
-    CheckpointLocation,
-    begins_like_metadata,
-    classify,
-    is_checkpoint_metadata,
-    renamed_checkpoint_dir,
-    scan_root,
-)
 from ckptctl.pycollector import paused_collector
-from ckptctl.rebase import Rebase
-from ckptctl.refs import LoadedCheckpoint, load_checkpoint, referenced_uris
-from ckptctl.scan import ScanStorage
 from ckptctl.storage import FileInfo, Storage
 from ckptctl.storage.listing import DirFiles, dir_runs
 from ckptctl.words import plural

@@ -13,9 +13,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.errors import CkptError, LayoutError
 from ckptctl.gc.options import CLOCKS, GcOptions
-from ckptctl.rebase import Rebase
 from ckptctl.storage import StorageOptions, check_user_path
 
 PLAN_FORMAT = 2

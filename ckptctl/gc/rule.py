@@ -21,10 +21,10 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from itertools import compress
 from typing import Any, NamedTuple
 
+from ckptctl.checkpoint.layout import FORST_CONTROL_PREFIXES, FORST_CONTROL_RE, METADATA_FILE
 from ckptctl.columns import starts_with_any
 from ckptctl.gc.decisions import Verdicts
 from ckptctl.gc.reasons import Reason
-from ckptctl.layout import FORST_CONTROL_PREFIXES, FORST_CONTROL_RE, METADATA_FILE
 from ckptctl.storage.listing import PLAUSIBLE_MTIME, DirFiles
 
 _CANDIDATE = frozenset(

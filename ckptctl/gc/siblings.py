@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ckptctl import storage as st
-from ckptctl.layout import (
+from ckptctl.checkpoint.layout import (
     JOB_ID_RE,
     METADATA_FILE,
     CheckpointLocation,
@@ -28,7 +28,7 @@ from ckptctl.layout import (
     place_of,
     scan_root,
 )
-from ckptctl.rebase import written_job_dir
+from ckptctl.checkpoint.rebase import written_job_dir
 
 if TYPE_CHECKING:
     from ckptctl.gc.plan import Scopes

@@ -38,9 +38,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.flink39964 import SavepointFiles
+from ckptctl.checkpoint.layout import place_of
 from ckptctl.engine.spark import executor_error
 from ckptctl.errors import CkptError
-from ckptctl.flink39964 import SavepointFiles
 from ckptctl.gc.activity import JobActivity
 from ckptctl.gc.contexts import (
     JobEvidence,
@@ -72,7 +73,6 @@ from ckptctl.gc.spark_decided import (
     merge_totals,
     tied_reasons,
 )
-from ckptctl.layout import place_of
 from ckptctl.pycollector import paused_collector
 from ckptctl.storage import FileInfo, Storage, StorageOptions
 from ckptctl.storage.listing import PLAUSIBLE_MTIME
@@ -798,7 +798,7 @@ class _SparkPlanner(_Planner):
         cut of every name; :meth:`_Frames.metadata_being_written` looks closer when any is)."""
         from pyspark.sql import functions as F
 
-        from ckptctl.layout import METADATA_IN_PROGRESS
+        from ckptctl.checkpoint.layout import METADATA_IN_PROGRESS
 
         is_file, mtime = F.col("kg") == "f", F.col("mtime")
         missing = is_file & (F.col("n_f") == 0) & (F.col("live") | F.col("has_span"))
@@ -1102,7 +1102,7 @@ class _Frames(Tally):
     def metadata_being_written(self, since: float) -> tuple[int, str | None]:
         from pyspark.sql import functions as F
 
-        from ckptctl.layout import METADATA_IN_PROGRESS
+        from ckptctl.checkpoint.layout import METADATA_IN_PROGRESS
 
         # a filter of the kept rows per URI by name (no string is sorted: the first is looked for
         # only when there is one)
@@ -1481,8 +1481,8 @@ def candidates_to_apply(fresh: SparkPlan, unchanged, skipped):
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    from ckptctl.checkpoint.layout import METADATA_FILE
     from ckptctl.gc.spark_apply import SAMPLE, ToApply
-    from ckptctl.layout import METADATA_FILE
 
     expired_metadata = sorted(st.join(e["path"], METADATA_FILE) for e in fresh.expired)
     going = {r.path for r in unchanged.filter(F.col("path").isin(expired_metadata)).select("path").collect()}

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.layout import METADATA_FILE
 from ckptctl.engine.spark import executor_error
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.apply import (
@@ -48,7 +49,6 @@ from ckptctl.gc.apply import (
     why_changed,
 )
 from ckptctl.gc.plan import FileDecision, GcPlan
-from ckptctl.layout import METADATA_FILE
 from ckptctl.storage import Storage, StorageOptions
 from ckptctl.storage.retry import first_line, retrying
 

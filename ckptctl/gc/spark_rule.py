@@ -21,9 +21,9 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ckptctl.checkpoint.layout import FORST_CONTROL_PREFIXES
 from ckptctl.gc.reasons import Reason
 from ckptctl.gc.rule import _SPECIAL_NAMES, FileRule
-from ckptctl.layout import FORST_CONTROL_PREFIXES
 from ckptctl.storage.listing import PLAUSIBLE_MTIME
 
 if TYPE_CHECKING:

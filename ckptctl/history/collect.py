@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.errors import CkptError
 from ckptctl.history.ledger import Ledger, dictionary_encoded, load_new, on_disk, rows_to_table, update_ledger
 from ckptctl.history.report import NUMERIC, HistoryReport, build, rows_in_memory
 from ckptctl.history.rules import Rule
-from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
 
 

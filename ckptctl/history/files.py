@@ -34,7 +34,7 @@ class JobFiles:
 
 
 def read_job(storage: Any, checkpoints: list[Any]) -> JobFiles:
-    """``checkpoints``: one job's loaded checkpoints on disk (:class:`ckptctl.refs.LoadedCheckpoint`),
+    """``checkpoints``: one job's loaded checkpoints on disk (:class:`ckptctl.checkpoint.loading.LoadedCheckpoint`),
     any order; per-state figures are read from the newest."""
     from ckptctl.states import catalog, deep_scan
 
@@ -64,8 +64,8 @@ def read_job(storage: Any, checkpoints: list[Any]) -> JobFiles:
 def space_amplification(storage: Any, checkpoints: list[Any]) -> tuple[dict[str, Any] | None, list[str]]:
     """File merging's figures over ``checkpoints`` (see the module docstring), and the physical
     files referenced but not found (left out of the figures)."""
+    from ckptctl.checkpoint.refs import file_resolver
     from ckptctl.metadata.model import SegmentFileHandle, file_handles
-    from ckptctl.refs import file_resolver
 
     segments: dict[str, dict[int, int]] = {}  # physical file -> offset -> size
     for ck in checkpoints:

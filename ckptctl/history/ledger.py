@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.layout import CheckpointLocation, scan_root
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.errors import CkptError
 from ckptctl.history.rows import COLUMNS, FILE_COLUMNS, NO_JOB, checkpoint_rows, keys_of, savepoint_dirs
-from ckptctl.layout import CheckpointLocation, scan_root
-from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
 
 PART_PREFIX = "part-"
@@ -289,7 +289,7 @@ def load_new(
     """Load the checkpoints at ``locations`` not in ``known`` ((job, id) pairs) nor at
     ``known_paths`` (savepoints already ledgered), one ``GET`` each; an unreadable one is
     reported, never fatal (the next update tries again)."""
-    from ckptctl.refs import load_checkpoint
+    from ckptctl.checkpoint.loading import load_checkpoint
 
     loaded, failed = [], []
     for loc in locations:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import reference_groups
 from ckptctl.metadata.model import coordinator_sizes, subtask_sizes
 from ckptctl.pycollector import paused_collector
-from ckptctl.refs import LoadedCheckpoint, reference_groups
 
 COORDINATOR = -1  # the subtask index of an operator's coordinator state
 

@@ -355,8 +355,8 @@ def validate(data: dict[str, Any], path: str | None) -> None:
 def revalidate(storage, data: dict[str, Any], mappings=None):
     """A fresh plan with the same table, checkpoints and cut-off instant; only the candidates that
     are still candidates, with the same size and mtime, go. Returns (fresh plan, go, skipped)."""
+    from ckptctl.checkpoint.rebase import Rebase
     from ckptctl.gc.planfile import BlockedPlan
-    from ckptctl.rebase import Rebase
 
     validate(data, None)
     if data["blocked"]:

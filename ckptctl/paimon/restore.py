@@ -412,9 +412,9 @@ def sink_states(storage, path: str, mappings, unreadable: dict[str, str]):
 
     Reading the state reads bytes, so the checkpoint's files are taken where they are now (a moved
     checkpoint's inferred mapping applies): the committables are the same wherever the copy lives."""
+    from ckptctl.checkpoint.targets import checkpoints_at
     from ckptctl.errors import CkptError, StoreUnanswered
     from ckptctl.paimon.sinkstate import read_sink_state
-    from ckptctl.targets import checkpoints_at
 
     loaded, root = checkpoints_at(storage, path, mappings, unreadable=unreadable)
     out = []

@@ -647,7 +647,7 @@ def read_handle(storage, resolve, h, subtask: int | None = None) -> HandleState:
 
 def read_sink_state(storage, ck) -> PaimonSinkState:
     """The Paimon sink state of a loaded checkpoint, per operator that has any."""
-    from ckptctl.refs import file_resolver
+    from ckptctl.checkpoint.refs import file_resolver
 
     resolve = file_resolver(ck)
     by_op: dict[str, OperatorSinkState] = {}

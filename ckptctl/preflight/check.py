@@ -52,8 +52,8 @@ from ckptctl.preflight.uidhash import operator_id_of_uid
 from ckptctl.rescale import default_max_parallelism  # Flink's rule, written once
 
 if TYPE_CHECKING:
+    from ckptctl.checkpoint.loading import LoadedCheckpoint
     from ckptctl.preflight.description import JobDescription
-    from ckptctl.refs import LoadedCheckpoint
     from ckptctl.states.catalog import OperatorCatalog
 
 IAE = "java.lang.IllegalArgumentException"

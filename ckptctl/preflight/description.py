@@ -70,9 +70,9 @@ def read_new(storage, against: str, mappings):
     """NEW by its content: a snapshot (directory or ``_metadata``: a :class:`LoadedCheckpoint`),
     else the file's text: a compiled plan (``flinkVersion`` and ``nodes``) or a job description
     (``operators``), in JSON or in YAML. What is none of them is refused in one line."""
+    from ckptctl.checkpoint.targets import checkpoint_if_named, one_checkpoint
     from ckptctl.errors import StorageError
     from ckptctl.storage import normalize_uri
-    from ckptctl.targets import checkpoint_if_named, one_checkpoint
 
     found = checkpoint_if_named(storage, against, mappings)
     if found is not None:

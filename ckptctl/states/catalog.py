@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import file_resolver
 from ckptctl.errors import CkptError, StorageError, StoreUnanswered
 from ckptctl.metadata.keyedproxy import (
     BackendHeader,
@@ -27,7 +29,6 @@ from ckptctl.metadata.model import (
     OperatorStreamHandle,
     keyed_parts,
 )
-from ckptctl.refs import LoadedCheckpoint, file_resolver
 
 # ---------------------------------------------------------------------------------------------
 # reading the streams

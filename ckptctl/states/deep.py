@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import file_resolver
 from ckptctl.errors import CkptError
 from ckptctl.metadata.model import KeyGroupsHandle
-from ckptctl.refs import LoadedCheckpoint, file_resolver
 from ckptctl.states.catalog import OperatorCatalog, StateEntry
 from ckptctl.states.scan import (
     AGE_LABELS,

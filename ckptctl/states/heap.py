@@ -279,7 +279,7 @@ def _decompressed(data: bytes, start: int, end: int, kg: int, path: str, base: i
     """A cursor over one compressed key group's states: its Snappy framed streams (one per state)
     decompressed, never past the file's own size a hundred times over; errors inside name the
     uncompressed byte and where the key group's compressed bytes begin."""
-    from ckptctl.dstl import DstlError, unframe
+    from ckptctl.checkpoint.dstl import DstlError, unframe
 
     if end < start:
         raise MetadataFormatError(f"key group {kg}: its offset lies after the next key group's", path=path,

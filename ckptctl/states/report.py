@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -18,6 +18,7 @@ class StatesReport:
     operators: list[dict[str, Any]]  # each operator's catalog view (with ``usage``, ``paimon`` when known)
     stateless_operators: int
     deep: dict[str, Any] | None
+    warnings: list[str] = field(default_factory=list)  # what could not be added (not in the document)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -2,7 +2,7 @@
 
 The package, in the order the work flows:
 
-* :mod:`~ckptctl.verify.tasks`: the reference map (:mod:`ckptctl.refs`) turned into picklable
+* :mod:`~ckptctl.verify.tasks`: the reference map (:mod:`ckptctl.checkpoint.refs`) turned into picklable
   *tasks*, one per physical file and (``--deep``) one per keyed RocksDB handle;
 * :mod:`~ckptctl.verify.checks`: the one check function that runs them on an engine
   (:mod:`ckptctl.engine`: in-process or on Spark executors), and the records it returns;
@@ -14,7 +14,7 @@ This package exports what its users call (:func:`verify` and its result, the Par
 and the handle helpers :mod:`ckptctl.states` shares; the RocksDB directory of a handle is
 :mod:`ckptctl.rocksdb`'s); the rest is imported from
 its module. The CI gate ``check`` lives in :mod:`ckptctl.check`, the FLINK-39964 diagnosis in
-:mod:`ckptctl.flink39964`. Nothing here imports pyspark, pyarrow or rocksdict at import time.
+:mod:`ckptctl.checkpoint.flink39964`. Nothing here imports pyspark, pyarrow or rocksdict at import time.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from ckptctl import dstl
+from ckptctl.checkpoint import dstl
 from ckptctl.errors import CkptError, MetadataFormatError, StorageError
 from ckptctl.metadata.keyedproxy import parse_backend_header
 from ckptctl.rocksdb.handledir import explain, open_read_only, rebuild_handle_dir
@@ -40,7 +40,7 @@ SST_LEGACY_MAGIC = 0xDB4775248B80FB57  # kLegacyBlockBasedTableMagicNumber
 SST_MAGICS = {SST_MAGIC: "block-based", SST_LEGACY_MAGIC: "legacy block-based"}
 
 FILE_CHECKS = ("exists", "size", "sst_magic", "readable", "manifest", "changelog", "meta")
-# a DSTL file is read whole for its structure (ckptctl.dstl); Flink uploads them in batches of a
+# a DSTL file is read whole for its structure (ckptctl.checkpoint.dstl); Flink uploads them in batches of a
 # few MB (dstl.dfs.batch.persist-size-threshold): a larger one is size-checked only, not read
 DSTL_READ_LIMIT = 256 << 20
 META_READ_LIMIT = 64 << 20  # a keyed handle's meta data: a few KB per state

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckptctl.flink39964 import repairable
+from ckptctl.checkpoint.flink39964 import repairable
 from ckptctl.verify.checks import CHECKS, KeyGroupCount
 from ckptctl.verify.tasks import FileRefs, HandleRef
 from ckptctl.words import plural
@@ -27,7 +27,7 @@ class VerifyResult:
     engine: str
     master: str | None
     elapsed: float
-    misanchored: list[Any] = field(default_factory=list)  # FLINK-39964 handles (ckptctl.flink39964)
+    misanchored: list[Any] = field(default_factory=list)  # FLINK-39964 handles (ckptctl.checkpoint.flink39964)
     unreadable: dict[str, str] = field(default_factory=dict)  # checkpoint dir -> why its _metadata is not
     moved: list[dict[str, Any]] = field(default_factory=list)  # written elsewhere: what Flink will read
     what_if: list[str] = field(default_factory=list)  # explicit --rebase: not what Flink reads itself

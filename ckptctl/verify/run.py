@@ -7,12 +7,13 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
-from ckptctl.dstl import changelog_starts
+from ckptctl.checkpoint.dstl import changelog_starts
+from ckptctl.checkpoint.flink39964 import explain_missing
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import file_resolver, reference_groups
 from ckptctl.engine import Engine
 from ckptctl.errors import CkptError
-from ckptctl.flink39964 import explain_missing
 from ckptctl.pycollector import paused_collector
-from ckptctl.refs import LoadedCheckpoint, file_resolver, reference_groups
 from ckptctl.storage import FileInfo, Storage
 from ckptctl.verify.checks import run_tasks
 from ckptctl.verify.result import VerifyResult, assemble

@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import FILE_COLUMNS, GROUP_COLUMNS, Ref, RefGroup, file_resolver
 from ckptctl.metadata.model import incremental_parts
-from ckptctl.refs import FILE_COLUMNS, GROUP_COLUMNS, LoadedCheckpoint, Ref, RefGroup, file_resolver
 
 
 class FileTask(NamedTuple):
@@ -32,7 +33,7 @@ class FileTask(NamedTuple):
     read_spans: tuple[tuple[int, int], ...]  # (offset, size)
     listed: int | None = None  # the size a listing of its directory gave, if any
     # DSTL files: where referenced change sets begin, each with the state sizes of the handles of
-    # that one piece (ckptctl.dstl.problem); read and checked
+    # that one piece (ckptctl.checkpoint.dstl.problem); read and checked
     changelog_starts: tuple[tuple[int, tuple[int, ...]], ...] = ()
     # keyed handles' meta data (the backend's serialization proxy, read first by every restore):
     # (offset, size) of each, parsed
@@ -64,7 +65,7 @@ class FileRefs:
     sst_segment_ends: set[int] = field(default_factory=set)
     read_spans: set[tuple[int, int]] = field(default_factory=set)
     checkpoints: set[str] = field(default_factory=set)
-    changelog_starts: dict[int, set[int]] = field(default_factory=dict)  # see ckptctl.dstl.changelog_starts
+    changelog_starts: dict[int, set[int]] = field(default_factory=dict)  # see ckptctl.checkpoint.dstl.changelog_starts
     meta_spans: set[tuple[int, int]] = field(default_factory=set)  # keyed handles' meta data: parsed
     log_spans: set[tuple[int, int]] = field(default_factory=set)  # RocksDB MANIFESTs: record CRCs checked
 
@@ -104,7 +105,7 @@ _FILE = tuple(FILE_COLUMNS.index(c) for c in _PER_FILE)  # and in a RefGroup's f
 
 
 def group_file_refs(groups: Iterable[RefGroup]) -> tuple[dict[str, FileRefs], int]:
-    """:func:`file_refs` of the rows of ``groups`` (:func:`ckptctl.refs.reference_groups`), read
+    """:func:`file_refs` of the rows of ``groups`` (:func:`ckptctl.checkpoint.refs.reference_groups`), read
     from the groups without making the rows; and how many rows they hold."""
     out: dict[str, FileRefs] = {}
     n = 0

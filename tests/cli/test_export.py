@@ -8,7 +8,8 @@ import json
 import pytest
 
 from ckptctl import export
-from ckptctl.refs import COLUMNS, GROUP_KEY, load_checkpoint, reference_groups, reference_rows
+from ckptctl.checkpoint.loading import load_checkpoint
+from ckptctl.checkpoint.refs import COLUMNS, GROUP_KEY, reference_groups, reference_rows
 from ckptctl.storage import Storage
 from tests.support.fixture_cases import cases
 

@@ -196,8 +196,8 @@ KNOWN_LAZY_CYCLES: list[list[str]] = []
 def test_the_import_graph_is_read() -> None:
     graph = import_graph()
     assert len(graph) > 40
-    assert "ckptctl.flink39964" in graph["ckptctl.repair"]
-    assert "ckptctl.cli.base" in graph["ckptctl.cli.inspect"]
+    assert "ckptctl.checkpoint.flink39964" in graph["ckptctl.repair"]
+    assert "ckptctl.cli.base" in graph["ckptctl.cli.ls"]
     assert "ckptctl.verify.run" in graph["ckptctl.verify"]
     assert "ckptctl.storage" in graph["ckptctl.relocate"]  # from ckptctl import storage as st
     assert "ckptctl.cli.output" not in graph["ckptctl.cli.session"]  # imported inside a method
@@ -216,7 +216,7 @@ def test_command_modules_import_the_base_not_the_cli_package() -> None:
     app and what they share from ``ckptctl.cli.base``, which imports none of them."""
     graph = import_graph(lazy=True)
     commands = {m for m in graph["ckptctl.cli"] if m.startswith("ckptctl.cli.")} - {"ckptctl.cli.base"}
-    assert {"ckptctl.cli.inspect", "ckptctl.cli.verify", "ckptctl.cli.gc"} <= commands
+    assert {"ckptctl.cli.ls", "ckptctl.cli.verify", "ckptctl.cli.gc"} <= commands
     assert {m for m in commands if "ckptctl.cli" in graph[m]} == set()
     assert {m for m in commands if "ckptctl.cli.base" not in graph[m]} == set()
     assert not graph["ckptctl.cli.base"] & commands
@@ -226,17 +226,17 @@ def test_the_flink39964_diagnosis_is_core_below_its_users() -> None:
     """One module diagnoses FLINK-39964; it needs none of repair, verify, check or the CLI."""
     graph = import_graph(lazy=True)
     seen: set[str] = set()
-    todo = ["ckptctl.flink39964"]
+    todo = ["ckptctl.checkpoint.flink39964"]
     while todo:
         m = todo.pop()
         if m not in seen:
             seen.add(m)
             todo.extend(graph[m])
-    users = {"ckptctl.repair", "ckptctl.check", "ckptctl.relocate", "ckptctl.views", "ckptctl.cli"}
+    users = {"ckptctl.repair", "ckptctl.check", "ckptctl.relocate", "ckptctl.inspect.diff", "ckptctl.cli"}
     assert not seen & users
     assert not any(m.startswith(("ckptctl.verify", "ckptctl.cli.")) for m in seen)
-    for user in ("ckptctl.repair", "ckptctl.check", "ckptctl.relocate", "ckptctl.views", "ckptctl.verify.result"):
-        assert "ckptctl.flink39964" in graph[user], user
+    for user in ("ckptctl.repair", "ckptctl.check", "ckptctl.relocate", "ckptctl.inspect.diff", "ckptctl.verify.result"):
+        assert "ckptctl.checkpoint.flink39964" in graph[user], user
 
 
 def test_verify_does_not_import_repair() -> None:

@@ -10,11 +10,12 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from ckptctl.checkpoint.loading import load_checkpoint
+from ckptctl.checkpoint.refs import COLUMNS, reference_rows
 from ckptctl.cli import app
 from ckptctl.gc import build_plan
-from ckptctl.refs import COLUMNS, load_checkpoint, reference_rows
+from ckptctl.inspect.refs import ReferenceMap
 from ckptctl.storage import Storage
-from ckptctl.views import ReferenceMap
 from tests.support.gc_support import DAY, T0, Scenario
 
 runner = CliRunner()
@@ -115,10 +116,11 @@ def test_ls_counts_what_the_reference_map_counts_on_every_fixture() -> None:
     """``ls`` counts a checkpoint's own files and its inherited ones (FLINK-39964) from the
     handles, without a row per reference: the same numbers as the reference map split by
     :func:`split_inherited`, on every fixture checkpoint (the broken CLAIM ones included)."""
-    from ckptctl.flink39964 import split_inherited
-    from ckptctl.refs import load_checkpoint, reference_rows
+    from ckptctl.checkpoint.flink39964 import split_inherited
+    from ckptctl.checkpoint.loading import load_checkpoint
+    from ckptctl.checkpoint.refs import reference_rows
+    from ckptctl.inspect.ls import summary_view
     from ckptctl.storage import Storage
-    from ckptctl.views import summary_view
     from tests.support.fixture_cases import cases
 
     storage = Storage()

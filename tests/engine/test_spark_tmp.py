@@ -56,9 +56,9 @@ def test_a_spark_verify_process_leaves_nothing_in_the_temp_dir(tmp_path: Path) -
 def test_a_spark_session_scratch_dir_is_under_tmpdir_and_removed_at_stop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from ckptctl.checkpoint.loading import load_checkpoint
     from ckptctl.engine import spark
     from ckptctl.engine.spark import spark_session, stop_spark
-    from ckptctl.refs import load_checkpoint
     from ckptctl.storage import Storage
     from ckptctl.verify import verify
 

@@ -31,7 +31,8 @@ def local_plan(sc: Scenario, tmp_path: Path, n: int = 3) -> tuple[Path, list[Pat
 # row 4: a local root, --trash on S3, shared/ swapped for a symlink while apply runs
 
 
-def test_row4_a_local_to_s3_move_never_follows_a_swapped_in_symlink(s3_server, tmp_path: Path, monkeypatch) -> None:
+def test_a_local_to_s3_move_never_follows_a_swapped_in_symlink(s3_server, tmp_path: Path, monkeypatch) -> None:
+    """Tracker: row4."""
     from ckptctl.storage import Storage
 
     s3_server.create_bucket("trash-row4")
@@ -70,7 +71,8 @@ def test_row4_a_local_to_s3_move_never_follows_a_swapped_in_symlink(s3_server, t
 # row 12: an S3 root moved to a local trash, or to a bucket that does not exist
 
 
-def test_row12_s3_to_a_local_trash_really_moves(s3_server, tmp_path: Path) -> None:
+def test_s3_to_a_local_trash_really_moves(s3_server, tmp_path: Path) -> None:
+    """Tracker: row12."""
     up = upload_scenario(s3_server, "trash-row12-local")
     args = gc_args("trash-row12-local", up["entry"], s3_server.endpoint)
     plan_file = tmp_path / "plan.json"
@@ -84,7 +86,8 @@ def test_row12_s3_to_a_local_trash_really_moves(s3_server, tmp_path: Path) -> No
     assert not any(exists(up["fs"], u) for u in up["orphans"])
 
 
-def test_row12_a_mistyped_trash_bucket_moves_nothing_and_says_so(s3_server, tmp_path: Path) -> None:
+def test_a_mistyped_trash_bucket_moves_nothing_and_says_so(s3_server, tmp_path: Path) -> None:
+    """Tracker: row12."""
     up = upload_scenario(s3_server, "trash-row12-bucket")
     args = gc_args("trash-row12-bucket", up["entry"], s3_server.endpoint)
     plan_file = tmp_path / "plan.json"
@@ -143,7 +146,8 @@ def test_an_s3_trash_in_the_same_store_copies_server_side_a_request_or_two_per_f
 # row 14: a plan whose candidates lack a field
 
 
-def test_row14_a_candidate_without_mtime_is_an_invalid_plan(tmp_path: Path) -> None:
+def test_a_candidate_without_mtime_is_an_invalid_plan(tmp_path: Path) -> None:
+    """Tracker: row14."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     plan_file, orphans = local_plan(sc, tmp_path)
     data = json.loads(plan_file.read_text())

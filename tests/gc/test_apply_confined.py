@@ -16,8 +16,10 @@ from tests.support.gc_support import T0, Scenario, plan_json
 
 
 @pytest.mark.parametrize("where", ["contains-root", "inside-savepoints", "inside-changelog-dir"])
-def test_row04_trash_overlapping_a_scope_moves_nothing(tmp_path: Path, where: str) -> None:
-    """--trash inside any scope (root, --savepoints, --changelog-dir) or containing one."""
+def test_trash_overlapping_a_scope_moves_nothing(tmp_path: Path, where: str) -> None:
+    """--trash inside any scope (root, --savepoints, --changelog-dir) or containing one.
+
+    Tracker: row04."""
     sc = Scenario("2.2.0", "savepoints", tmp_path)
     orphan = sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan")
     changelog = sc.plant("dstl/young-changelog-file", mtime=time.time() - 60).parent
@@ -41,10 +43,12 @@ def test_row04_trash_overlapping_a_scope_moves_nothing(tmp_path: Path, where: st
 
 
 @pytest.mark.parametrize("linked", ["trash", "root"])
-def test_row04_a_trash_inside_a_root_through_a_symlink_moves_nothing(tmp_path: Path, linked: str) -> None:
+def test_a_trash_inside_a_root_through_a_symlink_moves_nothing(tmp_path: Path, linked: str) -> None:
     """A red-team helper: the trash (or the root, through a linked mount point) named through a
     symlink so that the trash lands in the job's shared/; the string comparison let it through,
-    and the next plan collected the trash as unreferenced-shared. Compared where it really is."""
+    and the next plan collected the trash as unreferenced-shared. Compared where it really is.
+
+    Tracker: row04."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     job = sc.jobs()[0]
     orphan = sc.plant(f"checkpoints/{job.name}/shared/orphan")
@@ -70,7 +74,8 @@ def test_row04_a_trash_inside_a_root_through_a_symlink_moves_nothing(tmp_path: P
 # row 5: shared/ swapped for a symlink to an outside directory while apply runs
 
 
-def test_row05_symlink_swapped_in_during_apply_never_deletes_outside(tmp_path: Path) -> None:
+def test_symlink_swapped_in_during_apply_never_deletes_outside(tmp_path: Path) -> None:
+    """Tracker: row05."""
     from ckptctl.gc import apply_plan, revalidate
     from ckptctl.storage import Storage
 
@@ -110,7 +115,8 @@ def test_row05_symlink_swapped_in_during_apply_never_deletes_outside(tmp_path: P
 # row 6: --trash for two roots whose files share relative names
 
 
-def test_row06_trash_keeps_root_qualified_paths_and_never_overwrites(tmp_path: Path) -> None:
+def test_trash_keeps_root_qualified_paths_and_never_overwrites(tmp_path: Path) -> None:
+    """Tracker: row06."""
     a = Scenario("2.2.0", "basic", tmp_path / "a")
     b = Scenario("1.20.3", "basic", tmp_path / "b")
     assert a.checkpoints.name == b.checkpoints.name

@@ -19,12 +19,14 @@ from tests.support.gc_support import T0, Scenario, add_job, plan_json
 
 
 @pytest.mark.parametrize("version", ["1.20.3", "2.2.0"])
-def test_row17_claim_old_job_alone_is_listed_dead_and_both_roots_keep_borrowed_files(
+def test_claim_old_job_alone_is_listed_dead_and_both_roots_keep_borrowed_files(
     tmp_path: Path, version: str
 ) -> None:
     """Job 2 was restored from job 1 in CLAIM mode and its checkpoints borrow job 1's SSTs.
     Job 2 now lives in another root. Job 1 keeps none of its own checkpoints (as with
-    num-retained 1: its last one was claimed and later subsumed by job 2)."""
+    num-retained 1: its last one was claimed and later subsumed by job 2).
+
+    Tracker: row17."""
     sc = Scenario(version, "claim", tmp_path)
     job1_id, job2_id = sc.entry["job_ids"]
     assert sc.entry["jobs"][1]["restored_from"].startswith(f"{sc.original}/checkpoints/{job1_id}/")
@@ -85,10 +87,12 @@ def test_row17_claim_old_job_alone_is_listed_dead_and_both_roots_keep_borrowed_f
 # --- F1: a cluster-wide changelog dir, one job's checkpoint root scanned -----------------------
 
 
-def test_f1_changelog_files_of_a_job_whose_checkpoints_are_not_scanned_are_kept(tmp_path: Path) -> None:
+def test_changelog_files_of_a_job_whose_checkpoints_are_not_scanned_are_kept(tmp_path: Path) -> None:
     """state.changelog.dstl.dfs.base-path is usually cluster-wide; the operator scans one job's
     checkpoint root with --changelog-dir. Another job's DSTL files (referenced by its checkpoints,
-    per Flink's own reading in fixtures/expected) have no anchor: they must be kept and say why."""
+    per Flink's own reading in fixtures/expected) have no anchor: they must be kept and say why.
+
+    Tracker: f1."""
     mine = Scenario("1.20.3", "changelog", tmp_path / "a")
     other = Scenario("2.2.0", "changelog", tmp_path / "b")  # its checkpoints live in a root not scanned
     dstl = mine.root / "dstl"

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import referenced_files
 from ckptctl.metadata import read_metadata
-from ckptctl.refs import LoadedCheckpoint, referenced_files
 from tests.support.fixture_cases import REPO
 from tests.support.gc_support import DAY, T0, Scenario, ckptctl, plan_json
 
@@ -95,7 +96,8 @@ def fleet_of_the_claim_fixture(sc: Scenario, tmp_path: Path) -> tuple[Path, dict
     return fleet, moves
 
 
-def test_row1_a_root_below_a_directory_named_shared_is_searched(tmp_path: Path) -> None:
+def test_a_root_below_a_directory_named_shared_is_searched(tmp_path: Path) -> None:
+    """Tracker: row1."""
     sc = Scenario("2.2.0", "claim", tmp_path)
     fleet, moves = fleet_of_the_claim_fixture(sc, tmp_path)
     live = live_by_flink(sc, moves)
@@ -109,7 +111,8 @@ def test_row1_a_root_below_a_directory_named_shared_is_searched(tmp_path: Path) 
     assert all(Path(u.removeprefix("file:")).exists() for u in live)
 
 
-def test_row9_check_sees_a_broken_checkpoint_below_a_directory_named_shared(tmp_path: Path) -> None:
+def test_check_sees_a_broken_checkpoint_below_a_directory_named_shared(tmp_path: Path) -> None:
+    """Tracker: row9."""
     sc = Scenario("2.2.0", "claim", tmp_path)
     fleet, moves = fleet_of_the_claim_fixture(sc, tmp_path)
     meta = newest_chk(moves[f"checkpoints/{CLAIM_JOB_2}"]) / "_metadata"
@@ -144,7 +147,8 @@ def symlinked_newest(sc: Scenario, tmp_path: Path) -> tuple[Path, Path]:
     return chk, elsewhere
 
 
-def test_row2_a_symlinked_chk_is_discovered_and_its_files_kept(tmp_path: Path) -> None:
+def test_a_symlinked_chk_is_discovered_and_its_files_kept(tmp_path: Path) -> None:
+    """Tracker: row2."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     chk, elsewhere = symlinked_newest(sc, tmp_path)
     md = read_metadata((elsewhere / "_metadata").read_bytes())
@@ -160,7 +164,8 @@ def test_row2_a_symlinked_chk_is_discovered_and_its_files_kept(tmp_path: Path) -
     assert sorted(p.name for p in elsewhere.iterdir())  # nothing deleted through the link
 
 
-def test_row11_relocate_all_copies_a_symlinked_checkpoint(tmp_path: Path) -> None:
+def test_relocate_all_copies_a_symlinked_checkpoint(tmp_path: Path) -> None:
+    """Tracker: row11."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     chk, _elsewhere = symlinked_newest(sc, tmp_path)
     dst = tmp_path / "dst"
@@ -173,7 +178,8 @@ def test_row11_relocate_all_copies_a_symlinked_checkpoint(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("area", ["shared", "taskowned"])
-def test_row3_empty_directories_of_a_starting_job_block_keep_last(tmp_path: Path, area: str) -> None:
+def test_empty_directories_of_a_starting_job_block_keep_last(tmp_path: Path, area: str) -> None:
+    """Tracker: row3."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     starting = sc.checkpoints / ("e" * 32)
     (starting / area).mkdir(parents=True)  # created by the restore, mtime now; no file yet
@@ -182,7 +188,8 @@ def test_row3_empty_directories_of_a_starting_job_block_keep_last(tmp_path: Path
     assert "job-starting" in codes(plan)
 
 
-def test_row3_control_old_empty_directories_do_not_block(tmp_path: Path) -> None:
+def test_control_old_empty_directories_do_not_block(tmp_path: Path) -> None:
+    """Tracker: row3."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     old = sc.checkpoints / ("e" * 32) / "shared"
     old.mkdir(parents=True)
@@ -197,7 +204,8 @@ def test_row3_control_old_empty_directories_do_not_block(tmp_path: Path) -> None
 # row 5: the same directory under two names
 
 
-def test_row5_a_symlink_back_into_the_root_is_an_alias_and_refused(tmp_path: Path) -> None:
+def test_a_symlink_back_into_the_root_is_an_alias_and_refused(tmp_path: Path) -> None:
+    """Tracker: row5."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     job = sc.jobs()[0]
     (job / "shared" / "mirror").symlink_to(sc.checkpoints, target_is_directory=True)
@@ -206,7 +214,8 @@ def test_row5_a_symlink_back_into_the_root_is_an_alias_and_refused(tmp_path: Pat
     assert [d["path"] for d in plan["discovery"]["not_descended"]] == [f"file:{job}/shared/mirror"]
 
 
-def test_row5_a_second_mount_inside_shared_is_refused(tmp_path: Path) -> None:
+def test_a_second_mount_inside_shared_is_refused(tmp_path: Path) -> None:
+    """Tracker: row5."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     job = sc.jobs()[0]
     mirror = job / "shared" / "mirror"
@@ -228,7 +237,8 @@ def test_row5_a_second_mount_inside_shared_is_refused(tmp_path: Path) -> None:
 # row 13: a tree deeper than PATH_MAX
 
 
-def test_row13_a_tree_deeper_than_path_max_is_one_line_exit_2(tmp_path: Path) -> None:
+def test_a_tree_deeper_than_path_max_is_one_line_exit_2(tmp_path: Path) -> None:
+    """Tracker: row13."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     fd = os.open(sc.checkpoints, os.O_RDONLY)
     name = "d" * 200
@@ -253,10 +263,12 @@ def test_row13_a_tree_deeper_than_path_max_is_one_line_exit_2(tmp_path: Path) ->
 # row 6: one job id in two roots sharing a changelog directory
 
 
-def test_row6_dstl_anchor_is_the_oldest_newest_checkpoint_of_a_job_id(tmp_path: Path) -> None:
+def test_dstl_anchor_is_the_oldest_newest_checkpoint_of_a_job_id(tmp_path: Path) -> None:
     """Two roots run the same fixed job id and share one changelog dir: a DSTL file newer than the
     slower root's newest checkpoint (minus the margin) may be in flight for it, whichever root
-    is listed last."""
+    is listed last.
+
+    Tracker: row6."""
     sc = Scenario("2.2.0", "changelog", tmp_path)
     a = sc.checkpoints
     b = tmp_path / "root-b"
@@ -311,7 +323,8 @@ def tenant_and_dead_job(sc: Scenario) -> tuple[list[Path], list[Path]]:
     return not_flink, orphans
 
 
-def test_row7_a_hex_named_team_directory_is_not_a_flink_job(tmp_path: Path) -> None:
+def test_a_hex_named_team_directory_is_not_a_flink_job(tmp_path: Path) -> None:
+    """Tracker: row7."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     not_flink, orphans = tenant_and_dead_job(sc)
     for extra in ([], ["--collect-dead-jobs"]):
@@ -321,7 +334,8 @@ def test_row7_a_hex_named_team_directory_is_not_a_flink_job(tmp_path: Path) -> N
         assert ("c" * 32) not in {d["job"].rpartition("/")[2] for d in plan["dead_jobs"]}
 
 
-def test_row7_dead_jobs_are_kept_unless_collected_explicitly(tmp_path: Path) -> None:
+def test_dead_jobs_are_kept_unless_collected_explicitly(tmp_path: Path) -> None:
+    """Tracker: row7."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     _not_flink, orphans = tenant_and_dead_job(sc)
     uris = {sc.uri(p) for p in orphans}
@@ -337,9 +351,11 @@ def test_row7_dead_jobs_are_kept_unless_collected_explicitly(tmp_path: Path) -> 
     assert uris <= candidates(named) and not codes(named)
 
 
-def test_row3_fresh_files_of_a_job_without_evidence_still_block_keep_last(tmp_path: Path) -> None:
+def test_fresh_files_of_a_job_without_evidence_still_block_keep_last(tmp_path: Path) -> None:
     """A starting job that has uploaded a file but created no chk-N yet is not a Flink job by
-    evidence (its files are kept as not-flink-file); it still blocks --keep-last."""
+    evidence (its files are kept as not-flink-file); it still blocks --keep-last.
+
+    Tracker: row3."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     fresh = sc.plant(f"checkpoints/{'e' * 32}/shared/first-upload", mtime=time.time() - 5)
     then = time.time() - 10 * 86400
@@ -383,7 +399,7 @@ def plan_apply_then_assert_kept(tmp_path: Path, live: set[str], *args: str) -> i
 
 
 @pytest.mark.parametrize("worker", [False, True])
-def test_redteam4_a_root_in_a_hex_named_tenants_shared_dir_is_searched(tmp_path: Path, monkeypatch, worker: bool,
+def test_a_root_in_a_hex_named_tenants_shared_dir_is_searched(tmp_path: Path, monkeypatch, worker: bool,
                                                                        ) -> None:  # fmt: skip
     """Attacked: discovery's pruning of ``<job-id>/shared`` (``walk_local``'s ``prune_here`` and
     ``is_checkpoint_metadata``) decides "job directory" by the name alone: 32 lowercase hex digits.
@@ -392,7 +408,9 @@ def test_redteam4_a_root_in_a_hex_named_tenants_shared_dir_is_searched(tmp_path:
     it: job 2's checkpoints in ``<fleet>/<tenant>/shared/<job 2>/chk-N`` are never discovered, and
     the files of job 1 that only job 2's checkpoints still use become ``unreferenced-shared``.
     With the references decoded in a worker process too: it holds the live set and looks the
-    listed files up, but not the paths of the checkpoints only the listing found."""
+    listed files up, but not the paths of the checkpoints only the listing found.
+
+    Tracker: redteam4."""
     if worker:
         from ckptctl.gc import plan as gc_plan
 
@@ -404,8 +422,10 @@ def test_redteam4_a_root_in_a_hex_named_tenants_shared_dir_is_searched(tmp_path:
     plan_apply_then_assert_kept(tmp_path, live, str(fleet), *OLD, "--force", *rebase_args(sc, moves))
 
 
-def test_redteam4_control_a_root_in_a_plain_named_tenants_shared_dir(tmp_path: Path) -> None:
-    """Control: the same fleet with the tenant directory named ``teamB``: job 2 is discovered."""
+def test_control_a_root_in_a_plain_named_tenants_shared_dir(tmp_path: Path) -> None:
+    """Control: the same fleet with the tenant directory named ``teamB``: job 2 is discovered.
+
+    Tracker: redteam4."""
     sc = Scenario("2.2.0", "claim", tmp_path)
     fleet, moves = fleet_with_tenant(sc, tmp_path, "teamB")
     live = live_by_flink(sc, moves)
@@ -527,7 +547,7 @@ def completed_chk(p: Path) -> bool:
 
 
 @pytest.mark.parametrize("scope", ["--savepoints", "second-root"])
-def test_redteam4_a_checkpoint_pinned_by_a_symlink_from_another_scope_keeps_its_files(
+def test_a_checkpoint_pinned_by_a_symlink_from_another_scope_keeps_its_files(
     tmp_path: Path, scope: str
 ) -> None:
     """Attacked: the ``aliased-path`` guard. ``walk_local`` detects a directory reached under two
@@ -535,7 +555,9 @@ def test_redteam4_a_checkpoint_pinned_by_a_symlink_from_another_scope_keeps_its_
     ``--savepoints`` (or a second ROOT) to a ``chk-N`` in a root is no alias: the pinned checkpoint
     is discovered and retained under the link's name only (its ``_metadata`` and exclusive files
     live as ``<pins>/release-42/…``), while under its real name ``--keep-last 1`` expires it and
-    gc deletes its ``_metadata`` and exclusive files: the pinned checkpoint cannot be restored."""
+    gc deletes its ``_metadata`` and exclusive files: the pinned checkpoint cannot be restored.
+
+    Tracker: redteam4."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     pins = tmp_path / "savepoints"
     oldest, link = pin_oldest_checkpoint(sc, pins)
@@ -546,9 +568,11 @@ def test_redteam4_a_checkpoint_pinned_by_a_symlink_from_another_scope_keeps_its_
     assert (link / "_metadata").is_file()
 
 
-def test_redteam4_control_a_checkpoint_pinned_by_a_symlink_inside_the_root_is_refused(tmp_path: Path) -> None:
+def test_control_a_checkpoint_pinned_by_a_symlink_inside_the_root_is_refused(tmp_path: Path) -> None:
     """Control: the same pin made inside the root (``<root>/pins/release-42``) is an alias the walk
-    sees: the plan is blocked (``aliased-path``) and nothing is deleted."""
+    sees: the plan is blocked (``aliased-path``) and nothing is deleted.
+
+    Tracker: redteam4."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     oldest, link = pin_oldest_checkpoint(sc, sc.checkpoints / "pins")
     live = referenced_by_flink_in(sc, oldest)

@@ -39,11 +39,13 @@ from tests.support.s3_rewritten import (
     ],
     ids=["own-shared", "other-job-shared", "incomplete-chk-dir"],
 )
-def test_row01_relative_handle_leaving_its_checkpoint_dir_stays_live(
+def test_relative_handle_leaving_its_checkpoint_dir_stays_live(
     tmp_path: Path, job: str, chk: str, relative: str, target: str
 ) -> None:
     """A relative handle ``../shared/x`` of chk-N is the live file <job>/shared/x (Flink Path
-    semantics); also ``../../<other job>/shared/x`` and ``../chk-10/x`` (an incomplete checkpoint)."""
+    semantics); also ``../../<other job>/shared/x`` and ``../chk-10/x`` (an incomplete checkpoint).
+
+    Tracker: row01."""
     sc = Scenario("1.20.3", "claim", tmp_path)
     meta = sc.checkpoints / job / chk / "_metadata"
     victim = first_relative_handle(meta)
@@ -70,7 +72,8 @@ def test_row01_relative_handle_leaving_its_checkpoint_dir_stays_live(
 # row 12: files outside the Flink directory grammar
 
 
-def test_row12_non_flink_files_are_never_candidates(tmp_path: Path) -> None:
+def test_non_flink_files_are_never_candidates(tmp_path: Path) -> None:
+    """Tracker: row12."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     job = sc.jobs()[0].name
     outsiders = [
@@ -95,7 +98,8 @@ def test_row12_non_flink_files_are_never_candidates(tmp_path: Path) -> None:
 # row 14: a stray _metadata inside shared/
 
 
-def test_row14_stray_metadata_in_shared_is_just_a_file(tmp_path: Path) -> None:
+def test_stray_metadata_in_shared_is_just_a_file(tmp_path: Path) -> None:
+    """Tracker: row14."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     job = sc.jobs()[0]
     stray = job / "shared" / "_metadata"
@@ -117,7 +121,8 @@ def test_row14_stray_metadata_in_shared_is_just_a_file(tmp_path: Path) -> None:
 # row 2: S3 references with //, /./ and /../ are the same objects as their normal form
 
 
-def test_row02_s3_paths_are_normalised_and_abnormal_keys_kept(s3_server, tmp_path: Path) -> None:
+def test_s3_paths_are_normalised_and_abnormal_keys_kept(s3_server, tmp_path: Path) -> None:
+    """Tracker: row02."""
     bucket = "attack-row2"
     entry_job = fixture_entry()["job_ids"][0]
     job = f"s3://{bucket}/checkpoints/{entry_job}"
@@ -162,7 +167,8 @@ def test_row02_s3_paths_are_normalised_and_abnormal_keys_kept(s3_server, tmp_pat
 # of _metadata keys skips shared/, so it must not count as a checkpoint that appeared)
 
 
-def test_row14_s3_stray_metadata_in_shared_is_just_a_file(s3_server, tmp_path: Path) -> None:
+def test_s3_stray_metadata_in_shared_is_just_a_file(s3_server, tmp_path: Path) -> None:
+    """Tracker: row14."""
     job = fixture_entry()["job_ids"][0]
     stray = f"checkpoints/{job}/shared/_metadata"
     bucket = "attack-row14"
@@ -235,11 +241,13 @@ def first_shared_file_handle_path(meta: Path) -> str:
 
 
 @pytest.mark.parametrize("pad", [" ", "\t", "\x01"], ids=["space", "tab", "ctrl-a"])
-def test_f2_trailing_whitespace_in_a_written_path(tmp_path: Path, pad: str) -> None:
+def test_trailing_whitespace_in_a_written_path(tmp_path: Path, pad: str) -> None:
     """Flink reads a FileStateHandle as ``new Path(readUTF())`` and Path(String) calls
     String.trim() (drops every char <= U+0020 at both ends). ckptctl's canonical() returns an
     already-normal path unchanged, so 'shared/x ' is live for ckptctl, and the file Flink opens,
-    'shared/x', is an orphan. A decoy 'x ' keeps missing-live-files quiet."""
+    'shared/x', is an orphan. A decoy 'x ' keeps missing-live-files quiet.
+
+    Tracker: f2."""
     sc = Scenario("1.20.3", "basic", tmp_path)
     (job,) = sc.jobs()
     metas = sorted(job.glob("chk-*/_metadata"))
@@ -263,9 +271,11 @@ def test_f2_trailing_whitespace_in_a_written_path(tmp_path: Path, pad: str) -> N
 # --- F5: ForSt in-use detection by substring ----------------------------------------------------
 
 
-def test_f5_forst_working_files_kept_when_the_root_path_contains_shared_op(tmp_path: Path) -> None:
+def test_forst_working_files_kept_when_the_root_path_contains_shared_op(tmp_path: Path) -> None:
     """A root below /data/shared/op_team/...: 'in use' must be decided by the grammar below the
-    root, not by the first '/shared/op_' in the path, or the working files of live ForSt DBs go."""
+    root, not by the first '/shared/op_' in the path, or the working files of live ForSt DBs go.
+
+    Tracker: f5."""
     base = tmp_path / "shared" / "op_team"
     base.mkdir(parents=True)
     sc = Scenario("2.2.0", "forst", base)
@@ -283,11 +293,13 @@ def test_f5_forst_working_files_kept_when_the_root_path_contains_shared_op(tmp_p
 
 @pytest.mark.parametrize("dirname", ["chk-03", "chk-\u0663", "chk-\uff13", "chk-3\n"],
                          ids=["leading-zero", "arabic-indic-3", "fullwidth-3", "trailing-newline"])  # fmt: skip
-def test_f7_directories_flink_never_names_are_not_checkpoints(
+def test_directories_flink_never_names_are_not_checkpoints(
     tmp_path: Path, dirname: str
 ) -> None:
     """Flink names them 'chk-' + Long.toString(id). CHK_RE = ^chk-(\\d+)$ accepts any Unicode
-    decimal digit, leading zeros, and (with $) a trailing newline (JOB_ID_RE has the same $)."""
+    decimal digit, leading zeros, and (with $) a trailing newline (JOB_ID_RE has the same $).
+
+    Tracker: f7."""
     sc = Scenario("1.20.3", "basic", tmp_path)
     (job,) = sc.jobs()
     mine = sc.plant(f"checkpoints/{job.name}/{dirname}/notes.txt")

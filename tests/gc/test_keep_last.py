@@ -16,7 +16,8 @@ from tests.support.gc_support import J1, T0, Scenario, ckptctl, plan_json
 # row 11: --keep-last deletes a checkpoint as a unit
 
 
-def test_row11_expired_checkpoint_with_protected_metadata_keeps_all_its_files(tmp_path: Path) -> None:
+def test_expired_checkpoint_with_protected_metadata_keeps_all_its_files(tmp_path: Path) -> None:
+    """Tracker: row11."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     job = sc.jobs()[0]
     chks = sorted(job.glob("chk-*/_metadata"), key=lambda m: int(m.parent.name[4:]))
@@ -52,11 +53,13 @@ def test_row11_expired_checkpoint_with_protected_metadata_keeps_all_its_files(tm
 # --- F3: --keep-last ranks by N, not by completion --------------------------------------------
 
 
-def test_f3_keep_last_refuses_when_checkpoint_numbers_and_times_disagree(tmp_path: Path) -> None:
+def test_keep_last_refuses_when_checkpoint_numbers_and_times_disagree(tmp_path: Path) -> None:
     """A fixed job id (application mode, operator-managed jobs) restored from an older savepoint
     continues at a lower N next to a stale higher chk-N of the previous run. --keep-last 1 keeps
     the stale chk-9 and would delete chk-8, the checkpoint that completed last (the one Flink's HA
-    store points to): the plan must be blocked."""
+    store points to): the plan must be blocked.
+
+    Tracker: f3."""
     sc = Scenario("1.20.3", "basic", tmp_path)
     (job,) = sc.jobs()
     os.utime(job / "chk-9" / "_metadata", (T0 + 600, T0 + 600))  # chk-7, chk-8 completed after it
@@ -67,7 +70,7 @@ def test_f3_keep_last_refuses_when_checkpoint_numbers_and_times_disagree(tmp_pat
     assert (job / "chk-8" / "_metadata").exists(), "the most recently completed checkpoint was deleted"
 
 
-def test_f3b_keep_last_refuses_while_a_run_restored_under_the_same_job_id_takes_its_first_checkpoint(
+def test_keep_last_refuses_while_a_run_restored_under_the_same_job_id_takes_its_first_checkpoint(
     tmp_path: Path,
 ) -> None:
     """Application mode with HA gives every deployment of a cluster id the same job id: rolled
@@ -75,7 +78,9 @@ def test_f3b_keep_last_refuses_while_a_run_restored_under_the_same_job_id_takes_
     directory and numbers its checkpoints on from chk-7. While its first one, chk-8, is in progress
     -- below the newest completed chk-9, no _metadata yet -- --keep-last 1 would expire chk-7, the
     checkpoint it restored from and fails over to: blocked. An old chk-8 (a leftover of an aborted
-    checkpoint) or a young one above the newest (the running job's next) blocks nothing."""
+    checkpoint) or a young one above the newest (the running job's next) blocks nothing.
+
+    Tracker: f3b."""
     import shutil
 
     sc = Scenario("1.20.3", "basic", tmp_path)
@@ -101,11 +106,13 @@ def test_f3b_keep_last_refuses_while_a_run_restored_under_the_same_job_id_takes_
 # --- F4: a job starting from an expired checkpoint ---------------------------------------------
 
 
-def test_f4_keep_last_refuses_while_a_job_is_starting(tmp_path: Path) -> None:
+def test_keep_last_refuses_while_a_job_is_starting(tmp_path: Path) -> None:
     """A job started a minute ago from J1/chk-7 (CLAIM, rolling back past chk-8) has no completed
     checkpoint yet: only its young files show it runs. --keep-last 1 deletes chk-7 (and the
     files only it references), which that job restores from on failover and whose shared files
-    its first incremental checkpoint will reference: the plan must be blocked."""
+    its first incremental checkpoint will reference: the plan must be blocked.
+
+    Tracker: f4."""
     sc = Scenario("1.20.3", "claim", tmp_path)
     starting = "0123456789abcdef0123456789abcdef"
     recent = time.time() - 60

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from ckptctl.checkpoint.loading import canonical
+from ckptctl.checkpoint.rebase import Rebase
+from ckptctl.checkpoint.refs import _resolver
 from ckptctl.metadata import read_metadata, write_metadata
 from ckptctl.metadata.model import (
     ChangelogBackendHandle,
@@ -27,8 +30,6 @@ from ckptctl.metadata.model import (
     file_handles,
 )
 from ckptctl.metadata.transform import map_file_handles
-from ckptctl.rebase import Rebase
-from ckptctl.refs import _resolver, canonical
 from tests.support.fixture_cases import REPO
 from tests.support.gc_plans import OLD, apply, plan_to_file
 from tests.support.gc_support import T0, Scenario, ckptctl
@@ -71,11 +72,13 @@ def _dirs(sc: Scenario) -> list[str]:
 
 
 @pytest.mark.parametrize(("version", "scenario"), FAMILIES)
-def test_a1_every_path_respelled_keeps_every_referenced_file(
+def test_every_path_respelled_keeps_every_referenced_file(
     tmp_path: Path, version: str, scenario: str
 ) -> None:
     """Every absolute path of every handle (files, segments, DSTL pieces, channel state) written in
-    another spelling of the same file: nothing Flink references may be deleted, orphans still go."""
+    another spelling of the same file: nothing Flink references may be deleted, orphans still go.
+
+    Tracker: a1."""
     sc = Scenario(version, scenario, tmp_path)
     counter = [0]
 
@@ -114,11 +117,13 @@ def _flink_references(sc: Scenario, chks) -> set[str]:
 
 
 @pytest.mark.parametrize(("version", "scenario"), FAMILIES)
-def test_a2_keep_last_one_keeps_what_the_newest_checkpoint_needs(
+def test_keep_last_one_keeps_what_the_newest_checkpoint_needs(
     tmp_path: Path, version: str, scenario: str
 ) -> None:
     """``--keep-last 1`` expires all but the newest checkpoint of each job: every file Flink's own
-    reading of the kept checkpoints references survives apply, whatever handle holds it."""
+    reading of the kept checkpoints references survives apply, whatever handle holds it.
+
+    Tracker: a2."""
     sc = Scenario(version, scenario, tmp_path)
     keep: dict[Path, Path] = {}
     for job in sc.jobs():
@@ -153,10 +158,12 @@ def test_a2_keep_last_one_keeps_what_the_newest_checkpoint_needs(
     assert not gone, f"gc deleted files a kept checkpoint references: {gone[:3]}"
 
 
-def test_a3_a_file_level_rebase_is_applied_to_every_handle_in_its_directory() -> None:
+def test_a_file_level_rebase_is_applied_to_every_handle_in_its_directory() -> None:
     """``--rebase OLD=NEW`` where OLD is one file: the resolver normalises and rebases each
     directory once (``dir/_`` as a probe), so a mapping below the directory was never applied.
-    gc then kept the old spelling live and saw the file the user named as unreferenced."""
+    gc then kept the old spelling live and saw the file the user named as unreferenced.
+
+    Tracker: a3."""
     rb = Rebase.of([("/r/job/shared/a", "/n/job/shared/b")])
     resolve = _resolver(rb)
     assert (
@@ -172,9 +179,11 @@ def test_a3_a_file_level_rebase_is_applied_to_every_handle_in_its_directory() ->
     assert resolve("file:/r/job/shared/_") == "file:/elsewhere/zz"
 
 
-def test_a3_file_level_rebase_never_deletes_the_file_it_names(tmp_path: Path) -> None:
+def test_file_level_rebase_never_deletes_the_file_it_names(tmp_path: Path) -> None:
     """End to end: an SST restored under another name and mapped with a file-level ``--rebase``
-    (the stale copy still lying at the old name) must stay; before the fix it was deleted."""
+    (the stale copy still lying at the old name) must stay; before the fix it was deleted.
+
+    Tracker: a3."""
     sc = Scenario("1.20.3", "basic", tmp_path)
     metas = sorted(sc.checkpoints.rglob("chk-*/_metadata"))
     shared = None
@@ -265,12 +274,14 @@ NESTINGS = {
 @pytest.mark.parametrize(
     ("version", "scenario"), [("1.20.3", "basic"), ("2.2.0", "forst"), ("1.15.4", "datastream")]
 )
-def test_a4_files_held_through_other_nestings_stay(
+def test_files_held_through_other_nestings_stay(
     tmp_path: Path, version: str, scenario: str, nesting: str
 ) -> None:
     """The files of every checkpoint, held through a changelog backend handle (once or nested), a
     key-groups handle over each file, swapped shared/private lists or the raw keyed slot: the walk
-    must still reach them, so gc keeps every file Flink's reading of the originals references."""
+    must still reach them, so gc keeps every file Flink's reading of the originals references.
+
+    Tracker: a4."""
     sc = Scenario(version, scenario, tmp_path)
     needed = sc.referenced_by_flink()
     changed = [0]
@@ -306,7 +317,8 @@ ODD_RELATIVE = ["..", "../..", "/abs", "a\ud800", "\x00", "x/../../y", "%2F", " 
 @pytest.mark.parametrize(
     ("kind", "value"), [("abs", v) for v in ODD_ABSOLUTE] + [("rel", v) for v in ODD_RELATIVE]
 )
-def test_a5_odd_paths_fail_closed_without_a_traceback(tmp_path: Path, kind: str, value: str) -> None:
+def test_odd_paths_fail_closed_without_a_traceback(tmp_path: Path, kind: str, value: str) -> None:
+    """Tracker: a5."""
     sc = Scenario("1.20.3", "claim_native" if kind == "rel" else "basic", tmp_path)
     target = RelativeFileHandle if kind == "rel" else FileHandle
     field = "relative_path" if kind == "rel" else "path"
@@ -333,12 +345,14 @@ def test_a5_odd_paths_fail_closed_without_a_traceback(tmp_path: Path, kind: str,
 
 
 @pytest.mark.parametrize(("version", "scenario"), [("1.20.3", "basic"), ("1.15.4", "datastream")])
-def test_a6_files_of_a_subtask_state_a_repeated_index_replaced_stay(
+def test_files_of_a_subtask_state_a_repeated_index_replaced_stay(
     tmp_path: Path, version: str, scenario: str
 ) -> None:
     """Flink reads subtask states into a map, so of two with one index the later wins, and ckptctl
     reads them the same. The earlier one's files are still kept by gc: the file is damaged, and
-    when in doubt gc keeps what either copy needs."""
+    when in doubt gc keeps what either copy needs.
+
+    Tracker: a6."""
     sc = Scenario(version, scenario, tmp_path)
     meta = max(sc.checkpoints.rglob("chk-*/_metadata"), key=lambda m: int(m.parent.name[4:]))
     md = read_metadata(meta.read_bytes(), str(meta))

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.gc import GcOptions
-from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
 from tests.gc.test_spark_plan import assert_same_plan
 from tests.support.fixed_clock import fixed_clock

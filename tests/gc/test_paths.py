@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from ckptctl import storage as st
-from ckptctl.layout import place_of
+from ckptctl.checkpoint.layout import place_of
 
 J = "0123456789abcdef0123456789abcdef"
 

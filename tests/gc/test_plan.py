@@ -572,9 +572,10 @@ def test_a_segments_file_missing_from_the_listing_is_reported_missing(tmp_path: 
     """File merging: a physical file retained checkpoints use a part of (a segment) deleted behind
     Flink's back is a missing live file, like a whole file would be (the segments' files are
     looked up apart from the live set)."""
+    from ckptctl.checkpoint.layout import locate_checkpoint
+    from ckptctl.checkpoint.loading import load_checkpoint
+    from ckptctl.checkpoint.refs import referenced_files
     from ckptctl.gc import build_plan
-    from ckptctl.layout import locate_checkpoint
-    from ckptctl.refs import load_checkpoint, referenced_files
     from ckptctl.storage import Storage
 
     sc = Scenario("2.2.0", "filemerging", tmp_path)

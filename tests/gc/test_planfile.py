@@ -26,7 +26,8 @@ from tests.support.s3_rewritten import Upload, exists, fixture_entry, plan, sock
     [{"older_than": math.nan, "margin": math.nan}, {"margin": math.nan}, {"older_than": math.inf}],
     ids=["nan-both", "margin-nan", "older-than-infinity"],
 )
-def test_row07_non_finite_numbers_in_plan_are_rejected(tmp_path: Path, edit: dict) -> None:
+def test_non_finite_numbers_in_plan_are_rejected(tmp_path: Path, edit: dict) -> None:
+    """Tracker: row07."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     job = sc.jobs()[0].name
     sc.plant(f"checkpoints/{job}/shared/old-orphan")
@@ -51,7 +52,8 @@ def test_row07_non_finite_numbers_in_plan_are_rejected(tmp_path: Path, edit: dic
 @pytest.mark.parametrize(
     "damage", ["no-candidates", "candidates-object", "candidates-entry-string", "format-unknown"]
 )
-def test_row13_malformed_plan_exits_2(tmp_path: Path, damage: str) -> None:
+def test_malformed_plan_exits_2(tmp_path: Path, damage: str) -> None:
+    """Tracker: row13."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan")
     plan_file = plan_to_file(tmp_path, str(sc.checkpoints), *sc.rebase, *OLD, "--force")
@@ -73,7 +75,8 @@ def test_row13_malformed_plan_exits_2(tmp_path: Path, damage: str) -> None:
     assert snapshot(sc.root) == before
 
 
-def test_row13_blocked_plan_is_never_applied(tmp_path: Path) -> None:
+def test_blocked_plan_is_never_applied(tmp_path: Path) -> None:
+    """Tracker: row13."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     job = sc.jobs()[0].name
     orphans = [sc.plant(f"checkpoints/{job}/shared/orphan-{i}") for i in range(3)]
@@ -91,7 +94,8 @@ def test_row13_blocked_plan_is_never_applied(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("roots", ["ck", ["{root}", 5], [["{root}"]], None])
-def test_row16_plan_roots_must_be_a_list_of_strings(tmp_path: Path, monkeypatch, roots) -> None:
+def test_plan_roots_must_be_a_list_of_strings(tmp_path: Path, monkeypatch, roots) -> None:
+    """Tracker: row16."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan")
     plan_file = plan_to_file(tmp_path, str(sc.checkpoints), *sc.rebase, *OLD, "--force")
@@ -111,7 +115,8 @@ def test_row16_plan_roots_must_be_a_list_of_strings(tmp_path: Path, monkeypatch,
 # row 15: apply uses the endpoint the plan was made with
 
 
-def test_row15_apply_uses_the_plans_endpoint(s3_server, tmp_path: Path) -> None:
+def test_apply_uses_the_plans_endpoint(s3_server, tmp_path: Path) -> None:
+    """Tracker: row15."""
     job = fixture_entry()["job_ids"][0]
     planted = {f"checkpoints/{job}/shared/orphan-{i}": b"o" * 10 for i in range(3)}
     up = Upload(s3_server, "attack-row15", extra=planted)
@@ -163,9 +168,10 @@ def test_row15_apply_uses_the_plans_endpoint(s3_server, tmp_path: Path) -> None:
         ("changelog_dirs", ["/tmp/\ud800"]),
     ],
 )
-def test_f8a_plan_file_paths_with_nul_or_lone_surrogates_are_invalid(
+def test_plan_file_paths_with_nul_or_lone_surrogates_are_invalid(
     tmp_path: Path, field: str, value
 ) -> None:
+    """Tracker: f8a."""
     sc = Scenario("1.20.3", "basic", tmp_path)
     plan_file = plan_to_file(tmp_path, str(sc.checkpoints), *sc.rebase, *OLD, "--force")
     edit_plan(plan_file, lambda d: d["options"].__setitem__(field, value))

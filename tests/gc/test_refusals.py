@@ -24,7 +24,8 @@ from tests.support.gc_support import DAY, T0, Scenario, add_job, ckptctl, plan_j
 from tests.support.s3_rewritten import ATTEMPTS_PER_CALL, Upload, all_keys, client, plan, run_plan
 
 
-def test_row03_renamed_job_dir_with_wrong_rebase_blocks_on_missing_live_files(tmp_path: Path) -> None:
+def test_renamed_job_dir_with_wrong_rebase_blocks_on_missing_live_files(tmp_path: Path) -> None:
+    """Tracker: row03."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     (renamed_from,) = sc.jobs()
     healthy, healthy_rebase = add_job(sc, "1.20.3", "basic")
@@ -64,7 +65,8 @@ def test_row03_renamed_job_dir_with_wrong_rebase_blocks_on_missing_live_files(tm
 @pytest.mark.parametrize(
     "layout", ["changelog-dir-is-root", "changelog-dir-contains-savepoints", "savepoints-contain-root"]
 )
-def test_row04_overlapping_scopes_block(tmp_path: Path, layout: str) -> None:
+def test_overlapping_scopes_block(tmp_path: Path, layout: str) -> None:
+    """Tracker: row04."""
     sc = Scenario("2.2.0", "savepoints", tmp_path)
     savepoints = sc.root / "savepoints"
     assert any(savepoints.rglob("_metadata"))
@@ -93,7 +95,8 @@ def test_row04_overlapping_scopes_block(tmp_path: Path, layout: str) -> None:
 
 
 @pytest.mark.parametrize("which", ["newest-metadata", "live-file"])
-def test_row08_future_mtime_on_metadata_or_live_file_blocks(tmp_path: Path, which: str) -> None:
+def test_future_mtime_on_metadata_or_live_file_blocks(tmp_path: Path, which: str) -> None:
+    """Tracker: row08."""
     sc = Scenario("2.2.0", "basic", tmp_path)
     job = sc.jobs()[0]
     # an in-flight checkpoint: written after the newest _metadata (T0 + 1h), older than --older-than
@@ -141,7 +144,8 @@ def test_a_metadata_being_written_blocks_and_a_crashed_writes_leftover_does_not(
 # row 9: the request that reads the storage clock fails
 
 
-def test_row09_clock_request_failing_once_is_retried(s3_server) -> None:
+def test_clock_request_failing_once_is_retried(s3_server) -> None:
+    """Tracker: row09."""
     up = Upload(s3_server, "attack-row9-once")
     rule = Rule(is_clock_request, fail=ATTEMPTS_PER_CALL)
     with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[rule]) as proxy:
@@ -151,8 +155,9 @@ def test_row09_clock_request_failing_once_is_retried(s3_server) -> None:
     assert "clock-unknown" not in codes(p)
 
 
-def test_row09_unknown_clock_blocks_unless_local_clock_is_chosen(s3_server, tmp_path: Path, monkeypatch) -> None:
+def test_unknown_clock_blocks_unless_local_clock_is_chosen(s3_server, tmp_path: Path, monkeypatch) -> None:
     # retried until the deadline, not for the default 20 s: the outcome is the same, sooner
+    """Tracker: row09."""
     monkeypatch.setenv("CKPTCTL_S3_DEADLINE", "3")
     up = Upload(s3_server, "attack-row9-never")
     before = all_keys(up.s3, up.bucket)
@@ -174,7 +179,8 @@ def test_row09_unknown_clock_blocks_unless_local_clock_is_chosen(s3_server, tmp_
 # row 10: a checkpoint completes while shared/ is listed
 
 
-def test_row10_checkpoint_completing_during_listing_blocks(s3_server, tmp_path: Path) -> None:
+def test_checkpoint_completing_during_listing_blocks(s3_server, tmp_path: Path) -> None:
+    """Tracker: row10."""
     up = Upload(s3_server, "attack-row10")
     newest_key = f"checkpoints/{up.job}/{up.newest.parent.name}/_metadata"
     body = up.s3.get_object(Bucket=up.bucket, Key=newest_key)["Body"].read()
@@ -199,9 +205,11 @@ def test_row10_checkpoint_completing_during_listing_blocks(s3_server, tmp_path: 
 
 
 @pytest.mark.parametrize("kind", ["fifo", "symlink-to-dev-zero"])
-def test_f8b_non_regular_metadata_is_refused_not_read(tmp_path: Path, kind: str) -> None:
+def test_non_regular_metadata_is_refused_not_read(tmp_path: Path, kind: str) -> None:
     """chk-N/_metadata as a FIFO: gc plan blocks forever in read. As a symlink to /dev/zero (or
-    to any huge file): read until MemoryError (exit 3) or the OOM killer."""
+    to any huge file): read until MemoryError (exit 3) or the OOM killer.
+
+    Tracker: f8b."""
     sc = Scenario("1.20.3", "basic", tmp_path)
     (job,) = sc.jobs()
     meta = job / "chk-10" / "_metadata"

@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ckptctl.checkpoint.layout import FORST_CONTROL_PREFIXES, FORST_CONTROL_RE
 from ckptctl.gc.decisions import Verdicts
 from ckptctl.gc.reasons import Reason
 from ckptctl.gc.rule import FileRule, RuleColumns, RunToDecide
-from ckptctl.layout import FORST_CONTROL_PREFIXES, FORST_CONTROL_RE
 from ckptctl.storage.listing import DirFiles
 
 NOW = 1_800_000_000.0

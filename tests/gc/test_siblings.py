@@ -14,9 +14,9 @@ import json
 import time
 from pathlib import Path
 
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.gc import GcOptions
 from ckptctl.gc.siblings import unmapped_references
-from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
 from tests.gc.test_spark_plan import assert_same_plan
 from tests.support.faulty_proxy import FaultyProxy, Rule, is_list, query

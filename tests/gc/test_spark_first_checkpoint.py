@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.gc import GcOptions
-from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
 from tests.gc.test_first_checkpoint import MIN, files_of, first_checkpoint_uploading, upload_first_checkpoint
 from tests.gc.test_spark_plan import CLOCK, assert_same_plan, fixed_clock  # noqa: F401 (fixtures)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.gc import build_plan
 from ckptctl.gc.plan import _Planner
-from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.fixture_cases import scenario_roots
 from tests.support.gc_support import DAY, STAND_INS, T0, Scenario, ckptctl
@@ -334,8 +334,8 @@ def test_spark_plan_anchors_a_tenants_files_on_s3_as_in_process(spark, s3_server
     in its one listing (scan_root: chk-N by name), the Spark planner after the listing (fold_late),
     and the anchor came from fold_late only: the two plans differed (a review), the local one
     collecting the file in flight. The anchor is now taken from every retained checkpoint inside."""
+    from ckptctl.checkpoint.rebase import Rebase
     from ckptctl.gc import GcOptions
-    from ckptctl.rebase import Rebase
     from tests.support.fixture_cases import REPO
     from tests.support.s3_copied import VERSION, manifest
 
@@ -365,8 +365,8 @@ def test_spark_plan_anchors_a_tenants_files_on_s3_as_in_process(spark, s3_server
 def test_spark_plan_keeps_the_changelog_of_a_fixed_job_id_as_in_process(spark, tmp_path: Path) -> None:
     """The red-team attack of a fixed JobID shared by two deployments (test_dead_jobs): both
     planners keep the unscanned deployment's DSTL files (collected when asked: test_dead_jobs)."""
+    from ckptctl.checkpoint.rebase import Rebase
     from ckptctl.gc import GcOptions
-    from ckptctl.rebase import Rebase
     from tests.gc.test_dead_jobs import fixed_id_deployments
 
     a, mappings, needed = fixed_id_deployments(tmp_path, "0" * 32)

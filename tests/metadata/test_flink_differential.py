@@ -94,8 +94,8 @@ def test_a_repeated_local_name_in_v3_keeps_both_files_referenced() -> None:
     # Flink 1.14/1.15 keep the later of two entries with one local name (a HashMap), which is what
     # ckptctl reports as Flink's reading; 1.17+ restoring the same V3 file fetch both, so gc must
     # still see both files as referenced
+    from ckptctl.checkpoint.loading import written_absolute_paths
     from ckptctl.metadata import read_metadata
-    from ckptctl.refs import written_absolute_paths
 
     case = next(c for c in PINNED if "repeated local file name" in c["note"])
     original = read_metadata(d.fixture_bytes(case["fixture"]))

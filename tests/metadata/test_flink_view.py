@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ckptctl import dstl
+from ckptctl.checkpoint import dstl
 from ckptctl.cli import app
 from ckptctl.metadata import read_metadata, write_metadata
 from tests.support.fixture_cases import Case, cases, scenario_roots

@@ -11,7 +11,20 @@ import typing
 
 import pytest
 
-from ckptctl import views
+from ckptctl.checkpoint.loading import load_checkpoint
+from ckptctl.checkpoint.refs import (
+    ARROW_TYPES,
+    COLUMNS,
+    FILE_COLUMNS,
+    GROUP_COLUMNS,
+    GROUP_KEY,
+    Ref,
+    file_resolver,
+    reference_rows,
+    referenced_files,
+    referenced_uris,
+)
+from ckptctl.inspect import views
 from ckptctl.metadata import model, read_metadata, write_metadata
 from ckptctl.metadata.model import (
     FileHandle,
@@ -22,19 +35,6 @@ from ckptctl.metadata.model import (
     incremental_parts,
 )
 from ckptctl.metadata.transform import map_file_handles
-from ckptctl.refs import (
-    ARROW_TYPES,
-    COLUMNS,
-    FILE_COLUMNS,
-    GROUP_COLUMNS,
-    GROUP_KEY,
-    Ref,
-    file_resolver,
-    load_checkpoint,
-    reference_rows,
-    referenced_files,
-    referenced_uris,
-)
 from ckptctl.storage import Storage
 from tests.support.fixture_cases import cases
 

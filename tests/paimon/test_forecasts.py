@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.cli import app, gc_alias
 from ckptctl.paimon.orphans import plan_orphans
 from ckptctl.paimon.restore import run_report
 from ckptctl.paimon.table import PaimonTable
-from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
 from tests.support.paimon_scenarios import CHECKPOINTED, age_files, commit_again, sync_commit_times
 from tests.support.s3_clock import next_second

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.cli import app, gc_alias
 from ckptctl.paimon.restore import run_report
-from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
 from tests.support.paimon_scenarios import TABLE, copy_scenario
 

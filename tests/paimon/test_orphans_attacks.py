@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.cli import app, gc_alias
 from ckptctl.paimon.orphans import plan_orphans
 from ckptctl.paimon.restore import run_report
-from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage
 from tests.support.paimon_scenarios import (
     commit_again,

@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from ckptctl.checkpoint.layout import CheckpointLocation
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.errors import MetadataFormatError
-from ckptctl.layout import CheckpointLocation
 from ckptctl.metadata.model import (
     ByteStreamHandle,
     CheckpointMetadata,
@@ -44,8 +46,6 @@ from ckptctl.paimon.sinkstate import (
     read_handle,
     read_sink_state,
 )
-from ckptctl.rebase import Rebase
-from ckptctl.refs import LoadedCheckpoint
 from ckptctl.storage import Storage
 
 HERE = Path(__file__).resolve().parents[2] / "fixtures" / "paimon" / "serialized"
@@ -401,7 +401,7 @@ def test_other_states_between_are_skipped_by_separate_reads(tmp_path: Path, monk
 def test_a_real_metadata_end_to_end() -> None:
     """chk-5/_metadata written by Flink 1.20.3's Checkpoints.storeCheckpointMetadata, the three
     operator state streams inline: Writer (2 subtasks, disagreeing commit users) and Global Committer."""
-    from ckptctl.refs import load_checkpoint
+    from ckptctl.checkpoint.loading import load_checkpoint
 
     storage = Storage()
     got = read_sink_state(storage, load_checkpoint(storage, str(HERE / "checkpoint" / "chk-5")))

@@ -9,12 +9,12 @@ import json
 
 import pytest
 
+from ckptctl.checkpoint.rebase import Rebase
+from ckptctl.checkpoint.targets import one_checkpoint
 from ckptctl.preflight import serializers as ser
 from ckptctl.preflight.check import default_max_parallelism
-from ckptctl.rebase import Rebase
 from ckptctl.states.catalog import catalog
 from ckptctl.storage import Storage, StorageOptions
-from ckptctl.targets import one_checkpoint
 from tests.support.cli_runner import DATA, cli
 
 STATES = DATA / "2.2.0/states/savepoints/savepoint-d79be6-9582803d2d8f"  # DataStream: keyed + operator state

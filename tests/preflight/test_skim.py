@@ -52,10 +52,10 @@ def test_a_skimmed_handle_is_never_written():
 def test_preflight_decodes_no_file_list(monkeypatch):
     """The full decoding of a file list is never called by preflight, and the report is the one
     the full decoding gives (verdict, findings, every operator's bytes: what -n drops)."""
+    from ckptctl.checkpoint.rebase import Rebase
+    from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.preflight import run_preflight
-    from ckptctl.rebase import Rebase
     from ckptctl.storage import Storage, StorageOptions
-    from ckptctl.targets import one_checkpoint
 
     storage = Storage(StorageOptions.from_env(None))
     old, new = (one_checkpoint(storage, str(p), Rebase()) for p in (CHECKPOINT.parent, NEW))

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from ckptctl.checkpoint.rebase import Rebase
+from ckptctl.checkpoint.targets import one_checkpoint
 from ckptctl.preflight import run_preflight
-from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
-from ckptctl.targets import one_checkpoint
 from tests.support.fixture_cases import FIXTURES
 
 UPGRADES = Path(os.environ.get("CKPTCTL_UPGRADES") or FIXTURES / "upgrades")

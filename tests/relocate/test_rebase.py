@@ -1,4 +1,4 @@
-"""``--rebase`` and the inferred mapping of a moved directory (ckptctl.rebase), unit by unit.
+"""``--rebase`` and the inferred mapping of a moved directory (ckptctl.checkpoint.rebase), unit by unit.
 
 The pure path rules are checked on small examples; inference is checked on a real Flink fixture
 copied away from where Flink wrote it, against the manifest's record of that place.
@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from ckptctl.checkpoint.layout import CheckpointLocation, scan_root
+from ckptctl.checkpoint.loading import load_checkpoint
+from ckptctl.checkpoint.rebase import Rebase, infer_rebase, moved_warnings, with_inferred, written_job_dir
+from ckptctl.checkpoint.refs import COLUMNS, reference_rows
 from ckptctl.errors import LayoutError
-from ckptctl.layout import CheckpointLocation, scan_root
-from ckptctl.rebase import Rebase, infer_rebase, moved_warnings, with_inferred, written_job_dir
-from ckptctl.refs import COLUMNS, load_checkpoint, reference_rows
 from ckptctl.storage import Storage
 from tests.support.gc_support import Scenario
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from ckptctl.checkpoint.rebase import Rebase
+from ckptctl.checkpoint.targets import one_checkpoint
 from ckptctl.metadata import read_metadata
 from ckptctl.preflight import run_preflight
 from ckptctl.preflight.uidhash import operator_id_of_uid
-from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
-from ckptctl.targets import one_checkpoint
 from tests.support.cli_runner import cli, one_line_error
 from tests.support.fixture_cases import FIXTURES
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ckptctl.refs import load_checkpoint
+from ckptctl.checkpoint.loading import load_checkpoint
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.fixture_cases import REPO, manifest
 from tests.support.gc_support import Scenario, ckptctl
@@ -457,8 +457,8 @@ def test_a_corrupt_sst_is_named_by_the_checkpoints_file_and_byte(version, scenar
     the handle is done) and, for a merged file's segment, by an offset within the segment; the
     error names the checkpoint's file and the byte of it instead (found by a red-team helper:
     the temp file, and a MANIFEST that was intact, were all the operator was told)."""
+    from ckptctl.checkpoint.refs import file_resolver
     from ckptctl.metadata.model import file_groups
-    from ckptctl.refs import file_resolver
 
     sc = Scenario(version, scenario, tmp_path)
     chk = max(sc.root.rglob("chk-*/_metadata"), key=lambda p: int(p.parent.name[4:])).parent

@@ -97,8 +97,8 @@ def test_heap_and_rocksdb_twins_agree_per_state_and_key_group(version: str, scen
 def _last_key_group(chk: Path) -> tuple[Path, int, int]:
     """A heap key-group file of the "stateful" operator, its last key group and that group's offset
     (from the checkpoint's own _metadata)."""
+    from ckptctl.checkpoint.loading import load_checkpoint
     from ckptctl.metadata.model import KeyGroupsHandle
-    from ckptctl.refs import load_checkpoint
     from ckptctl.storage import Storage, StorageOptions
 
     ck = load_checkpoint(Storage(StorageOptions()), str(chk))

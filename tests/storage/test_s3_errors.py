@@ -190,7 +190,7 @@ SIDE_BY_SIDE = 16
 
 @pytest.mark.parametrize(("command", "held_below"), [(["verify", "--engine", "local"], "/shared/"),
                                                     (["check"], "/shared/"), (["gc"], "/_metadata"),
-                                                    (["states"], "/chk-")])  # fmt: skip
+                                                    (["ls"], "/_metadata"), (["states"], "/chk-")])  # fmt: skip
 def test_an_endpoint_that_stops_answering_midway_stops_the_command_at_its_first_deadline(
     command, held_below, s3_server, s3_fixtures
 ) -> None:
@@ -199,7 +199,8 @@ def test_an_endpoint_that_stops_answering_midway_stops_the_command_at_its_first_
     keyed state's meta files) -- a gateway whose backend for those keys hung. A command that
     reports one file's storage error and goes on (verify's per-file checks, gc's refusal of an
     unreadable _metadata, states' headers read side by side) used to wait out the deadline for
-    each next file too: it stops at the first one, in one line, and gc plans nothing."""
+    each next file too: it stops at the first one, in one line, and gc plans nothing. ``ls`` read
+    every ``_metadata`` in turn, each waiting out the deadline, and listed them as rows in error."""
     from tests.support.faulty_proxy import HANG, FaultyProxy, Rule
     from tests.support.fixture_cases import REPO, manifest
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from concurrent.futures import ThreadPoolExecutor
 
-from ckptctl.layout import is_checkpoint_metadata
+from ckptctl.checkpoint.layout import is_checkpoint_metadata
 from ckptctl.storage import JOB_AREAS, Storage, StorageOptions, is_job_dir_name
 
 A, B, T = "a" * 32, "b" * 32, "d" * 32  # two jobs and a tenant directory named like a job

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.gc import GcOptions, build_plan
-from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.faulty_proxy import FaultyProxy, query
 from tests.support.s3_clock import next_second

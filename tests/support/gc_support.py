@@ -55,8 +55,8 @@ class Scenario:
 
     def gc_options(self, **overrides):
         """GcOptions for planning this scenario in place (moved from its original root)."""
+        from ckptctl.checkpoint.rebase import Rebase
         from ckptctl.gc import GcOptions
-        from ckptctl.rebase import Rebase
 
         settings = {
             "older_than": DAY,

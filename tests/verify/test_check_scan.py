@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.errors import StorageError
 from ckptctl.gc import GcOptions, build_plan
-from ckptctl.rebase import Rebase
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.faulty_proxy import FaultyProxy, Rule, is_clock_request, is_list
 from tests.support.fixture_cases import manifest
@@ -144,7 +144,7 @@ def test_check_over_s3_on_the_wire(s3_server, s3_fixtures: str, monkeypatch, gc_
 
 
 def test_the_scan_storage_refuses_to_write(tmp_path: Path) -> None:
-    from ckptctl.scan import RootScan
+    from ckptctl.checkpoint.scan import RootScan
 
     sc = Scenario("1.20.3", "basic", tmp_path)
     scan = RootScan.of(Storage(), str(sc.checkpoints), Rebase.parse([f"{sc.original}={sc.root}"]))
@@ -163,7 +163,7 @@ def test_the_scan_storage_overrides_match_the_storage_they_replace() -> None:
     """Every method the scan overrides takes what Storage's takes: callers hold either one."""
     import inspect
 
-    from ckptctl.scan import ScanStorage
+    from ckptctl.checkpoint.scan import ScanStorage
 
     overridden = [n for n, f in vars(ScanStorage).items() if callable(f) and not n.startswith("__")]
     shared = [n for n in overridden if hasattr(Storage, n)]

@@ -275,7 +275,7 @@ def test_truncated_file_merging_segment_file_is_found(tmp_path: Path) -> None:
 @pytest.mark.parametrize("version", ["1.15.4", "1.20.3", "2.2.0"])
 def test_corrupt_changelog_files_are_found(version: str, tmp_path: Path) -> None:
     """DSTL files were only stat'ed: zeros, a flipped header or a change cut short passed as
-    "well-formed" (found by a red-team helper). Now read for their structure (ckptctl.dstl):
+    "well-formed" (found by a red-team helper). Now read for their structure (ckptctl.checkpoint.dstl):
     sound as Flink wrote them; each corruption a problem naming the file and its byte."""
     scenario = "datastream_changelog" if version == "1.15.4" else "changelog"
     sc = Scenario(version, scenario, tmp_path)

@@ -15,8 +15,8 @@ def report(console: Any, r: CheckReport, named: str) -> None:
     """``check``: one row per checkpoint and one for the orphans, the problems, the verdict."""
     from rich.table import Table
 
+    from ckptctl.inspect.views import short_uri
     from ckptctl.verify.run import moved_lines
-    from ckptctl.views import short_uri
 
     root = r.root
     table = Table(title=f"check {named}", title_justify="left")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ckptctl.cli.output import human_bytes
 
 if TYPE_CHECKING:
-    from ckptctl.views import CheckpointDiff
+    from ckptctl.inspect.diff import CheckpointDiff
 
 
 DIFF_TOP = 10  # files listed per kind in the human diff
@@ -18,7 +18,7 @@ def report(console: Any, r: CheckpointDiff) -> None:
     and removed (paths relative to the directory holding both checkpoints)."""
     from rich.table import Table
 
-    from ckptctl.views import short_uri
+    from ckptctl.inspect.views import short_uri
 
     a, b = r.a, r.b
     table = Table(title=f"{a['checkpoint_id']} → {b['checkpoint_id']}", title_justify="left")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import Col, _s, fitted_table, human_bytes, human_time, styled
+from ckptctl.cli.output import Col, fitted_table, human_bytes, human_time, or_dash, styled
 
 if TYPE_CHECKING:
-    from ckptctl.views import Listing
+    from ckptctl.inspect.ls import Listing
 
 
 def report(console: Any, r: Listing, named: str | None = None) -> None:
@@ -18,7 +18,7 @@ def report(console: Any, r: Listing, named: str | None = None) -> None:
     from rich import box
 
     from ckptctl import storage as st
-    from ckptctl.views import short_uri
+    from ckptctl.inspect.views import short_uri
 
     root = r.root
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -35,13 +35,13 @@ def report(console: Any, r: Listing, named: str | None = None) -> None:
             status = styled("[ok]ok[/ok]" if i["complete"] else "[warning]incomplete[/warning]")
             if i.get("error"):
                 status = styled("[error]unreadable[/error]")
-            data["id"].append(_s(i["checkpoint_id"]))
+            data["id"].append(or_dash(i["checkpoint_id"]))
             data["kind"].append((i["savepoint_format"] or "").lower() or i["kind"])
-            data["ver"].append(_s(i["format_version"]))
-            data["ops"].append(_s(i["operators"]))
+            data["ver"].append(or_dash(i["format_version"]))
+            data["ops"].append(or_dash(i["operators"]))
             data["state"].append(human_bytes(i["state_size"]))
             data["incr."].append(human_bytes(i["incremental_size"]))
-            data["files"].append(_s(i["files"]))
+            data["files"].append(or_dash(i["files"]))
             data["written UTC"].append(human_time(i["metadata_mtime"])[5:16])
             data["status"].append(status)
         if is_job:

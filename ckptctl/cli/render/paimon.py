@@ -6,7 +6,7 @@ from typing import Any
 
 from ckptctl.cli.output import human_bytes
 from ckptctl.cli.terminal import styled
-from ckptctl.views import short_uri
+from ckptctl.inspect.views import short_uri
 
 _CODE_TEXT = {
     "A": "re-commits after expiration",

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ckptctl.cli.output import LONG_ROWS, Col, _s, fitted_table, print_long_table
+from ckptctl.cli.output import LONG_ROWS, Col, fitted_table, or_dash, print_long_table
 
 if TYPE_CHECKING:
-    from ckptctl.views import ReferenceMap
+    from ckptctl.inspect.refs import ReferenceMap
 
 
 def report(console: Any, r: ReferenceMap, named: str | None = None) -> None:
     """``refs``: the reference map for people: numbers whole, paths relative to the root and
     folded, and the least needed columns (slot, offset, RocksDB name, operator) dropped on a
     narrow terminal."""
-    from ckptctl.views import short_uri
+    from ckptctl.inspect.views import short_uri
 
     headers = {
         "checkpoint_id": "chk", "operator_id": "operator", "subtask": "sub", "slot": "slot",
@@ -29,7 +29,7 @@ def report(console: Any, r: ReferenceMap, named: str | None = None) -> None:
                 v = (v or "-")[:8]
             elif c == "path":
                 v = short_uri(v, r.root)
-            data[c].append(_s(v))
+            data[c].append(or_dash(v))
     cols = [
         Col(headers[c], cells, justify="right" if c in ("checkpoint_id", "subtask", "offset", "size") else "left",
             fold=c == "path")

@@ -10,7 +10,7 @@ from ckptctl.cli.output import styled
 
 def print_repairable(console, repairable: list[dict[str, Any]], root: str) -> None:
     """What FLINK-39964 did to which checkpoint, and the command that repairs it."""
-    from ckptctl.views import short_uri
+    from ckptctl.inspect.views import short_uri
 
     for r in repairable:
         where = short_uri(r["checkpoint"], root)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ckptctl.cli.output import human_bytes, styled
 
 if TYPE_CHECKING:
-    from ckptctl.views import CheckpointView
+    from ckptctl.inspect.show import CheckpointView
 
 
 def report(console: Any, r: CheckpointView, named: str | None = None) -> None:
@@ -74,7 +74,7 @@ def _file_lines(h: dict[str, Any]) -> int:
 def _handle_line(h: dict[str, Any], base: str | None = None) -> Any:
     from rich.text import Text
 
-    from ckptctl.views import short_uri
+    from ckptctl.inspect.views import short_uri
 
     parts = [styled("[bold]{}[/bold]", h["type"]), Text(human_bytes(h.get("state_size")))]
     if "key_group_range" in h:

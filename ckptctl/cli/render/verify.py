@@ -17,9 +17,9 @@ def report(console: Any, result: VerifyResult, root: str, named: str, term: Term
     was checked where (moved checkpoints, --rebase what-ifs) goes to the terminal (stderr)."""
     from rich.table import Table
 
+    from ckptctl.inspect.views import short_uri
     from ckptctl.verify import CHECKS
     from ckptctl.verify.run import moved_lines
-    from ckptctl.views import short_uri
     from ckptctl.words import plural
 
     c = result.counts

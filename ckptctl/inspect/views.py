@@ -7,13 +7,12 @@ can compare ckptctl's output with Flink's own reader field by field. No Typer or
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import IO, Any
+from collections.abc import Callable
+from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.flink39964 import is_inherited, split_inherited
-from ckptctl.layout import CheckpointLocation
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import file_resolver
 from ckptctl.metadata.model import (
     ByteStreamHandle,
     ChangelogBackendHandle,
@@ -29,12 +28,9 @@ from ckptctl.metadata.model import (
     OperatorStreamHandle,
     RelativeFileHandle,
     SegmentFileHandle,
-    file_handles,
     state_sizes,
 )
 from ckptctl.metadata.writer import encode_merged_channel_offsets
-from ckptctl.pycollector import paused_collector
-from ckptctl.refs import LoadedCheckpoint, Ref, file_resolver, reference_rows
 
 Resolver = Callable[[Any], str]
 
@@ -146,7 +142,9 @@ def _changelog_bytes(h: ChangelogBytesHandle, resolve: Resolver, version: int) -
     }  # fmt: skip
 
 
-def _operator(h: OperatorStreamHandle | FileMergingOperatorHandle, resolve: Resolver, version: int) -> dict[str, Any]:
+def _operator(
+    h: OperatorStreamHandle | FileMergingOperatorHandle, resolve: Resolver, version: int
+) -> dict[str, Any]:
     out = {
         "states": [{"name": s.name, "mode": s.mode_name, "offsets": list(s.offsets)} for s in h.states],
         "delegate": handle_view(h.delegate, resolve, version),
@@ -235,182 +233,8 @@ def checkpoint_view(ck: LoadedCheckpoint) -> dict[str, Any]:
     }
 
 
-@dataclass
-class CheckpointView:
-    """``show``: one checkpoint's :func:`checkpoint_view` (``--json`` adds each operator's states)."""
-
-    view: dict[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return self.view
-
-
-@dataclass
-class Listing:
-    """``ls``: one :func:`summary_view` (or :func:`incomplete_view`) per checkpoint, savepoint or
-    incomplete directory found under ``root``."""
-
-    root: str
-    rows: list[dict[str, Any]]
-
-    def to_json(self) -> list[dict[str, Any]]:
-        return self.rows
-
-
 def _listed(h: Any, resolve: Resolver, version: int) -> list[dict[str, Any]]:
     return [] if h is None else [handle_view(h, resolve, version)]
-
-
-def summary_view(ck: LoadedCheckpoint) -> dict[str, Any]:
-    """One line of ``ls``: a checkpoint's identity, format and sizes."""
-    md = ck.metadata
-    full, incremental, _inline = state_sizes(md)
-    files, inherited = _own_and_inherited(ck)
-    props = md.properties
-    return {
-        "path": ck.location.uri,
-        "job_id": ck.location.job_id,
-        "checkpoint_id": md.checkpoint_id,
-        "kind": ck.kind,
-        "format_version": md.version,
-        "savepoint_format": props.savepoint_format if props else None,
-        "operators": len(md.operators),
-        "state_size": full,
-        "incremental_size": incremental,
-        "files": len(files),
-        # FLINK-39964: files reused from a CLAIM-restored NATIVE savepoint, recorded by relative name
-        # (not this checkpoint's files, not uploaded by it; ckptctl repair fixes the references)
-        "inherited_files": len(inherited),
-        "inherited_bytes": sum(inherited.values()),
-        "metadata_mtime": ck.location.metadata.mtime if ck.location.metadata else None,
-        "complete": True,
-        "error": None,
-    }
-
-
-def _own_and_inherited(ck: LoadedCheckpoint) -> tuple[set[str], dict[str, int]]:
-    """(the files a checkpoint references as its own, its inherited files' sizes by written
-    name): what ``reference_rows`` and ``split_inherited`` give, from the handles themselves. A row
-    per reference made ``ls`` of 3 checkpoints of 1.2M references take 10 s and 1.8 GB."""
-    resolve = file_resolver(ck)
-    own: set[str] = set()
-    inherited: dict[str, int] = {}
-    kind = ck.kind
-    with paused_collector():
-        for scope, h in file_handles(ck.metadata):
-            if is_inherited(kind, scope, type(h) is RelativeFileHandle):
-                inherited[h.relative_path] = h.size
-            else:
-                own.add(resolve(h))
-    return own, inherited
-
-
-def incomplete_view(loc: CheckpointLocation, error: str | None = None) -> dict[str, Any]:
-    """An ``ls`` row without a decoded ``_metadata``: a ``chk-N`` Flink never completed
-    (``complete`` false), or one whose ``_metadata`` exists but cannot be read (``complete`` true:
-    Flink finished it; ``error`` says why it cannot be restored)."""
-    return {
-        "path": loc.uri, "job_id": loc.job_id, "checkpoint_id": loc.dir_checkpoint_id, "kind": loc.kind,
-        "format_version": None, "savepoint_format": None, "operators": None, "state_size": None,
-        "incremental_size": None, "files": None, "inherited_files": None, "inherited_bytes": None,
-        "metadata_mtime": loc.metadata.mtime if loc.metadata else None,
-        "complete": loc.metadata is not None, "error": error,
-    }  # fmt: skip
-
-
-@dataclass
-class CheckpointDiff:
-    """``diff``: files (``{"path", "size"}``) added, removed and reused from checkpoint A to B;
-    ``a`` and ``b`` say which checkpoints, what each uploaded and what it inherited (FLINK-39964)."""
-
-    a: dict[str, Any]
-    b: dict[str, Any]
-    added: list[dict[str, Any]]
-    removed: list[dict[str, Any]]
-    reused: list[dict[str, Any]]
-
-    def files(self, kind: str) -> list[dict[str, Any]]:
-        """The ``added``, ``removed`` or ``reused`` files."""
-        return {"added": self.added, "removed": self.removed, "reused": self.reused}[kind]
-
-    def bytes(self, kind: str) -> int:
-        return sum(f["size"] for f in self.files(kind))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "a": self.a, "b": self.b, "added": self.added, "removed": self.removed, "reused": self.reused,
-            "added_bytes": self.bytes("added"), "removed_bytes": self.bytes("removed"),
-            "reused_bytes": self.bytes("reused"),
-        }  # fmt: skip
-
-
-def diff_view(a: LoadedCheckpoint, b: LoadedCheckpoint) -> CheckpointDiff:
-    """Files added, removed and reused from checkpoint A to checkpoint B (by physical file)."""
-    own_a, inherited_a = split_inherited(a, reference_rows(a))
-    own_b, inherited_b = split_inherited(b, reference_rows(b))
-    fa = _file_sizes(own_a)
-    fb = _file_sizes(own_b)
-    _fa, inc_a, _ = state_sizes(a.metadata)
-    _fb, inc_b, _ = state_sizes(b.metadata)
-
-    def files(paths: Iterable[str], sizes: dict[str, int]) -> list[dict[str, Any]]:
-        return [{"path": p, "size": sizes[p]} for p in sorted(paths)]
-
-    return CheckpointDiff(
-        a={
-            "path": a.location.uri,
-            "checkpoint_id": a.metadata.checkpoint_id,
-            "uploaded_bytes": inc_a,
-            "inherited": _inherited_view(inherited_a),
-        },
-        b={
-            "path": b.location.uri,
-            "checkpoint_id": b.metadata.checkpoint_id,
-            "uploaded_bytes": inc_b,
-            "inherited": _inherited_view(inherited_b),
-        },
-        added=files(set(fb) - set(fa), fb),
-        removed=files(set(fa) - set(fb), fa),
-        reused=files(set(fa) & set(fb), fb),
-    )
-
-
-def _inherited_view(rows: list[Ref]) -> dict[str, Any]:
-    sizes = {r.written_path: r.size for r in rows}
-    return {
-        "files": len(sizes), "bytes": sum(sizes.values()),
-        "relative_paths": sorted(sizes),
-    }  # fmt: skip
-
-
-def _file_sizes(rows: list[Ref]) -> dict[str, int]:
-    """Physical file → bytes referenced (a merged file's size is the span its segments cover)."""
-    out: dict[str, int] = {}
-    for r in rows:
-        path = r.path
-        out[path] = max(out.get(path, 0), r.offset + r.size)
-    return out
-
-
-@dataclass
-class ReferenceMap:
-    """``refs``: one row per (checkpoint, operator, subtask, handle, file) in ``columns`` order
-    (:func:`ckptctl.refs.reference_rows`); shown paths are relative to ``root``."""
-
-    columns: Sequence[str]
-    rows: list[tuple]
-    root: str | None
-
-    def to_json(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
-
-    def write_json(self, out: IO[bytes]) -> None:
-        """The same document as :meth:`to_json`, encoded row by row (a root can hold 10^5 rows)."""
-        import codecs
-
-        from ckptctl.export import write_json
-
-        write_json(self.columns, self.rows, codecs.getwriter("utf-8")(out))
 
 
 def short_uri(uri: str, root: str | None) -> str:

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptctl import storage as st
-from ckptctl.errors import CkptError, StorageError, StoreUnanswered
-from ckptctl.layout import METADATA_FILE, RootLayout, is_checkpoint_metadata, scan_root
-from ckptctl.rebase import Rebase
-from ckptctl.refs import LoadedCheckpoint, load_checkpoint
+from ckptctl.checkpoint.layout import METADATA_FILE, RootLayout, is_checkpoint_metadata, scan_root
+from ckptctl.checkpoint.loading import LoadedCheckpoint, each_checkpoint
+from ckptctl.checkpoint.rebase import Rebase
+from ckptctl.errors import CkptError, StorageError
 from ckptctl.storage import FileInfo, Storage, WalkNotes
 
 
@@ -154,7 +154,7 @@ class RootScan:
         cls, storage: Storage, root: str, rebase: Rebase | None = None, apply_inferred: bool = True
     ) -> RootScan:
         """List ``root`` and read each completed checkpoint's ``_metadata`` (with ``rebase`` and
-        the mapping a moved directory suggests, as :func:`~ckptctl.refs.load_checkpoint` does)."""
+        the mapping a moved directory suggests, as :func:`~ckptctl.checkpoint.loading.load_checkpoint` does)."""
         root = st.normalize_uri(root)
         notes = st.WalkNotes()
         files = list(storage.list_files(root, notes))
@@ -162,17 +162,14 @@ class RootScan:
         view = ScanStorage(storage, layout.root, files, notes)
         loaded: list[LoadedCheckpoint] = []
         unreadable: dict[str, CkptError] = {}
-        for loc in layout.locations():
-            if not loc.complete:
-                continue
-            try:
-                loaded.append(load_checkpoint(view, loc, rebase, apply_inferred=apply_inferred))
-            except StoreUnanswered:
-                raise  # each next checkpoint would wait out the same deadline
-            except CkptError as e:
-                unreadable[loc.uri] = e
+        complete = [loc for loc in layout.locations() if loc.complete]
+        for loc, ck, error in each_checkpoint(view, complete, rebase, apply_inferred=apply_inferred):
+            if error is not None:
+                unreadable[loc.uri] = error
+            else:
+                loaded.append(ck)
         return cls(layout.root, files, layout, loaded, unreadable, view)
 
     def listings(self) -> dict[str, list[FileInfo]]:
-        """The listing by root, as :func:`ckptctl.flink39964.explain_missing` takes it."""
+        """The listing by root, as :func:`ckptctl.checkpoint.flink39964.explain_missing` takes it."""
         return {self.root: self.files}

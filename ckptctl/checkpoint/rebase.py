@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.layout import CheckpointLocation
 from ckptctl.errors import LayoutError
-from ckptctl.layout import CheckpointLocation
 
 
 @dataclass(frozen=True)

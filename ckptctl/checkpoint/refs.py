@@ -13,23 +13,18 @@ an Arrow table, JSON lines or CSV. The traversal itself is the model's (:class:`
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ckptctl import storage as st
-from ckptctl.layout import CheckpointLocation, locate_checkpoint
-from ckptctl.metadata import read_metadata
+from ckptctl.checkpoint.loading import LoadedCheckpoint, canonical
+from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.metadata.model import (
-    CheckpointMetadata,
     FileHandle,
     RelativeFileHandle,
     SegmentFileHandle,
     file_groups,
-    file_handles,
 )
 from ckptctl.pycollector import paused_collector
-from ckptctl.rebase import Rebase, infer_rebase
-from ckptctl.storage import Storage
 
 
 class Ref(NamedTuple):
@@ -97,14 +92,6 @@ class FileRef(NamedTuple):
     size: int
 
 
-def canonical(path: str) -> str:
-    """Canonical URI of a path Flink wrote (see :func:`storage.normalize_uri`); the common,
-    already-canonical case costs one check."""
-    if (path.startswith("s3://") or path.startswith("file:/")) and path[-1] > " " and st.is_normal(path):
-        return path
-    return st.normalize_uri(path)
-
-
 def relative_uri(base: str, relative: str) -> str:
     """URI of a relative handle's file; the common plain name costs one check."""
     if (
@@ -113,58 +100,6 @@ def relative_uri(base: str, relative: str) -> str:
     ):  # fmt: skip
         return st.resolve_relative(base, st.java_trim(relative))
     return base + "/" + relative
-
-
-@dataclass(frozen=True)
-class LoadedCheckpoint:
-    """A decoded checkpoint with the facts needed to turn its handles into file URIs."""
-
-    location: CheckpointLocation
-    metadata: CheckpointMetadata
-    rebase: Rebase  # explicit mappings, plus the inferred one when the caller accepted it
-    inferred_rebase: Rebase | None  # what a moved directory suggests (None: not moved / unknown)
-
-    @property
-    def kind(self) -> str:
-        props = self.metadata.properties
-        if props is not None and props.is_savepoint:
-            return "savepoint"
-        if self.location.kind == "unknown" and props is not None:
-            return "checkpoint"
-        return self.location.kind
-
-
-def read_location(storage: Storage, location: CheckpointLocation) -> CheckpointMetadata:
-    uri = location.metadata_uri
-    known = location.metadata.size if location.metadata is not None else None
-    return read_metadata(storage.read_bytes(uri, limit=MAX_METADATA_BYTES, size=known), path=uri)
-
-
-MAX_METADATA_BYTES = 1 << 30  # the largest real _metadata seen is tens of MB; never read a device
-
-
-def load_checkpoint(
-    storage: Storage,
-    location: CheckpointLocation | str,
-    rebase: Rebase | None = None,
-    *,
-    apply_inferred: bool = True,
-) -> LoadedCheckpoint:
-    """Read a checkpoint's ``_metadata`` and work out how its written paths map to today's."""
-    loc = location if isinstance(location, CheckpointLocation) else locate_checkpoint(storage, location)
-    md = read_location(storage, loc)
-    effective = rebase or Rebase()
-    inferred = infer_rebase(loc, (effective.apply(canonical(p)) for p in written_absolute_paths(md)))
-    if apply_inferred:
-        effective = effective.merged(inferred)
-    return LoadedCheckpoint(loc, md, effective, inferred)
-
-
-def written_absolute_paths(md: CheckpointMetadata) -> Iterator[str]:
-    """Absolute paths as written (files and segments), for moved-directory detection."""
-    for _scope, h in file_handles(md):
-        if type(h) is not RelativeFileHandle:
-            yield h.path
 
 
 # ---------------------------------------------------------------------------------------------

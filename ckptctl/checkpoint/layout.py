@@ -10,7 +10,7 @@ Flink's ``FsCheckpointStorage`` layout::
     <dir>/savepoint-<6 hex>-<12 hex>/_metadata
 
 The root is listed once; everything else is derived from the listing. Absolute paths inside a
-``_metadata`` name the place the directory had when Flink wrote it: :mod:`ckptctl.rebase` maps
+``_metadata`` name the place the directory had when Flink wrote it: :mod:`ckptctl.checkpoint.rebase` maps
 them to where it is now.
 """
 

@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.checkpoint.layout import METADATA_FILE, SAVEPOINT_RE
+from ckptctl.checkpoint.loading import LoadedCheckpoint
+from ckptctl.checkpoint.refs import Ref, relative_uri
 from ckptctl.errors import CkptError
-from ckptctl.layout import METADATA_FILE, SAVEPOINT_RE
 from ckptctl.metadata.model import RelativeFileHandle, file_groups
 from ckptctl.metadata.transform import Where
-from ckptctl.refs import LoadedCheckpoint, Ref, relative_uri
 from ckptctl.storage import FileInfo, Storage
 from ckptctl.storage.copying import TMP_MARK
 
