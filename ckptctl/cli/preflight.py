@@ -97,7 +97,7 @@ def preflight_command(
     from ckptctl.metadata.reader import skimming_files
     from ckptctl.preflight import junit_xml, run_preflight
     from ckptctl.preflight.check import BACKENDS
-    from ckptctl.preflight.description import read_new
+    from ckptctl.preflight.new import read_new
     from ckptctl.preflight.releases import parse_release
 
     if target_flink is not None:

@@ -13,9 +13,8 @@ An operator is named by ``uid`` (its id is computed as Flink does), ``uid_hash``
 or ``id``. A description carries no serializer snapshots: every serializer check is ``unknown``
 (a description can show that a restore fails -- a missing operator, a parallelism, a state kind,
 TTL switched on a release that refuses it -- never that it restores). The same model holds a SQL
-compiled plan (:mod:`~ckptctl.preflight.plan`, ``kind="plan"``). :func:`read_new` tells a NEW
-apart by its content: a snapshot (a directory or ``_metadata``), a compiled plan, a JSON or a YAML
-description.
+compiled plan (:mod:`~ckptctl.preflight.plan`, ``kind="plan"``); :mod:`~ckptctl.preflight.new` tells a
+NEW apart by its content.
 """
 
 from __future__ import annotations
@@ -61,40 +60,6 @@ class JobDescription:
     @property
     def what(self) -> str:
         return "a compiled plan" if self.kind == "plan" else "a job description"
-
-
-MAX_DOCUMENT_BYTES = 1 << 24
-
-
-def read_new(storage, against: str, mappings):
-    """NEW by its content: a snapshot (directory or ``_metadata``: a :class:`LoadedCheckpoint`),
-    else the file's text: a compiled plan (``flinkVersion`` and ``nodes``) or a job description
-    (``operators``), in JSON or in YAML. What is none of them is refused in one line."""
-    from ckptctl.checkpoint.targets import checkpoint_if_named, one_checkpoint
-    from ckptctl.errors import StorageError
-    from ckptctl.storage import normalize_uri
-
-    found = checkpoint_if_named(storage, against, mappings)
-    if found is not None:
-        return found
-    uri = normalize_uri(against)
-    try:
-        data = storage.read_bytes(uri, limit=MAX_DOCUMENT_BYTES)
-    except (StorageError, OSError):
-        return one_checkpoint(storage, against, mappings)  # says what is wrong with the path
-    if data[:4] == b"\x49\x60\x67\x2d":  # a _metadata file under another name
-        return one_checkpoint(storage, against, mappings)
-    return read_document(data, uri)
-
-
-def read_document(data: bytes, uri: str) -> JobDescription:
-    """A compiled plan or a job description, JSON or YAML, told apart by content."""
-    from ckptctl.preflight.plan import looks_like_plan, read_plan
-
-    doc = parse_document(data, uri)
-    if looks_like_plan(doc):
-        return read_plan(doc, uri)
-    return read_description(doc, uri)
 
 
 def parse_document(data: bytes, uri: str) -> Any:

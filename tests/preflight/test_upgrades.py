@@ -119,7 +119,7 @@ def test_a_compiled_plan_as_new_never_restores_and_agrees_where_it_decides():
     has no serializer snapshots, so it never says "restores"; what it decides (an operator no uid of
     the plan reaches, TTL switched on) is what Flink did; a refusal for an unmapped operator is always
     decided (the plan tells every id)."""
-    from ckptctl.preflight.description import read_document
+    from ckptctl.preflight.new import read_document
 
     assert len({p["new_flink"] for p in PLAN_PAIRS}) >= 2, "SQL plan pairs on two releases"
     storage = Storage(StorageOptions.from_env(None))
