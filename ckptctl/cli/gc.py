@@ -172,7 +172,7 @@ def plan_command(
         chosen = _by_inventory(storage, inventory, chosen, out)
     spark_master = _spark_master(chosen)
     if spark_master is not None:
-        from ckptctl.gc.spark import build_plan_spark
+        from ckptctl.gc.spark.planner import build_plan_spark
 
         plan = build_plan_spark(storage, options, spark_master)
     else:
@@ -250,17 +250,17 @@ def apply_command(
     storage = Storage(storage_from_plan(plan_data, s3_endpoint))
     storage.on_listed = out.term.listing_count()  # a running count while S3 is listed
     spark_master = _spark_master(chosen, plan_data.get("engine"))
-    to_apply = None  # what executors delete (spark_apply.ToApply), the driver holding only counts
+    to_apply = None  # what executors delete (spark.delete.ToApply), the driver holding only counts
     if orphans.is_orphan_plan(plan_data):  # `ckptctl paimon orphans -o`: a Paimon table's orphans
         fresh, go, skipped = orphans.revalidate(storage, plan_data)
     elif spark_master is not None:
-        from ckptctl.gc.spark import revalidate_spark
+        from ckptctl.gc.spark.apply import revalidate_spark
 
         fresh, to_apply = revalidate_spark(storage, plan_data, plan_file, spark_master)
     else:
         fresh, go, skipped = revalidate(storage, plan_data, progress=out.term.iterate("reading _metadata"))
     if spark_master is not None and to_apply is None:
-        from ckptctl.gc.spark_apply import ToApply
+        from ckptctl.gc.spark.delete import ToApply
 
         to_apply = ToApply.of(go, skipped)
     n, total = (to_apply.files, to_apply.bytes) if to_apply is not None else (len(go), sum(d.size for d in go))
@@ -275,7 +275,7 @@ def apply_command(
             out.warn("aborted; nothing deleted")
             raise typer.Exit(1)
     if to_apply is not None and n:  # deleted on the executors of the master that re-validated
-        from ckptctl.gc.spark_apply import apply_plan_on_executors
+        from ckptctl.gc.spark.delete import apply_plan_on_executors
 
         executors = apply_plan_on_executors(
             storage, fresh, to_apply, master=spark_master,

@@ -16,20 +16,19 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from ckptctl import storage as st
+from ckptctl.gc.activity import JobActivity
+from ckptctl.gc.folding import Folded
+from ckptctl.gc.mounts import OtherMounts
 from ckptctl.gc.reasons import UNREFERENCED, Reason
+from ckptctl.gc.retention import Retention
+from ckptctl.gc.scopes import Scopes
 from ckptctl.layout import JOB_ID_RE, CheckpointLocation, below_job_area, fixed_job_id, place_of
 from ckptctl.rebase import written_job_dir
 
-if TYPE_CHECKING:
-    from ckptctl.gc.activity import JobActivity
-    from ckptctl.gc.mounts import OtherMounts
-    from ckptctl.gc.plan import Folded, Retention, Scopes
 
-
-class _Contexts:
+class DirContexts:
     """Per directory: what its files are unless referenced (see :meth:`_anchored`), and job stats."""
 
     def __init__(
@@ -315,7 +314,7 @@ def changelog_ids(uris: Iterable[str]) -> set[str]:
     return ids
 
 
-def _forst_parents(paths: Iterable[str]) -> set[str]:
+def forst_parents(paths: Iterable[str]) -> set[str]:
     """Directories of live paths that may be a ForSt working directory's (a cheap filter; the
-    grammar decides in :attr:`_Contexts.forst_in_use`)."""
+    grammar decides in :attr:`DirContexts.forst_in_use`)."""
     return {p.rpartition("/")[0] for p in paths if "/shared/op_" in p or "/shared/_dummy_dir_" in p}

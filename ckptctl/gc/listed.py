@@ -186,7 +186,7 @@ _IN_PROGRESS = "/" + METADATA_IN_PROGRESS  # in a URI the name follows a slash
 
 
 class Tally:
-    """The per-file outcome as :meth:`_Planner.finish` needs it, wherever the files are: in columns
+    """The per-file outcome as :meth:`~ckptctl.gc.conclusion.Conclusion.finish` needs it, wherever the files are: in columns
     here (:class:`Listed`) or in DataFrames on executors (:mod:`ckptctl.gc.spark`)."""
 
     live_files: int

@@ -34,7 +34,7 @@ _CANDIDATE = frozenset(
     }
 )  # fmt: skip
 
-_SPECIAL_NAMES = ("", ".", "..", METADATA_FILE)  # names :func:`_by_name` may judge otherwise
+SPECIAL_NAMES = ("", ".", "..", METADATA_FILE)  # names :func:`_by_name` may judge otherwise
 
 
 def _by_name(name: str, reason: Reason) -> Reason:
@@ -52,7 +52,7 @@ def _by_name(name: str, reason: Reason) -> Reason:
 def _reads_name(name: str, forst: bool) -> bool:
     """Whether the rule looks at this name on its own (:func:`_by_name`): the special names,
     backslashes, and in a ForSt directory its control files."""
-    return name in _SPECIAL_NAMES or "\\" in name or bool(forst and FORST_CONTROL_RE.match(name))
+    return name in SPECIAL_NAMES or "\\" in name or bool(forst and FORST_CONTROL_RE.match(name))
 
 
 def partially_live(size: int, spans: list[tuple[int, int]]) -> dict[str, int] | None:
@@ -174,7 +174,7 @@ class FileRule:
         links = pc.fill_null(cols.links, False)
         # the names _by_name may judge, and those that begin like a ForSt control file (a superset:
         # Python tells which of them _reads_name)
-        special = pc.or_(pc.is_in(names, value_set=pa.array(_SPECIAL_NAMES)), pc.match_substring(names, "\\"))
+        special = pc.or_(pc.is_in(names, value_set=pa.array(SPECIAL_NAMES)), pc.match_substring(names, "\\"))
         if any(c[6] for c in ctxs):
             control = starts_with_any(names, FORST_CONTROL_PREFIXES)
             special = pc.or_(special, pc.and_(per_file([bool(c[6]) for c in ctxs], pa.bool_()), control))

@@ -31,7 +31,7 @@ from ckptctl.layout import (
 from ckptctl.rebase import written_job_dir
 
 if TYPE_CHECKING:
-    from ckptctl.gc.plan import Scopes
+    from ckptctl.gc.scopes import Scopes
     from ckptctl.storage import FileInfo, Storage
 
 

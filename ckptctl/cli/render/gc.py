@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from ckptctl.cli.terminal import Terminal
     from ckptctl.gc.apply import ApplyResult
     from ckptctl.gc.plan import GcPlan
-    from ckptctl.gc.spark_apply import ExecutorApplyResult
+    from ckptctl.gc.spark.delete import ExecutorApplyResult
 
 SHOWN_CANDIDATES = 10  # the largest orphans a console plan shows (all of them: --json or -o)
 

@@ -47,7 +47,7 @@ from ckptctl.gc.apply import (
     trash_targets,
     why_changed,
 )
-from ckptctl.gc.plan import FileDecision, GcPlan
+from ckptctl.gc.decisions import FileDecision, GcPlan
 from ckptctl.layout import METADATA_FILE
 from ckptctl.storage import Storage, StorageOptions
 from ckptctl.storage.retry import first_line, retrying
