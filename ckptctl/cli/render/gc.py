@@ -123,7 +123,7 @@ def skip_lines(skipped: list[dict[str, Any]]) -> list[str]:
     apart from "referenced again (kept): N" (a re-run after a completed apply is all done)."""
     from collections import Counter
 
-    from ckptctl.gc.apply import SKIP_WORDS
+    from ckptctl.gc.revalidation import SKIP_WORDS
 
     counts = Counter(s.get("code") for s in skipped)
     return [f"{SKIP_WORDS.get(code, 'skipped')}: {n:,}" for code, n in counts.items()]

@@ -7,32 +7,28 @@ from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.gc.reasons import Reason
+from ckptctl.gc.revalidation import CHANGED_WHY, WAITING_WHY
 from ckptctl.gc.spark.plan import SparkPlan, read_lists, release
 from ckptctl.gc.spark.planner import build_plan_spark
 from ckptctl.storage import Storage
 
-WAITING = "its expired checkpoint's _metadata is not deleted this time"
-
 
 def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str, master: str):
     """:func:`ckptctl.gc.apply.revalidate` for a plan made on Spark: re-plan on Spark with the
-    plan's options; the candidates still candidates with the same size and mtime are found by a
-    join on executors (:func:`unchanged_candidates`) and stay there (:func:`candidates_to_apply`).
+    plan's options (:func:`ckptctl.gc.revalidation.replanned`); the candidates still candidates
+    with the same size and mtime are found by a join on executors (:func:`unchanged_candidates`,
+    the rule of :func:`ckptctl.gc.revalidation.still_candidates`) and stay there
+    (:func:`candidates_to_apply`).
     Returns (fresh plan, :class:`ckptctl.gc.spark.delete.ToApply`)."""
-    from ckptctl.gc.apply import GcApplyRefused
-    from ckptctl.gc.planfile import BlockedPlan, options_from_plan, validate
-
-    validate(plan_data)
-    if plan_data["blocked"]:
-        raise BlockedPlan("this plan was blocked and can never be applied; run `ckptctl gc plan` again")
     from pyspark import StorageLevel
 
-    fresh = build_plan_spark(storage, options_from_plan(plan_data), master)
+    from ckptctl.gc.planfile import options_from_plan, validate
+    from ckptctl.gc.revalidation import replanned
+
+    fresh = replanned(plan_data, validate, lambda: build_plan_spark(storage, options_from_plan(plan_data), master))
     # read by several jobs below: decided once (the plan's lists are decided again at each read)
     proposed = fresh.files.frame.filter("outcome = 'candidates'").persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        if fresh.refusals:
-            raise GcApplyRefused("the re-validated plan is blocked: " + fresh.refusals[0]["message"])
         spark = fresh.files.frame.sparkSession
         if plan_data.get("files") and not plan_data["files"].get("inline"):
             old = read_lists(spark, plan_file, plan_data["files"])
@@ -62,7 +58,7 @@ def unchanged_candidates(old, fresh):
     skipped = joined.filter(~same).select(
         "path",
         F.when(F.col("size").isNull(), "no longer a candidate (gone, referenced again, or guarded)")
-        .otherwise("changed since the plan (size or mtime)").alias("reason"),
+        .otherwise(CHANGED_WHY).alias("reason"),
     )
     return unchanged, skipped
 
@@ -88,7 +84,7 @@ def candidates_to_apply(fresh: SparkPlan, unchanged, skipped):
         waits = (F.col("reason") == str(Reason.EXPIRED_ONLY)) | ((F.col("reason") == str(Reason.EXPIRED_CHECKPOINT)) & under)
     go = unchanged.filter(~waits).select("path", "size", "mtime", "reason").persist(StorageLevel.MEMORY_AND_DISK)
     files, size = go.agg(F.count(F.lit(1)), F.sum("size")).first()
-    skipped = skipped.union(unchanged.filter(waits).select("path", F.lit(WAITING).alias("reason")))
+    skipped = skipped.union(unchanged.filter(waits).select("path", F.lit(WAITING_WHY).alias("reason")))
     n_skipped = skipped.count()
     skips = [{"path": r.path, "reason": r.reason} for r in skipped.orderBy("path").limit(SAMPLE).collect()]
     return ToApply(go, files, size or 0, n_skipped, skips)
