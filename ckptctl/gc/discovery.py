@@ -11,6 +11,7 @@ import os
 import time
 
 from ckptctl import storage as st
+from ckptctl.durations import OlderThan
 from ckptctl.errors import CkptError
 from ckptctl.gc.inventory_source import InventorySource
 from ckptctl.gc.reasons import Refusal
@@ -32,15 +33,13 @@ class Discovery:
         for problem in options.overlaps():
             self.state.refuse(Refusal.OVERLAPPING_SCOPES, f"overlapping scopes: {problem}")
         now, now_source = self.clock()
-        cutoff = now - options.older_than
-        if options.older_than_at is not None:  # an instant: the cut-off as given, on no machine's clock
-            if options.older_than_at > now:
-                raise CkptError(
-                    f"--older-than {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(options.older_than_at))} is "
-                    f"in the future of the storage clock ({now_source}): it would make every file old enough"
-                )
-            cutoff = options.older_than_at
-
+        cutoff = OlderThan(options.older_than, options.older_than_at).cutoff(now)
+        # an instant: the cut-off as given, on no machine's clock (so it may lie in the future)
+        if options.older_than_at is not None and options.older_than_at > now:
+            raise CkptError(
+                f"--older-than {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(options.older_than_at))} is "
+                f"in the future of the storage clock ({now_source}): it would make every file old enough"
+            )
         for root in options.roots:
             if st.scheme_of(root) == "file" and os.path.exists(root[5:]) and not os.path.isdir(root[5:]):
                 raise CkptError("not a directory: a ROOT is a directory of checkpoints", path=root)

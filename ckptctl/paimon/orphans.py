@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.durations import OlderThan
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.paimon.anchors import (
     WRITTEN_BY_WRITERS,
@@ -149,7 +150,7 @@ def plan_orphans(
     now, _src = storage.now(table.uri)
     if now is None:
         raise CkptError(f"cannot tell the storage's time at {table.uri}: nothing can be judged old enough")
-    cutoff = older_than_at if older_than_at is not None else now - older_than
+    cutoff = OlderThan(older_than, older_than_at).cutoff(now)
     if cutoff > now:
         # as Paimon refuses: a file written right now is named by no snapshot yet
         raise CkptError(
