@@ -77,7 +77,7 @@ def _covered(spans: list[tuple[int, int]]) -> int:
 class RuleColumns(NamedTuple):
     """A batch of files for :meth:`FileRule.verdicts`, as Arrow arrays of one length."""
 
-    contexts: Sequence[tuple]  # :meth:`_Contexts.get` of each directory of the batch
+    contexts: Sequence[tuple]  # :meth:`~ckptctl.gc.contexts.DirContexts.get` of each directory of the batch
     at: Any  # int32: per file, the index of its directory in ``contexts``
     names: Any  # string: the file's name in its directory
     mtimes: Any  # float64 seconds; NaN or null: none
@@ -95,7 +95,7 @@ class RunToDecide(NamedTuple):
     """One directory's listed run for :meth:`FileRule.decide_runs`: a byte per file, 1 if it is
     live, and 1 if only expired checkpoints reference it (``None``: no file is; see
     :func:`ckptctl.gc.listed.flag_listed`), and the names (not URIs) of the directory that are
-    segments' files (-> their spans); ``context`` is :meth:`_Contexts.get` of the directory."""
+    segments' files (-> their spans); ``context`` is :meth:`~ckptctl.gc.contexts.DirContexts.get` of the directory."""
 
     run: DirFiles
     context: tuple
@@ -130,7 +130,7 @@ class RunDecided:
 
 
 class FileRule:
-    """The per-file rule, one for both planners: given a directory's context (:meth:`_Contexts.get`)
+    """The per-file rule, one for both planners: given a directory's context (:meth:`~ckptctl.gc.contexts.DirContexts.get`)
     and whether the file is live, a segment of a file-merging file, or referenced only by expired
     checkpoints, what becomes of it (:meth:`verdicts`, over columns). The local planner runs
     :meth:`decide_runs` over the directories' listed files with their live sets; the Spark planner

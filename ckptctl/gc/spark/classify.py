@@ -91,7 +91,7 @@ def classify_on_executors(work: SparkWork, steps: PlanSteps, now, now_source, cu
     decisions, in_python = decide(work, files, fold_df, rule, labels, shipped, broadcast, span_rows, python)
     # one job (no row sorted): the candidates of each job (the caps), all of them, the live
     # files, and the lists' totals by reason -- counted on the executors, or for a small plan
-    # from every decision brought to the driver once (read there from then on: spark_decided)
+    # from every decision brought to the driver once (read there from then on: ckptctl.gc.spark.decided)
     counted = {"live": [live[0], live[1] or 0], "candidates": [0, 0]}
     decided = None
     if summary.total_files <= COLLECT_FILES:

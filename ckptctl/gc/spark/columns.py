@@ -130,7 +130,7 @@ def summary_counts(future, being_written) -> list:
 
 def has_span():
     """Whether a row's file holds segments of a retained checkpoint (null: no reference reached it).
-    Such a file goes to Python (its spans), in :meth:`SparkPlanner.decide` and in the summary's
+    Such a file goes to Python (its spans), in :func:`ckptctl.gc.spark.classify.decide` and in the summary's
     count of what may: one spelling for both."""
     from pyspark.sql import functions as F
 
@@ -138,7 +138,7 @@ def has_span():
 
 
 def may_need_python():
-    """A superset of the files :meth:`SparkPlanner.decide` sends to Python workers, whatever
+    """A superset of the files :func:`ckptctl.gc.spark.classify.decide` sends to Python workers, whatever
     their directory's context: a file not live with spans or whose name
     :func:`ckptctl.gc.spark.rule.name_may_need_python` (beside its twin, ``needs_python``) flags."""
     from pyspark.sql import functions as F

@@ -93,7 +93,7 @@ def merge_totals(groups: Iterable[Any]) -> list[ReasonTotals]:
 
 class Row(NamedTuple):
     """A decision as :data:`ckptctl.gc.spark.DECISION_SCHEMA` has it, with its evidence's text and
-    job's name looked up (:class:`ckptctl.gc.spark.Labels`) and its hash."""
+    job's name looked up (:class:`ckptctl.gc.spark.labels.Labels`) and its hash."""
 
     outcome: str
     root_idx: int | None
@@ -119,7 +119,7 @@ class Decided:
 
     def __init__(self, rows: list, labels) -> None:
         """``rows``: collected Spark rows of the decision schema with ``h``; ``labels``: the
-        plan's :class:`ckptctl.gc.spark.Labels`."""
+        plan's :class:`ckptctl.gc.spark.labels.Labels`."""
         texts, jobs = labels.evidence, labels.jobs
         self.rows = [
             Row(r.outcome, r.root_idx, r.part, r.pos, r.path, r.size, r.mtime, r.reason,

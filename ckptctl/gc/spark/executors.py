@@ -242,7 +242,7 @@ def decide_batches(rule: FileRule, contexts, batches: Iterable[Any]) -> Iterator
 
 
 def unpickled(fn, ddl: str | None, batches) -> Iterator[Any]:
-    """:meth:`SparkPlanner.on_executors` in a task: its items unpickled, ``fn``'s rows in Arrow
+    """:meth:`ckptctl.gc.spark.work.SparkWork.on_executors` in a task: its items unpickled, ``fn``'s rows in Arrow
     batches of ``ddl`` (``None``: ``fn`` yields record batches itself)."""
     from ckptctl.engine.spark import arrow_batches
 

@@ -235,7 +235,7 @@ class SparkPlan(GcPlan):
 
 def release(frames: list) -> None:
     """Drop persisted frames from the executors' storage: cached ones, and the rows of locally
-    checkpointed ones (:meth:`SparkPlanner.materialise_rows`), which ``unpersist()`` does not
+    checkpointed ones (:meth:`ckptctl.gc.spark.work.SparkWork.materialise_rows`), which ``unpersist()`` does not
     know (they are an RDD of the frame's plan, not in the cache)."""
     for frame in frames:
         # a Spark context that died (a task's OutOfMemoryError) refuses unpersist too: that error

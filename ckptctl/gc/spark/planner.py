@@ -139,7 +139,7 @@ class SparkPlanner:
         """The listing and the checkpoints' references in one row per URI, by one shuffle: what
         was a deduplication of the listing, a grouping of the references and a join of the two.
         Every aggregate is a hash aggregate (no strings, no structs: those sort 10^7 rows), so
-        two rows of one key in an inventory take each field's maximum; :meth:`summarise` counts
+        two rows of one key in an inventory take each field's maximum; :func:`~ckptctl.gc.spark.summary.summarise` counts
         such keys and :meth:`_run` asks again with ``exact`` (the newest row speaks, as the local
         planner sorts: a sort-based aggregate) when there are any. Rows that are not files keep
         their kind (and its detail) in ``kg``; files and references have ``kg = 'f'``, ``n_f``

@@ -29,8 +29,8 @@ from ckptctl.storage.listing import PLAUSIBLE_MTIME
 if TYPE_CHECKING:
     from ckptctl.gc.spark.labels import Labels
 
-# a directory's context (:meth:`ckptctl.gc.contexts._Contexts.get`) as the rule reads it, with its
-# evidence and job as :class:`ckptctl.gc.spark.Labels` numbers
+# a directory's context (:meth:`ckptctl.gc.contexts.DirContexts.get`) as the rule reads it, with its
+# evidence and job as :class:`ckptctl.gc.spark.labels.Labels` numbers
 CONTEXT_SCHEMA = (
     "dir string, cand boolean, dir_reason string, dir_verdict int, in_flight_at double, expired_only boolean, "
     "forst boolean, dir_job int"

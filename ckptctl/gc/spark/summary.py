@@ -63,7 +63,7 @@ class DirRow:
 
 
 class Summary:
-    """What :meth:`SparkPlanner.summarise` collected: a row per directory of files (``kg`` "f",
+    """What :func:`summarise` collected: a row per directory of files (``kg`` "f",
     ``key`` the directory), per note of a walk and per inventory statistics; proportional to
     directories."""
 
