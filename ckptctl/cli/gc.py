@@ -174,7 +174,8 @@ def apply_command(
     plan_file: Annotated[
         str,
         typer.Argument(
-            help="A plan written by `ckptctl gc plan -o FILE` or `ckptctl paimon orphans -o FILE`.", metavar="PLAN.json"
+            help="A plan written by `ckptctl gc plan -o FILE` or `ckptctl paimon orphans -o FILE`.",
+            metavar="PLAN.json",
         ),
     ],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,

@@ -69,7 +69,9 @@ def revalidate(
     an expired checkpoint's ``_metadata`` will not be deleted (changed, guarded), nothing that
     belongs to it or is referenced only by expired checkpoints is deleted either.
     """
-    fresh = replanned(plan_data, validate, lambda: build_plan(storage, options_from_plan(plan_data), progress=progress))
+    fresh = replanned(
+        plan_data, validate, lambda: build_plan(storage, options_from_plan(plan_data), progress=progress)
+    )
     go, skipped, dropped = still_candidates(plan_data["candidates"], fresh.candidates)
     wanted = set(dropped)
     guarded = {d.path: d.reason for d in fresh.protected if d.path in wanted}
@@ -101,7 +103,9 @@ def order_for_deletion(
     return first + [d for d in go if d.path not in expired_metadata], skipped
 
 
-def _unchanged_now(storage: Storage, go: list[FileDecision], skipped: list[dict[str, Any]]) -> list[FileDecision]:
+def _unchanged_now(
+    storage: Storage, go: list[FileDecision], skipped: list[dict[str, Any]]
+) -> list[FileDecision]:
     """An inventory plan's candidates were judged by the report's sizes and mtimes, which may be a
     day old: each is looked at as it is now (HEAD) and kept only if it is still there, unchanged."""
     from concurrent.futures import ThreadPoolExecutor
@@ -129,7 +133,9 @@ def why_changed(size: int, mtime: float | None, current: st.FileInfo | None, sin
     if current.size != size or current.mtime is None or mtime is None:
         return f"changed since {since} (size or mtime of the object now)"
     same = (
-        math.floor(current.mtime) == math.floor(mtime) if st.scheme_of(current.uri) == "s3" else current.mtime == mtime
+        math.floor(current.mtime) == math.floor(mtime)
+        if st.scheme_of(current.uri) == "s3"
+        else current.mtime == mtime
     )
     return None if same else f"changed since {since} (size or mtime of the object now)"
 
@@ -340,7 +346,11 @@ class Remover:
             return None, name, None
         except OSError as e:
             if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                return None, name, "a directory on its path is a symbolic link or not a directory: not followed"
+                return (
+                    None,
+                    name,
+                    "a directory on its path is a symbolic link or not a directory: not followed",
+                )
             return None, name, f"cannot open its directory: {e.strerror or e}"
 
     def list_dir(self, dir_uri: str) -> tuple[dict[str, st.FileInfo] | None, str | None]:
@@ -360,7 +370,9 @@ class Remover:
                     except FileNotFoundError:
                         continue
                     uri = st.join(dir_uri, entry.name)
-                    found[entry.name] = st.FileInfo(uri, info.st_size, info.st_mtime, not stat.S_ISREG(info.st_mode))
+                    found[entry.name] = st.FileInfo(
+                        uri, info.st_size, info.st_mtime, not stat.S_ISREG(info.st_mode)
+                    )
         except OSError as e:
             return None, f"cannot list its directory: {e.strerror or e}"
         return found, None
@@ -521,7 +533,9 @@ def check_manifest(path: str) -> None:
     except ValueError:
         ok = False
     if not ok:
-        raise GcApplyRefused(f"--manifest {path} exists and is not a ckptctl gc manifest: refusing to append to it")
+        raise GcApplyRefused(
+            f"--manifest {path} exists and is not a ckptctl gc manifest: refusing to append to it"
+        )
     directory = os.path.dirname(os.path.abspath(path))
     if not os.access(directory, os.W_OK):
         raise GcApplyRefused(f"--manifest {path}: the directory {directory} is not writable")

@@ -90,8 +90,13 @@ class Conclusion:
             )
         n_candidates, candidate_bytes = tally.candidate_totals()
         if n_candidates and tally.live_set_empty():
-            self.state.refuse(Refusal.EMPTY_LIVE_SET, "the live set is empty but there are candidates: refusing to delete everything")
-        dead_jobs = self.outcome.caps(contexts, n_candidates, candidate_bytes, tally.total_files, tally.total_bytes, retention)
+            self.state.refuse(
+                Refusal.EMPTY_LIVE_SET,
+                "the live set is empty but there are candidates: refusing to delete everything",
+            )
+        dead_jobs = self.outcome.caps(
+            contexts, n_candidates, candidate_bytes, tally.total_files, tally.total_bytes, retention
+        )
         active = sorted(j for j, v in contexts.dead_verdicts.items() if v is Reason.JOB_ACTIVE)
         if active:
             self.state.warnings.append(

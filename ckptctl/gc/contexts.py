@@ -38,7 +38,9 @@ class DirContexts:
         self.scopes = scopes
         self.mounts = mounts  # other mounts below the roots: their files are kept unless named
         self.evidence = evidence
-        self.activity = activity  # of a job without a retained checkpoint: when it last wrote, its chk-N began
+        self.activity = (
+            activity  # of a job without a retained checkpoint: when it last wrote, its chk-N began
+        )
         self.collect_dead = scopes.options.collect_dead_jobs
         self.collect_fixed = scopes.options.collect_fixed_id_changelog
         self.fixed_ids_kept: set[str] = set()  # fixed job ids whose changelog files were kept, for a warning
@@ -227,7 +229,9 @@ class JobEvidence:
         self._sets: dict[str, set[str]] = {}
 
     @classmethod
-    def of_listings(cls, scopes: Scopes, retention: Retention, folded: Folded, listings, notes) -> JobEvidence:
+    def of_listings(
+        cls, scopes: Scopes, retention: Retention, folded: Folded, listings, notes
+    ) -> JobEvidence:
         def dirs():  # (root, directory) of every listed file, once per run of one directory
             for root, runs in listings:
                 for run in runs:

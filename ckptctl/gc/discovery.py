@@ -78,7 +78,10 @@ class Discovery:
     # -- 1. discover ----------------------------------------------------------------------
     def prelist(self) -> dict[str, list[FileInfo]]:
         """On object stores finding the ``_metadata`` files costs a listing; list everything first."""
-        if all(st.scheme_of(r) == "file" for r in self.state.scopes.listed) or self.state.inventory is not None:
+        if (
+            all(st.scheme_of(r) == "file" for r in self.state.scopes.listed)
+            or self.state.inventory is not None
+        ):
             return {}  # locally a pruned walk finds _metadata; with --inventory a fresh one too
         return {root: list(self.state.storage.list_files(root)) for root in self.state.scopes.listed}
 
@@ -88,7 +91,11 @@ class Discovery:
         for root in self.state.scopes.listed:
             if prelisted:  # what the pruned walk finds, as locally and on Spark: the _metadata inside
                 # jobs' shared/ and taskowned/ come through the listing (fold_late), said so
-                found = [f for f in prelisted[root] if not f.uri.endswith("/_metadata") or is_checkpoint_metadata(root, f.uri)]
+                found = [
+                    f
+                    for f in prelisted[root]
+                    if not f.uri.endswith("/_metadata") or is_checkpoint_metadata(root, f.uri)
+                ]
             else:
                 found = self.state.storage.find_metadata(root)
             if self.state.inventory is not None:

@@ -71,7 +71,10 @@ def fold_references(storage, ordered, retained_set, rebase: Rebase, prefixes, pr
                 raise  # each next checkpoint would wait out the same deadline
             except CkptError as e:
                 out.refusals.append(
-                    (Refusal.UNREADABLE_METADATA.value, f"unreadable _metadata, nothing can be proven unreferenced: {e}")
+                    (
+                        Refusal.UNREADABLE_METADATA.value,
+                        f"unreadable _metadata, nothing can be proven unreferenced: {e}",
+                    )
                 )
                 out.info[loc.uri] = location_info(loc)
                 if loc.uri in retained_set:
@@ -87,7 +90,9 @@ def fold_references(storage, ordered, retained_set, rebase: Rebase, prefixes, pr
                     for path, (_name, h) in zip(uris, items, strict=True):
                         # "/.." first: escapes() is a call, the substring test is not
                         if not path.startswith(prefixes) or ("/.." in path and escapes(path)):
-                            external.setdefault(path, {"path": path, "referenced_by": loc.uri, "scope": scope})
+                            external.setdefault(
+                                path, {"path": path, "referenced_by": loc.uri, "scope": scope}
+                            )
                         elif segment:
                             spans.setdefault(path, []).append((h.offset, h.size))
                         else:
@@ -128,7 +133,9 @@ def fold_references_packed(*args) -> Folded:
     return out
 
 
-def flag_held(pieces: list[tuple[str, str]], check_expired: bool) -> list[tuple[bytearray | None, bytearray | None]]:
+def flag_held(
+    pieces: list[tuple[str, str]], check_expired: bool
+) -> list[tuple[bytearray | None, bytearray | None]]:
     """In the fold worker (its next tasks): per piece of a run (its directory, a chunk of its
     names ``/``-joined), a byte per name, 1 if the path is live, and 1 if only expired
     checkpoints reference it (``None``: the directory holds no such path), from the sets

@@ -65,7 +65,11 @@ class Guards:
         known = set(discovered) - {st.parent(f.uri) for f in hidden}  # the searched part only
         # with --inventory the report is older than discovery: checkpoints completed or subsumed
         # since differ from it by design, so discovery and the fresh listing must agree
-        changed = (after ^ known) if self.state.inventory is not None else (in_listing ^ known) | (after ^ in_listing)
+        changed = (
+            (after ^ known)
+            if self.state.inventory is not None
+            else (in_listing ^ known) | (after ^ in_listing)
+        )
         if changed:
             first = sorted(changed)[0]
             self.state.refuse(
@@ -95,7 +99,9 @@ class Guards:
         probe = sorted({(scope, d) for scope, d in report_dirs if d not in checkpoint_dirs
                         and below_job_area(scope, d) and not flink_area_subdir(scope, d)})  # fmt: skip
         with ThreadPoolExecutor(32) as pool:
-            heads = list(pool.map(lambda sd: self.state.storage.stat(sd[1] + "/_metadata", fresh=True), probe))
+            heads = list(
+                pool.map(lambda sd: self.state.storage.stat(sd[1] + "/_metadata", fresh=True), probe)
+            )
         now = {f.uri: f for f in hidden}
         for (scope, d), f in zip(probe, heads, strict=True):
             if f is not None:
@@ -164,7 +170,6 @@ class Guards:
                 "kept (other-mount): a second mount of the same storage names the same files again. If one is a "
                 "volume of its own, name it as a ROOT to collect there"
             )
-
 
 
 def first_of(names: list[str], n: int) -> str:

@@ -70,7 +70,11 @@ class OutcomeGuards:
         also_live: set[str] = set()  # every savepoint file it may be (never guess which copy)
         for path in list(by_path):
             size = sizes.get(path)  # None: no retained checkpoint names it (a segment's file, an alias)
-            found = in_savepoints.lookup(st.basename(path), size) if size is not None and place_of_chk(path) else []
+            found = (
+                in_savepoints.lookup(st.basename(path), size)
+                if size is not None and place_of_chk(path)
+                else []
+            )
             if found:
                 misanchored[path] = found[0]
                 also_live.update(found)
@@ -98,7 +102,8 @@ class OutcomeGuards:
                 + (
                     "Files missing directly in chk-N/ may be a native savepoint's, after a CLAIM restore "
                     "(FLINK-39964): pass that savepoint's directory with --savepoints. "
-                    if any(place_of_chk(m["path"]) for m in missing) else ""
+                    if any(place_of_chk(m["path"]) for m in missing)
+                    else ""
                 )
                 + "Run `ckptctl verify` on them; if they are lost for good, name each with --accept-lost to go on",
             )
@@ -146,7 +151,10 @@ class OutcomeGuards:
                 if kind != "root":
                     continue
                 place = place_of(scope, directory)
-                if place.area in ("shared", "taskowned", "chk") and place.job not in retention.newest_retained:
+                if (
+                    place.area in ("shared", "taskowned", "chk")
+                    and place.job not in retention.newest_retained
+                ):
                     starting.add(place.job)
                 if mtime >= young:
                     behind.add(behind_of(place))

@@ -49,7 +49,14 @@ from ckptctl.scan import ScanStorage
 from ckptctl.storage import FileInfo, Storage
 from ckptctl.storage.listing import DirFiles, dir_runs
 
-__all__ = ["FileDecision", "FileRule", "GcPlan", "GcRefused", "Tally", "build_plan"]  # also the Spark planner's
+__all__ = [
+    "FileDecision",
+    "FileRule",
+    "GcPlan",
+    "GcRefused",
+    "Tally",
+    "build_plan",
+]  # also the Spark planner's
 
 # Above this many listed files the in-process plan says to use --engine spark. Measured with
 # bench/gc_bench.py: the local planner peaks at 162 bytes of RSS per listed file at 1M files and 107
@@ -79,7 +86,6 @@ def build_plan(
         return LocalPlanner(storage, options, progress).run()
 
 
-
 class LocalPlanner:
     """The local planner: every step in this process. The Spark planner
     (:class:`ckptctl.gc.spark.planner.SparkPlanner`) holds the same parts (:class:`PlanSteps`) and
@@ -106,7 +112,9 @@ class LocalPlanner:
         state.warnings.extend(retention.notes)
         folded, listings = self.fold_while_listing(retention, prelisted)
         hidden = steps.guards.check_checkpoints_unchanged(
-            discovered, named(listings, METADATA_FILE), ((root, run.parent) for root, runs in listings for run in runs)
+            discovered,
+            named(listings, METADATA_FILE),
+            ((root, run.parent) for root, runs in listings for run in runs),
         )
         steps.late.fold_late([f for f in hidden if st.parent(f.uri) not in discovered], retention, folded)
         steps.late.fold_siblings(retention, folded)
@@ -134,7 +142,9 @@ class LocalPlanner:
             from concurrent.futures import ProcessPoolExecutor
 
             worker = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-            future = worker.submit(fold_references_packed, storage.options, ordered, retained_set, options.rebase, prefixes)
+            future = worker.submit(
+                fold_references_packed, storage.options, ordered, retained_set, options.rebase, prefixes
+            )
         listings: list[tuple[str, list[DirFiles]]] = []
         seen: dict = {}  # one (device, inode) map for every scope: an alias across scopes is one too
         from_inventory = self.steps.report.inventory_listings() if state.inventory is not None else None
@@ -155,7 +165,10 @@ class LocalPlanner:
             self.fold_worker = worker  # it holds the live set: it looks the listed files up (flag_listed)
         else:
             folded = fold_references(storage, ordered, retained_set, options.rebase, prefixes, state.progress)
-            folded.live, folded.expired_refs = PathsByDir.packed(folded.live), PathsByDir.packed(folded.expired_refs)
+            folded.live, folded.expired_refs = (
+                PathsByDir.packed(folded.live),
+                PathsByDir.packed(folded.expired_refs),
+            )
         for code, message in folded.refusals:
             state.refuse(Refusal(code), message)
         return folded, listings
@@ -164,7 +177,11 @@ class LocalPlanner:
     def classify(self, now, now_source, cutoff, retention: Retention, folded: Folded, listings) -> GcPlan:
         """The fate of every listed file, in this process (the Spark planner runs the same
         :meth:`FileRule.verdicts` on executors and the same :meth:`~ckptctl.gc.conclusion.Conclusion.finish`)."""
-        live, spans, expired = PathsByDir.of(folded.live), PathsByDir.of(folded.spans), PathsByDir.of(folded.expired_refs)
+        live, spans, expired = (
+            PathsByDir.of(folded.live),
+            PathsByDir.of(folded.spans),
+            PathsByDir.of(folded.expired_refs),
+        )
         state, conclusion = self.state, self.steps.conclusion
         evidence = JobEvidence.of_listings(state.scopes, retention, folded, listings, state.notes)
         rule = conclusion.rule(now, cutoff, bool(folded.expired_refs))
@@ -174,7 +191,9 @@ class LocalPlanner:
                                        lambda: forst_parents(itertools.chain(folded.live, folded.spans)))  # fmt: skip
         runs = [run for _root, runs in listings for run in runs]
         flags = self.flag_listed(runs, live, expired if rule.check_expired else None)
-        tally = Listed(listings, live, spans, flags.live_unlisted, sum(f.count(1) for f in flags.live if f is not None))
+        tally = Listed(
+            listings, live, spans, flags.live_unlisted, sum(f.count(1) for f in flags.live if f is not None)
+        )
         if tally.total_files > SPARK_HINT_FILES:
             state.warnings.append(
                 f"{tally.total_files:,} files listed: planning in this process holds ~{BYTES_PER_FILE} bytes per file "
@@ -183,7 +202,9 @@ class LocalPlanner:
         future_limit = rule.tolerance_limit
         todo = [RunToDecide(run, contexts.get(run.parent), is_live, spans.dirs.get(run.parent, {}), is_expired)
                 for run, is_live, is_expired in zip(runs, flags.live, flags.expired, strict=True)]  # fmt: skip
-        for item, decided in zip(todo, rule.decide_runs(todo, tally.verdicts, tally.partially_live.append), strict=True):
+        for item, decided in zip(
+            todo, rule.decide_runs(todo, tally.verdicts, tally.partially_live.append), strict=True
+        ):
             run = item.run
             tally.live_files += decided.live_files
             tally.live_bytes += decided.live_bytes
@@ -245,7 +266,6 @@ class LocalPlanner:
             return ListedFlags(*flags, unlisted(runs, live, flags[0]))
         finally:
             worker.shutdown()
-
 
 
 def named(listings: list[tuple[str, list[DirFiles]]], name: str) -> list[tuple[str, list[FileInfo]]]:

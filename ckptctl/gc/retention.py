@@ -19,7 +19,9 @@ class Retention:
     notes: list[str]
 
 
-def retain(state: PlanState, discovered: dict[str, CheckpointLocation], now: float, cutoff: float) -> Retention:
+def retain(
+    state: PlanState, discovered: dict[str, CheckpointLocation], now: float, cutoff: float
+) -> Retention:
     """Newest K ``chk-N`` per job (all without ``--keep-last``), every savepoint and every other
     directory holding a ``_metadata``. An expired checkpoint goes as a unit: if its
     ``_metadata`` could not be deleted now (young, in flight, no mtime...), it stays retained
@@ -67,4 +69,3 @@ def retain(state: PlanState, discovered: dict[str, CheckpointLocation], now: flo
                 "same job id?). Look at the checkpoints with `ckptctl ls`; run without --keep-last",
             )
     return Retention(retained, expired, newest, notes)
-

@@ -36,7 +36,9 @@ SKIP_WORDS = {
     WAITING: "kept until their expired _metadata goes",
 }
 CHANGED_WHY = "changed since the plan (size or mtime)"
-WAITING_WHY = "its expired checkpoint's _metadata is not deleted this time"  # expired checkpoints go as a unit
+WAITING_WHY = (
+    "its expired checkpoint's _metadata is not deleted this time"  # expired checkpoints go as a unit
+)
 
 
 def replanned(plan_data: dict[str, Any], validate: Callable[[dict[str, Any]], None], replan: Callable[[], Any],
@@ -57,7 +59,9 @@ def replanned(plan_data: dict[str, Any], validate: Callable[[dict[str, Any]], No
     return fresh
 
 
-def still_candidates(old: Iterable[dict[str, Any]], fresh: Iterable[Any]) -> tuple[list, list[dict], list[str]]:
+def still_candidates(
+    old: Iterable[dict[str, Any]], fresh: Iterable[Any]
+) -> tuple[list, list[dict], list[str]]:
     """(go, skipped, dropped): of the old plan's candidates, the fresh plan's decision of each it
     still proposes with the same size and mtime (``None`` equal to ``None``), those changed since
     (skipped, :data:`CHANGED`), and the paths it no longer proposes (for :func:`why_dropped`)."""

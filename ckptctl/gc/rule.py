@@ -141,8 +141,17 @@ class FileRule:
 
     def __init__(self, cutoff: float, tolerance_limit: float, margin: float, young_limit: float,
                  young_evidence: dict, after_evidence: dict, check_expired: bool) -> None:  # fmt: skip
-        self.cutoff, self.tolerance_limit, self.margin, self.young_limit = cutoff, tolerance_limit, margin, young_limit
-        self.young_evidence, self.after_evidence, self.check_expired = young_evidence, after_evidence, check_expired
+        self.cutoff, self.tolerance_limit, self.margin, self.young_limit = (
+            cutoff,
+            tolerance_limit,
+            margin,
+            young_limit,
+        )
+        self.young_evidence, self.after_evidence, self.check_expired = (
+            young_evidence,
+            after_evidence,
+            check_expired,
+        )
 
     def verdicts(self, cols: RuleColumns, verdicts: Verdicts) -> tuple[Any, Any, Any]:
         """Each file's verdict code, and two masks: taken (a candidate) and kept (protected). A
@@ -219,7 +228,9 @@ class FileRule:
                 r = _by_name(name, reason) if judged else reason
                 kept_by_name.append(r not in _CANDIDATE)
                 # a name the rule reads is never "expired only": taken, it is taken as its directory says
-                new_codes.append(code(r, None) if r not in _CANDIDATE else dir_code if judged and was_taken else old)
+                new_codes.append(
+                    code(r, None) if r not in _CANDIDATE else dir_code if judged and was_taken else old
+                )
             codes = pc.replace_with_mask(codes, special, pa.array(new_codes, u32))
             taken = pc.and_(taken, pc.invert(pc.replace_with_mask(special, special, pa.array(kept_by_name))))
         return codes, taken, pc.and_(open_, pc.invert(taken))
@@ -310,7 +321,9 @@ class FileRule:
         for mask, positions, codes_of in ((taken, "took", "took_as"), (kept, "kept", "kept_as")):
             where = pc.indices_nonzero(mask)
             found = _u32(where)  # batch indices: each piece's are a slice
-            local = _u32(pc.subtract(pc.cast(where, pa.int64()), pc.take(offsets_arrow, pc.take(at_arrow, where))))
+            local = _u32(
+                pc.subtract(pc.cast(where, pa.int64()), pc.take(offsets_arrow, pc.take(at_arrow, where)))
+            )
             chosen = _u32(pc.filter(codes, mask))
             lo = 0
             for k, piece in enumerate(batch):
@@ -349,7 +362,9 @@ def _bools(flags: bytearray) -> Any:
 def _from_buffer(kind: Any, buffer: Any) -> Any:
     import pyarrow as pa
 
-    return pa.Array.from_buffers(kind, memoryview(buffer).nbytes * 8 // kind.bit_width, [None, pa.py_buffer(buffer)])
+    return pa.Array.from_buffers(
+        kind, memoryview(buffer).nbytes * 8 // kind.bit_width, [None, pa.py_buffer(buffer)]
+    )
 
 
 def _split(packed: list[bytes]) -> Any:

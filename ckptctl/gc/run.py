@@ -21,7 +21,9 @@ from ckptctl.gc.options import GcOptions
 from ckptctl.storage import Storage
 
 
-def plan_master(storage: Storage, options: GcOptions, engine: Engine, warn: Callable[[str], None]) -> str | None:
+def plan_master(
+    storage: Storage, options: GcOptions, engine: Engine, warn: Callable[[str], None]
+) -> str | None:
     """The Spark master ``gc plan`` runs on, started (under the engine's status line), or ``None``
     for in-process."""
     if options.inventory is not None and engine.kind == "auto" and not engine.master:
@@ -44,7 +46,9 @@ def _by_inventory(storage: Storage, manifest: str, engine: Engine, warn: Callabl
     from ckptctl.gc.plan import BYTES_PER_FILE
     from ckptctl.inventory import most_rows, read_manifest
 
-    rows = most_rows(read_manifest(storage, manifest, latest=float("inf")))  # sizes only: the planner checks its times
+    rows = most_rows(
+        read_manifest(storage, manifest, latest=float("inf"))
+    )  # sizes only: the planner checks its times
     need, have = rows * BYTES_PER_FILE, machine_memory()
     if not have or need <= have // 2:
         return engine
@@ -97,7 +101,9 @@ def planned(storage: Storage, options: GcOptions, engine: Engine, *, plan_file: 
         else:
             if plan_file:
                 plan.write(plan_file)  # PLAN.json and its lists in PLAN.parquet/
-            plan.materialise(if_small=True)  # the lists on the driver: shown (largest orphans), inlined like a local plan's
+            plan.materialise(
+                if_small=True
+            )  # the lists on the driver: shown (largest orphans), inlined like a local plan's
         yield plan
     finally:
         if master is not None:

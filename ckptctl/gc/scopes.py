@@ -30,4 +30,3 @@ class Scopes:
             if st.is_under(uri, scope):
                 return scope, kind
         return None, None
-

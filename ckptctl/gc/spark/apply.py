@@ -25,7 +25,9 @@ def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str
     from ckptctl.gc.planfile import options_from_plan, validate
     from ckptctl.gc.revalidation import replanned
 
-    fresh = replanned(plan_data, validate, lambda: build_plan_spark(storage, options_from_plan(plan_data), master))
+    fresh = replanned(
+        plan_data, validate, lambda: build_plan_spark(storage, options_from_plan(plan_data), master)
+    )
     # read by several jobs below: decided once (the plan's lists are decided again at each read)
     proposed = fresh.files.frame.filter("outcome = 'candidates'").persist(StorageLevel.MEMORY_AND_DISK)
     try:
@@ -53,12 +55,17 @@ def unchanged_candidates(old, fresh):
                                                             F.col("mtime").alias("o_mtime"))  # fmt: skip
     f = fresh.filter(F.col("outcome") == "candidates")
     joined = o.join(f, "path", "left")
-    same = F.col("size").isNotNull() & (F.col("size") == F.col("o_size")) & F.col("mtime").eqNullSafe(F.col("o_mtime"))
+    same = (
+        F.col("size").isNotNull()
+        & (F.col("size") == F.col("o_size"))
+        & F.col("mtime").eqNullSafe(F.col("o_mtime"))
+    )
     unchanged = joined.filter(same).select(*[c for c in f.columns])
     skipped = joined.filter(~same).select(
         "path",
         F.when(F.col("size").isNull(), "no longer a candidate (gone, referenced again, or guarded)")
-        .otherwise(CHANGED_WHY).alias("reason"),
+        .otherwise(CHANGED_WHY)
+        .alias("reason"),
     )
     return unchanged, skipped
 
@@ -81,8 +88,14 @@ def candidates_to_apply(fresh: SparkPlan, unchanged, skipped):
     waits = F.lit(False)
     if stuck:
         under = functools.reduce(lambda a, b: a | b, [F.col("path").startswith(s + "/") for s in stuck])
-        waits = (F.col("reason") == str(Reason.EXPIRED_ONLY)) | ((F.col("reason") == str(Reason.EXPIRED_CHECKPOINT)) & under)
-    go = unchanged.filter(~waits).select("path", "size", "mtime", "reason").persist(StorageLevel.MEMORY_AND_DISK)
+        waits = (F.col("reason") == str(Reason.EXPIRED_ONLY)) | (
+            (F.col("reason") == str(Reason.EXPIRED_CHECKPOINT)) & under
+        )
+    go = (
+        unchanged.filter(~waits)
+        .select("path", "size", "mtime", "reason")
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
     files, size = go.agg(F.count(F.lit(1)), F.sum("size")).first()
     skipped = skipped.union(unchanged.filter(waits).select("path", F.lit(WAITING_WHY).alias("reason")))
     n_skipped = skipped.count()

@@ -51,7 +51,9 @@ def classify_on_executors(work: SparkWork, steps: PlanSteps, now, now_source, cu
     live_paths = fold_df.filter("kind in ('live', 'span')").select("path")
     files = joined.filter((F.col("kg") == "f") & (F.col("n_f") > 0))
     # the live files are counted, never decided: they stay in the JVM
-    live = summary.live if not late else list(files.filter("live").agg(F.count(F.lit(1)), F.sum("size")).first())
+    live = (
+        summary.live if not late else list(files.filter("live").agg(F.count(F.lit(1)), F.sum("size")).first())
+    )
     if late:  # the regrouped rows are kept now: the first grouping is not read again
         release([stale])
 
@@ -95,7 +97,9 @@ def classify_on_executors(work: SparkWork, steps: PlanSteps, now, now_source, cu
     counted = {"live": [live[0], live[1] or 0], "candidates": [0, 0]}
     decided = None
     if summary.total_files <= COLLECT_FILES:
-        decided = Decided(decisions.withColumn("h", F.xxhash64("path", "size", "mtime", "reason")).collect(), labels)
+        decided = Decided(
+            decisions.withColumn("h", F.xxhash64("path", "size", "mtime", "reason")).collect(), labels
+        )
         rows = decided.groups()
         by_reason = merge_totals(rows)
     else:
@@ -113,6 +117,7 @@ def classify_on_executors(work: SparkWork, steps: PlanSteps, now, now_source, cu
     tally = Frames(work, listed, joined, files, decisions, in_python, fold_df, live_paths, summary, counted, by_reason,
                     labels, live_rows + span_rows, bool(late), decided)  # fmt: skip
     return steps.conclusion.finish(now, now_source, cutoff, retention, folded, contexts, tally)
+
 
 def decide(work: SparkWork, files, fold_df, rule: FileRule, labels: Labels, shipped: dict[str, tuple], broadcast,
            span_rows: int, python: int | None):  # fmt: skip
@@ -135,7 +140,9 @@ def decide(work: SparkWork, files, fold_df, rule: FileRule, labels: Labels, ship
     if python == 0:
         in_python, work.segments = work.spark.createDataFrame([], DECISION_SCHEMA), span_rows
     else:
-        spanned, work.segments = with_spans(open_.filter(to_python).select(*files.columns), fold_df, span_rows)
+        spanned, work.segments = with_spans(
+            open_.filter(to_python).select(*files.columns), fold_df, span_rows
+        )
         # few rows, decided once (the SQL's are decided again at each read of the lists)
         in_python = work.cache(map_in_arrow(spanned.select(*DECIDE_COLUMNS),
                                             functools.partial(decide_batches, rule, broadcast), DECISION_SCHEMA))  # fmt: skip
@@ -146,6 +153,7 @@ def decide(work: SparkWork, files, fold_df, rule: FileRule, labels: Labels, ship
         F.lit(None).cast("string").alias("evidence"), F.col("dir_job").alias("job"),
     )  # fmt: skip
     return in_sql.unionByName(in_python), in_python
+
 
 def changelog_ids_of(work: SparkWork, files, changelog_dirs) -> set[str]:
     from pyspark.sql import functions as F

@@ -35,8 +35,9 @@ def uri_parent(column: str, name: str | None = None):
     from pyspark.sql import functions as F
 
     last = name or f"substring_index({column}, '/', -1)"
-    return F.expr(f"cast(substring(cast({column} as binary), 1, octet_length({column}) - octet_length({last}) - 1) as string)")
-
+    return F.expr(
+        f"cast(substring(cast({column} as binary), 1, octet_length({column}) - octet_length({last}) - 1) as string)"
+    )
 
 
 PER_URI = ("kg", "uri", "root_idx", "part", "pos", "n_f", "size", "mtime", "is_link", "live", "has_span", "expired",
@@ -87,9 +88,14 @@ def group_per_uri(frame, *, exact: bool):
     if exact:
         grouped = grouped.select("*", "v.size", "v.mtime", "v.is_link").drop("v")
     is_file = F.col("kg") == "f"
-    grouped = grouped.select(*PER_URI, F.substring_index("uri", "/", -1).alias("name"))  # cut once, read twice
-    return grouped.select(*PER_URI, F.when(is_file, uri_parent("uri", "name")).otherwise(F.col("uri")).alias("key"),
-                          F.when(is_file, name_marks("name")).alias("marks"))
+    grouped = grouped.select(
+        *PER_URI, F.substring_index("uri", "/", -1).alias("name")
+    )  # cut once, read twice
+    return grouped.select(
+        *PER_URI,
+        F.when(is_file, uri_parent("uri", "name")).otherwise(F.col("uri")).alias("key"),
+        F.when(is_file, name_marks("name")).alias("marks"),
+    )
 
 
 def with_spans(files, fold_df, n: int) -> tuple[Any, int]:
@@ -101,7 +107,9 @@ def with_spans(files, fold_df, n: int) -> tuple[Any, int]:
     spans = fold_df.filter("kind = 'span'")
     if not n:
         return files.withColumn("spans", F.lit(None).cast(SPAN_LIST)), 0
-    lists = spans.groupBy(F.col("path").alias("uri")).agg(F.collect_list(F.struct("offset", "size")).alias("spans"))
+    lists = spans.groupBy(F.col("path").alias("uri")).agg(
+        F.collect_list(F.struct("offset", "size")).alias("spans")
+    )
     return files.join(F.broadcast(lists) if n <= BROADCAST_SPANS else lists, "uri", "left"), n
 
 

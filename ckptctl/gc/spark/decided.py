@@ -34,7 +34,9 @@ WRITTEN_SCHEMA = (
     "root_idx int, part int, pos long, path string, size long, mtime double, reason string, evidence string, "
     "outcome string, job_id string"
 )
-_FILE_COLUMNS = [tuple(c.split()) for c in WRITTEN_SCHEMA.split(", ")][:-2]  # (name, type) in each Parquet file
+_FILE_COLUMNS = [tuple(c.split()) for c in WRITTEN_SCHEMA.split(", ")][
+    :-2
+]  # (name, type) in each Parquet file
 
 
 class ReasonTotals(NamedTuple):
@@ -81,7 +83,9 @@ def merge_totals(groups: Iterable[Any]) -> list[ReasonTotals]:
         was = merged.get((r.outcome, r.reason))
         digest = hash_total(r.hash_hi, r.hash_lo)
         if was is None:
-            merged[r.outcome, r.reason] = ReasonTotals(r.outcome, r.reason, r.n, r.bytes, r.oldest, r.newest, digest)
+            merged[r.outcome, r.reason] = ReasonTotals(
+                r.outcome, r.reason, r.n, r.bytes, r.oldest, r.newest, digest
+            )
             continue
         merged[r.outcome, r.reason] = ReasonTotals(
             r.outcome, r.reason, was.n + r.n, _either(int.__add__, was.bytes, r.bytes),
@@ -215,10 +219,14 @@ class Decided:
         os.makedirs(target)
         name = f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"
         for (outcome, job_id), rows in sorted(by_dir.items()):
-            directory = os.path.join(target, f"outcome={escape_path_name(outcome)}", f"job_id={escape_path_name(job_id)}")
+            directory = os.path.join(
+                target, f"outcome={escape_path_name(outcome)}", f"job_id={escape_path_name(job_id)}"
+            )
             os.makedirs(directory)
             columns = [[getattr(r, name) for r in rows] for name in schema.names]
-            pq.write_table(pa.table(columns, schema=schema), os.path.join(directory, name), compression="snappy")
+            pq.write_table(
+                pa.table(columns, schema=schema), os.path.join(directory, name), compression="snappy"
+            )
         with open(os.path.join(target, "_SUCCESS"), "wb"):
             pass
 

@@ -92,10 +92,14 @@ def inventory_batches(storage: Storage, task: tuple) -> Iterator[Any]:
         uri, n = batch.column("uri"), batch.num_rows
         root_idx = pa.nulls(n, pa.int32())
         for i in reversed(range(len(scopes))):  # the first scope the file is under
-            root_idx = pc.if_else(pc.starts_with(uri, scopes[i].rstrip("/") + "/"), pa.scalar(i, pa.int32()), root_idx)
+            root_idx = pc.if_else(
+                pc.starts_with(uri, scopes[i].rstrip("/") + "/"), pa.scalar(i, pa.int32()), root_idx
+            )
         yield _record_batch(schema, n, kind="f", root_idx=root_idx, part=0, pos=0, uri=uri, size=batch.column("size"),
                             mtime=batch.column("mtime"), is_link=False)  # fmt: skip
-    yield from arrow_batches([("s", 0, 0, stats.rows_kept, None, stats.rows_read, None, False, None)], LISTING_SCHEMA)
+    yield from arrow_batches(
+        [("s", 0, 0, stats.rows_kept, None, stats.rows_read, None, False, None)], LISTING_SCHEMA
+    )
 
 
 def _record_batch(schema, n: int, **columns) -> Any:
@@ -107,7 +111,11 @@ def _record_batch(schema, n: int, **columns) -> Any:
         value = columns.get(f.name)
         if value is None:
             return pa.nulls(n, f.type)
-        return value if isinstance(value, (pa.Array, pa.ChunkedArray)) else pa.repeat(pa.scalar(value, f.type), n)
+        return (
+            value
+            if isinstance(value, (pa.Array, pa.ChunkedArray))
+            else pa.repeat(pa.scalar(value, f.type), n)
+        )
 
     return pa.RecordBatch.from_arrays([column(f) for f in schema], schema=schema)
 
@@ -150,7 +158,9 @@ def fold_partition(storage_options, retained_set, rebase, prefixes, rows: Iterab
     part = indexed[0][0]
     for p in itertools.chain(out.live, out.spans, out.expired_refs):
         if not p.isascii():
-            _utf8(p, "a checkpoint references a path that is not UTF-8 (a lone surrogate): Spark cannot hold it")
+            _utf8(
+                p, "a checkpoint references a path that is not UTF-8 (a lone surrogate): Spark cannot hold it"
+            )
     schema = arrow_schema(FOLD_SCHEMA)
     for kind, paths in (("live", out.live), ("expired", out.expired_refs)):
         paths = list(paths)
@@ -249,7 +259,6 @@ def unpickled(fn, ddl: str | None, batches) -> Iterator[Any]:
     items = (pickle.loads(b) for batch in batches for b in batch.column(0).to_pylist())  # noqa: S301 - the driver's
     out = fn(items)
     yield from out if ddl is None else arrow_batches(out, ddl)
-
 
 
 def referenced_partition(rows) -> Iterator[str]:

@@ -33,7 +33,13 @@ class Frames(Tally):
         ``late``: checkpoints were folded after the summary (its count of missing files is short);
         ``decided``: a small plan's decisions on the driver, read instead of ``decisions``."""
         self.by_reason, self.labels = by_reason, labels
-        self.work, self.listed, self.joined, self.files, self.decisions = work, listed, joined, files, decisions
+        self.work, self.listed, self.joined, self.files, self.decisions = (
+            work,
+            listed,
+            joined,
+            files,
+            decisions,
+        )
         self.in_python = in_python  # the decisions made on Python workers (segments' files among them)
         self.live_paths = live_paths  # files and segments' files retained checkpoints reference
         self.live_files, self.live_bytes = counted["live"]
@@ -57,7 +63,9 @@ class Frames(Tally):
             return set()
         if self.late and self.live_files >= self.referenced.distinct().count():
             return set()
-        missing = self.joined.filter((F.col("kg") == "f") & (F.col("n_f") == 0) & (F.col("live") | F.col("has_span")))
+        missing = self.joined.filter(
+            (F.col("kg") == "f") & (F.col("n_f") == 0) & (F.col("live") | F.col("has_span"))
+        )
         rows = missing.select("uri").limit(MISSING_BOUND + 1).collect()
         if len(rows) > MISSING_BOUND:
             raise CkptError(
@@ -83,7 +91,9 @@ class Frames(Tally):
         if self.decided is not None:
             n, size = self.decided.relive(paths)
         else:
-            gone = self.decisions.filter((F.col("outcome") == "protected") & F.col("path").isin(sorted(paths)))
+            gone = self.decisions.filter(
+                (F.col("outcome") == "protected") & F.col("path").isin(sorted(paths))
+            )
             n, size = gone.agg(F.count(F.lit(1)), F.sum("size")).first()
         self.live_files += n
         self.live_bytes += size or 0
@@ -95,7 +105,9 @@ class Frames(Tally):
 
         listed = self.decisions.filter(F.col("outcome").isin("candidates", "protected"))
         if self.relived:
-            listed = listed.filter(~((F.col("outcome") == "protected") & F.col("path").isin(sorted(self.relived))))
+            listed = listed.filter(
+                ~((F.col("outcome") == "protected") & F.col("path").isin(sorted(self.relived)))
+            )
         return listed
 
     def future_files(self) -> tuple[int, str | None]:
@@ -106,7 +118,9 @@ class Frames(Tally):
 
         if self.decided is not None:
             return self.decided.first_candidate_named(names)
-        hits = self.decisions.filter((F.col("outcome") == "candidates") & F.substring_index("path", "/", -1).isin(sorted(names)))
+        hits = self.decisions.filter(
+            (F.col("outcome") == "candidates") & F.substring_index("path", "/", -1).isin(sorted(names))
+        )
         first = hits.agg(F.min(F.struct(*ORDER))).first()[0]
         return first.path if first is not None else None
 
@@ -121,7 +135,9 @@ class Frames(Tally):
 
         if self.decided is not None:
             return self.decided.kept_paths_since(since)
-        kept = self.lists().filter((F.col("outcome") == "protected") & (F.col("mtime").isNull() | (F.col("mtime") >= since)))
+        kept = self.lists().filter(
+            (F.col("outcome") == "protected") & (F.col("mtime").isNull() | (F.col("mtime") >= since))
+        )
         # one path per directory and kind (file, directory marker): all the guard looks at
         keys = kept.groupBy(uri_parent("path"), F.col("path").endswith("/"))
         return [r[0] for r in keys.agg(F.min("path")).select("min(path)").collect()]
@@ -140,7 +156,9 @@ class Frames(Tally):
         n = hits.count()
         return n, (hits.agg(F.min("uri")).first()[0] if n else None)
 
-    def plan(self, options, now, now_source, cutoff, retained, expired, external, missing, *rest) -> SparkPlan:
+    def plan(
+        self, options, now, now_source, cutoff, retained, expired, external, missing, *rest
+    ) -> SparkPlan:
         from pyspark.sql import functions as F
 
         if not self.work.segments:
@@ -149,7 +167,9 @@ class Frames(Tally):
             rows = self.decided.partial()
         else:
             rows = self.in_python.filter(F.col("outcome") == "partial").orderBy(*ORDER).collect()
-        partial = [{"path": r.path, "size": r.size, **json.loads(r.evidence)} for r in rows]  # live_bytes, dead_bytes
+        partial = [
+            {"path": r.path, "size": r.size, **json.loads(r.evidence)} for r in rows
+        ]  # live_bytes, dead_bytes
         # the lists are decided again from the planner's cached frames each time they are read: those
         # stay with the plan until it is released. Files made live again: the lists' totals counted again.
         # Their tasks: each of the two kinds of decisions (SQL, Python) reads the cached rows per URI

@@ -25,7 +25,9 @@ from ckptctl.gc.spark.decided import (
 from ckptctl.gc.spark.labels import Labels
 
 INLINE_FILES = 100_000  # plans with at most this many listed decisions also inline them in the JSON
-WRITE_FILES = 2_000  # a Spark plan's lists are written without a shuffle when that makes at most this many files
+WRITE_FILES = (
+    2_000  # a Spark plan's lists are written without a shuffle when that makes at most this many files
+)
 
 
 @dataclass
@@ -36,7 +38,9 @@ class SparkFiles:
     frame: Any
     labels: Labels
     totals: dict[str, Any]
-    cached: list = field(default_factory=list)  # the persisted frames ``frame`` is made of, released with the plan
+    cached: list = field(
+        default_factory=list
+    )  # the persisted frames ``frame`` is made of, released with the plan
     tasks: int = 0  # the tasks that decide ``frame``: a write without a shuffle makes up to this many files a directory
     decided: Decided | None = None  # a small plan's decisions on the driver: read there, written from there
 
@@ -82,7 +86,9 @@ class SparkFiles:
         if self.decided is not None:
             return self.decided.decisions()
         frame = self.labelled()
-        rows = frame.filter(frame.outcome.isin("candidates", "protected")).orderBy("outcome", *ORDER).collect()
+        rows = (
+            frame.filter(frame.outcome.isin("candidates", "protected")).orderBy("outcome", *ORDER).collect()
+        )
         cache: dict[str, Any] = {}
         lists: dict[str, list[FileDecision]] = {"candidates": [], "protected": []}
         for r in rows:
@@ -98,8 +104,14 @@ def reason_totals(grouped) -> tuple[list, list[ReasonTotals]]:
     only (no row is sorted): (the groups' rows, their :class:`ReasonTotals` over jobs)."""
     from pyspark.sql import functions as F
 
-    rows = grouped.agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes"), F.min("mtime").alias("oldest"),
-                       F.max("mtime").alias("newest"), *_hash_sums(), F.sum("pos").alias("live_n"))
+    rows = grouped.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum("size").alias("bytes"),
+        F.min("mtime").alias("oldest"),
+        F.max("mtime").alias("newest"),
+        *_hash_sums(),
+        F.sum("pos").alias("live_n"),
+    )
     rows = rows.collect()
     return rows, merge_totals(rows)
 
@@ -186,7 +198,9 @@ class SparkPlan(GcPlan):
             self.files.cached = []
 
     def small(self) -> bool:
-        return self.files.totals["candidates"]["files"] + self.files.totals["protected"]["files"] <= INLINE_FILES
+        return (
+            self.files.totals["candidates"]["files"] + self.files.totals["protected"]["files"] <= INLINE_FILES
+        )
 
     def to_json(self) -> dict[str, Any]:
         self.materialise()
@@ -258,5 +272,7 @@ def read_lists(spark, plan_file: str, record: dict[str, Any]):
     for which in ("candidates", "protected"):
         rows = frame.filter(frame.outcome == which)
         if rows.count() != record[which] or _digest(rows) != record[f"{which}_digest"]:
-            raise CkptError(f"the plan's {which} in {path} are not those it was written with (edited?)", path=plan_file)
+            raise CkptError(
+                f"the plan's {which} in {path} are not those it was written with (edited?)", path=plan_file
+            )
     return frame

@@ -51,7 +51,9 @@ class SparkPlanner:
     def _run(self) -> SparkPlan:
         steps, state = self.steps, self.state
         now, now_source, cutoff = steps.discovery.start()
-        discovered = steps.discovery.discover({})  # pruned walks (delimiter listings on S3), never the universe
+        discovered = steps.discovery.discover(
+            {}
+        )  # pruned walks (delimiter listings on S3), never the universe
         retention = retain(state, discovered, now, cutoff)
         state.warnings.extend(retention.notes)
         folded, fold_df = self.fold_on_executors(retention)
@@ -74,7 +76,9 @@ class SparkPlanner:
         steps.late.fold_siblings(retention, folded)
         steps.guards.check_no_aliases()
         steps.guards.check_mounts(retention)
-        plan = classify_on_executors(self.work, steps, now, now_source, cutoff, rule, retention, folded, fold_df, joined, summary)
+        plan = classify_on_executors(
+            self.work, steps, now, now_source, cutoff, rule, retention, folded, fold_df, joined, summary
+        )
         if state.inventory is not None:
             steps.report.check_metadata_after_plan()
         return plan
@@ -89,7 +93,9 @@ class SparkPlanner:
         slices = max(1, min(len(ordered), self.work.sc.defaultParallelism * 2))
         fn = functools.partial(fold_partition, self.state.storage.options, retained_set, self.state.options.rebase,
                                self.state.scopes.prefixes)  # fmt: skip
-        fold_df = self.work.materialise_rows(self.work.on_executors(list(enumerate(ordered)), slices, fn, FOLD_SCHEMA, arrow=True))
+        fold_df = self.work.materialise_rows(
+            self.work.on_executors(list(enumerate(ordered)), slices, fn, FOLD_SCHEMA, arrow=True)
+        )
         folded = Folded(set(), {}, set(), {}, {}, [])
         moved: dict[str, list[str]] = {}
         for row in sorted(fold_df.filter("kind = 'small'").select("part", "blob").collect()):
@@ -117,7 +123,10 @@ class SparkPlanner:
         tasks: list[tuple] = []
         driver_rows: list[tuple] = []
         if self.state.inventory is not None:
-            tasks = [("inventory", replace(self.state.inventory, files=(df,)), tuple(listed)) for df in self.state.inventory.files]
+            tasks = [
+                ("inventory", replace(self.state.inventory, files=(df,)), tuple(listed))
+                for df in self.state.inventory.files
+            ]
         else:
             local = [(i, r) for i, r in enumerate(listed) if st.scheme_of(r) == "file"]
             if local:
@@ -155,7 +164,9 @@ class SparkPlanner:
             F.lit(False).alias("live"), F.lit(False).alias("has_span"), F.lit(False).alias("expired"),
             F.when(stat, F.col("size")).alias("rows_read"), F.when(stat, F.col("pos")).alias("rows_kept"),
         )  # fmt: skip
-        return self.work.materialise_rows(group_per_uri(listing.unionByName(as_per_uri(fold_df)), exact=exact))
+        return self.work.materialise_rows(
+            group_per_uri(listing.unionByName(as_per_uri(fold_df)), exact=exact)
+        )
 
     def take_listing(self, summary: Summary) -> None:
         """The walks' notes into ``self.state.notes``, the inventory's statistics recorded, every ROOT

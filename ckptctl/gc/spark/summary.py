@@ -100,7 +100,6 @@ class Summary:
         return out
 
 
-
 def summarise(joined, tolerance_limit: float, cutoff: float, by_name: bool) -> Summary:
     """Everything the driver needs before deciding, by directory (listing order, files, bytes,
     the ``_metadata`` in each), the walks' notes, the inventory's read statistics, the totals,
@@ -117,7 +116,9 @@ def summarise(joined, tolerance_limit: float, cutoff: float, by_name: bool) -> S
 
     rows, future, is_metadata, being_written = summary_rows(joined, tolerance_limit, cutoff)
     k1, fits = order_key()
-    of_metadata = [F.max(F.when(is_metadata, F.col(c))).alias(f"m_{c}") for c in METADATA_FIELDS if c != "uri"]
+    of_metadata = [
+        F.max(F.when(is_metadata, F.col(c))).alias(f"m_{c}") for c in METADATA_FIELDS if c != "uri"
+    ]
     counted = rows.groupBy("kg", "key").agg(
         *summary_counts(future, being_written), F.min(k1).alias("k1"), F.count_if(~fits).alias("unfit"),
         F.count_if(is_metadata).alias("n_metadata"), *of_metadata,
@@ -135,12 +136,17 @@ def summarise(joined, tolerance_limit: float, cutoff: float, by_name: bool) -> S
     if ordered is None:  # tied: the sorting aggregates
         return summarise_sorting(joined, tolerance_limit, cutoff)
     for d in ordered:
-        d.metadata = (d.m_part, d.m_pos, f"{d.key}/_metadata", d.m_size, d.m_mtime, d.m_is_link) if d.n_metadata else None
+        d.metadata = (
+            (d.m_part, d.m_pos, f"{d.key}/_metadata", d.m_size, d.m_mtime, d.m_is_link)
+            if d.n_metadata
+            else None
+        )
     first_future = None
     if any(d.future for d in dirs):
         first = rows.filter((F.col("kg") == "f") & future).agg(F.min(F.struct(*ORDER[:3], "uri"))).first()[0]
         first_future = first.uri
     return Summary([DirRow(**r.asDict()) for r in counted if r.kg != "f"], ordered, first_future, cutoff)
+
 
 def summary_rows(joined, tolerance_limit: float, cutoff: float):
     """The rows the summary reads (listed files and the walks' notes; the referenced files
@@ -161,6 +167,7 @@ def summary_rows(joined, tolerance_limit: float, cutoff: float):
     being_written = (is_file & F.col("uri").contains("/" + METADATA_IN_PROGRESS)
                      & (mtime.isNull() | (mtime >= cutoff)))  # fmt: skip
     return rows, mtime > tolerance_limit, F.col("uri").endswith("/_metadata"), being_written
+
 
 def summarise_sorting(joined, tolerance_limit: float, cutoff: float) -> Summary:
     """:func:`summarise` in one pass whose structs and strings sort the rows (the order keys
