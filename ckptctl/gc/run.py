@@ -165,7 +165,9 @@ def revalidated(plan_file: str, engine: Engine, *, s3_endpoint: str | None = Non
     storage = Storage(storage_from_plan(plan_data, s3_endpoint))
     storage.on_listed = on_listed  # a running count while S3 is listed
     master = apply_master(engine, plan_data.get("engine"))
-    to_apply = None
+    go: list = []  # what this process deletes
+    skipped: list[dict[str, Any]] = []
+    to_apply = None  # or what the executors delete
     if orphans.is_orphan_plan(plan_data):  # a Paimon table's orphans
         fresh, go, skipped = orphans.revalidate(storage, plan_data)
     elif master is not None:

@@ -3,9 +3,9 @@
 A plan's lists are read several times after they are decided: their totals by list, job and
 reason (the caps), the first candidate named like an external reference, the young protected
 files (--keep-last's guard), the lists themselves (the JSON inlines up to
-:data:`ckptctl.gc.spark.INLINE_FILES` of them) and the Parquet written next to the plan. At bucket
+:data:`ckptctl.gc.spark.plan.INLINE_FILES` of them) and the Parquet written next to the plan. At bucket
 scale each read is a Spark job over the decided rows, which stay on the executors. A plan of at
-most :data:`ckptctl.gc.spark.COLLECT_FILES` listed files has at most that many decisions, and the
+most :data:`ckptctl.gc.spark.classify.COLLECT_FILES` listed files has at most that many decisions, and the
 JSON brings them to the driver anyway: there each further Spark job cost more than its rows
 (~0.2-0.8 s each for a few hundred rows: planning, broadcasts, a write of one small file per
 directory), so the rows are collected once, each with its hash (Spark's ``xxhash64``, the
