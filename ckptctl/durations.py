@@ -9,6 +9,7 @@ seconds everywhere. Each option used to have its own grammar (``--ttl 5`` meant 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ckptctl.errors import CkptError
 
@@ -48,3 +49,17 @@ def parse_seconds(text: str, option: str = "duration") -> float:
 
 def parse_millis(text: str, option: str = "duration") -> int:
     return int(round(parse_seconds(text, option) * 1000))
+
+
+@dataclass(frozen=True)
+class OlderThan:
+    """``--older-than`` (gc's, paimon's) as given, final once parsed: an age (seconds before the
+    storage clock's now) or an instant (the cut-off itself, ``at``: compared with file times as it
+    is, never turned into an age with this machine's clock, which may differ from the storage's)."""
+
+    age: float = 0.0
+    at: float | None = None
+
+    def cutoff(self, now: float) -> float:
+        """The instant files must be older than, ``now`` on the storage's clock."""
+        return self.at if self.at is not None else now - self.age

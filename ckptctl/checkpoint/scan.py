@@ -129,9 +129,6 @@ class ScanStorage(Storage):
     def move(self, src: str, dst: str) -> None:
         raise self._read_only(src)
 
-    def remove_empty_dirs(self, uri: str) -> None:
-        raise self._read_only(uri)
-
 
 @dataclass
 class RootScan:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 from typing import Annotated
 
@@ -19,12 +18,11 @@ from ckptctl.cli.base import (
     command,
     engine_choice,
     get_output,
+    storage_and_rebase,
     writable_outputs,
 )
-from ckptctl.cli.base import (
-    storage_and_rebase as _context,
-)
-from ckptctl.cli.params import AGE
+from ckptctl.cli.params import DURATION, OLDER_THAN
+from ckptctl.durations import OlderThan
 
 gc_app = typer.Typer(
     help=(
@@ -61,11 +59,11 @@ def plan_command(
         ),
     ] = None,
     older_than: Annotated[
-        float,
+        OlderThan,
         typer.Option(
             "--older-than",
             metavar="DURATION",
-            parser=AGE,
+            parser=OLDER_THAN,
             help="Only files older than this are candidates (24h, 90m, 7d, or an ISO time).",
         ),
     ] = "24h",
@@ -74,7 +72,7 @@ def plan_command(
         typer.Option(
             "--margin",
             metavar="DURATION",
-            parser=AGE,
+            parser=DURATION,
             help="Files must also predate the newest retained checkpoint of their job by this.",
         ),
     ] = "1h",
@@ -148,50 +146,24 @@ def plan_command(
 
     `ckptctl gc ROOT ...` is the same as `ckptctl gc plan ROOT ...`.
     """
-    from ckptctl.cli.params import Instant
     from ckptctl.cli.render import gc as render
-    from ckptctl.errors import CkptError
-    from ckptctl.gc import GcOptions, build_plan
+    from ckptctl.gc import GcOptions
+    from ckptctl.gc.run import planned
 
     writable_outputs(plan_file)
     chosen = engine_choice(engine, master)
-    if isinstance(margin, Instant):
-        raise CkptError("--margin expects a duration like 1h or 10m, not a time")
-    older_than_at = float(older_than) if isinstance(older_than, Instant) else None
-    if older_than_at is not None:
-        older_than = 0.0
     out = get_output()
-    storage, mappings = _context(s3_endpoint, rebase)
+    storage, mappings = storage_and_rebase(s3_endpoint, rebase)
     options = GcOptions(
         roots=tuple(roots), savepoint_dirs=tuple(savepoints or ()), changelog_dirs=tuple(changelog_dir or ()),
-        keep_last=keep_last, older_than=older_than, margin=margin, max_delete_fraction=max_delete_fraction,
+        keep_last=keep_last, older_than=older_than.age, margin=margin, max_delete_fraction=max_delete_fraction,
         force=force, allow_external=allow_external, rebase=mappings, accept_lost=tuple(accept_lost or ()),
-        clock=clock, collect_dead_jobs=collect_dead_jobs, older_than_at=older_than_at, inventory=inventory,
+        clock=clock, collect_dead_jobs=collect_dead_jobs, older_than_at=older_than.at, inventory=inventory,
         collect_fixed_id_changelog=collect_fixed_id_changelog,
     )  # fmt: skip
-    options.normalized().validate()  # a bad option is refused before a JVM starts for it
-    if inventory is not None and chosen.kind == "auto" and not chosen.master:
-        chosen = _by_inventory(storage, inventory, chosen, out)
-    spark_master = _spark_master(chosen)
-    if spark_master is not None:
-        from ckptctl.gc.spark import build_plan_spark
-
-        plan = build_plan_spark(storage, options, spark_master)
-    else:
-        plan = build_plan(storage, options, progress=out.term.iterate("reading _metadata"))
-    try:
-        if spark_master is None:
-            if plan_file:
-                with open(plan_file, "wb") as f:
-                    plan.write_json(f)
-        else:
-            if plan_file:
-                plan.write(plan_file)  # PLAN.json and its lists in PLAN.parquet/
-            plan.materialise(if_small=True)  # the lists on the driver: shown (largest orphans), inlined like a local plan's
+    progress = out.term.iterate("reading _metadata")
+    with planned(storage, options, chosen, plan_file=plan_file, progress=progress, warn=out.warn) as plan:
         out.result(plan, partial(render.plan, written_to=plan_file, term=out.term))
-    finally:
-        if spark_master is not None:
-            plan.release()  # written and shown (or failed): the plan's frames leave the executors' storage
     if plan.refusals:
         raise typer.Exit(1)
 
@@ -202,7 +174,8 @@ def apply_command(
     plan_file: Annotated[
         str,
         typer.Argument(
-            help="A plan written by `ckptctl gc plan -o FILE` or `ckptctl paimon orphans -o FILE`.", metavar="PLAN.json"
+            help="A plan written by `ckptctl gc plan -o FILE` or `ckptctl paimon orphans -o FILE`.",
+            metavar="PLAN.json",
         ),
     ],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
@@ -236,36 +209,13 @@ def apply_command(
     Spark executors with --engine spark or --master, or when the plan was made with --engine spark.
     """
     from ckptctl.cli.render import gc as render
-    from ckptctl.gc import apply_plan, read_plan, revalidate
-    from ckptctl.gc.planfile import storage_from_plan
-    from ckptctl.paimon import orphans
-    from ckptctl.storage import Storage
+    from ckptctl.gc.run import revalidated
 
     chosen = engine_choice(engine, master)
     out = get_output()
-    from ckptctl.gc.planfile import load_json
-
-    if orphans.is_orphan_plan(load_json(plan_file)):  # `ckptctl paimon orphans -o`
-        plan_data = read_plan(plan_file, orphans.validate, "ckptctl paimon orphans")
-    else:
-        plan_data = read_plan(plan_file)
-    storage = Storage(storage_from_plan(plan_data, s3_endpoint))
-    storage.on_listed = out.term.listing_count()  # a running count while S3 is listed
-    spark_master = _spark_master(chosen, plan_data.get("engine"))
-    to_apply = None  # what executors delete (spark_apply.ToApply), the driver holding only counts
-    if orphans.is_orphan_plan(plan_data):  # `ckptctl paimon orphans -o`: a Paimon table's orphans
-        fresh, go, skipped = orphans.revalidate(storage, plan_data)
-    elif spark_master is not None:
-        from ckptctl.gc.spark import revalidate_spark
-
-        fresh, to_apply = revalidate_spark(storage, plan_data, plan_file, spark_master)
-    else:
-        fresh, go, skipped = revalidate(storage, plan_data, progress=out.term.iterate("reading _metadata"))
-    if spark_master is not None and to_apply is None:
-        from ckptctl.gc.spark_apply import ToApply
-
-        to_apply = ToApply.of(go, skipped)
-    n, total = (to_apply.files, to_apply.bytes) if to_apply is not None else (len(go), sum(d.size for d in go))
+    pending = revalidated(plan_file, chosen, s3_endpoint=s3_endpoint, on_listed=out.term.listing_count(),
+                          progress=out.term.iterate("reading _metadata"))  # fmt: skip
+    n, total = pending.files, pending.bytes
     if not n:
         out.warn("nothing to delete: no candidate of the plan is still an orphan")
     elif not yes:
@@ -276,67 +226,16 @@ def apply_command(
         ):
             out.warn("aborted; nothing deleted")
             raise typer.Exit(1)
-    if to_apply is not None and n:  # deleted on the executors of the master that re-validated
-        from ckptctl.gc.spark_apply import apply_plan_on_executors
-
-        executors = apply_plan_on_executors(
-            storage, fresh, to_apply, master=spark_master,
-            manifest_dir=manifest or plan_file + ".manifest.d", trash=trash, batch=batch_size,
-        )  # fmt: skip
+    if pending.on_executors:  # deleted on the executors of the master that re-validated
+        executors = pending.apply_on_executors(manifest_dir=manifest or plan_file + ".manifest.d", trash=trash,
+                                               batch=batch_size)  # fmt: skip
         out.result(executors, partial(render.applied_on_executors, term=out.term))
         if not executors.complete:
             raise typer.Exit(1)
         return
-    if to_apply is not None:  # nothing to delete: reported as in-process (the first skips)
-        to_apply.release()
-        go, skipped = [], to_apply.skips
-    with out.term.counter(len(go), "moving" if trash else "deleting") as advance:
-        result = apply_plan(
-            storage, fresh, go, skipped,
-            manifest=(manifest or plan_file + ".manifest.jsonl") if go else None, trash=trash,
-            batch_size=batch_size, on_batch=advance,
-        )  # fmt: skip
+    with out.term.counter(len(pending.go), "moving" if trash else "deleting") as advance:
+        result = pending.apply_here(manifest=manifest or plan_file + ".manifest.jsonl", trash=trash,
+                                    batch_size=batch_size, on_batch=advance)  # fmt: skip
     out.result(result, partial(render.applied, term=out.term))
     if result.failed:
         raise typer.Exit(1)
-
-
-def _by_inventory(storage, manifest: str, chosen, out):
-    """``auto`` with an S3 Inventory: the manifest tells beforehand how many files the plan holds
-    (at most, from its data files' sizes). Spark when planning them in this process could take
-    more than half this machine's memory -- a bucket of 10^8 objects would need ~18 GB -- else
-    in-process (faster on one machine: no JVM, no shuffles)."""
-    from ckptctl.engine.machine import machine_memory
-    from ckptctl.gc.plan import BYTES_PER_FILE
-    from ckptctl.inventory import most_rows, read_manifest
-
-    rows = most_rows(read_manifest(storage, manifest, latest=float("inf")))  # sizes only: the planner checks its times
-    need, have = rows * BYTES_PER_FILE, machine_memory()
-    if not have or need <= have // 2:
-        return chosen
-    out.warn(
-        f"the inventory holds up to ~{rows:,} rows: planning them in this process could take ~{need / 1e9:.1f} GB "
-        f"of this machine's {have / 1e9:.1f} GB, so the plan is made on Spark (--engine local: in-process)"
-    )
-    return replace(chosen, kind="spark")
-
-
-def _spark_master(chosen, planned: dict | None = None) -> str | None:
-    """The Spark master gc runs on, started (under its status line), or ``None`` for in-process.
-    ``auto`` stays in-process unless ``--master`` is given or (apply) the plan was made on Spark:
-    before the listing nothing tells how many files there are, and the listing is the cost (an
-    S3 Inventory does tell: :func:`_by_inventory`). A plan
-    made on Spark is re-validated on Spark (its lists may be in Parquet only), on its master unless
-    another is named."""
-    from ckptctl.engine import DEFAULT_MASTER
-
-    if chosen.kind == "local":
-        return None
-    if chosen.kind == "spark" or chosen.master:
-        master = chosen.master or DEFAULT_MASTER
-    elif planned and planned.get("kind") == "spark":
-        master = planned.get("master") or DEFAULT_MASTER
-    else:
-        return None
-    replace(chosen, kind="spark", master=master).start()
-    return master

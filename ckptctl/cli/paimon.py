@@ -24,7 +24,8 @@ from ckptctl.cli.base import (
     storage_and_rebase,
     writable_outputs,
 )
-from ckptctl.cli.params import AGE, DURATION, Instant
+from ckptctl.cli.params import AGE, DURATION, OLDER_THAN
+from ckptctl.durations import OlderThan
 
 paimon_app = typer.Typer(
     help=(
@@ -46,23 +47,20 @@ TableOpt = Annotated[
     ),
 ]
 OlderThanOpt = Annotated[
-    float | None,
+    OlderThan | None,
     typer.Option(
-        "--older-than", parser=AGE, metavar="AGE",
+        "--older-than", parser=OLDER_THAN, metavar="AGE",
         help="The Paimon orphan clean-up cut-off (remove_orphan_files' older_than): 1d (Paimon's default), "
         "12h, or an ISO time; `paimon orphans` takes nothing younger than --min-age (1h).",
     ),
 ]  # fmt: skip
 
 
-def _cut_off(older_than: float | None) -> tuple[float, float | None]:
+def _cut_off(older_than: OlderThan | None) -> OlderThan:
+    """``--older-than`` as given, or Paimon's default (a day)."""
     from ckptctl.paimon.table import DAY_SECONDS
 
-    if older_than is None:
-        return DAY_SECONDS, None
-    if isinstance(older_than, Instant):
-        return 0.0, float(older_than)
-    return float(older_than), None
+    return older_than if older_than is not None else OlderThan(DAY_SECONDS)
 
 
 @paimon_app.command("status", cls=Command)
@@ -96,8 +94,8 @@ def status_command(
 
     out = get_output()
     storage, mappings = storage_and_rebase(s3_endpoint, rebase)
-    age, at = _cut_off(older_than)
-    report = run_report(storage, checked_path(storage, path), table, mappings, operator, age, at)
+    cut = _cut_off(older_than)
+    report = run_report(storage, checked_path(storage, path), table, mappings, operator, cut.age, cut.at)
     out.result(report, render.report)
     if not report.ok:
         raise typer.Exit(1)
@@ -153,9 +151,9 @@ def orphans_command(
     writable_outputs(output)
     out = get_output()
     storage, mappings = storage_and_rebase(s3_endpoint, rebase)
-    age, at = _cut_off(older_than)
+    cut = _cut_off(older_than)
     plan = plan_orphans(
-        storage, table, list(checkpoints), mappings, older_than=age, older_than_at=at, s3_endpoint=s3_endpoint,
+        storage, table, list(checkpoints), mappings, older_than=cut.age, older_than_at=cut.at, s3_endpoint=s3_endpoint,
         min_age=float(min_age), margin=margin,
     )  # fmt: skip
     if output:

@@ -16,6 +16,7 @@ from typing import Any
 
 import typer
 
+from ckptctl.durations import OlderThan
 from ckptctl.sizes import parse_bytes
 
 _DURATION_START = re.compile(r"^\s*-?\d")  # a duration (one grammar: ckptctl.durations) ...
@@ -49,6 +50,13 @@ def parse_age(text: str, option: str) -> float:
     if when.tzinfo is None:
         raise CkptError(f"{option} '{text}' needs a time zone (e.g. 2026-11-01T00:00:00Z)")
     return Instant(when.timestamp())
+
+
+def parse_older_than(text: str, option: str) -> OlderThan:
+    """``--older-than`` (gc's and paimon's): an age or an instant (:func:`parse_age`), told apart
+    here once, as the :class:`~ckptctl.durations.OlderThan` the commands pass on."""
+    value = parse_age(text, option)
+    return OlderThan(at=float(value)) if isinstance(value, Instant) else OlderThan(age=value)
 
 
 def parse_duration(text: str, option: str) -> float:
@@ -157,6 +165,7 @@ def _rebase(text: str, option: str) -> Any:
 
 
 AGE = Typed("duration", parse_age)  # --older-than 24h: seconds of age (a duration or an ISO time)
+OLDER_THAN = Typed("duration", parse_older_than)  # --older-than 24h or an ISO time: an OlderThan, age or instant
 DURATION = Typed("duration", parse_duration)  # --margin 1h: seconds, never an instant
 BYTES = Typed("bytes", parse_bytes)  # --bwlimit 50MiB: bytes, binary units
 PARALLELISM = Typed("parallelism", parse_parallelism)  # -p 4 or -p 1..8: the list of parallelisms

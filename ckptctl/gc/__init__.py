@@ -1,8 +1,10 @@
 """Orphan garbage collection across every job, checkpoint and savepoint under the scanned roots.
 
-``options`` (what was asked) → ``plan`` (discover → retain → fold → classify, the whole decision)
-→ ``planfile`` (the reviewed plan, validated on read) → ``apply`` (re-validate, delete without
-leaving the roots). ``reasons`` holds the codes every decision is made of.
+``options`` (what was asked) → ``plan`` (discover → retain → fold → classify, the whole decision;
+``spark/`` the same on executors) → ``planfile`` (the reviewed plan, validated on read) →
+``revalidation`` (the one check before deletion) → ``apply`` (delete without leaving the roots).
+``run`` holds the two commands below the CLI and where they run; ``reasons`` the codes every
+decision is made of.
 """
 
 from ckptctl.gc.apply import ApplyResult, apply_plan, revalidate

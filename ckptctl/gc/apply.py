@@ -26,15 +26,21 @@ from ckptctl import storage as st
 from ckptctl.checkpoint.layout import CHK_RE, METADATA_FILE
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.gc.plan import FileDecision, GcPlan, build_plan
-from ckptctl.gc.planfile import BlockedPlan, options_from_plan, validate
+from ckptctl.gc.planfile import options_from_plan, validate
 from ckptctl.gc.reasons import Reason
+from ckptctl.gc.revalidation import (
+    CHANGED,
+    GONE,
+    WAITING,
+    WAITING_WHY,
+    GcApplyRefused,
+    replanned,
+    still_candidates,
+    why_dropped,
+)
 from ckptctl.storage import Storage
 
 Judgements = dict[str, tuple[int, float | None]]  # uri -> the size and mtime it was judged deletable with
-
-
-class GcApplyRefused(CkptError):
-    exit_code = 1
 
 
 @dataclass
@@ -56,73 +62,21 @@ class ApplyResult:
 def revalidate(
     storage: Storage, plan_data: dict[str, Any], progress=None
 ) -> tuple[GcPlan, list[FileDecision], list[dict]]:
-    """Re-scan with the plan's options; keep only what is still a candidate, unchanged.
+    """Re-scan with the plan's options; keep only what is still a candidate, unchanged
+    (:mod:`ckptctl.gc.revalidation`).
 
     The result is ordered for deletion: the ``_metadata`` of expired checkpoints first. When
     an expired checkpoint's ``_metadata`` will not be deleted (changed, guarded), nothing that
     belongs to it or is referenced only by expired checkpoints is deleted either.
     """
-    validate(plan_data)
-    if plan_data["blocked"]:
-        raise BlockedPlan("this plan was blocked and can never be applied; run `ckptctl gc plan` again")
-    fresh = build_plan(storage, options_from_plan(plan_data), progress=progress)
-    if fresh.refusals:
-        raise GcApplyRefused("the re-validated plan is blocked: " + fresh.refusals[0]["message"])
-    now_candidates = {c.path: c for c in fresh.candidates}
-    go: list[FileDecision] = []
-    skipped: list[dict[str, Any]] = []
-    dropped: list[str] = []
-    for c in plan_data["candidates"]:
-        current = now_candidates.get(c["path"])
-        if current is None:
-            dropped.append(c["path"])
-        elif current.size != c["size"] or current.mtime != c["mtime"]:
-            why = "changed since the plan (size or mtime)"
-            skipped.append({"path": c["path"], "code": CHANGED, "reason": why})
-        else:
-            go.append(current)
+    fresh = replanned(
+        plan_data, validate, lambda: build_plan(storage, options_from_plan(plan_data), progress=progress)
+    )
+    go, skipped, dropped = still_candidates(plan_data["candidates"], fresh.candidates)
     wanted = set(dropped)
     guarded = {d.path: d.reason for d in fresh.protected if d.path in wanted}
     skipped.extend(why_dropped(storage, dropped, guarded))
     return fresh, *order_for_deletion(storage, fresh, go, skipped)
-
-
-# why a candidate of the plan is not deleted now (``skipped[].code``): a re-run after a completed
-# apply finds every file GONE (done), which is not the same news as a file Flink holds again
-GONE, LIVE, GUARDED, CHANGED, WAITING = "already-gone", "referenced-again", "guarded", "changed", "waiting"
-SKIP_WORDS = {
-    GONE: "already gone (done)",
-    LIVE: "referenced again (kept)",
-    GUARDED: "guarded now (kept)",
-    CHANGED: "changed since the plan (kept)",
-    WAITING: "kept until their expired _metadata goes",
-}
-
-
-def why_dropped(
-    storage: Storage, paths: list[str], guarded: dict[str, Any], held: str = "referenced again"
-) -> list[dict[str, Any]]:
-    """The plan's candidates the fresh plan no longer proposes, each with its code: guarded by the
-    fresh plan (``guarded``: path -> its reason), else gone (deleted already: by an earlier apply,
-    or by Flink), else still there and ``held``. Presence is asked of listings on S3 (no request
-    per file); gc apply and paimon's apply share this."""
-    if not paths:
-        return []
-    rest = [p for p in paths if p not in guarded]
-    unanswered: set[str] = set()
-    present = storage.present(rest, unanswered=unanswered)
-    out = []
-    for path in paths:
-        if path in guarded:
-            out.append({"path": path, "code": GUARDED, "reason": f"guarded now: {guarded[path]}"})
-            continue
-        listed = st.scheme_of(path) == "s3" and path not in unanswered
-        there = path in present if listed else storage.stat(path) is not None
-        if there:
-            out.append({"path": path, "code": LIVE, "reason": f"no longer an orphan: {held}"})
-        else:
-            out.append({"path": path, "code": GONE, "reason": "already gone (done)"})
-    return out
 
 
 def order_for_deletion(
@@ -141,8 +95,7 @@ def order_for_deletion(
             if d.reason is Reason.EXPIRED_ONLY or (
                 d.reason is Reason.EXPIRED_CHECKPOINT and any(st.is_under(d.path, s) for s in stuck)
             ):
-                skipped.append({"path": d.path, "code": WAITING,
-                                "reason": "its expired checkpoint's _metadata is not deleted this time"})  # fmt: skip
+                skipped.append({"path": d.path, "code": WAITING, "reason": WAITING_WHY})
             else:
                 kept.append(d)
         go = kept
@@ -150,7 +103,9 @@ def order_for_deletion(
     return first + [d for d in go if d.path not in expired_metadata], skipped
 
 
-def _unchanged_now(storage: Storage, go: list[FileDecision], skipped: list[dict[str, Any]]) -> list[FileDecision]:
+def _unchanged_now(
+    storage: Storage, go: list[FileDecision], skipped: list[dict[str, Any]]
+) -> list[FileDecision]:
     """An inventory plan's candidates were judged by the report's sizes and mtimes, which may be a
     day old: each is looked at as it is now (HEAD) and kept only if it is still there, unchanged."""
     from concurrent.futures import ThreadPoolExecutor
@@ -178,7 +133,9 @@ def why_changed(size: int, mtime: float | None, current: st.FileInfo | None, sin
     if current.size != size or current.mtime is None or mtime is None:
         return f"changed since {since} (size or mtime of the object now)"
     same = (
-        math.floor(current.mtime) == math.floor(mtime) if st.scheme_of(current.uri) == "s3" else current.mtime == mtime
+        math.floor(current.mtime) == math.floor(mtime)
+        if st.scheme_of(current.uri) == "s3"
+        else current.mtime == mtime
     )
     return None if same else f"changed since {since} (size or mtime of the object now)"
 
@@ -389,7 +346,11 @@ class Remover:
             return None, name, None
         except OSError as e:
             if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                return None, name, "a directory on its path is a symbolic link or not a directory: not followed"
+                return (
+                    None,
+                    name,
+                    "a directory on its path is a symbolic link or not a directory: not followed",
+                )
             return None, name, f"cannot open its directory: {e.strerror or e}"
 
     def list_dir(self, dir_uri: str) -> tuple[dict[str, st.FileInfo] | None, str | None]:
@@ -409,7 +370,9 @@ class Remover:
                     except FileNotFoundError:
                         continue
                     uri = st.join(dir_uri, entry.name)
-                    found[entry.name] = st.FileInfo(uri, info.st_size, info.st_mtime, not stat.S_ISREG(info.st_mode))
+                    found[entry.name] = st.FileInfo(
+                        uri, info.st_size, info.st_mtime, not stat.S_ISREG(info.st_mode)
+                    )
         except OSError as e:
             return None, f"cannot list its directory: {e.strerror or e}"
         return found, None
@@ -570,7 +533,9 @@ def check_manifest(path: str) -> None:
     except ValueError:
         ok = False
     if not ok:
-        raise GcApplyRefused(f"--manifest {path} exists and is not a ckptctl gc manifest: refusing to append to it")
+        raise GcApplyRefused(
+            f"--manifest {path} exists and is not a ckptctl gc manifest: refusing to append to it"
+        )
     directory = os.path.dirname(os.path.abspath(path))
     if not os.access(directory, os.W_OK):
         raise GcApplyRefused(f"--manifest {path}: the directory {directory} is not writable")

@@ -16,20 +16,19 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from ckptctl import storage as st
 from ckptctl.checkpoint.layout import JOB_ID_RE, CheckpointLocation, below_job_area, fixed_job_id, place_of
 from ckptctl.checkpoint.rebase import written_job_dir
+from ckptctl.gc.activity import JobActivity
+from ckptctl.gc.folding import Folded
+from ckptctl.gc.mounts import OtherMounts
 from ckptctl.gc.reasons import UNREFERENCED, Reason
-
-if TYPE_CHECKING:
-    from ckptctl.gc.activity import JobActivity
-    from ckptctl.gc.mounts import OtherMounts
-    from ckptctl.gc.plan import Folded, Retention, Scopes
+from ckptctl.gc.retention import Retention
+from ckptctl.gc.scopes import Scopes
 
 
-class _Contexts:
+class DirContexts:
     """Per directory: what its files are unless referenced (see :meth:`_anchored`), and job stats."""
 
     def __init__(
@@ -39,7 +38,9 @@ class _Contexts:
         self.scopes = scopes
         self.mounts = mounts  # other mounts below the roots: their files are kept unless named
         self.evidence = evidence
-        self.activity = activity  # of a job without a retained checkpoint: when it last wrote, its chk-N began
+        self.activity = (
+            activity  # of a job without a retained checkpoint: when it last wrote, its chk-N began
+        )
         self.collect_dead = scopes.options.collect_dead_jobs
         self.collect_fixed = scopes.options.collect_fixed_id_changelog
         self.fixed_ids_kept: set[str] = set()  # fixed job ids whose changelog files were kept, for a warning
@@ -228,7 +229,9 @@ class JobEvidence:
         self._sets: dict[str, set[str]] = {}
 
     @classmethod
-    def of_listings(cls, scopes: Scopes, retention: Retention, folded: Folded, listings, notes) -> JobEvidence:
+    def of_listings(
+        cls, scopes: Scopes, retention: Retention, folded: Folded, listings, notes
+    ) -> JobEvidence:
         def dirs():  # (root, directory) of every listed file, once per run of one directory
             for root, runs in listings:
                 for run in runs:
@@ -315,7 +318,7 @@ def changelog_ids(uris: Iterable[str]) -> set[str]:
     return ids
 
 
-def _forst_parents(paths: Iterable[str]) -> set[str]:
+def forst_parents(paths: Iterable[str]) -> set[str]:
     """Directories of live paths that may be a ForSt working directory's (a cheap filter; the
-    grammar decides in :attr:`_Contexts.forst_in_use`)."""
+    grammar decides in :attr:`DirContexts.forst_in_use`)."""
     return {p.rpartition("/")[0] for p in paths if "/shared/op_" in p or "/shared/_dummy_dir_" in p}

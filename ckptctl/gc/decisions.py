@@ -90,7 +90,9 @@ class Decisions(Sequence):
             for i, c in islice(zip(at, codes, strict=True), offset, None):
                 reason, evidence = pairs[c]
                 m = mtimes[i]
-                yield new(FileDecision, (prefix + names[i], sizes[i], None if m != m else m, reason, evidence))
+                yield new(
+                    FileDecision, (prefix + names[i], sizes[i], None if m != m else m, reason, evidence)
+                )
             offset = 0
 
     def __getitem__(self, index):
@@ -275,5 +277,3 @@ def _write_entries(entries: Iterable[FileDecision], out) -> None:
             append(f'  {{"path": {p}, "size": {size}, "mtime": {m}{tail}')
         out.write(((",\n" if start else "") + ",\n".join(lines)).encode("utf-8"))
         start += len(chunk)
-
-

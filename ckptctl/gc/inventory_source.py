@@ -7,10 +7,10 @@ when that plan is re-validated, live files missing from it are looked up one by 
 since), and the ``_metadata`` files are listed again once the plan is built: a checkpoint
 completing meanwhile blocks the plan.
 
-A mixin of the planners (:class:`ckptctl.gc.plan._Planner` and the Spark one, which calls
-:meth:`InventorySource.record_inventory` from its executors' counts): it reads and sets their
+A part of both planners (:class:`ckptctl.gc.plan.LocalPlanner` and the Spark one, which calls
+:meth:`InventorySource.record_inventory` from its executors' counts): it reads and sets the run's
 ``storage``, ``options``, ``scopes``, ``inventory``, ``inventory_record``, ``metadata_seen`` and
-``warnings``, and refuses through their ``refuse``.
+``warnings`` (:class:`~ckptctl.gc.state.PlanState`), and refuses through its ``refuse``.
 """
 
 from __future__ import annotations
@@ -19,11 +19,15 @@ import time
 from dataclasses import replace
 
 from ckptctl.gc.reasons import Refusal
+from ckptctl.gc.state import PlanState
 from ckptctl.storage import FileInfo
 
 
 class InventorySource:
     """The planner's steps that read, check and record the S3 Inventory report."""
+
+    def __init__(self, state: PlanState) -> None:
+        self.state = state
 
     def open_inventory(self, latest: float) -> None:
         """Read the manifest; it must be of the roots' bucket and, when re-validating a plan, the
@@ -32,8 +36,8 @@ class InventorySource:
         plus the tolerance any mtime has."""
         from ckptctl.inventory import InventoryError, read_manifest
 
-        options = self.options
-        inv = read_manifest(self.storage, options.inventory, latest=latest)
+        options = self.state.options
+        inv = read_manifest(self.state.storage, options.inventory, latest=latest)
         bucket = options.roots[0][5:].split("/")[0]
         if inv.source_bucket != bucket:
             raise InventoryError(
@@ -44,10 +48,10 @@ class InventorySource:
                 f"the inventory was created at {inv.created}, the plan was made from one created at "
                 f"{options.inventory_created}: not the same report; run `ckptctl gc plan` again", path=inv.uri,
             )  # fmt: skip
-        self.inventory = inv
+        self.state.inventory = inv
         age = time.time() - inv.created
         if age > 8 * 86400:
-            self.warnings.append(
+            self.state.warnings.append(
                 f"the inventory is {age / 86400:.0f} days old: files written since are kept, and live files not in "
                 "it are looked up one by one; a fresher report finds more garbage, faster"
             )
@@ -56,11 +60,11 @@ class InventorySource:
         """The inventory's current objects under each listed scope, sorted like a listing."""
         from ckptctl.inventory import ReadStats, iter_files
 
-        inv = self.inventory
+        inv = self.state.inventory
         stats = ReadStats()
-        by_root: dict[str, list[FileInfo]] = {root: [] for root in self.scopes.listed}
-        prefixes = [(r.rstrip("/") + "/", r) for r in self.scopes.listed]
-        for f in iter_files(self.storage, inv, self.scopes.listed, stats):
+        by_root: dict[str, list[FileInfo]] = {root: [] for root in self.state.scopes.listed}
+        prefixes = [(r.rstrip("/") + "/", r) for r in self.state.scopes.listed]
+        for f in iter_files(self.state.storage, inv, self.state.scopes.listed, stats):
             root = next(r for p, r in prefixes if f.uri.startswith(p))
             by_root[root].append(f)
         for root, files in by_root.items():
@@ -79,14 +83,14 @@ class InventorySource:
         """The report read: the same as the plan's (when re-validating), and recorded in the plan."""
         from ckptctl.inventory import InventoryError
 
-        inv, options = self.inventory, self.options
+        inv, options = self.state.inventory, self.state.options
         if options.inventory_rows is not None and options.inventory_rows != rows_read:
             raise InventoryError(
                 f"the inventory has {rows_read} rows, the plan was made from one with "
                 f"{options.inventory_rows}: not the same report; run `ckptctl gc plan` again", path=inv.uri,
             )  # fmt: skip
-        self.options = replace(options, inventory_created=inv.created, inventory_rows=rows_read)
-        self.inventory_record = {
+        self.state.options = replace(options, inventory_created=inv.created, inventory_rows=rows_read)
+        self.state.inventory_record = {
             **inv.describe(), "rows_read": rows_read, "rows_in_scope": rows_kept,
             "created_iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(inv.created)),
         }  # fmt: skip
@@ -95,12 +99,12 @@ class InventorySource:
         """The ``_metadata`` files listed afresh once the plan is built must be exactly those
         discovery saw (same size and mtime): the inventory is old, discovery is what is true now."""
         after = set()
-        for root in self.scopes.listed:
-            after |= {(f.uri, f.size, f.mtime) for f in self.storage.find_metadata(root)}
-        changed = after ^ self.metadata_seen
+        for root in self.state.scopes.listed:
+            after |= {(f.uri, f.size, f.mtime) for f in self.state.storage.find_metadata(root)}
+        changed = after ^ self.state.metadata_seen
         if changed:
             first = sorted(changed)[0][0]
-            self.refuse(
+            self.state.refuse(
                 Refusal.CHECKPOINTS_CHANGED,
                 f"_metadata files changed while the plan was built ({len(changed)} changed, first: {first}): "
                 "a job is running here; run the plan again",
@@ -112,7 +116,7 @@ class InventorySource:
 
         ordered = sorted(paths)
         with ThreadPoolExecutor(32) as pool:
-            found = list(pool.map(lambda p: self.storage.stat(p, fresh=True), ordered))
+            found = list(pool.map(lambda p: self.state.storage.stat(p, fresh=True), ordered))
         return {p: f.size for p, f in zip(ordered, found, strict=True) if f is not None}
 
 

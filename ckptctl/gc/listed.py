@@ -186,7 +186,7 @@ _IN_PROGRESS = "/" + METADATA_IN_PROGRESS  # in a URI the name follows a slash
 
 
 class Tally:
-    """The per-file outcome as :meth:`_Planner.finish` needs it, wherever the files are: in columns
+    """The per-file outcome as :meth:`~ckptctl.gc.conclusion.Conclusion.finish` needs it, wherever the files are: in columns
     here (:class:`Listed`) or in DataFrames on executors (:mod:`ckptctl.gc.spark`)."""
 
     live_files: int
@@ -229,7 +229,7 @@ class Tally:
 
     def metadata_being_written(self, since: float) -> tuple[int, str | None]:
         """How many listed files are a ``_metadata`` Flink is still writing
-        (:func:`ckptctl.layout.is_metadata_being_written`) without an mtime or modified at
+        (:func:`ckptctl.checkpoint.layout.is_metadata_being_written`) without an mtime or modified at
         ``since`` or later, and the first of them by path."""
         raise NotImplementedError
 

@@ -12,7 +12,7 @@ own, so the files of a mount below the scope that decides them are never collect
 are classified as usual. A bind mount keeps the device and the inodes: the walk finds it as an
 alias (:meth:`ckptctl.gc.guards.Guards.check_no_aliases`), as before.
 
-One place for the rule, read by the per-directory contexts (:class:`ckptctl.gc.contexts._Contexts`)
+One place for the rule, read by the per-directory contexts (:class:`ckptctl.gc.contexts.DirContexts`)
 and by the guard (:meth:`ckptctl.gc.guards.Guards.check_mounts`) of both planners.
 """
 
@@ -24,7 +24,7 @@ from ckptctl import storage as st
 from ckptctl.checkpoint.layout import AREAS_WITHOUT_METADATA, place_of
 
 if TYPE_CHECKING:
-    from ckptctl.gc.plan import Scopes
+    from ckptctl.gc.scopes import Scopes
 
 
 class OtherMounts:

@@ -64,7 +64,9 @@ class GcOptions:
             savepoint_dirs=norm(self.savepoint_dirs),
             changelog_dirs=norm(self.changelog_dirs),
             rebase=Rebase.of(self.rebase.mappings),
-            accept_lost=tuple(st.parent(u) if st.basename(u) == "_metadata" else u for u in norm(self.accept_lost)),
+            accept_lost=tuple(
+                st.parent(u) if st.basename(u) == "_metadata" else u for u in norm(self.accept_lost)
+            ),
             inventory=None if self.inventory is None else st.normalize_uri(self.inventory),
         )
 
@@ -80,7 +82,9 @@ class GcOptions:
         for root in self.roots:
             if root.rstrip("/") in ("file:", "s3:"):
                 # `gc "$UNSET/"`: a variable that was empty must not make the whole disk a root
-                raise CkptError(f"refusing the filesystem root as a ROOT ({root}): name a checkpoint directory")
+                raise CkptError(
+                    f"refusing the filesystem root as a ROOT ({root}): name a checkpoint directory"
+                )
         if self.keep_last is not None and (isinstance(self.keep_last, bool) or self.keep_last < 1):
             raise CkptError("--keep-last must be at least 1")
         if self.older_than_at is not None and not math.isfinite(self.older_than_at):
@@ -89,7 +93,9 @@ class GcOptions:
             if not math.isfinite(value):
                 raise CkptError(f"{name} must be a finite duration, got {value}")
             if value < 0:
-                raise CkptError(f"{name} must not be negative: a cutoff in the future would make every file eligible")
+                raise CkptError(
+                    f"{name} must not be negative: a cutoff in the future would make every file eligible"
+                )
         if not (math.isfinite(self.max_delete_fraction) and 0 < self.max_delete_fraction <= 1):
             raise CkptError("--max-delete-fraction must be in (0, 1]")
         if self.clock not in CLOCKS:
@@ -97,15 +103,19 @@ class GcOptions:
         if self.inventory is not None:
             local = [s for s in self.scopes() if st.scheme_of(s) != "s3"]
             if local:
-                raise CkptError(f"--inventory is an S3 Inventory of a bucket: {local[0]} is not on S3 (list it instead)")
+                raise CkptError(
+                    f"--inventory is an S3 Inventory of a bucket: {local[0]} is not on S3 (list it instead)"
+                )
             buckets = sorted({s[5:].split("/")[0] for s in self.scopes()})
             if len(buckets) > 1:
                 raise CkptError(f"--inventory covers one bucket; the scopes lie in {', '.join(buckets)}")
             if self.keep_last is not None:
                 # expiring checkpoints needs the job-starting guard, which looks for fresh files of jobs
                 # without a checkpoint: a job restored after the report began is invisible to it
-                raise CkptError("--keep-last cannot be used with --inventory (a job started after the report is "
-                                "invisible to it): plan --keep-last from a listing")
+                raise CkptError(
+                    "--keep-last cannot be used with --inventory (a job started after the report is "
+                    "invisible to it): plan --keep-last from a listing"
+                )
 
     def overlaps(self) -> list[str]:
         """Scopes that nest in a way that would classify one area by the rules of another.
@@ -133,7 +143,9 @@ class GcOptions:
                 real.setdefault(os.path.realpath(scope[5:]), []).append(scope)
         resolved = list(real.items())
         for names in real.values():
-            if len(names) > 1 and not all(st.is_under(n, names[0]) or st.is_under(names[0], n) for n in names):
+            if len(names) > 1 and not all(
+                st.is_under(n, names[0]) or st.is_under(names[0], n) for n in names
+            ):
                 problems.append(f"{names[0]} and {names[1]} are the same directory through a symbolic link")
         for i, (a, names_a) in enumerate(resolved):
             for b, names_b in resolved[i + 1 :]:

@@ -81,14 +81,26 @@ def validate(data: Any, path: str | None = None) -> None:
     _check(isinstance(data, dict), "the top level is not a JSON object", path)
     fmt = data.get("format")
     if fmt != PLAN_FORMAT:
-        _check(False, f"format {fmt!r} (this ckptctl writes and applies format {PLAN_FORMAT}; run gc plan again)", path)
+        _check(
+            False,
+            f"format {fmt!r} (this ckptctl writes and applies format {PLAN_FORMAT}; run gc plan again)",
+            path,
+        )
     o = data.get("options")
     _check(isinstance(o, dict), "'options' is missing or not an object", path)
-    _check(_is_str_list(o.get("roots")) and bool(o["roots"]), "'options.roots' is not a non-empty list of strings", path)
+    _check(
+        _is_str_list(o.get("roots")) and bool(o["roots"]),
+        "'options.roots' is not a non-empty list of strings",
+        path,
+    )
     for key in ("savepoint_dirs", "changelog_dirs", "accept_lost"):
         _check(_is_str_list(o.get(key, [])), f"'options.{key}' is not a list of strings", path)
     kl = o.get("keep_last")
-    _check(kl is None or (isinstance(kl, int) and not isinstance(kl, bool) and kl >= 1), "'options.keep_last'", path)
+    _check(
+        kl is None or (isinstance(kl, int) and not isinstance(kl, bool) and kl >= 1),
+        "'options.keep_last'",
+        path,
+    )
     for key in ("older_than", "margin"):
         _check(_is_num(o.get(key)) and o[key] >= 0, f"'options.{key}' is not a finite number >= 0", path)
     mdf = o.get("max_delete_fraction")

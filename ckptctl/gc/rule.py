@@ -34,7 +34,7 @@ _CANDIDATE = frozenset(
     }
 )  # fmt: skip
 
-_SPECIAL_NAMES = ("", ".", "..", METADATA_FILE)  # names :func:`_by_name` may judge otherwise
+SPECIAL_NAMES = ("", ".", "..", METADATA_FILE)  # names :func:`_by_name` may judge otherwise
 
 
 def _by_name(name: str, reason: Reason) -> Reason:
@@ -52,7 +52,7 @@ def _by_name(name: str, reason: Reason) -> Reason:
 def _reads_name(name: str, forst: bool) -> bool:
     """Whether the rule looks at this name on its own (:func:`_by_name`): the special names,
     backslashes, and in a ForSt directory its control files."""
-    return name in _SPECIAL_NAMES or "\\" in name or bool(forst and FORST_CONTROL_RE.match(name))
+    return name in SPECIAL_NAMES or "\\" in name or bool(forst and FORST_CONTROL_RE.match(name))
 
 
 def partially_live(size: int, spans: list[tuple[int, int]]) -> dict[str, int] | None:
@@ -77,7 +77,7 @@ def _covered(spans: list[tuple[int, int]]) -> int:
 class RuleColumns(NamedTuple):
     """A batch of files for :meth:`FileRule.verdicts`, as Arrow arrays of one length."""
 
-    contexts: Sequence[tuple]  # :meth:`_Contexts.get` of each directory of the batch
+    contexts: Sequence[tuple]  # :meth:`~ckptctl.gc.contexts.DirContexts.get` of each directory of the batch
     at: Any  # int32: per file, the index of its directory in ``contexts``
     names: Any  # string: the file's name in its directory
     mtimes: Any  # float64 seconds; NaN or null: none
@@ -95,7 +95,7 @@ class RunToDecide(NamedTuple):
     """One directory's listed run for :meth:`FileRule.decide_runs`: a byte per file, 1 if it is
     live, and 1 if only expired checkpoints reference it (``None``: no file is; see
     :func:`ckptctl.gc.listed.flag_listed`), and the names (not URIs) of the directory that are
-    segments' files (-> their spans); ``context`` is :meth:`_Contexts.get` of the directory."""
+    segments' files (-> their spans); ``context`` is :meth:`~ckptctl.gc.contexts.DirContexts.get` of the directory."""
 
     run: DirFiles
     context: tuple
@@ -130,7 +130,7 @@ class RunDecided:
 
 
 class FileRule:
-    """The per-file rule, one for both planners: given a directory's context (:meth:`_Contexts.get`)
+    """The per-file rule, one for both planners: given a directory's context (:meth:`~ckptctl.gc.contexts.DirContexts.get`)
     and whether the file is live, a segment of a file-merging file, or referenced only by expired
     checkpoints, what becomes of it (:meth:`verdicts`, over columns). The local planner runs
     :meth:`decide_runs` over the directories' listed files with their live sets; the Spark planner
@@ -141,8 +141,17 @@ class FileRule:
 
     def __init__(self, cutoff: float, tolerance_limit: float, margin: float, young_limit: float,
                  young_evidence: dict, after_evidence: dict, check_expired: bool) -> None:  # fmt: skip
-        self.cutoff, self.tolerance_limit, self.margin, self.young_limit = cutoff, tolerance_limit, margin, young_limit
-        self.young_evidence, self.after_evidence, self.check_expired = young_evidence, after_evidence, check_expired
+        self.cutoff, self.tolerance_limit, self.margin, self.young_limit = (
+            cutoff,
+            tolerance_limit,
+            margin,
+            young_limit,
+        )
+        self.young_evidence, self.after_evidence, self.check_expired = (
+            young_evidence,
+            after_evidence,
+            check_expired,
+        )
 
     def verdicts(self, cols: RuleColumns, verdicts: Verdicts) -> tuple[Any, Any, Any]:
         """Each file's verdict code, and two masks: taken (a candidate) and kept (protected). A
@@ -174,7 +183,7 @@ class FileRule:
         links = pc.fill_null(cols.links, False)
         # the names _by_name may judge, and those that begin like a ForSt control file (a superset:
         # Python tells which of them _reads_name)
-        special = pc.or_(pc.is_in(names, value_set=pa.array(_SPECIAL_NAMES)), pc.match_substring(names, "\\"))
+        special = pc.or_(pc.is_in(names, value_set=pa.array(SPECIAL_NAMES)), pc.match_substring(names, "\\"))
         if any(c[6] for c in ctxs):
             control = starts_with_any(names, FORST_CONTROL_PREFIXES)
             special = pc.or_(special, pc.and_(per_file([bool(c[6]) for c in ctxs], pa.bool_()), control))
@@ -219,7 +228,9 @@ class FileRule:
                 r = _by_name(name, reason) if judged else reason
                 kept_by_name.append(r not in _CANDIDATE)
                 # a name the rule reads is never "expired only": taken, it is taken as its directory says
-                new_codes.append(code(r, None) if r not in _CANDIDATE else dir_code if judged and was_taken else old)
+                new_codes.append(
+                    code(r, None) if r not in _CANDIDATE else dir_code if judged and was_taken else old
+                )
             codes = pc.replace_with_mask(codes, special, pa.array(new_codes, u32))
             taken = pc.and_(taken, pc.invert(pc.replace_with_mask(special, special, pa.array(kept_by_name))))
         return codes, taken, pc.and_(open_, pc.invert(taken))
@@ -310,7 +321,9 @@ class FileRule:
         for mask, positions, codes_of in ((taken, "took", "took_as"), (kept, "kept", "kept_as")):
             where = pc.indices_nonzero(mask)
             found = _u32(where)  # batch indices: each piece's are a slice
-            local = _u32(pc.subtract(pc.cast(where, pa.int64()), pc.take(offsets_arrow, pc.take(at_arrow, where))))
+            local = _u32(
+                pc.subtract(pc.cast(where, pa.int64()), pc.take(offsets_arrow, pc.take(at_arrow, where)))
+            )
             chosen = _u32(pc.filter(codes, mask))
             lo = 0
             for k, piece in enumerate(batch):
@@ -349,7 +362,9 @@ def _bools(flags: bytearray) -> Any:
 def _from_buffer(kind: Any, buffer: Any) -> Any:
     import pyarrow as pa
 
-    return pa.Array.from_buffers(kind, memoryview(buffer).nbytes * 8 // kind.bit_width, [None, pa.py_buffer(buffer)])
+    return pa.Array.from_buffers(
+        kind, memoryview(buffer).nbytes * 8 // kind.bit_width, [None, pa.py_buffer(buffer)]
+    )
 
 
 def _split(packed: list[bytes]) -> Any:

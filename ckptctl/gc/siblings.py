@@ -31,7 +31,7 @@ from ckptctl.checkpoint.layout import (
 from ckptctl.checkpoint.rebase import written_job_dir
 
 if TYPE_CHECKING:
-    from ckptctl.gc.plan import Scopes
+    from ckptctl.gc.scopes import Scopes
     from ckptctl.storage import FileInfo, Storage
 
 

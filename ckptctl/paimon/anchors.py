@@ -27,7 +27,7 @@ WRITTEN_BY_WRITERS = frozenset({"data", "index"})
 def _usable(t: float | None, now: float) -> bool:
     """A time that dates something: not missing, not a store's stand-in (before 2016), not ahead of
     the storage's clock by more than gc's tolerance (a copy that kept another clock's times)."""
-    from ckptctl.gc.plan import CLOCK_TOLERANCE
+    from ckptctl.gc.state import CLOCK_TOLERANCE
 
     return t is not None and PLAUSIBLE_MTIME <= t <= now + CLOCK_TOLERANCE
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl import storage as st
+from ckptctl.durations import OlderThan
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.paimon.anchors import (
     WRITTEN_BY_WRITERS,
@@ -51,7 +52,6 @@ from ckptctl.paimon.anchors import (
 from ckptctl.paimon.restore import TableView, committers, forecast, held_file_names, sink_states
 from ckptctl.paimon.sinkstate import END_INPUT_IDENTIFIER as END_INPUT  # a batch commit: the job ended
 from ckptctl.paimon.table import DAY_SECONDS, PaimonTable
-from ckptctl.storage import StorageOptions
 from ckptctl.storage.listing import PLAUSIBLE_MTIME
 
 PLAN_KIND = "paimon-orphans"
@@ -150,7 +150,7 @@ def plan_orphans(
     now, _src = storage.now(table.uri)
     if now is None:
         raise CkptError(f"cannot tell the storage's time at {table.uri}: nothing can be judged old enough")
-    cutoff = older_than_at if older_than_at is not None else now - older_than
+    cutoff = OlderThan(older_than, older_than_at).cutoff(now)
     if cutoff > now:
         # as Paimon refuses: a file written right now is named by no snapshot yet
         raise CkptError(
@@ -354,43 +354,19 @@ def validate(data: dict[str, Any], path: str | None) -> None:
 
 def revalidate(storage, data: dict[str, Any], mappings=None):
     """A fresh plan with the same table, checkpoints and cut-off instant; only the candidates that
-    are still candidates, with the same size and mtime, go. Returns (fresh plan, go, skipped)."""
+    are still candidates, with the same size and mtime, go (:mod:`ckptctl.gc.revalidation`, gc
+    apply's own check). Returns (fresh plan, go, skipped)."""
     from ckptctl.checkpoint.rebase import Rebase
-    from ckptctl.gc.planfile import BlockedPlan
+    from ckptctl.gc.revalidation import replanned, still_candidates, why_dropped
 
-    validate(data, None)
-    if data["blocked"]:
-        raise BlockedPlan(
-            "this plan was blocked and can never be applied; run `ckptctl paimon orphans` again"
-        )
-    fresh = plan_orphans(
-        storage, data["table"], data["checkpoints"], mappings or Rebase(), older_than_at=float(data["cutoff"]),
-        min_age=float(data.get("min_age", MIN_AGE)),
-        margin=None if data.get("margin") is None else float(data["margin"]),
-        s3_endpoint=data["storage"].get("s3_endpoint"),
+    fresh = replanned(
+        data, lambda d: validate(d, None), lambda: plan_orphans(
+            storage, data["table"], data["checkpoints"], mappings or Rebase(), older_than_at=float(data["cutoff"]),
+            min_age=float(data.get("min_age", MIN_AGE)),
+            margin=None if data.get("margin") is None else float(data["margin"]),
+            s3_endpoint=data["storage"].get("s3_endpoint"),
+        ), "ckptctl paimon orphans",
     )  # fmt: skip
-    if fresh.refusals:
-        from ckptctl.gc.apply import GcApplyRefused
-
-        raise GcApplyRefused("the re-validated plan is blocked: " + fresh.refusals[0]["message"])
-    from ckptctl.gc.apply import CHANGED, why_dropped
-
-    now = {c.path: c for c in fresh.candidates}
-    go: list[Candidate] = []
-    skipped: list[dict[str, Any]] = []
-    dropped: list[str] = []
-    for c in data["candidates"]:
-        cur = now.get(c["path"])
-        if cur is None:
-            dropped.append(c["path"])
-        elif cur.size != c["size"] or cur.mtime != c["mtime"]:
-            why = "changed since the plan (size or mtime)"
-            skipped.append({"path": c["path"], "code": CHANGED, "reason": why})
-        else:
-            go.append(cur)
+    go, skipped, dropped = still_candidates(data["candidates"], fresh.candidates)
     skipped.extend(why_dropped(storage, dropped, {}, "named again, or held by a checkpoint"))
     return fresh, go, skipped
-
-
-def storage_options(data: dict[str, Any], s3_endpoint: str | None) -> StorageOptions:
-    return StorageOptions.from_env(s3_endpoint or data["storage"].get("s3_endpoint"))

@@ -145,10 +145,6 @@ class DataFile:
     extra_files: tuple[str, ...] = ()
     external_path: str | None = None
 
-    @property
-    def partition_hex(self) -> str:
-        return self.partition.hex()
-
 
 @dataclass(frozen=True)
 class ManifestEntry:

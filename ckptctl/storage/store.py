@@ -749,14 +749,6 @@ class Storage:
         if failed:
             raise StorageError(f"copied to {dst} but could not delete: {failed[0][1]}", path=src)
 
-    def remove_empty_dirs(self, uri: str) -> None:
-        """Remove empty directories below and including ``uri`` (local only; object stores have none)."""
-        if scheme_of(uri) != "file":
-            return
-        for dirpath, _dirs, _files in sorted(os.walk(uri[5:]), key=lambda t: -len(t[0])):
-            with contextlib.suppress(OSError):  # not empty: keep it
-                os.rmdir(dirpath)
-
 
 COPY_OBJECT_LIMIT = 5 << 30  # S3's largest CopyObject source; a larger file takes s3fs's multipart copy
 MOVE_CONCURRENCY = 32  # copies in flight in one move_many

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ckptctl.gc import build_plan
-from ckptctl.gc.spark_apply import SparkApplyFailed, delete_on_executors
+from ckptctl.gc.spark.delete import SparkApplyFailed, delete_on_executors
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.executor_apply import (
     CountingProxy,

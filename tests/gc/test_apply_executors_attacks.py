@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ckptctl.gc import build_plan
-from ckptctl.gc.spark_apply import delete_on_executors
+from ckptctl.gc.spark.delete import delete_on_executors
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.executor_apply import rows
 from tests.support.gc_support import T0, Scenario, ckptctl
@@ -74,7 +74,7 @@ def test_cli_exit_is_1_when_an_expired_metadata_changes_after_revalidation(
 ) -> None:
     """The driver re-validated the plan, then a checkpoint's _metadata changed before the executors
     listed it: nothing else may go and the command must not exit 0 (it did, with failed_files 0)."""
-    import ckptctl.gc.spark as gc_spark
+    import ckptctl.gc.spark.apply as gc_spark
     from tests.support.cli_runner import cli
 
     sc = Scenario("2.2.0", "basic", tmp_path)
@@ -115,7 +115,7 @@ def test_s3_an_object_recreated_in_the_second_it_was_planned_is_never_a_candidat
     plan's clock is young."""
     from datetime import datetime
 
-    from ckptctl.gc.plan import _Planner
+    from ckptctl.gc.discovery import Discovery
     from tests.support.s3_copied import exists, gc_args, upload_scenario
 
     bucket = "attack-same-second"
@@ -123,7 +123,7 @@ def test_s3_an_object_recreated_in_the_second_it_was_planned_is_never_a_candidat
     fs, key = up["fs"], f"{bucket}/checkpoints/{next(iter(up['orphans'])).split('/')[4]}/shared/young"
     plan_file = tmp_path / "plan.json"
     seen: dict = {}
-    real_clock, real_list = _Planner.clock, Storage.list_files
+    real_clock, real_list = Discovery.clock, Storage.list_files
 
     def clock(self):
         fs.pipe_file(key, b"written before the plan")
@@ -140,7 +140,7 @@ def test_s3_an_object_recreated_in_the_second_it_was_planned_is_never_a_candidat
             fs.pipe_file(key, b"written again, same size")
         yield from listed
 
-    monkeypatch.setattr(_Planner, "clock", clock)
+    monkeypatch.setattr(Discovery, "clock", clock)
     monkeypatch.setattr(Storage, "list_files", list_files)
     ckptctl("gc", "plan", *gc_args(bucket, up["entry"], s3_server.endpoint), "-o", str(plan_file))
     assert seen["listed"] == seen["second"], seen  # the plan listed the first write, stamped at its clock

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ckptctl.gc.apply import GONE, GUARDED, LIVE, why_dropped
+from ckptctl.gc.revalidation import GONE, GUARDED, LIVE, why_dropped
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.gc_support import Scenario, ckptctl
 

@@ -46,14 +46,15 @@ class DriverResults:
 
 
 def test_apply_of_a_spark_plan_never_brings_the_candidates_to_the_driver(spark, tmp_path: Path, monkeypatch) -> None:
-    import ckptctl.gc.spark as gc_spark
+    import ckptctl.gc.spark.classify as spark_classify
+    import ckptctl.gc.spark.plan as spark_plan
 
     sc = Scenario("2.2.0", "basic", tmp_path)
     job = sc.jobs()[0].name
     planted = [sc.plant(f"checkpoints/{job}/shared/orphan-{i:04d}") for i in range(300)]
     planted += [sc.plant(f"checkpoints/{job}/taskowned/orphan-{i:04d}") for i in range(100)]
-    monkeypatch.setattr(gc_spark, "INLINE_FILES", 100)  # the lists in Parquet only, as at bucket scale
-    monkeypatch.setattr(gc_spark, "COLLECT_FILES", 100)  # and read and written on the executors
+    monkeypatch.setattr(spark_plan, "INLINE_FILES", 100)  # the lists in Parquet only, as at bucket scale
+    monkeypatch.setattr(spark_classify, "COLLECT_FILES", 100)  # and read and written on the executors
     plan_file = tmp_path / "plan.json"
     ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--margin", "10m", "--force",
             "--keep-last", "1", "--engine", "spark", "--master", MASTER, "-o", str(plan_file))  # fmt: skip

@@ -284,7 +284,7 @@ def test_spark_plan_equals_local_plan_over_random_graphs_and_mistakes(graph, mis
     local plan above holds of it; its candidates are never live, in flight or outside."""
     from unittest import mock
 
-    from ckptctl.gc.plan import _Planner
+    from ckptctl.gc.discovery import Discovery
     from tests.support.gc_support import ckptctl
 
     base = Path(tempfile.mkdtemp(prefix="ckptctl-gcsparkprop-"))
@@ -294,7 +294,7 @@ def test_spark_plan_equals_local_plan_over_random_graphs_and_mistakes(graph, mis
         plans = {}
         for engine in ("local", "spark"):
             out = base / f"plan-{engine}.json"
-            with mock.patch.object(_Planner, "clock", lambda self: (now, "test clock")):
+            with mock.patch.object(Discovery, "clock", lambda self: (now, "test clock")):
                 planned = ckptctl("gc", "plan", *args, "--engine", engine, "-o", str(out), expect=None)
             assert planned.exit_code in (0, 1), planned.stderr
             plans[engine] = json.loads(out.read_text())

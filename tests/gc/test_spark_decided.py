@@ -1,4 +1,4 @@
-"""A small Spark plan's decisions read on the driver (:class:`ckptctl.gc.spark_decided.Decided`):
+"""A small Spark plan's decisions read on the driver (:class:`ckptctl.gc.spark.decided.Decided`):
 the reads that give a plan's order answer by the listing order, whatever order the rows were
 collected in (Spark returns a union's partitions in no promised order). The plans themselves are
 compared with the local planner's in tests/gc/test_spark_plan.py, read both ways."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
-from ckptctl.gc.spark_decided import Decided
+from ckptctl.gc.spark.decided import Decided
 
 
 def _row(outcome, root_idx, part, pos, path, reason, mtime=1.0, size=10, job=0, h=0):

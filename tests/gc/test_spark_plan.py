@@ -16,7 +16,7 @@ import pytest
 
 from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.gc import build_plan
-from ckptctl.gc.plan import _Planner
+from ckptctl.gc.discovery import Discovery
 from ckptctl.storage import Storage, StorageOptions
 from tests.support.fixture_cases import scenario_roots
 from tests.support.gc_support import DAY, STAND_INS, T0, Scenario, ckptctl
@@ -31,7 +31,7 @@ CLOCK = [NOW]  # S3 tests move it past their uploads
 @pytest.fixture(autouse=True)
 def fixed_clock(monkeypatch):
     CLOCK[0] = NOW
-    monkeypatch.setattr(_Planner, "clock", lambda self: (CLOCK[0], "test clock"))
+    monkeypatch.setattr(Discovery, "clock", lambda self: (CLOCK[0], "test clock"))
 
 
 def comparable(plan) -> dict:
@@ -43,24 +43,26 @@ def comparable(plan) -> dict:
 
 def assert_same_plan(storage: Storage, options, *, on_executors: tuple[bool, ...] = (False,)) -> dict:
     """The local plan equals the Spark plan, whose lists are read on the driver (a small plan's
-    :class:`ckptctl.gc.spark_decided.Decided`) or, ``on_executors``, as at bucket scale; the lists
+    :class:`ckptctl.gc.spark.decided.Decided`) or, ``on_executors``, as at bucket scale; the lists
     the executors write pass apply's checks and hold the local plan's candidates (those written from
     the driver: test_spark_plan_lists_written_with_or_without_a_shuffle_are_the_same and
     test_lists_of_an_empty_plan_read_back_empty_both_ways)."""
     import shutil
     import tempfile
 
-    from ckptctl.gc import spark as spark_plan
+    from ckptctl.gc.spark import classify as spark_classify
+    from ckptctl.gc.spark import plan as spark_plan
+    from ckptctl.gc.spark.planner import build_plan_spark
 
     local = comparable(build_plan(storage, options))
     for executors in on_executors:
-        collect = spark_plan.COLLECT_FILES
-        spark_plan.COLLECT_FILES = -1 if executors else collect
+        collect = spark_classify.COLLECT_FILES
+        spark_classify.COLLECT_FILES = -1 if executors else collect
         out = Path(tempfile.mkdtemp(prefix="spark-plan-"))
         try:
-            plan = spark_plan.build_plan_spark(storage, options, MASTER)
+            plan = build_plan_spark(storage, options, MASTER)
         finally:
-            spark_plan.COLLECT_FILES = collect
+            spark_classify.COLLECT_FILES = collect
         assert (plan.files.decided is None) == executors
         try:
             on_spark = comparable(plan)
@@ -85,7 +87,7 @@ def test_a_released_plan_leaves_nothing_cached(spark, tmp_path: Path) -> None:
     persisted frame was the parent of the lists it unpersisted), so each plan's per-file rows
     stayed in the executors' storage until the session ended."""
     from ckptctl.gc import GcOptions
-    from ckptctl.gc.spark import build_plan_spark
+    from ckptctl.gc.spark.planner import build_plan_spark
 
     v, s, _d, _o = next(iter(scenario_roots()))
     sc = Scenario(v, s, tmp_path)
@@ -99,7 +101,7 @@ def test_a_released_plan_leaves_nothing_cached(spark, tmp_path: Path) -> None:
     assert persisted().size() == before
     # the rows per URI are not recomputed once dropped (nor when an executor holding them is lost):
     # reading them fails, in one line, instead of planning again from nothing
-    from ckptctl.gc.spark import executor_error
+    from ckptctl.engine.spark import executor_error
 
     with pytest.raises(Exception) as lost:
         plan.files.frame.count()
@@ -398,7 +400,7 @@ def test_spark_plan_of_a_reference_that_is_no_utf8_is_one_line(spark, tmp_path: 
     it, and ckptctl's reader keeps it): Spark's strings cannot hold it, so the plan stops with one
     line naming the path instead of a task's traceback."""
     from ckptctl.errors import CkptError
-    from ckptctl.gc.spark import build_plan_spark
+    from ckptctl.gc.spark.planner import build_plan_spark
     from ckptctl.metadata.model import FileHandle
     from tests.support.hostile_metadata import edit_metadata
 
@@ -420,9 +422,9 @@ def test_spark_plan_orders_tied_reasons_and_joins_many_segments_as_in_process(sp
     """Reasons of one list with equal counts come in the order of their first file in the listing
     (``Counter.most_common``), not by name; the segments' spans joined to the files (more than
     :data:`BROADCAST_SPANS`) decide as when broadcast."""
-    from ckptctl.gc import spark as spark_plan
+    from ckptctl.gc.spark import columns
 
-    monkeypatch.setattr(spark_plan, "BROADCAST_SPANS", 0)
+    monkeypatch.setattr(columns, "BROADCAST_SPANS", 0)
     sc = Scenario("1.20.3", "filemerging", tmp_path)
     job = sc.jobs()[0].name
     for i in range(2):
@@ -462,7 +464,7 @@ def test_apply_of_a_spark_plan_deletes_the_local_plans_candidates(spark, tmp_pat
 def test_spark_plan_lists_in_parquet_are_checked_on_apply(spark, tmp_path: Path) -> None:
     """Edited Parquet lists (a row dropped) are refused by apply, before anything is deleted."""
     from ckptctl.errors import CkptError
-    from ckptctl.gc.spark import read_lists
+    from ckptctl.gc.spark.plan import read_lists
 
     sc = Scenario("2.2.0", "basic", tmp_path)
     sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan")
@@ -480,15 +482,16 @@ def test_spark_plan_lists_written_with_or_without_a_shuffle_are_the_same(spark, 
     """Few tasks and jobs: the lists are written as decided (a file per task and directory); many:
     shuffled to a task per directory (a file each); a small plan's, from the driver (a file per
     directory). The same rows and directories every way, each verified by its digests on apply."""
-    from ckptctl.gc import spark as spark_plan
-    from ckptctl.gc.spark import read_lists
+    from ckptctl.gc.spark import classify as spark_classify
+    from ckptctl.gc.spark import plan as spark_plan
+    from ckptctl.gc.spark.plan import read_lists
 
     sc = Scenario("2.2.0", "basic", tmp_path)
     for i in range(3):
         sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan-{i}")
     written, dirs = {}, {}
     for limit in (spark_plan.WRITE_FILES, 0, "driver"):
-        monkeypatch.setattr(spark_plan, "COLLECT_FILES", spark_plan.INLINE_FILES if limit == "driver" else -1)
+        monkeypatch.setattr(spark_classify, "COLLECT_FILES", spark_plan.INLINE_FILES if limit == "driver" else -1)
         monkeypatch.setattr(spark_plan, "WRITE_FILES", spark_plan.WRITE_FILES if limit == "driver" else limit)
         plan_file = tmp_path / f"plan-{limit}.json"
         ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--margin", "10m", "--force",
@@ -512,12 +515,14 @@ def test_lists_of_an_empty_plan_read_back_empty_both_ways(spark, tmp_path: Path,
     driver (no Parquet file at all) or by the executors (Spark's partitioned write of no rows: only
     ``_SUCCESS``), are read by apply as no rows -- not refused for a schema nothing can be inferred
     from (UNABLE_TO_INFER_SCHEMA, which made three fixtures' plans unreadable once)."""
-    from ckptctl.gc import spark as spark_plan
+    from ckptctl.gc.spark import classify as spark_classify
+    from ckptctl.gc.spark import plan as spark_plan
+    from ckptctl.gc.spark.planner import build_plan_spark
 
     sc = Scenario("1.20.3", "basic", tmp_path)
     for executors in (False, True):
-        monkeypatch.setattr(spark_plan, "COLLECT_FILES", -1 if executors else spark_plan.INLINE_FILES)
-        plan = spark_plan.build_plan_spark(Storage(), sc.gc_options(), MASTER)
+        monkeypatch.setattr(spark_classify, "COLLECT_FILES", -1 if executors else spark_plan.INLINE_FILES)
+        plan = build_plan_spark(Storage(), sc.gc_options(), MASTER)
         try:
             assert (plan.files.decided is None) == executors
             plan_file = tmp_path / f"plan-{executors}.json"
@@ -532,7 +537,7 @@ def test_lists_of_an_empty_plan_read_back_empty_both_ways(spark, tmp_path: Path,
 def test_partition_directories_written_from_the_driver_are_named_as_spark_names_them(spark, tmp_path: Path) -> None:
     """A small plan's lists are written by pyarrow on the driver, in the directories Spark's own
     write makes (and reads back to the same values): the escaping of partition values."""
-    from ckptctl.gc.spark_decided import escape_path_name
+    from ckptctl.gc.spark.decided import escape_path_name
 
     values = ["none", "a/b", "x=y:z", "100%", "q?#*'\"{[]^", "tab\there", "line\nbreak", "\x7f", "sp ace", "é😀", ""]
     out = tmp_path / "by-spark"
@@ -570,7 +575,7 @@ def test_spark_plan_lists_each_s3_prefix_once(spark, s3_server) -> None:
     full (undelimited) listing request through a proxy, none asked twice."""
     from collections import Counter
 
-    from ckptctl.gc.spark import build_plan_spark
+    from ckptctl.gc.spark.planner import build_plan_spark
     from tests.support.faulty_proxy import FaultyProxy, Rule, query
     from tests.support.inventory import shared
 
@@ -752,21 +757,21 @@ def _summary_view(summary) -> tuple:
 def summaries_compared(monkeypatch):
     """Every summary of a Spark plan also made by the sorting aggregates: the two must agree.
     Returns, per plan, whether the summary had to sort."""
-    from ckptctl.gc.spark import _SparkPlanner
+    from ckptctl.gc.spark import planner, summary
 
     compared: list[bool] = []
-    fast, sorting = _SparkPlanner.summarise, _SparkPlanner._summarise_sorting
+    fast, sorting = summary.summarise, summary.summarise_sorting
 
-    def both(self, joined, tolerance_limit, cutoff):
+    def both(joined, tolerance_limit, cutoff, by_name):
         sorted_too = []
-        monkeypatch.setattr(_SparkPlanner, "_summarise_sorting", lambda *a: sorted_too.append(1) or sorting(*a))
-        summary = fast(self, joined, tolerance_limit, cutoff)
-        monkeypatch.setattr(_SparkPlanner, "_summarise_sorting", sorting)
-        assert _summary_view(summary) == _summary_view(sorting(self, joined, tolerance_limit, cutoff))
+        monkeypatch.setattr(summary, "summarise_sorting", lambda *a: sorted_too.append(1) or sorting(*a))
+        made = fast(joined, tolerance_limit, cutoff, by_name)
+        monkeypatch.setattr(summary, "summarise_sorting", sorting)
+        assert _summary_view(made) == _summary_view(sorting(joined, tolerance_limit, cutoff))
         compared.append(bool(sorted_too))
-        return summary
+        return made
 
-    monkeypatch.setattr(_SparkPlanner, "summarise", both)
+    monkeypatch.setattr(planner, "summarise", both)
     return compared
 
 
@@ -809,13 +814,14 @@ def test_the_summary_by_hash_aggregates_is_the_sorting_ones(spark, s3_server, tm
 
 def test_directories_are_ordered_by_their_first_files_with_names_read_for_nested_ones_only() -> None:
     """The summary reads a name's first bytes (k2) only for directories nested in another one
-    (:func:`_nested`); ordering every directory of random inventories by its name and that k2
+    (:func:`ckptctl.gc.spark.summary.nested_dirs`); ordering every directory of random inventories by its name and that k2
     gives the order of their first files (an inventory's: by URI) whenever it is not left to
     the sorting aggregates -- names that share prefixes, a ``-`` that sorts before ``/``,
     empty names (double slashes), several bytes a character."""
     import random
 
-    from ckptctl.gc.spark import _NAME_BYTES, _DirRow, _in_listing_order, _nested
+    from ckptctl.gc.spark.columns import NAME_BYTES
+    from ckptctl.gc.spark.summary import DirRow, in_listing_order, nested_dirs
 
     decided = 0
     for seed in range(400):
@@ -825,12 +831,12 @@ def test_directories_are_ordered_by_their_first_files_with_names_read_for_nested
         first: dict[str, str] = {}
         for uri in sorted(uris):
             first.setdefault(uri.rpartition("/")[0], uri)
-        nested = _nested(first)
+        nested = nested_dirs(first)
         rows = []
         for key, uri in first.items():
-            name = uri[len(key) + 1 :].encode()[:_NAME_BYTES].ljust(_NAME_BYTES, b"\0")
-            rows.append(_DirRow(key=key, k1=0, k2=int.from_bytes(name, "big") if key in nested else 0))
-        got = _in_listing_order(rows, by_name=True)
+            name = uri[len(key) + 1 :].encode()[:NAME_BYTES].ljust(NAME_BYTES, b"\0")
+            rows.append(DirRow(key=key, k1=0, k2=int.from_bytes(name, "big") if key in nested else 0))
+        got = in_listing_order(rows, by_name=True)
         if got is not None:
             decided += 1
             assert [d.key for d in got] == sorted(first, key=first.get), seed
@@ -841,13 +847,12 @@ def test_spark_plan_of_order_keys_beyond_two_longs_sorts_as_in_process(spark, tm
     """A listing position too large for the packed order key (here: any beyond 1) makes the
     summary sort: the plan is still the local planner's."""
     from ckptctl.gc import GcOptions
-    from ckptctl.gc import spark as spark_plan
+    from ckptctl.gc.spark import columns, summary
 
-    monkeypatch.setattr(spark_plan, "_POS_BITS", 1)
+    monkeypatch.setattr(columns, "_POS_BITS", 1)
     sorted_too = []
-    monkeypatch.setattr(spark_plan._SparkPlanner, "_summarise_sorting",
-                        lambda self, *a, _real=spark_plan._SparkPlanner._summarise_sorting: sorted_too.append(1)
-                        or _real(self, *a))  # fmt: skip
+    monkeypatch.setattr(summary, "summarise_sorting",
+                        lambda *a, _real=summary.summarise_sorting: sorted_too.append(1) or _real(*a))  # fmt: skip
     v, s, _d, _o = next(iter(scenario_roots()))
     sc = Scenario(v, s, tmp_path)
     sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan-old")

@@ -1,4 +1,4 @@
-"""The rule's Spark SQL form (:mod:`ckptctl.gc.spark_rule`) decides every file it takes as the rule
+"""The rule's Spark SQL form (:mod:`ckptctl.gc.spark.rule`) decides every file it takes as the rule
 read one condition at a time (the oracle of ``test_rule_columns.py``): random files over every
 branch -- symlinks, no mtime (null, NaN, zero, negative, minus infinity, a stand-in before 2016), future and infinite
 mtimes, each threshold and its neighbours, expired-only, every kind of directory context -- and
@@ -18,7 +18,7 @@ UTF8_NAMES = [n for n in NAMES if n.isascii()]  # Spark holds UTF-8 only: the pl
 
 
 def _labels(contexts: list[tuple], rule: FileRule):
-    from ckptctl.gc.spark import Labels
+    from ckptctl.gc.spark.labels import Labels
 
     texts = sorted({json.dumps(c[3] or {}) for c in contexts} | {"{}", json.dumps(rule.young_evidence),
                                                                  json.dumps(rule.after_evidence)})  # fmt: skip
@@ -28,8 +28,8 @@ def _labels(contexts: list[tuple], rule: FileRule):
 def test_the_sql_rule_decides_as_one_condition_at_a_time(spark) -> None:
     from pyspark.sql import functions as F
 
-    from ckptctl.gc.spark import _parent
-    from ckptctl.gc.spark_rule import CONTEXT_SCHEMA, context_rows, name_marks, needs_python, sql_verdicts
+    from ckptctl.gc.spark.columns import uri_parent
+    from ckptctl.gc.spark.rule import CONTEXT_SCHEMA, context_rows, name_marks, needs_python, sql_verdicts
 
     compared = in_python = 0
     seen: set[tuple[str, Reason]] = set()
@@ -58,7 +58,7 @@ def test_the_sql_rule_decides_as_one_condition_at_a_time(spark) -> None:
         ctx = spark.createDataFrame(context_rows(shipped, labels, rule), CONTEXT_SCHEMA)
         taken, reason, verdict = sql_verdicts(rule, labels)
         rows = rows.withColumn("name", F.substring_index("uri", "/", -1))
-        rows = rows.select("*", _parent("uri", "name").alias("dir"), name_marks("name").alias("marks"))
+        rows = rows.select("*", uri_parent("uri", "name").alias("dir"), name_marks("name").alias("marks"))
         got = rows.join(ctx, "dir", "left").select(
             "uri", needs_python().alias("py"), taken.alias("taken"), reason.alias("reason"), verdict.alias("verdict")
         ).collect()  # fmt: skip
@@ -92,7 +92,7 @@ def test_the_sql_rule_decides_as_one_condition_at_a_time(spark) -> None:
 def test_a_file_without_name_marks_goes_to_python_in_a_candidate_directory(spark) -> None:
     """Marks are made for every file where the rows per URI are grouped; a file that had none
     would have its name read by the rule, never be decided as if the name said nothing."""
-    from ckptctl.gc.spark_rule import needs_python
+    from ckptctl.gc.spark.rule import needs_python
 
     rows = spark.createDataFrame([(None, True, False), (None, True, True), (None, False, True), (0, True, True)],
                                  "marks tinyint, cand boolean, forst boolean")  # fmt: skip
@@ -102,7 +102,7 @@ def test_a_file_without_name_marks_goes_to_python_in_a_candidate_directory(spark
 def test_a_directory_is_cut_as_python_cuts_it(spark) -> None:
     """The Spark planner's directories are cut as bytes at the last ``/``: as ``rpartition`` cuts
     them for names of several bytes a character, a line break, none or a trailing ``/``."""
-    from ckptctl.gc.spark import _parent
+    from ckptctl.gc.spark.columns import uri_parent
 
     uris = ["s3://b/a/b/c", "s3://b/é/ü/x", "file:/r/d/", "file:/r/d/\n/x", "noslash", "/", "a/", "s3://b/日本/語/名",
             "x/\U0001f600/y", ""]  # fmt: skip
@@ -111,5 +111,5 @@ def test_a_directory_is_cut_as_python_cuts_it(spark) -> None:
     frame = spark.createDataFrame([(u,) for u in uris], "uri string").withColumn(
         "name", F.substring_index("uri", "/", -1)
     )
-    got = frame.select(_parent("uri"), _parent("uri", "name")).collect()
+    got = frame.select(uri_parent("uri"), uri_parent("uri", "name")).collect()
     assert [tuple(r) for r in got] == [(u.rpartition("/")[0],) * 2 for u in uris]

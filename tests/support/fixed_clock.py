@@ -8,8 +8,8 @@ import time
 
 def fixed_clock(monkeypatch) -> float:
     """Every plan made from now on reads the same storage clock: this moment's."""
-    from ckptctl.gc.plan import _Planner
+    from ckptctl.gc.discovery import Discovery
 
     now = time.time()
-    monkeypatch.setattr(_Planner, "clock", lambda self: (now, "test clock"))
+    monkeypatch.setattr(Discovery, "clock", lambda self: (now, "test clock"))
     return now

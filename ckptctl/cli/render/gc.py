@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from ckptctl.cli.terminal import Terminal
     from ckptctl.gc.apply import ApplyResult
     from ckptctl.gc.plan import GcPlan
-    from ckptctl.gc.spark_apply import ExecutorApplyResult
+    from ckptctl.gc.spark.delete import ExecutorApplyResult
 
 SHOWN_CANDIDATES = 10  # the largest orphans a console plan shows (all of them: --json or -o)
 
@@ -123,7 +123,7 @@ def skip_lines(skipped: list[dict[str, Any]]) -> list[str]:
     apart from "referenced again (kept): N" (a re-run after a completed apply is all done)."""
     from collections import Counter
 
-    from ckptctl.gc.apply import SKIP_WORDS
+    from ckptctl.gc.revalidation import SKIP_WORDS
 
     counts = Counter(s.get("code") for s in skipped)
     return [f"{SKIP_WORDS.get(code, 'skipped')}: {n:,}" for code, n in counts.items()]

@@ -48,7 +48,7 @@ from ckptctl.gc.apply import (
     trash_targets,
     why_changed,
 )
-from ckptctl.gc.plan import FileDecision, GcPlan
+from ckptctl.gc.decisions import FileDecision, GcPlan
 from ckptctl.storage import Storage, StorageOptions
 from ckptctl.storage.retry import first_line, retrying
 
@@ -79,7 +79,6 @@ class Totals:
     skips: list[dict[str, Any]] = field(default_factory=list)
     batches: int = 0
     emptied: set[str] = field(default_factory=set)  # local directories files were deleted from
-
 
     def count(self, outcome: str, size: int, n: int = 1) -> None:
         self.files[outcome] = self.files.get(outcome, 0) + n
@@ -151,7 +150,9 @@ def delete_on_executors(
     except CkptError:
         raise
     except Exception as e:  # noqa: BLE001 - Py4JJavaError with an executor's traceback
-        raised = executor_error(e)  # a task's own error (an endpoint that stopped answering), not "PythonException"
+        raised = executor_error(
+            e
+        )  # a task's own error (an endpoint that stopped answering), not "PythonException"
         why = str(raised) if raised is not None else f"{type(e).__name__}: {first_line(e)}"
         raise SparkApplyFailed(
             f"the Spark job failed ({why}); the batches that finished are in {manifest_dir}: run the same apply "
@@ -307,7 +308,9 @@ def _by_prefix(rows: Iterable[Row]) -> Iterator[tuple[str, list[Row]]]:
 # -- stage 1 of a task: judge whole directories against one fresh listing each -----------------
 
 
-def _judge_prefixes(options: StorageOptions, roots: tuple[str, ...], groups: Iterable[tuple[str, Iterable[Row]]]):
+def _judge_prefixes(
+    options: StorageOptions, roots: tuple[str, ...], groups: Iterable[tuple[str, Iterable[Row]]]
+):
     """Every candidate of each directory with its verdict: ``go``, or gone/skipped/failed and why."""
     storage = Storage.shared(options)
     remover = Remover(storage, roots)
@@ -332,7 +335,14 @@ def _judge_prefix(storage: Storage, remover: Remover, prefix: str, rows: list[Ro
             if current is None:
                 yield uri, size, mtime, reason, GONE, None
             elif current.is_link:
-                yield uri, size, mtime, reason, SKIPPED, "not a regular file (a symbolic link?): never deleted"
+                yield (
+                    uri,
+                    size,
+                    mtime,
+                    reason,
+                    SKIPPED,
+                    "not a regular file (a symbolic link?): never deleted",
+                )
             else:
                 why = why_changed(size, mtime, current, "the plan")
                 yield uri, size, mtime, reason, GO if why is None else SKIPPED, why
@@ -361,14 +371,21 @@ def _list_s3_range(storage: Storage, prefix: str, first: str, last: str) -> dict
     bucket, _, key = path.partition("/")
     key_prefix = key.rstrip("/") + "/"
     first_key, last_key = first[len("s3://" + bucket) + 1 :], last[len("s3://" + bucket) + 1 :]
-    request: dict[str, Any] = {"Bucket": bucket, "Prefix": key_prefix, "Delimiter": "/", "StartAfter": first_key[:-1]}
+    request: dict[str, Any] = {
+        "Bucket": bucket,
+        "Prefix": key_prefix,
+        "Delimiter": "/",
+        "StartAfter": first_key[:-1],
+    }
     found: dict[str, st.FileInfo] = {}
     while True:
         page = retrying(lambda r=dict(request): fs.call_s3("list_objects_v2", **r))
         objects = page.get("Contents") or []
         for obj in objects:
             name = obj["Key"][len(key_prefix) :]
-            found[name] = st.FileInfo(f"s3://{bucket}/{obj['Key']}", int(obj["Size"]), obj["LastModified"].timestamp())
+            found[name] = st.FileInfo(
+                f"s3://{bucket}/{obj['Key']}", int(obj["Size"]), obj["LastModified"].timestamp()
+            )
         if not page.get("IsTruncated") or (objects and objects[-1]["Key"] >= last_key):
             return found
         request.pop("StartAfter", None)
@@ -417,7 +434,14 @@ def _apply_batch(
     for uri, size, mtime, reason, verdict, why in judged:
         if verdict == GO:
             verdict, why = (FAILED, bad[uri]) if uri in bad else (MOVED if trash_root else DELETED, None)
-        record = {"batch": name, "path": uri, "size": size, "mtime": mtime, "reason": reason, "outcome": verdict}
+        record = {
+            "batch": name,
+            "path": uri,
+            "size": size,
+            "mtime": mtime,
+            "reason": reason,
+            "outcome": verdict,
+        }
         if why is not None:
             record["why"] = why
         if verdict == MOVED:
@@ -466,7 +490,9 @@ def _manifests_in(storage: Storage, manifest_dir: str) -> list[str]:
     return names
 
 
-def _settled_in(options: StorageOptions, manifest: str) -> Iterator[tuple[tuple[str, int, float | None] | None, str]]:
+def _settled_in(
+    options: StorageOptions, manifest: str
+) -> Iterator[tuple[tuple[str, int, float | None] | None, str]]:
     """((path, size, mtime), outcome) of every file a manifest records as settled; ``(None,
     error)`` for a line that is not one a batch writes (edited, truncated, another tool's), which
     refuses the run: no guessing what it settled."""
@@ -476,13 +502,18 @@ def _settled_in(options: StorageOptions, manifest: str) -> Iterator[tuple[tuple[
             try:
                 record = json.loads(line)
                 key = (record["path"], record["size"], record["mtime"])
-                valid = isinstance(key[0], str) and type(key[1]) is int and isinstance(key[2], int | float | None)
+                valid = (
+                    isinstance(key[0], str) and type(key[1]) is int and isinstance(key[2], int | float | None)
+                )
             except (ValueError, KeyError, TypeError):
                 valid = False
             if not valid:
-                yield None, (
-                    f"--manifest {manifest}: byte {offset}: not a line of a gc batch manifest; refusing to use it "
-                    "(move the directory aside to judge every file again)"
+                yield (
+                    None,
+                    (
+                        f"--manifest {manifest}: byte {offset}: not a line of a gc batch manifest; refusing to use it "
+                        "(move the directory aside to judge every file again)"
+                    ),
                 )
                 return
             if record.get("outcome") in SETTLED:

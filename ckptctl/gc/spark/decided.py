@@ -3,9 +3,9 @@
 A plan's lists are read several times after they are decided: their totals by list, job and
 reason (the caps), the first candidate named like an external reference, the young protected
 files (--keep-last's guard), the lists themselves (the JSON inlines up to
-:data:`ckptctl.gc.spark.INLINE_FILES` of them) and the Parquet written next to the plan. At bucket
+:data:`ckptctl.gc.spark.plan.INLINE_FILES` of them) and the Parquet written next to the plan. At bucket
 scale each read is a Spark job over the decided rows, which stay on the executors. A plan of at
-most :data:`ckptctl.gc.spark.COLLECT_FILES` listed files has at most that many decisions, and the
+most :data:`ckptctl.gc.spark.classify.COLLECT_FILES` listed files has at most that many decisions, and the
 JSON brings them to the driver anyway: there each further Spark job cost more than its rows
 (~0.2-0.8 s each for a few hundred rows: planning, broadcasts, a write of one small file per
 directory), so the rows are collected once, each with its hash (Spark's ``xxhash64``, the
@@ -34,7 +34,9 @@ WRITTEN_SCHEMA = (
     "root_idx int, part int, pos long, path string, size long, mtime double, reason string, evidence string, "
     "outcome string, job_id string"
 )
-_FILE_COLUMNS = [tuple(c.split()) for c in WRITTEN_SCHEMA.split(", ")][:-2]  # (name, type) in each Parquet file
+_FILE_COLUMNS = [tuple(c.split()) for c in WRITTEN_SCHEMA.split(", ")][
+    :-2
+]  # (name, type) in each Parquet file
 
 
 class ReasonTotals(NamedTuple):
@@ -81,7 +83,9 @@ def merge_totals(groups: Iterable[Any]) -> list[ReasonTotals]:
         was = merged.get((r.outcome, r.reason))
         digest = hash_total(r.hash_hi, r.hash_lo)
         if was is None:
-            merged[r.outcome, r.reason] = ReasonTotals(r.outcome, r.reason, r.n, r.bytes, r.oldest, r.newest, digest)
+            merged[r.outcome, r.reason] = ReasonTotals(
+                r.outcome, r.reason, r.n, r.bytes, r.oldest, r.newest, digest
+            )
             continue
         merged[r.outcome, r.reason] = ReasonTotals(
             r.outcome, r.reason, was.n + r.n, _either(int.__add__, was.bytes, r.bytes),
@@ -93,7 +97,7 @@ def merge_totals(groups: Iterable[Any]) -> list[ReasonTotals]:
 
 class Row(NamedTuple):
     """A decision as :data:`ckptctl.gc.spark.DECISION_SCHEMA` has it, with its evidence's text and
-    job's name looked up (:class:`ckptctl.gc.spark.Labels`) and its hash."""
+    job's name looked up (:class:`ckptctl.gc.spark.labels.Labels`) and its hash."""
 
     outcome: str
     root_idx: int | None
@@ -119,7 +123,7 @@ class Decided:
 
     def __init__(self, rows: list, labels) -> None:
         """``rows``: collected Spark rows of the decision schema with ``h``; ``labels``: the
-        plan's :class:`ckptctl.gc.spark.Labels`."""
+        plan's :class:`ckptctl.gc.spark.labels.Labels`."""
         texts, jobs = labels.evidence, labels.jobs
         self.rows = [
             Row(r.outcome, r.root_idx, r.part, r.pos, r.path, r.size, r.mtime, r.reason,
@@ -215,10 +219,14 @@ class Decided:
         os.makedirs(target)
         name = f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"
         for (outcome, job_id), rows in sorted(by_dir.items()):
-            directory = os.path.join(target, f"outcome={escape_path_name(outcome)}", f"job_id={escape_path_name(job_id)}")
+            directory = os.path.join(
+                target, f"outcome={escape_path_name(outcome)}", f"job_id={escape_path_name(job_id)}"
+            )
             os.makedirs(directory)
             columns = [[getattr(r, name) for r in rows] for name in schema.names]
-            pq.write_table(pa.table(columns, schema=schema), os.path.join(directory, name), compression="snappy")
+            pq.write_table(
+                pa.table(columns, schema=schema), os.path.join(directory, name), compression="snappy"
+            )
         with open(os.path.join(target, "_SUCCESS"), "wb"):
             pass
 

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from ckptctl.checkpoint.layout import FORST_CONTROL_PREFIXES
 from ckptctl.gc.reasons import Reason
-from ckptctl.gc.rule import _SPECIAL_NAMES, FileRule
+from ckptctl.gc.rule import SPECIAL_NAMES, FileRule
 from ckptctl.storage.listing import PLAUSIBLE_MTIME
 
 if TYPE_CHECKING:
-    from ckptctl.gc.spark import Labels
+    from ckptctl.gc.spark.labels import Labels
 
-# a directory's context (:meth:`ckptctl.gc.contexts._Contexts.get`) as the rule reads it, with its
-# evidence and job as :class:`ckptctl.gc.spark.Labels` numbers
+# a directory's context (:meth:`ckptctl.gc.contexts.DirContexts.get`) as the rule reads it, with its
+# evidence and job as :class:`ckptctl.gc.spark.labels.Labels` numbers
 CONTEXT_SCHEMA = (
     "dir string, cand boolean, dir_reason string, dir_verdict int, in_flight_at double, expired_only boolean, "
     "forst boolean, dir_job int"
@@ -58,7 +58,7 @@ def name_marks(name: str = "name"):
     from pyspark.sql import functions as F
 
     name = F.col(name)
-    special = name.isin(*_SPECIAL_NAMES) | name.contains("\\")
+    special = name.isin(*SPECIAL_NAMES) | name.contains("\\")
     control = F.lit(False)
     for prefix in FORST_CONTROL_PREFIXES:
         control = control | name.startswith(prefix)
