@@ -21,8 +21,8 @@ def plan(console: Any, result: GcPlan, written_to: str | None, term: Terminal) -
     """``gc plan``: the totals, orphans and kept files by reason, the largest orphans, dead jobs;
     its warnings and refusals go to the terminal (stderr)."""
     from rich.panel import Panel
-    from rich.table import Table
 
+    from ckptctl.cli.output import Table
     from ckptctl.gc.reasons import describe
 
     candidates = result.candidates
