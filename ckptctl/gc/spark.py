@@ -1447,7 +1447,10 @@ def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str
             old = spark.createDataFrame(rows, "path string, size long, mtime double").selectExpr(
                 "'candidates' as outcome", "*"
             )
-        return fresh, candidates_to_apply(fresh, *unchanged_candidates(old, proposed))
+        from ckptctl.gc.spark_apply import why_dropped_on_executors
+
+        unchanged, skipped = unchanged_candidates(old, proposed)
+        return fresh, candidates_to_apply(fresh, unchanged, why_dropped_on_executors(storage.options, skipped, fresh.files.frame))
     finally:
         release([proposed])
         fresh.release()  # what goes is persisted on its own
@@ -1455,8 +1458,12 @@ def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str
 
 def unchanged_candidates(old, fresh):
     """(unchanged, skipped): DataFrames of the old plan's candidates that the fresh plan still
-    proposes with the same size and mtime (the fresh rows), and of the others (path, reason)."""
+    proposes with the same size and mtime (the fresh rows), and of the others (path, code, reason:
+    both null for those the fresh plan no longer proposes, decided by
+    :func:`ckptctl.gc.spark_apply.why_dropped_on_executors`)."""
     from pyspark.sql import functions as F
+
+    from ckptctl.gc.apply import CHANGED
 
     o = old.filter(F.col("outcome") == "candidates").select("path", F.col("size").alias("o_size"),
                                                             F.col("mtime").alias("o_mtime"))  # fmt: skip
@@ -1464,10 +1471,11 @@ def unchanged_candidates(old, fresh):
     joined = o.join(f, "path", "left")
     same = F.col("size").isNotNull() & (F.col("size") == F.col("o_size")) & F.col("mtime").eqNullSafe(F.col("o_mtime"))
     unchanged = joined.filter(same).select(*[c for c in f.columns])
+    changed = F.col("size").isNotNull()
     skipped = joined.filter(~same).select(
         "path",
-        F.when(F.col("size").isNull(), "no longer a candidate (gone, referenced again, or guarded)")
-        .otherwise("changed since the plan (size or mtime)").alias("reason"),
+        F.when(changed, F.lit(CHANGED)).alias("code"),
+        F.when(changed, F.lit("changed since the plan (size or mtime)")).alias("reason"),
     )
     return unchanged, skipped
 
@@ -1481,6 +1489,7 @@ def candidates_to_apply(fresh: SparkPlan, unchanged, skipped):
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    from ckptctl.gc.apply import WAITING as WAITING_CODE
     from ckptctl.gc.spark_apply import SAMPLE, ToApply
     from ckptctl.layout import METADATA_FILE
 
@@ -1493,7 +1502,12 @@ def candidates_to_apply(fresh: SparkPlan, unchanged, skipped):
         waits = (F.col("reason") == str(Reason.EXPIRED_ONLY)) | ((F.col("reason") == str(Reason.EXPIRED_CHECKPOINT)) & under)
     go = unchanged.filter(~waits).select("path", "size", "mtime", "reason").persist(StorageLevel.MEMORY_AND_DISK)
     files, size = go.agg(F.count(F.lit(1)), F.sum("size")).first()
-    skipped = skipped.union(unchanged.filter(waits).select("path", F.lit(WAITING).alias("reason")))
-    n_skipped = skipped.count()
-    skips = [{"path": r.path, "reason": r.reason} for r in skipped.orderBy("path").limit(SAMPLE).collect()]
-    return ToApply(go, files, size or 0, n_skipped, skips)
+    skipped = skipped.union(unchanged.filter(waits).select("path", F.lit(WAITING_CODE).alias("code"),
+                                                           F.lit(WAITING).alias("reason")))  # fmt: skip
+    skipped = skipped.persist(StorageLevel.MEMORY_AND_DISK)  # decided once: a listing per directory
+    try:
+        by_code = {r.code: r["count"] for r in skipped.groupBy("code").count().collect()}
+        skips = [r.asDict() for r in skipped.orderBy("path").limit(SAMPLE).collect()]
+    finally:
+        skipped.unpersist()
+    return ToApply(go, files, size or 0, sum(by_code.values()), skips, by_code)
