@@ -25,11 +25,16 @@ from ckptctl.storage.uri import SUPPORTED_SCHEMES, clean_local, scheme_of
 
 
 def _names_unanswered(method):
-    """A storage call whose store did not answer (:class:`StoreUnanswered`) names the URI asked for."""
+    """A storage call: reported to :attr:`Storage.on_call` (``-v``: what a command reads), and
+    when its store did not answer (:class:`StoreUnanswered`) the error names the URI asked for."""
     import functools
+
+    what = method.__name__.replace("_", " ")
 
     @functools.wraps(method)
     def call(self, uri, *args, **kwargs):
+        if self.on_call is not None:
+            self.on_call(what, uri)
         try:
             return method(self, uri, *args, **kwargs)
         except StoreUnanswered as e:
@@ -74,6 +79,9 @@ class Storage:
         # progress of S3 listings: (what is listed, objects so far) after each page, and
         # (what is listed, None) when it is done; set by the CLI to show a running count
         self.on_listed: Callable[[str, int | None], None] | None = None
+        # each call that reads (stat, read bytes, read small, ...) and the URI it asks for: ``-v``
+        # shows them for every command (the CLI sets it, ckptctl.cli.base._context)
+        self.on_call: Callable[[str, str], None] | None = None
 
     @classmethod
     def shared(cls, options: StorageOptions) -> Storage:
