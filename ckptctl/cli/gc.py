@@ -312,7 +312,7 @@ def _by_inventory(storage, manifest: str, chosen, out):
     need, have = rows * BYTES_PER_FILE, machine_memory()
     if not have or need <= have // 2:
         return chosen
-    from ckptctl.engine import SPARK_EXTRA, spark_installed
+    from ckptctl.engine.extra import SPARK_EXTRA, spark_installed
 
     if not spark_installed():
         out.warn(

@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ckptctl.engine.extra import no_spark, spark_installed
 from ckptctl.errors import CkptError
 
 ENGINES = ("auto", "local", "spark")
@@ -29,24 +30,6 @@ AUTO_SPARK_TASKS = 20_000  # files + RocksDB handles: above this, auto starts Sp
 # for local files alone only from this many on
 AUTO_LOCAL_FILES = 500_000
 DEFAULT_MASTER = "local[*]"
-SPARK_EXTRA = "pip install 'ckptctl[spark]'"  # pyspark (~500 MB) is an optional extra
-
-
-def spark_installed() -> bool:
-    """Whether pyspark can be imported (without importing it): ``pip install -e .`` leaves it out,
-    ``ckptctl[spark]`` brings it. Without it ``auto`` runs in-process whatever the input's size."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("pyspark") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def no_spark() -> CkptError:
-    """The one line for Spark asked for (``--engine spark``, ``--master``, a plan made on Spark)
-    where pyspark is not installed."""
-    return CkptError(f"the Spark engine needs pyspark, which is not installed: {SPARK_EXTRA} (or use --engine local)")
 
 # What runs a batch of tasks: a module-level function (or a functools.partial of one), so Spark
 # pickles it by reference and executors import it; in-process it is called on chunks of the tasks.

@@ -89,7 +89,7 @@ def spark_session(master: str) -> Any:
             from pyspark import SparkContext
             from pyspark.sql import SparkSession
         except ImportError:
-            from ckptctl.engine import no_spark
+            from ckptctl.engine.extra import no_spark
 
             raise EngineError(no_spark().message) from None
         log = spark_log_path()
