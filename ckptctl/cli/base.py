@@ -49,7 +49,7 @@ VerboseOpt = Annotated[
     int,
     typer.Option(
         "--verbose", "-v", count=True, callback=_more, expose_value=False, show_default=False,
-        help="Say more on stderr (what is done; tracebacks of internal errors). Repeatable.",
+        help="Say more on stderr (what is done, each file and object read; tracebacks of internal errors). Repeatable.",
     ),
 ]  # fmt: skip
 QuietOpt = Annotated[
@@ -342,7 +342,10 @@ def storage_and_rebase(s3_endpoint: str | None, rebase: list[Any] | None):
     from ckptctl.storage import Storage, StorageOptions
 
     storage = Storage(StorageOptions.from_env(s3_endpoint))
-    storage.on_listed = current_terminal().listing_count()  # a running count while S3 is listed
+    term = current_terminal()
+    storage.on_listed = term.listing_count()  # a running count while S3 is listed
+    if term.verbose:  # -v: every command says what it reads, as it reads it
+        storage.on_call = lambda what, uri: term.info(f"{what}: {uri}")
     return storage, Rebase.of(p for r in rebase or () for p in r.mappings)
 
 

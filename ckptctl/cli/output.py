@@ -20,6 +20,7 @@ shown as escapes: :func:`visible`). ckptctl's own styles are asked for explicitl
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from abc import ABC, abstractmethod
@@ -115,13 +116,49 @@ class Col:
 FOLD_MIN = 24  # the narrowest a folded (path) column may get before other columns are dropped
 
 
+def __getattr__(name: str) -> Any:
+    """``Table``: the Rich table of every renderer (``from ckptctl.cli.output import Table``), made
+    when first asked for: Rich loads only when something is drawn."""
+    if name == "Table":
+        return _titled_table()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _titled_table() -> type:
+    """A Rich table whose title is a line of its own, as wide as the terminal: Rich wraps a title
+    to its table's width, and a small summary table broke ``verify <path>`` over three lines on a
+    120-column terminal (review c2)."""
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    class TitledTable(RichTable):
+        def __rich_console__(self, console: Any, options: Any) -> Any:
+            title = self.title
+            if title is None:
+                yield from super().__rich_console__(console, options)
+                return
+            # as Rich draws a title (the console's rules: text, control characters shown), unwrapped
+            line = title.copy() if isinstance(title, Text) else console.render_str(str(title), highlight=False)
+            line.stylize(self.title_style or "table.title")
+            line.justify = "default" if self.title_justify == "left" else self.title_justify  # no trailing blanks
+            yield line
+            self.title = None  # the table below it, untitled
+            try:
+                yield from super().__rich_console__(console, options)
+            finally:
+                self.title = title
+
+    return TitledTable
+
+
 def fitted_table(console, columns: list[Col], drop: Iterable[str] = (), **table_kwargs: Any):
     """A Rich table that fits ``console.width`` without cutting a cell: every column but the
     folded ones keeps its full width (no ellipsis in ids, numbers or status), folded columns wrap,
     and columns named in ``drop`` are left out, in that order, until the rest fits."""
-    from rich.table import Table
+    Table = _titled_table()  # noqa: N806 - the class
 
-    def build(cols: list[Col], cap_folds: bool) -> Table:
+    def build(cols: list[Col], cap_folds: bool) -> Any:
         table = Table(**table_kwargs)
         for c in cols:
             width = max(len(c.header), *(cell_len(x) for x in c.cells)) if c.cells else len(c.header)

@@ -3,7 +3,8 @@
 One :class:`Engine` is made from ``--engine``/``--master`` when a command starts (a bad value is a
 usage error there, never later) and handed to whatever runs tasks (``verify``, ``states --deep``,
 ``relocate``). ``auto``, the default, runs in-process below :data:`AUTO_SPARK_TASKS` tasks and on
-Spark above it, or whenever ``--master`` names one: an embedded JVM takes ~5 s to start, more than
+Spark above it (in-process all the same when pyspark, an optional extra, is not installed), or
+whenever ``--master`` names one: an embedded JVM takes ~5 s to start, more than
 checking a few thousand files takes, and needs Java; a cluster is worth it for a bucket. Checks of
 local files count for less (:data:`AUTO_LOCAL_FILES`): in-process, 100,000 take about a second.
 
@@ -19,6 +20,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ckptctl.engine.extra import no_spark, spark_installed
 from ckptctl.errors import CkptError
 
 ENGINES = ("auto", "local", "spark")
@@ -56,6 +58,8 @@ class Engine:
             raise CkptError(f"unknown --engine '{engine}'; use auto, local or spark")
         if kind == "local" and master:
             raise CkptError(f"--master {master} needs --engine spark (or auto); --engine local runs in-process")
+        if (kind == "spark" or master) and not spark_installed():
+            raise no_spark()  # said before anything is read
         return cls(kind, master or None, status)
 
     def resolve(self, tasks: int, local_files: int = 0) -> Engine:
@@ -64,7 +68,7 @@ class Engine:
         if self.kind == "local":
             return self
         cost = tasks - local_files + local_files * AUTO_SPARK_TASKS / AUTO_LOCAL_FILES
-        if self.kind == "spark" or self.master or cost >= AUTO_SPARK_TASKS:
+        if self.kind == "spark" or self.master or (cost >= AUTO_SPARK_TASKS and spark_installed()):
             return replace(self, kind="spark", master=self.master or DEFAULT_MASTER)
         return replace(self, kind="local", master=None)
 

@@ -88,8 +88,10 @@ def spark_session(master: str) -> Any:
         try:
             from pyspark import SparkContext
             from pyspark.sql import SparkSession
-        except ImportError as e:
-            raise EngineError(f"the Spark engine needs pyspark ({e}); use --engine local") from None
+        except ImportError:
+            from ckptctl.engine.extra import no_spark
+
+            raise EngineError(no_spark().message) from None
         log = spark_log_path()
         if SparkContext._gateway is None:
             problem = java_problem()

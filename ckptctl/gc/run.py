@@ -52,6 +52,14 @@ def _by_inventory(storage: Storage, manifest: str, engine: Engine, warn: Callabl
     need, have = rows * BYTES_PER_FILE, machine_memory()
     if not have or need <= have // 2:
         return engine
+    from ckptctl.engine.extra import SPARK_EXTRA, spark_installed
+
+    if not spark_installed():
+        warn(
+            f"the inventory holds up to ~{rows:,} rows: planning them in this process could take ~{need / 1e9:.1f} GB "
+            f"of this machine's {have / 1e9:.1f} GB; Spark would plan them, but pyspark is not installed ({SPARK_EXTRA})"
+        )
+        return engine
     warn(
         f"the inventory holds up to ~{rows:,} rows: planning them in this process could take ~{need / 1e9:.1f} GB "
         f"of this machine's {have / 1e9:.1f} GB, so the plan is made on Spark (--engine local: in-process)"

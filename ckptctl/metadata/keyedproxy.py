@@ -45,6 +45,10 @@ FIXED_LENGTHS = {
     "ShortSerializer": 2, "ByteSerializer": 1, "BooleanSerializer": 1, "CharSerializer": 2,
 }  # fmt: skip
 
+# composite serializers and how many serializers each nests, in order: a snapshot's nested classes
+# (pre-order) are its children's (the heap reader walks them, SerializerInfo.summary draws them)
+COMPOSITE_ARITY = {"ListSerializer": 1, "MapSerializer": 2, "TtlSerializer": 2, "TimerSerializer": 2}
+
 _ANCHORS = tuple(
     struct.pack(">H", len(k)) + k.encode() + struct.pack(">i", SNAPSHOT_PROXY_VERSION)
     for k in SERIALIZER_KEYS
@@ -69,8 +73,26 @@ class SerializerInfo:
 
     @property
     def summary(self) -> str:
-        inner = [short_class(c) for c in self.nested]
-        return short_class(self.snapshot_class) + (f"<{', '.join(inner)}>" if inner else "")
+        """The serializer as a type, nested as Flink nests it: ``MapSerializer<IntSerializer,
+        TtlSerializer<LongSerializer>>`` (review c4: it read ``Map<Int, Ttl, Long, Long>``). A TTL
+        serializer's first nested one, the last-access timestamp's, is left out: every TTL value has
+        it. Classes that a composite this reader does not know nests are listed flat after it."""
+        names = [short_class(c) for c in self.classes]
+        at = 0
+
+        def take() -> str:
+            nonlocal at
+            name = names[at]
+            at += 1
+            inner = [take() for _ in range(COMPOSITE_ARITY.get(name, 0)) if at < len(names)]
+            if name == "TtlSerializer" and len(inner) == 2 and inner[0] == "LongSerializer":
+                inner = inner[1:]
+            return name + (f"<{', '.join(inner)}>" if inner else "")
+
+        typed = take()
+        if at == len(names):
+            return typed
+        return names[0] + f"<{', '.join(names[1:])}>"  # not a tree this reader can tell: flat, as read
 
     def to_json(self) -> dict[str, Any]:
         return {"class": self.snapshot_class, "version": self.version, "nested": self.nested}

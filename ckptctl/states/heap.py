@@ -27,7 +27,7 @@ import struct
 from typing import NamedTuple
 
 from ckptctl.errors import MetadataFormatError
-from ckptctl.metadata.keyedproxy import BackendHeader, StateMeta, short_class
+from ckptctl.metadata.keyedproxy import COMPOSITE_ARITY, BackendHeader, StateMeta, short_class
 
 FIXED = {
     "LongSerializer": 8, "IntSerializer": 4, "DoubleSerializer": 8, "FloatSerializer": 4,
@@ -36,12 +36,7 @@ FIXED = {
     "TimeWindowSerializer": 16, "GlobalWindowSerializer": 1,
 }  # fmt: skip
 STRINGS = {"StringSerializer"}
-ARITY = {
-    "ListSerializer": 1,
-    "MapSerializer": 2,
-    "TtlSerializer": 2,
-    "TimerSerializer": 2,
-}  # nested serializers
+ARITY = COMPOSITE_ARITY  # nested serializers
 KINDS = {"ListSerializer": "list", "MapSerializer": "map", "TtlSerializer": "ttl", "TimerSerializer": "timer"}
 
 

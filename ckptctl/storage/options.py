@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl.errors import StorageError
-from ckptctl.storage.retry import env_seconds
+from ckptctl.storage.retry import S3_DEADLINE, env_seconds
 
 S3_CONNECT_TIMEOUT = 3.0  # seconds
-# An endpoint that accepts the connection and never answers must not hang a command: each request
-# gets a read timeout (and one storage call a total deadline: ckptctl.storage.retry).
+# An endpoint that accepts the connection and never answers must not hang a command: each read of a
+# request's answer has a timeout, never longer than the deadline (CKPTCTL_S3_DEADLINE: the endpoint's
+# silence that stops the command, ckptctl.storage.retry), which it can therefore overrun by one.
 S3_READ_TIMEOUT = 5.0  # seconds, CKPTCTL_S3_READ_TIMEOUT
 
 
@@ -58,11 +59,14 @@ class StorageOptions:
         # (retrying), which retries throttling and 5xx but stops at once on an unreachable
         # endpoint or missing credentials (see s3_problem). botocore's own retry modes cannot do
         # that: they count a refused connection as transient and back off on it.
-        # s3fs's own retries (of timeouts among others) are off too: ckptctl's deadline bounds them
+        # s3fs's own retries (of timeouts among others) are off too: ckptctl's deadline bounds them.
+        # botocore's "max_attempts" counts retries (1 sent each unanswered request twice, each
+        # waiting a read timeout); "total_max_attempts" counts requests.
+        read_timeout = min(self.read_timeout, env_seconds("CKPTCTL_S3_DEADLINE", S3_DEADLINE))
         kwargs: dict[str, Any] = {
             "config_kwargs": {
-                "connect_timeout": self.connect_timeout, "read_timeout": self.read_timeout,
-                "retries": {"max_attempts": 1},
+                "connect_timeout": self.connect_timeout, "read_timeout": read_timeout,
+                "retries": {"total_max_attempts": 1},
             },
         }  # fmt: skip
         client: dict[str, Any] = {}

@@ -44,7 +44,7 @@ class _Lister:
             async with self.sem:
                 return await self.fs._call_s3("list_objects_v2", Bucket=self.bucket, **kwargs)
 
-        return await (retrying_async(once) if retry else once())
+        return await retrying_async(once, self.fs, retry=retry)
 
     def count(self, n: int) -> None:
         """``n`` more objects listed (each counted once, however the ranges overlap)."""

@@ -20,16 +20,21 @@ from typing import Any
 from ckptctl.errors import StorageError, StoreUnanswered
 from ckptctl.storage.listing import JOB_AREAS, FileInfo, WalkNotes, is_job_dir_name, walk_local
 from ckptctl.storage.options import StorageOptions
-from ckptctl.storage.retry import first_line, retry_delay, retrying, retrying_async, s3_problem
+from ckptctl.storage.retry import first_line, not_s3, retry_delay, retrying, retrying_async, s3_problem
 from ckptctl.storage.uri import SUPPORTED_SCHEMES, clean_local, scheme_of
 
 
 def _names_unanswered(method):
-    """A storage call whose store did not answer (:class:`StoreUnanswered`) names the URI asked for."""
+    """A storage call: reported to :attr:`Storage.on_call` (``-v``: what a command reads), and
+    when its store did not answer (:class:`StoreUnanswered`) the error names the URI asked for."""
     import functools
+
+    what = method.__name__.replace("_", " ")
 
     @functools.wraps(method)
     def call(self, uri, *args, **kwargs):
+        if self.on_call is not None:
+            self.on_call(what, uri)
         try:
             return method(self, uri, *args, **kwargs)
         except StoreUnanswered as e:
@@ -46,21 +51,6 @@ def s3_denied(e: BaseException) -> str:
         f"access denied ({first_line(e) or 'Forbidden'}): check the AWS credentials (AWS_ACCESS_KEY_ID and "
         "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE) and that they may read this bucket"
     )
-
-
-def not_s3(e: BaseException) -> bool:
-    """A listing (a GET: S3 answers every failed one with an XML error document and its code)
-    refused by something that is not S3: botocore found no error code, only the HTTP status (a web
-    server's 404 page)."""
-    cause: BaseException | None = e
-    while cause is not None:
-        response = getattr(cause, "response", None)
-        if isinstance(response, dict):
-            code = str(response.get("Error", {}).get("Code", ""))
-            headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-            return (not code or code.isdigit()) and "xml" not in str(headers.get("content-type", ""))
-        cause = cause.__cause__ or cause.__context__
-    return False
 
 
 def listing_failed(e: BaseException, bucket: str, path: str) -> StorageError:
@@ -89,6 +79,9 @@ class Storage:
         # progress of S3 listings: (what is listed, objects so far) after each page, and
         # (what is listed, None) when it is done; set by the CLI to show a running count
         self.on_listed: Callable[[str, int | None], None] | None = None
+        # each call that reads (stat, read bytes, read small, ...) and the URI it asks for: ``-v``
+        # shows them for every command (the CLI sets it, ckptctl.cli.base._context)
+        self.on_call: Callable[[str, str], None] | None = None
 
     @classmethod
     def shared(cls, options: StorageOptions) -> Storage:
@@ -157,10 +150,12 @@ class Storage:
             self._check_readable(uri, path, limit)
         try:
             if bounded:
-                data = retrying(lambda: fs.cat_file(path, start=0, end=limit + 1))
+                data = retrying(lambda: fs.cat_file(path, start=0, end=limit + 1), fs)
                 self._refuse_larger(uri, len(data), limit)
                 return data
-            return retrying(lambda: _get_object(fs, path) if s3 else _read_all(fs, path))
+            if s3:
+                return retrying(lambda: _get_object(fs, path), fs)
+            return retrying(lambda: _read_all(fs, path), s3=False)
         except FileNotFoundError:
             raise StorageError("file not found", path=uri) from None
         except PermissionError:
@@ -202,9 +197,11 @@ class Storage:
             return response, await response["Body"].read()
 
         try:
-            response, data = sync(fs.loop, get)
+            response, data = sync(fs.loop, retrying_async, get, fs, retry=False)
         except FileNotFoundError:
             return None, None
+        except StoreUnanswered:
+            raise  # the endpoint said nothing until the deadline: a HEAD would wait as long
         except Exception:  # noqa: BLE001 - an empty object, a server without ranges...: a HEAD says
             return None
         total = str(response.get("ContentRange") or "").rpartition("/")[2]
@@ -275,7 +272,7 @@ class Storage:
         if scheme_of(uri) == "file":
             self._regular_size(uri, path)  # a FIFO's open would block
         try:  # retried here: botocore itself does not retry (see StorageOptions.s3fs_kwargs)
-            return retrying(lambda: fs.cat_file(path, start=start, end=start + length))
+            return retrying(lambda: fs.cat_file(path, start=start, end=start + length), fs, s3=scheme_of(uri) == "s3")
         except FileNotFoundError:
             raise StorageError("file not found", path=uri) from None
         except OSError as e:
@@ -290,7 +287,7 @@ class Storage:
         if fresh and scheme_of(uri) == "s3":
             fs.invalidate_cache(path)
         try:
-            info = retrying(lambda: fs.info(path))
+            info = retrying(lambda: fs.info(path), fs, s3=scheme_of(uri) == "s3")
         except FileNotFoundError:
             return None
         except PermissionError as e:
@@ -312,7 +309,7 @@ class Storage:
         if not key.strip("/"):
             return False  # a bucket is a directory
         try:
-            retrying(lambda: fs.call_s3("head_object", Bucket=bucket, Key=key))
+            retrying(lambda: fs.call_s3("head_object", Bucket=bucket, Key=key), fs)
         except FileNotFoundError:
             return False
         except StoreUnanswered:
@@ -327,7 +324,7 @@ class Storage:
     def is_dir(self, uri: str) -> bool:
         fs, path = self.fs(uri)
         try:
-            return bool(fs.isdir(path))
+            return bool(retrying(lambda: fs.isdir(path), fs, s3=scheme_of(uri) == "s3"))
         except PermissionError as e:
             raise StorageError(s3_denied(e) if scheme_of(uri) == "s3" else f"cannot stat: {e}", path=uri) from None
         except OSError as e:
@@ -568,7 +565,7 @@ class Storage:
         fs, path = self.fs(uri)
         bucket = path.split("/", 1)[0]
         try:
-            response = retrying(lambda: fs.call_s3("list_objects_v2", Bucket=bucket, MaxKeys=1))
+            response = retrying(lambda: fs.call_s3("list_objects_v2", Bucket=bucket, MaxKeys=1), fs)
             date = response["ResponseMetadata"]["HTTPHeaders"]["date"]
             return email.utils.parsedate_to_datetime(date).timestamp(), "S3 Date header"
         except StoreUnanswered:
@@ -622,7 +619,7 @@ class Storage:
         while pending:
             try:
                 request = {"Objects": [{"Key": k} for k in pending], "Quiet": True}
-                response = retrying(lambda r=request: fs.call_s3("delete_objects", Bucket=bucket, Delete=r))
+                response = retrying(lambda r=request: fs.call_s3("delete_objects", Bucket=bucket, Delete=r), fs)
             except StoreUnanswered as e:  # each next batch would wait out the same deadline: stop
                 raise e.at(f"s3://{bucket}/{pending[0]}") from None
             except Exception as e:  # noqa: BLE001 - retried already: these keys failed
@@ -676,7 +673,7 @@ class Storage:
                 try:
                     made = await retrying_async(lambda: fs._call_s3(
                         "copy_object", Bucket=dst_bucket, Key=dst_key, CopySource={"Bucket": src_bucket, "Key": src_key}
-                    ))  # fmt: skip
+                    ), fs)  # fmt: skip
                 except FileNotFoundError:
                     # the source gone (an interrupted run repeated), or no such destination bucket
                     try:
@@ -691,7 +688,7 @@ class Storage:
                 except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
                     return f"cannot move to {dst}: {type(e).__name__}: {first_line(e)}"
                 try:
-                    copied = await retrying_async(lambda: fs._call_s3("head_object", Bucket=dst_bucket, Key=dst_key))
+                    copied = await retrying_async(lambda: fs._call_s3("head_object", Bucket=dst_bucket, Key=dst_key), fs)
                 except StoreUnanswered as e:
                     raise e.at(dst) from None
                 except Exception:  # noqa: BLE001 - not there, or not readable: the source stays
@@ -734,10 +731,10 @@ class Storage:
             if scheme_of(dst) == "file":
                 os.makedirs(os.path.dirname(dst_path), exist_ok=True)
             if fs is dst_fs:
-                retrying(lambda: fs.copy(src_path, dst_path))
+                retrying(lambda: fs.copy(src_path, dst_path), fs)
             else:
-                data = retrying(lambda: fs.cat_file(src_path))
-                retrying(lambda: dst_fs.pipe_file(dst_path, data))
+                data = retrying(lambda: fs.cat_file(src_path), fs, s3=scheme_of(src) == "s3")
+                retrying(lambda: dst_fs.pipe_file(dst_path, data), dst_fs, s3=scheme_of(dst) == "s3")
         except StoreUnanswered as e:  # not this file's error: every next move would wait as long
             raise e.at(src) from None
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
@@ -759,7 +756,7 @@ _SHARED_LOCK = threading.Lock()
 
 async def _exists(fs: Any, bucket: str, key: str) -> bool:
     try:
-        await retrying_async(lambda: fs._call_s3("head_object", Bucket=bucket, Key=key))
+        await retrying_async(lambda: fs._call_s3("head_object", Bucket=bucket, Key=key), fs)
     except FileNotFoundError:
         return False
     return True

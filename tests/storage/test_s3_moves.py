@@ -70,7 +70,9 @@ def test_a_source_is_kept_unless_its_copy_is_there_as_judged(s3_server, monkeypa
     not the copy's) before its HEAD; a source that grew since it was judged (its copy has the new
     size); a HEAD that never answers; two sources given one destination (the later copy would
     replace the earlier, both HEADs pass); a source gone (nothing to do, no error, nothing made)."""
-    monkeypatch.setenv("CKPTCTL_S3_DEADLINE", "1")  # a HEAD throttled for good gives up at once
+    # a HEAD throttled for good gives up within seconds; the deadline is also the longest a request
+    # waits for an answer (the read timeout), which a loaded machine's moto needs more than 1 s of
+    monkeypatch.setenv("CKPTCTL_S3_DEADLINE", "5")
     names = ("vanished", "replaced", "same-size", "grown", "unanswered", "twin-1", "twin-2", "kept-ok")
     sources = {f"r/{n}": n.encode() * 3 for n in names}
     _put_all(s3_server, "moves-wrong", sources)

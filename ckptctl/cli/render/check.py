@@ -13,8 +13,7 @@ if TYPE_CHECKING:
 
 def report(console: Any, r: CheckReport, named: str) -> None:
     """``check``: one row per checkpoint and one for the orphans, the problems, the verdict."""
-    from rich.table import Table
-
+    from ckptctl.cli.output import Table
     from ckptctl.inspect.views import short_uri
     from ckptctl.verify.run import moved_lines
 

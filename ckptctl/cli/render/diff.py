@@ -16,8 +16,7 @@ DIFF_TOP = 10  # files listed per kind in the human diff
 def report(console: Any, r: CheckpointDiff) -> None:
     """``diff``: counts and bytes per kind, what each side uploaded, then the largest files added
     and removed (paths relative to the directory holding both checkpoints)."""
-    from rich.table import Table
-
+    from ckptctl.cli.output import Table
     from ckptctl.inspect.views import short_uri
 
     a, b = r.a, r.b

@@ -21,8 +21,8 @@ def plan(console: Any, result: GcPlan, written_to: str | None, term: Terminal) -
     """``gc plan``: the totals, orphans and kept files by reason, the largest orphans, dead jobs;
     its warnings and refusals go to the terminal (stderr)."""
     from rich.panel import Panel
-    from rich.table import Table
 
+    from ckptctl.cli.output import Table
     from ckptctl.gc.reasons import describe
 
     candidates = result.candidates
@@ -136,10 +136,18 @@ def applied_on_executors(console: Any, result: ExecutorApplyResult, term: Termin
     verb = "moved to " + data["trash"] if data["trash"] else "deleted"
     console.print(f"{verb}: {plural(data['deleted_files'], 'file')}, {human_bytes(data['deleted_bytes'])} "
                   f"in {data['batches']:,} batches on Spark executors")  # fmt: skip
-    if data["gone_files"]:
-        console.print(f"already gone: {data['gone_files']:,}")
-    if data["skipped_files"]:
-        console.print(f"skipped (no longer orphans or changed): {data['skipped_files']:,}")
+    from ckptctl.gc.revalidation import GONE, SKIP_WORDS
+
+    by_code = data["skipped_by_code"]  # re-validation's skips, in the words of an in-process apply
+    gone = data["gone_files"] + by_code.get(GONE, 0)  # found gone by re-validation or at deletion
+    if gone:
+        console.print(f"{SKIP_WORDS[GONE]}: {gone:,}")
+    for code, n in by_code.items():
+        if code != GONE and n:
+            console.print(f"{SKIP_WORDS.get(code, 'skipped')}: {n:,}")
+    at_deletion = data["skipped_files"] - sum(by_code.values())
+    if at_deletion:
+        console.print(f"skipped at deletion (changed since the plan, or not a regular file): {at_deletion:,}")
     if data["not_attempted_files"]:
         console.print(f"not attempted (an expired _metadata could not go first): {data['not_attempted_files']:,}")
     earlier = sum(data["settled_by_earlier_runs"].values())

@@ -41,7 +41,7 @@ def _base(r: Any) -> str:
 
 
 def report(console: Any, r: Any) -> None:
-    from rich.table import Table
+    from ckptctl.cli.output import Table
 
     base = _base(r)
     users = {f.commit_user for f in r.forecasts}
@@ -117,8 +117,7 @@ def _newest_safe(s: dict[str, Any], root: str) -> Any:
 
 
 def orphans(console: Any, plan: Any) -> None:
-    from rich.table import Table
-
+    from ckptctl.cli.output import Table
     from ckptctl.paimon.anchors import iso_time
 
     table = Table(title=f"paimon orphans {plan.table}", title_justify="left")

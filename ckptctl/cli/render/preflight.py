@@ -23,7 +23,7 @@ _VERDICT = {"restores": "ok", "restores-with-migration": "warning", "unknown": "
 def report(console: Any, r: PreflightReport, named: str, against: str) -> None:
     """The operators of SNAPSHOT and NEW (one row each), then the findings that matter, the
     assumptions, the verdict."""
-    from rich.table import Table
+    from ckptctl.cli.output import Table
 
     console.print(f"preflight {named} against {against} (Flink {r.target_flink}, {r.target_flink_source})",
                   style="bold")  # fmt: skip

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 def plan(console: Any, report: RescalePlan) -> None:
     """``-p N``: per operator, each new subtask's key groups, the handles it receives, its base
     and the bytes it downloads; the totals and the critical path."""
-    from rich.table import Table
+    from ckptctl.cli.output import Table
 
     plan = report.plan
 
@@ -102,7 +102,7 @@ def plan(console: Any, report: RescalePlan) -> None:
 def sweep(console: Any, report: RescaleSweep) -> None:
     """``-p LOW..HIGH``: the restore cost of each parallelism (a bar for the critical path) and
     the recommendation."""
-    from rich.table import Table
+    from ckptctl.cli.output import Table
 
     result = report.sweep
     rows = result["rows"]

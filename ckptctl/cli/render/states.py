@@ -84,7 +84,7 @@ def report(console: Any, r: StatesReport, named: str, term: Terminal) -> None:
                 cols["entries"].append("-")
             cols["size"].append(human_bytes(size_of(s)))
             cols["stale"].append(_stale(s, u))
-            # compact: "List<Ttl, Long, Long>" for ListSerializer<TtlSerializer, LongSerializer, LongSerializer>
+            # compact: "List<Ttl<Long>>" for ListSerializer<TtlSerializer<LongSerializer>>
             ser = (s["serializer_summary"].get("VALUE_SERIALIZER") or "").replace("Serializer", "")
             cols["serializer"].append(ser)
         if not deep:

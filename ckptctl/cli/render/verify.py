@@ -15,8 +15,7 @@ if TYPE_CHECKING:
 def report(console: Any, result: VerifyResult, root: str, named: str, term: Terminal) -> None:
     """``verify``: paths shown relative to ``root``, the target as the user ``named`` it; what
     was checked where (moved checkpoints, --rebase what-ifs) goes to the terminal (stderr)."""
-    from rich.table import Table
-
+    from ckptctl.cli.output import Table
     from ckptctl.inspect.views import short_uri
     from ckptctl.verify import CHECKS
     from ckptctl.verify.run import moved_lines

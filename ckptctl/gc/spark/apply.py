@@ -7,7 +7,7 @@ from typing import Any
 
 from ckptctl import storage as st
 from ckptctl.gc.reasons import Reason
-from ckptctl.gc.revalidation import CHANGED_WHY, WAITING_WHY
+from ckptctl.gc.revalidation import CHANGED, CHANGED_WHY, WAITING, WAITING_WHY
 from ckptctl.gc.spark.plan import SparkPlan, read_lists, release
 from ckptctl.gc.spark.planner import build_plan_spark
 from ckptctl.storage import Storage
@@ -40,7 +40,11 @@ def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str
             old = spark.createDataFrame(rows, "path string, size long, mtime double").selectExpr(
                 "'candidates' as outcome", "*"
             )
-        return fresh, candidates_to_apply(fresh, *unchanged_candidates(old, proposed))
+        from ckptctl.gc.spark.delete import why_dropped_on_executors
+
+        unchanged, skipped = unchanged_candidates(old, proposed)
+        why = why_dropped_on_executors(storage.options, skipped, fresh.files.frame)
+        return fresh, candidates_to_apply(fresh, unchanged, why)
     finally:
         release([proposed])
         fresh.release()  # what goes is persisted on its own
@@ -48,7 +52,9 @@ def revalidate_spark(storage: Storage, plan_data: dict[str, Any], plan_file: str
 
 def unchanged_candidates(old, fresh):
     """(unchanged, skipped): DataFrames of the old plan's candidates that the fresh plan still
-    proposes with the same size and mtime (the fresh rows), and of the others (path, reason)."""
+    proposes with the same size and mtime (the fresh rows), and of the others (path, code, reason:
+    both null for those the fresh plan no longer proposes, decided by
+    :func:`ckptctl.gc.spark.delete.why_dropped_on_executors`)."""
     from pyspark.sql import functions as F
 
     o = old.filter(F.col("outcome") == "candidates").select("path", F.col("size").alias("o_size"),
@@ -61,11 +67,11 @@ def unchanged_candidates(old, fresh):
         & F.col("mtime").eqNullSafe(F.col("o_mtime"))
     )
     unchanged = joined.filter(same).select(*[c for c in f.columns])
+    changed = F.col("size").isNotNull()
     skipped = joined.filter(~same).select(
         "path",
-        F.when(F.col("size").isNull(), "no longer a candidate (gone, referenced again, or guarded)")
-        .otherwise(CHANGED_WHY)
-        .alias("reason"),
+        F.when(changed, F.lit(CHANGED)).alias("code"),
+        F.when(changed, F.lit(CHANGED_WHY)).alias("reason"),
     )
     return unchanged, skipped
 
@@ -97,7 +103,13 @@ def candidates_to_apply(fresh: SparkPlan, unchanged, skipped):
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     files, size = go.agg(F.count(F.lit(1)), F.sum("size")).first()
-    skipped = skipped.union(unchanged.filter(waits).select("path", F.lit(WAITING_WHY).alias("reason")))
-    n_skipped = skipped.count()
-    skips = [{"path": r.path, "reason": r.reason} for r in skipped.orderBy("path").limit(SAMPLE).collect()]
-    return ToApply(go, files, size or 0, n_skipped, skips)
+    skipped = skipped.union(
+        unchanged.filter(waits).select("path", F.lit(WAITING).alias("code"), F.lit(WAITING_WHY).alias("reason"))
+    )
+    skipped = skipped.persist(StorageLevel.MEMORY_AND_DISK)  # decided once: a listing per directory
+    try:
+        by_code = {r.code: r["count"] for r in skipped.groupBy("code").count().collect()}
+        skips = [r.asDict() for r in skipped.orderBy("path").limit(SAMPLE).collect()]
+    finally:
+        skipped.unpersist()
+    return ToApply(go, files, size or 0, sum(by_code.values()), skips, by_code)

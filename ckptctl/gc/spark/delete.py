@@ -110,6 +110,7 @@ class ExecutorApplyResult:
     not_attempted: int
     trashed_to: str | None
     manifest_dir: str
+    skipped_by_code: dict[str, int] = field(default_factory=dict)  # re-validation's skips, by code
 
     @property
     def complete(self) -> bool:
@@ -123,6 +124,7 @@ class ExecutorApplyResult:
         return {
             "engine": "spark", "deleted_files": f.get(done, 0), "deleted_bytes": b.get(done, 0),
             "gone_files": f.get(GONE, 0), "skipped_files": f.get(SKIPPED, 0), "skipped": self.totals.skips,
+            "skipped_by_code": self.skipped_by_code,
             "failed_files": f.get(FAILED, 0), "failed": self.totals.failures, "not_attempted_files": self.not_attempted,
             "settled_by_earlier_runs": self.earlier, "batches": self.totals.batches,
             "trash": self.trashed_to, "manifest": self.manifest_dir,
@@ -229,12 +231,16 @@ class ToApply:
     bytes: int
     skipped: int
     skips: list[dict[str, Any]]
+    by_code: dict[str, int] = field(default_factory=dict)  # the skipped by code (ckptctl.gc.revalidation.SKIP_WORDS)
 
     @classmethod
     def of(cls, go: list[FileDecision], skipped: list[dict[str, Any]]) -> ToApply:
         """What an in-process re-validation kept and skipped (lists on the driver already)."""
+        from collections import Counter
+
         rows = [(d.path, d.size, d.mtime, str(d.reason)) for d in go]
-        return cls(rows, len(go), sum(d.size for d in go), len(skipped), skipped[:SAMPLE])
+        by_code = dict(Counter(s.get("code") for s in skipped))
+        return cls(rows, len(go), sum(d.size for d in go), len(skipped), skipped[:SAMPLE], by_code)
 
     def release(self) -> None:
         if hasattr(self.frame, "unpersist"):
@@ -265,14 +271,41 @@ def apply_plan_on_executors(
         go.release()
     if go.skipped:
         result.totals.count(SKIPPED, 0, go.skipped)
-    for s in go.skips:
-        result.totals.note(SKIPPED, s["path"], s["reason"])
+    result.totals.skips = (list(go.skips) + result.totals.skips)[:SAMPLE]  # with their codes
+    result.skipped_by_code = dict(go.by_code)
     remover = Remover(storage, roots)
     try:
         remove_emptied_dirs(remover, fresh, result.totals.emptied)
     finally:
         remover.close()
     return result
+
+
+def why_dropped_on_executors(options: StorageOptions, skipped: Any, fresh_lists: Any) -> Any:
+    """Review m16 on Spark: why each candidate of the plan that the fresh plan no longer proposes
+    is not deleted, in the words and codes of the in-process re-validation
+    (:func:`~ckptctl.gc.revalidation.why_dropped`: already gone (done), referenced again, guarded now),
+    decided on the executors by that same function: the driver holds no path. ``skipped``: rows
+    of ``path, code, reason``, ``code`` null for those; ``fresh_lists``: the fresh plan's lists,
+    whose ``protected`` rows say why a file is guarded now. Each directory's paths go to one task,
+    which lists it once (as in-process), never a request per file."""
+    from pyspark.sql import functions as F
+
+    guards = fresh_lists.filter(F.col("outcome") == "protected").select("path", F.col("reason").alias("guard"))
+    dropped = skipped.filter(F.col("code").isNull()).select("path").join(guards, "path", "left")
+    directory = F.expr("substring(path, 1, length(path) - length(substring_index(path, '/', -1)))")
+    rows = dropped.repartition(directory).rdd.mapPartitions(functools.partial(_why_dropped, options))
+    decided = dropped.sparkSession.createDataFrame(rows, "path string, code string, reason string")
+    return skipped.filter(F.col("code").isNotNull()).unionByName(decided)
+
+
+def _why_dropped(options: StorageOptions, rows: Iterable[Any]) -> Iterator[tuple[str, str, str]]:
+    from ckptctl.gc.revalidation import why_dropped
+
+    rows = list(rows)
+    guarded = {r.path: r.guard for r in rows if r.guard is not None}
+    for s in why_dropped(Storage.shared(options), [r.path for r in rows], guarded):
+        yield s["path"], s["code"], s["reason"]
 
 
 def _is_metadata(row: Row) -> bool:
