@@ -253,7 +253,7 @@ def test_cli_gc_apply_engine_spark_deletes_on_executors_and_removes_emptied_chec
 
 
 def test_a_manifest_dir_in_a_root_or_holding_other_files_is_refused_before_anything_goes(spark, tmp_path: Path) -> None:
-    from ckptctl.gc.apply import GcApplyRefused
+    from ckptctl.gc.revalidation import GcApplyRefused
 
     sc = Scenario("2.2.0", "basic", tmp_path)
     orphan = sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan")

@@ -204,7 +204,7 @@ def test_an_edited_manifest_refuses_the_run_naming_file_and_byte_before_anything
 ) -> None:
     """A manifest line that no batch wrote (edited by hand, another tool's) used to kill the Spark
     job with "run the same apply again", which fails the same way forever."""
-    from ckptctl.gc.apply import GcApplyRefused
+    from ckptctl.gc.revalidation import GcApplyRefused
 
     sc = Scenario("2.2.0", "basic", tmp_path)
     orphan = sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan")
@@ -254,7 +254,7 @@ def test_s3_over_1000_candidates_in_one_directory_with_odd_names_across_listing_
 
 
 def test_a_trash_inside_a_root_or_around_one_is_refused_before_anything_goes(spark, tmp_path: Path) -> None:
-    from ckptctl.gc.apply import GcApplyRefused
+    from ckptctl.gc.revalidation import GcApplyRefused
 
     sc = Scenario("2.2.0", "basic", tmp_path)
     orphan = sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan")

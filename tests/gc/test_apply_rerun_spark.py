@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptctl.gc.apply import GONE, GUARDED
+from ckptctl.gc.revalidation import GONE, GUARDED
 from tests.support.gc_support import Scenario, ckptctl
 
 OLD = ["--older-than", "1d", "--margin", "10m", "--force"]
