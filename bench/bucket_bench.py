@@ -51,7 +51,9 @@ import json, sys, time
 sys.path.insert(0, {str(HERE.parent)!r})
 from bench.bucket_bench import jvm_peak_mib, vm_hwm_mib
 """
-CLI_DRIVER = PRELUDE + r"""
+CLI_DRIVER = (
+    PRELUDE
+    + r"""
 start = time.perf_counter()
 from bench.bucket_bench import SparkActions
 actions = SparkActions()
@@ -69,6 +71,7 @@ print(json.dumps({"wall": time.perf_counter() - start, "rc": rc,
                   "driver_rss_mib": vm_hwm_mib("self"),
                   "jvm_rss_mib": jvm, "actions": actions.table()}), file=sys.stderr)
 """
+)
 
 ACTIONS = {  # the DataFrame and RDD methods that run Spark jobs and return to the driver
     "DataFrame": ("collect", "count", "toLocalIterator", "toArrow", "localCheckpoint"),
@@ -104,7 +107,9 @@ class SparkActions:
                 return method(*args, **kwargs)
             frames = [f for f in traceback.extract_stack()[:-1] if "/ckptctl/" in f.filename]
             # two lines of ckptctl: a helper's callers (materialise_rows, on_executors) told apart
-            site = " <- ".join([label, *(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames[:-3:-1])])
+            site = " <- ".join(
+                [label, *(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames[:-3:-1])]
+            )
             self.depth += 1
             t = time.perf_counter()
             try:
@@ -118,7 +123,10 @@ class SparkActions:
     def table(self) -> list[tuple[str, int, float]]:
         return sorted(((s, len(t), sum(t)) for s, t in self.sites.items()), key=lambda r: -r[2])
 
-FLOOR_DRIVER = PRELUDE + r"""
+
+FLOOR_DRIVER = (
+    PRELUDE
+    + r"""
 start = time.perf_counter()
 inventory, live, out, prefix = sys.argv[1:5]
 from ckptctl.engine.spark import spark_session, stop_spark
@@ -137,6 +145,7 @@ print(json.dumps({"wall": time.perf_counter() - start, "rc": 0, "orphans": n,
                   "driver_rss_mib": vm_hwm_mib("self"),
                   "jvm_rss_mib": jvm}), file=sys.stderr)
 """
+)
 
 
 def vm_hwm_mib(pid: str) -> float:
@@ -178,7 +187,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run(script: str, args: list[str], env: dict[str, str], log: Path | None = None, server: int | None = None) -> dict:
+def run(
+    script: str, args: list[str], env: dict[str, str], log: Path | None = None, server: int | None = None
+) -> dict:
     """``script`` in a child process: its JSON measurements (the last line of its stderr), its whole
     stderr in ``log`` when given (a failed Spark run's JVM error is above the last lines), and the
     CPU seconds the S3 server (process ``server``) spent meanwhile: moto runs on the same cores,
@@ -297,7 +308,9 @@ def upload(endpoint: str, metadata: dict[str, bytes], data_files: list[Path]) ->
     for p in data_files:
         key = f"{BUCKET}/cfg/data/{p.name}"
         client.upload_file(str(p), DEST, key)
-        files.append({"key": key, "size": p.stat().st_size, "MD5checksum": hashlib.md5(p.read_bytes()).hexdigest()})
+        files.append(
+            {"key": key, "size": p.stat().st_size, "MD5checksum": hashlib.md5(p.read_bytes()).hexdigest()}
+        )
     manifest = {
         "sourceBucket": BUCKET, "destinationBucket": f"arn:aws:s3:::{DEST}", "version": "2016-11-30",
         "creationTimestamp": str(int(time.time() * 1000)), "fileFormat": "Parquet",
@@ -359,9 +372,15 @@ def requests_per_object(args, endpoint: str, env: dict[str, str], workdir: Path)
             proc = subprocess.run([sys.executable, "-m", "ckptctl", "-q", *cmd, "--s3-endpoint", proxy.endpoint],
                                   capture_output=True, text=True, env=env)  # fmt: skip
             wall = time.perf_counter() - start
-        verdict = "" if target is None else f" (target <= {target}: {'met' if proxy.requests <= target else 'MISSED'})"
-        print(f"  {name:24} {proxy.requests:6,} requests{verdict}  {wall:.1f} s  exit {proc.returncode}"
-              + (f"  referenced files {referenced:,}" if name.startswith("verify") and referenced else ""))
+        verdict = (
+            ""
+            if target is None
+            else f" (target <= {target}: {'met' if proxy.requests <= target else 'MISSED'})"
+        )
+        print(
+            f"  {name:24} {proxy.requests:6,} requests{verdict}  {wall:.1f} s  exit {proc.returncode}"
+            + (f"  referenced files {referenced:,}" if name.startswith("verify") and referenced else "")
+        )
 
 
 def listing_floor(local_root: Path, base: str, paths: set[str]) -> int:
@@ -386,7 +405,9 @@ def listing_floor(local_root: Path, base: str, paths: set[str]) -> int:
 
 
 def has_spark_gc() -> bool:
-    out = subprocess.run([sys.executable, "-m", "ckptctl", "gc", "plan", "--help"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "ckptctl", "gc", "plan", "--help"], capture_output=True, text=True
+    )
     return "--engine" in out.stdout
 
 
@@ -407,14 +428,25 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--jobs", type=int, default=20)
     ap.add_argument("--checkpoints", type=int, default=2)
-    ap.add_argument("--refs", type=int, default=100_000, help="shared files referenced per job and checkpoint")
-    ap.add_argument("--listing-files", type=int, default=20_000, help="objects of the ls/verify bucket (0: skip)")
+    ap.add_argument(
+        "--refs", type=int, default=100_000, help="shared files referenced per job and checkpoint"
+    )
+    ap.add_argument(
+        "--listing-files", type=int, default=20_000, help="objects of the ls/verify bucket (0: skip)"
+    )
     ap.add_argument("--listing-refs", type=int, default=8_000)
     ap.add_argument("--skip-local", action="store_true")
     ap.add_argument("--skip-spark", action="store_true")
-    ap.add_argument("--actions", action="store_true", help="time every Spark action of gc plan, by line of ckptctl")
-    ap.add_argument("--runs", type=int, default=1, help="runs of each, taken in turn; the fastest is reported "
-                    "(the floor's wall varied 17.7-27.3 s between runs on one idle machine)")
+    ap.add_argument(
+        "--actions", action="store_true", help="time every Spark action of gc plan, by line of ckptctl"
+    )
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="runs of each, taken in turn; the fastest is reported "
+        "(the floor's wall varied 17.7-27.3 s between runs on one idle machine)",
+    )
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ckptctl-bucket-bench"))
     args = ap.parse_args()
     from tests.conftest import free_port
@@ -445,7 +477,13 @@ def main() -> None:
         if not args.skip_spark and engines:
             runs.append(("gc plan --engine spark", ["--engine", "spark"], workdir / "plan-spark.json"))
         if not args.skip_local:
-            runs.append(("gc plan (in-process)", ["--engine", "local"] if engines else [], workdir / "plan-local.json"))
+            runs.append(
+                (
+                    "gc plan (in-process)",
+                    ["--engine", "local"] if engines else [],
+                    workdir / "plan-local.json",
+                )
+            )
         floor_name = "floor (plain Spark anti-join)"
         for _ in range(args.runs):  # in turn: a drift of the machine weighs on all alike
             r = run(FLOOR_DRIVER, [str(workdir / "inventory"), str(live_path), str(workdir / "floor-out"), f"{ROOT}/"],
@@ -453,7 +491,9 @@ def main() -> None:
             _keep_fastest(results, walls, floor_name, r)
             for name, extra, out in runs:
                 out.unlink(missing_ok=True)
-                r = run(CLI_DRIVER, [*plan, *extra, "-o", str(out)], env, out.with_suffix(".stderr"), moto.pid)
+                r = run(
+                    CLI_DRIVER, [*plan, *extra, "-o", str(out)], env, out.with_suffix(".stderr"), moto.pid
+                )
                 r["header"] = plan_header(out)
                 _keep_fastest(results, walls, name, r)
         if args.runs > 1:

@@ -22,8 +22,25 @@ PY = str(REPO / ".venv/bin/python")
 sys.path.insert(0, str(REPO))
 from tests.support.fixture_cases import data_rebase, scenario_roots  # noqa: E402
 
-COMMANDS = ["ls", "show", "refs", "diff", "repair", "relocate", "plan-rescale", "states", "verify", "check",
-            "gc", "gc plan", "gc apply", "paimon", "paimon status", "paimon orphans", "relocate-apply"]
+COMMANDS = [
+    "ls",
+    "show",
+    "refs",
+    "diff",
+    "repair",
+    "relocate",
+    "plan-rescale",
+    "states",
+    "verify",
+    "check",
+    "gc",
+    "gc plan",
+    "gc apply",
+    "paimon",
+    "paimon status",
+    "paimon orphans",
+    "relocate-apply",
+]
 
 
 def newest(root: Path) -> Path | None:

@@ -79,7 +79,9 @@ def main() -> int:
             )
             for i in bounded:
                 c, fv, mv = bad[i]
-                print(f"  {d.release_of(c['fixture'])} {fv['verdict']}: {c['fixture']} {json.dumps(c['recipe'])}: {mv['error']}")
+                print(
+                    f"  {d.release_of(c['fixture'])} {fv['verdict']}: {c['fixture']} {json.dumps(c['recipe'])}: {mv['error']}"
+                )
     kinds = collections.Counter((fv["verdict"], fv.get("exception"), mv["verdict"]) for _c, fv, mv in bad)
     for k, n in kinds.most_common():
         print(f"  {n:5d}  flink {k[0]} {k[1] or ''} / ckptctl {k[2]}")
@@ -97,7 +99,9 @@ def beyond_restore(flink: dict, mine: dict) -> bool:
     ``UPPER_BOUND_MAX_PARALLELISM``, 2^15) and ckptctl rejects it at that parallelism."""
     if flink["verdict"] != "accept" or mine["verdict"] != "reject":
         return False
-    too_many = any(par > reader.MAX_PARALLELISM and n > 0 for _op, par, _maxpar, n in flink.get("operators", ()))
+    too_many = any(
+        par > reader.MAX_PARALLELISM and n > 0 for _op, par, _maxpar, n in flink.get("operators", ())
+    )
     return too_many and f"above Flink's limit of {reader.MAX_PARALLELISM}" in mine.get("error", "")
 
 

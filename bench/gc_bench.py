@@ -62,7 +62,12 @@ if __name__ == "__main__":
 
 
 def run_driver(
-    mode: str, root: str, endpoint: str = "", older_than: float = 86400, runs: int = 2, code: str | None = None
+    mode: str,
+    root: str,
+    endpoint: str = "",
+    older_than: float = 86400,
+    runs: int = 2,
+    code: str | None = None,
 ) -> dict:
     """The best of ``runs`` runs of DRIVER; ``code``: the directory of another ckptctl package."""
     best = None
@@ -93,6 +98,7 @@ def local(args) -> None:
         f"local tree: {info['files']:,} files in shared/, {args.checkpoints} checkpoints × ~{args.refs:,} refs "
         f"(built in {time.time() - t:.0f}s, reused when present)"
     )
+
     def find() -> dict:
         t = time.perf_counter()
         subprocess.run(["find", "-L", str(root), "-type", "f", "-printf", "%s %T@\n"], stdout=subprocess.DEVNULL,
@@ -103,7 +109,9 @@ def local(args) -> None:
     rows = {"find -printf (floor)": find, "ckptctl listing": lambda: run_driver("walk", f"file:{root}", runs=1),
             "gc plan (in-process)": lambda: run_driver("plan", str(root), runs=1)}  # fmt: skip
     if args.baseline_code:
-        rows[f"gc plan ({args.baseline_code})"] = lambda: run_driver("plan", str(root), runs=1, code=args.baseline_code)
+        rows[f"gc plan ({args.baseline_code})"] = lambda: run_driver(
+            "plan", str(root), runs=1, code=args.baseline_code
+        )
     best: dict[str, dict] = {}
     for _ in range(args.runs):
         for label, measure in rows.items():
@@ -222,7 +230,9 @@ def main() -> None:
     ap.add_argument("--skip-local", action="store_true")
     ap.add_argument("--runs", type=int, default=3, help="interleaved runs of listing and plan (best of each)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ckptctl-gc-bench"))
-    ap.add_argument("--baseline-code", help="a directory holding another ckptctl package, planned in the same rounds")
+    ap.add_argument(
+        "--baseline-code", help="a directory holding another ckptctl package, planned in the same rounds"
+    )
     args = ap.parse_args()
     if not args.skip_local:
         local(args)

@@ -160,7 +160,9 @@ def main() -> None:
             f"{took / base:5.2f}x baseline (wall)  {took_cpu / base_cpu:5.2f}x (CPU)"
         )
         with_spans = [(p[len("file:") :], f.sst_whole, tuple(f.read_spans)) for p, f in files.items()]
-        spans_cpu = min(best(lambda: baseline_with_spans(with_spans), 1, time.process_time) for _ in range(args.runs))
+        spans_cpu = min(
+            best(lambda: baseline_with_spans(with_spans), 1, time.process_time) for _ in range(args.runs)
+        )
         print(
             f"  (for reference: baseline + reading each metadata/private file's span, as verify does: "
             f"{spans_cpu:.2f} s CPU, verify {took_cpu / spans_cpu:.2f}x that)"
@@ -175,7 +177,12 @@ def main() -> None:
             fr = file_refs(rows)
             tasks = [f.task() for f in fr.values()]
             for w in (1, 16):
-                t1 = best(lambda w=w: run_local(tasks, partial(run_tasks, storage.options), workers=w, in_thread_first=True), args.runs)
+                t1 = best(
+                    lambda w=w: run_local(
+                        tasks, partial(run_tasks, storage.options), workers=w, in_thread_first=True
+                    ),
+                    args.runs,
+                )
                 print(f"  run_local(workers={w:2d}), checks only {t1:7.2f} s  {t1 / base:5.2f}x baseline")
         if args.profile:
             import cProfile

@@ -128,7 +128,9 @@ def run_check(
 def what_if_notes(what_if: list[str]) -> list[str]:
     if not what_if:
         return []
-    return [f"what-if: paths mapped with --rebase {', '.join(what_if)}; Flink itself reads the paths as written"]
+    return [
+        f"what-if: paths mapped with --rebase {', '.join(what_if)}; Flink itself reads the paths as written"
+    ]
 
 
 def moved_notes(moved: list[dict[str, Any]], problems: list[dict[str, Any]]) -> list[str]:

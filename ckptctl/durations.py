@@ -36,7 +36,9 @@ def parse_seconds(text: str, option: str = "duration") -> float:
         if m is None or (not m.group(2) and (pos or m.end() != len(s))):  # a bare number: the whole text
             raise CkptError(f"{option} expects a duration ({EXAMPLES}), got '{text}'")
         if m.group(2) == "M":  # minutes or months? never guess a deletion age
-            raise CkptError(f"{option}: 'M' is ambiguous in '{text}': use m or min for minutes, d or w for days")
+            raise CkptError(
+                f"{option}: 'M' is ambiguous in '{text}': use m or min for minutes, d or w for days"
+            )
         unit = m.group(2).lower()
         if unit not in _SECONDS and unit != "":
             raise CkptError(f"{option}: unknown unit '{m.group(2)}' in '{text}' ({EXAMPLES})")

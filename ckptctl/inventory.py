@@ -386,7 +386,9 @@ def _checked(raw, df: DataFile):
         raw.seek(0)
         source = raw
     if md5.hexdigest() != df.md5.lower():
-        raise InventoryError("inventory data file does not match its MD5checksum in the manifest", path=df.uri)
+        raise InventoryError(
+            "inventory data file does not match its MD5checksum in the manifest", path=df.uri
+        )
     return source
 
 

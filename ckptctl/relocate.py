@@ -236,7 +236,9 @@ def plan_relocation(
     """Every file to copy and every new ``_metadata``; reads and stats only (nothing is written)."""
     dest = dst if isinstance(dst, Destination) else Destination.parse(dst)
     if st.nest(dest.root, source):  # as written or through a symlink
-        via = "" if st.is_under(dest.root, source) or st.is_under(source, dest.root) else " (through a symlink)"
+        via = (
+            "" if st.is_under(dest.root, source) or st.is_under(source, dest.root) else " (through a symlink)"
+        )
         raise RelocateError(
             f"DST {dest.root} and SRC {source} overlap{via}; relocate never writes inside a source directory"
         )
@@ -396,7 +398,9 @@ def _source_area(uri: str) -> str:
 
 def _stat_all(storage: Storage, uris: list[str], workers: int) -> dict[str, int | None]:
     """Each source's size (``None``: missing), from listings on S3 (:meth:`Storage.stat_many`)."""
-    return {u: (info.size if info is not None else None) for u, info in storage.stat_many(uris, workers).items()}
+    return {
+        u: (info.size if info is not None else None) for u, info in storage.stat_many(uris, workers).items()
+    }
 
 
 # ---------------------------------------------------------------------------------------------

@@ -136,7 +136,13 @@ def plan_repair(storage: Storage, ck: LoadedCheckpoint, savepoints: SavepointFil
             "internal error: the repaired _metadata does not read back as written", path=ck.location.uri
         )
     return RepairPlan(
-        ck.location.uri, fixes, unresolved, repaired, data, ck.rebase, moved["handles"],
+        ck.location.uri,
+        fixes,
+        unresolved,
+        repaired,
+        data,
+        ck.rebase,
+        moved["handles"],
         missing_files(storage, named),
     )
 

@@ -65,7 +65,9 @@ def problem(
     sizes = sorted(set(recorded))
     if data[0] == SNAPPY:
         try:
-            body = unframe(memoryview(data)[1:], 1, min(MAX_UNCOMPRESSED, max(sizes, default=MAX_UNCOMPRESSED)))
+            body = unframe(
+                memoryview(data)[1:], 1, min(MAX_UNCOMPRESSED, max(sizes, default=MAX_UNCOMPRESSED))
+            )
         except DstlError as e:
             return str(e)
         at, byte = 0, "uncompressed byte"

@@ -306,7 +306,9 @@ def refuse_a_file(storage: Storage, uri: str, named: str) -> None:
         )
 
 
-def locate_checkpoint(storage: Storage, location: str, metadata: FileInfo | None = None) -> CheckpointLocation:
+def locate_checkpoint(
+    storage: Storage, location: str, metadata: FileInfo | None = None
+) -> CheckpointLocation:
     """A checkpoint named by its directory or by its ``_metadata`` file (``metadata``: its stat,
     when the caller has just made it)."""
     uri = st.normalize_uri(location)

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from ckptctl.storage import Storage
 
 
-
 def checked_path(storage: Storage, path: str) -> str:
     """PATH unchanged if it can name a checkpoint, savepoint, job or root: a directory (or prefix)
     or a ``_metadata`` file. A plain file is refused in one line instead of an OS error later."""
@@ -78,12 +77,16 @@ def checkpoints_at(
     return loaded, layout.root
 
 
-def one_checkpoint(storage: Storage, path: str, mappings: Rebase, apply_inferred: bool = True) -> LoadedCheckpoint:
+def one_checkpoint(
+    storage: Storage, path: str, mappings: Rebase, apply_inferred: bool = True
+) -> LoadedCheckpoint:
     """The checkpoint or savepoint PATH names (its directory or its ``_metadata``), for the
     commands that take exactly one (``show``, ``states``, ``diff``, ``plan-rescale``,
     ``relocate``): on S3 one GET when it is there, as for :func:`checkpoints_at`. Anything else
     is refused in one line: a plain file, a directory without ``_metadata``, nothing at all."""
-    return checkpoint_if_named(storage, path, mappings, apply_inferred) or _located(storage, path, mappings, apply_inferred)
+    return checkpoint_if_named(storage, path, mappings, apply_inferred) or _located(
+        storage, path, mappings, apply_inferred
+    )
 
 
 def _located(storage: Storage, path: str, mappings: Rebase, apply_inferred: bool) -> LoadedCheckpoint:

@@ -139,9 +139,13 @@ def _titled_table() -> type:
                 yield from super().__rich_console__(console, options)
                 return
             # as Rich draws a title (the console's rules: text, control characters shown), unwrapped
-            line = title.copy() if isinstance(title, Text) else console.render_str(str(title), highlight=False)
+            line = (
+                title.copy() if isinstance(title, Text) else console.render_str(str(title), highlight=False)
+            )
             line.stylize(self.title_style or "table.title")
-            line.justify = "default" if self.title_justify == "left" else self.title_justify  # no trailing blanks
+            line.justify = (
+                "default" if self.title_justify == "left" else self.title_justify
+            )  # no trailing blanks
             yield line
             self.title = None  # the table below it, untitled
             try:
@@ -174,7 +178,11 @@ def fitted_table(console, columns: list[Col], drop: Iterable[str] = (), **table_
         return table
 
     unbounded = console.options.update_width(1 << 20)  # measure the natural width, not the clamped one
-    shown = _fitting_columns(columns, drop, lambda cols: console.measure(build(cols, True), options=unbounded).maximum <= console.width)
+    shown = _fitting_columns(
+        columns,
+        drop,
+        lambda cols: console.measure(build(cols, True), options=unbounded).maximum <= console.width,
+    )
     return build(shown, cap_folds=False)
 
 
@@ -202,15 +210,25 @@ def print_long_table(console, columns: list[Col], drop: Iterable[str], title: st
     ASCII without spaces, brackets or colons: nearly all) are drawn as they are; any other is
     made into Rich text as Rich makes it (markup, emoji codes, tabs, line breaks; wrapped at
     spaces). A terminal too narrow for the folded column's header gets Rich's own table."""
-    cells = {id(c): [x if type(x) is str and _simple(x) else _rich_text(console, x) for x in c.cells] for c in columns}
+    cells = {
+        id(c): [x if type(x) is str and _simple(x) else _rich_text(console, x) for x in c.cells]
+        for c in columns
+    }
 
     def natural(c: Col) -> int:
-        return max(len(c.header), *(len(x) if type(x) is str else _lines_width(x) for x in cells[id(c)])) if c.cells else len(c.header)
+        return (
+            max(len(c.header), *(len(x) if type(x) is str else _lines_width(x) for x in cells[id(c)]))
+            if c.cells
+            else len(c.header)
+        )
 
     widths = {id(c): natural(c) for c in columns}
 
     def total(cols: list[Col], fold_cap: bool) -> int:
-        return sum((min(widths[id(c)], FOLD_MIN) if c.fold and fold_cap else widths[id(c)]) + 3 for c in cols) + 1
+        return (
+            sum((min(widths[id(c)], FOLD_MIN) if c.fold and fold_cap else widths[id(c)]) + 3 for c in cols)
+            + 1
+        )
 
     shown = _fitting_columns(columns, drop, lambda cols: total(cols, True) <= console.width)
     folds = [c for c in shown if c.fold]
@@ -242,7 +260,14 @@ def print_long_table(console, columns: list[Col], drop: Iterable[str], title: st
         parts = [pieces(x, w, c.fold) for c, x, w in zip(shown, row, width, strict=True)]
         for k in range(max(map(len, parts))):
             texts = [p[k] if k < len(p) else "" for p in parts]
-            out.append(line([cell(t, w, c.justify) for c, t, w in zip(shown, texts, width, strict=True)], "│", "│", "│"))
+            out.append(
+                line(
+                    [cell(t, w, c.justify) for c, t, w in zip(shown, texts, width, strict=True)],
+                    "│",
+                    "│",
+                    "│",
+                )
+            )
     out.append(line(["─" * (w + 2) for w in width], "└", "┴", "┘"))
     console.out("\n".join(out), highlight=False)
 

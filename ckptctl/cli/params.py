@@ -165,7 +165,9 @@ def _rebase(text: str, option: str) -> Any:
 
 
 AGE = Typed("duration", parse_age)  # --older-than 24h: seconds of age (a duration or an ISO time)
-OLDER_THAN = Typed("duration", parse_older_than)  # --older-than 24h or an ISO time: an OlderThan, age or instant
+OLDER_THAN = Typed(
+    "duration", parse_older_than
+)  # --older-than 24h or an ISO time: an OlderThan, age or instant
 DURATION = Typed("duration", parse_duration)  # --margin 1h: seconds, never an instant
 BYTES = Typed("bytes", parse_bytes)  # --bwlimit 50MiB: bytes, binary units
 PARALLELISM = Typed("parallelism", parse_parallelism)  # -p 4 or -p 1..8: the list of parallelisms

@@ -124,7 +124,9 @@ def _apply_and_report(out, storage, plan, workers, limit, no_verify, engine) -> 
     chosen = engine.resolve(len(plan.copies))
     chosen.start()  # before the counter: the JVM's start-up gets its own status line
     with out.term.counter(len(plan.copies), "copying") as advance:
-        result = apply_relocation(storage, plan, workers=workers, bwlimit=limit, progress=advance, engine=chosen)
+        result = apply_relocation(
+            storage, plan, workers=workers, bwlimit=limit, progress=advance, engine=chosen
+        )
     report = None if no_verify else shallow_verify(storage, plan)
     out.result(RelocateReport(plan, applied=True, result=result, verify=report), render.report)
     if report is not None and not report["ok"]:

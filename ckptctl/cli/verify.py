@@ -85,7 +85,12 @@ def verify_command(
     unreadable: dict[str, str] = {}
     # the paths as Flink will open them: an inferred mapping is reported, never applied
     checkpoints, root = checkpoints_at(
-        storage, path, mappings, out.term.iterate("reading _metadata"), apply_inferred=False, unreadable=unreadable
+        storage,
+        path,
+        mappings,
+        out.term.iterate("reading _metadata"),
+        apply_inferred=False,
+        unreadable=unreadable,
     )
     with out.term.bar("verifying" + (" (deep)" if deep else " (sizes only)" if quick else "")) as bar:
         result = verify(

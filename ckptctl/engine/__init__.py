@@ -50,14 +50,18 @@ class Engine:
     status: Status | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def parse(cls, engine: str | Engine | None, master: str | None = None, status: Status | None = None) -> Engine:
+    def parse(
+        cls, engine: str | Engine | None, master: str | None = None, status: Status | None = None
+    ) -> Engine:
         if isinstance(engine, Engine):
             return engine
         kind = (engine or "auto").strip().lower()
         if kind not in ENGINES:
             raise CkptError(f"unknown --engine '{engine}'; use auto, local or spark")
         if kind == "local" and master:
-            raise CkptError(f"--master {master} needs --engine spark (or auto); --engine local runs in-process")
+            raise CkptError(
+                f"--master {master} needs --engine spark (or auto); --engine local runs in-process"
+            )
         if (kind == "spark" or master) and not spark_installed():
             raise no_spark()  # said before anything is read
         return cls(kind, master or None, status)
@@ -87,7 +91,12 @@ class Engine:
             spark_session(master)
 
     def run(
-        self, tasks: list, fn: TaskFn, progress: Callable[[int], None] | None = None, *, in_thread_first: bool = False
+        self,
+        tasks: list,
+        fn: TaskFn,
+        progress: Callable[[int], None] | None = None,
+        *,
+        in_thread_first: bool = False,
     ) -> tuple[Engine, list]:
         """Run ``tasks`` through ``fn`` (in-process over chunks, or ``mapPartitions`` on executors);
         returns the engine that ran them and the records ``fn`` yielded, in task order.

@@ -25,4 +25,6 @@ def spark_installed() -> bool:
 def no_spark() -> CkptError:
     """The one line for Spark asked for (``--engine spark``, ``--master``, a plan made on Spark)
     where pyspark is not installed."""
-    return CkptError(f"the Spark engine needs pyspark, which is not installed: {SPARK_EXTRA} (or use --engine local)")
+    return CkptError(
+        f"the Spark engine needs pyspark, which is not installed: {SPARK_EXTRA} (or use --engine local)"
+    )

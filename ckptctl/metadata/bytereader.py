@@ -25,7 +25,9 @@ class ByteReader:
         return len(self.data) - self.pos
 
     def fail(self, message: str, at: int | None = None) -> MetadataFormatError:
-        return MetadataFormatError(message, path=self.path, offset=self.base + (self.pos if at is None else at))
+        return MetadataFormatError(
+            message, path=self.path, offset=self.base + (self.pos if at is None else at)
+        )
 
     def need(self, n: int, what: str) -> None:
         if n > self.left:

@@ -47,13 +47,27 @@ _ACTION = _CKPT + "SavepointType$PostCheckpointAction"
 # (fixtures/dumper/TrailerClasses.java printed the same for every release from 1.15.4 to 2.3.0):
 # field name -> (type code, declared type).
 LOCAL_CLASSES: dict[str, LocalClass] = {
-    _CKPT + "CheckpointProperties": LocalClass(2, fields={
-        **{f: ("Z", None) for f in ("discardCancelled", "discardFailed", "discardFinished", "discardSubsumed",
-                                    "discardSuspended", "forced", "unclaimed")},
-        "checkpointType": ("L", _CKPT + "SnapshotType"),
-    }),  # fmt: skip
+    _CKPT + "CheckpointProperties": LocalClass(
+        2,
+        fields={
+            **{
+                f: ("Z", None)
+                for f in (
+                    "discardCancelled",
+                    "discardFailed",
+                    "discardFinished",
+                    "discardSubsumed",
+                    "discardSuspended",
+                    "forced",
+                    "unclaimed",
+                )
+            },
+            "checkpointType": ("L", _CKPT + "SnapshotType"),
+        },
+    ),  # fmt: skip
     _CKPT + "CheckpointType": LocalClass(
-        -0x2921B0FCFA51E2C6, fields={"name": ("L", _STRING), "sharingFilesStrategy": ("L", _SHARING)},
+        -0x2921B0FCFA51E2C6,
+        fields={"name": ("L", _STRING), "sharingFilesStrategy": ("L", _SHARING)},
         is_a=(_CKPT + "SnapshotType",),
     ),
     _CKPT + "SavepointType": LocalClass(
@@ -234,7 +248,11 @@ class _Stream:
         desc = ClassDesc(name, flags, [], None)
         self.new_handle(desc)
         # ObjectStreamClass.readNonProxy
-        externalizable, serializable, is_enum = flags & SC_EXTERNALIZABLE, flags & SC_SERIALIZABLE, flags & SC_ENUM
+        externalizable, serializable, is_enum = (
+            flags & SC_EXTERNALIZABLE,
+            flags & SC_SERIALIZABLE,
+            flags & SC_ENUM,
+        )
         if externalizable and serializable:
             raise self.fail(f"{name}: serializable and externalizable flags conflict", uid_at + 8)
         if is_enum and uid != 0:
@@ -276,7 +294,11 @@ class _Stream:
                 raise self.fail(f"{name}: local class incompatible: stream serialVersionUID {uid}", uid_at)
             for type_code, field_name in desc.fields:
                 mine = local.fields.get(field_name)
-                if mine is not None and (type_code in _PRIMITIVES or mine[0] in _PRIMITIVES) and type_code != mine[0]:
+                if (
+                    mine is not None
+                    and (type_code in _PRIMITIVES or mine[0] in _PRIMITIVES)
+                    and type_code != mine[0]
+                ):
                     raise self.fail(f"{name}: incompatible types for field {field_name}", field_at)
         desc.local = local
         return desc
@@ -333,7 +355,9 @@ class _Stream:
                             failure = failure or value
                         continue  # a field the local class lacks: read and dropped
                     if declared is not None and value is not None and not _is_instance(value, declared[1]):
-                        raise self.fail(f"cannot assign {_class_of(value)} to field {cls.name}.{field_name}", at)
+                        raise self.fail(
+                            f"cannot assign {_class_of(value)} to field {cls.name}.{field_name}", at
+                        )
                     obj.fields[field_name] = value
             if cls.flags & SC_WRITE_METHOD:
                 self.annotations()

@@ -439,7 +439,9 @@ class _Decoder:
             handle_id = self.utf()
             self.depth -= 1
             if kgr.empty:  # ChangelogStateBackendHandleImpl: checkArgument(numberOfKeyGroups > 0)
-                raise self.fail(f"changelog state handle with the empty key-group range {kgr.start}+{kgr.count}", at + 1)
+                raise self.fail(
+                    f"changelog state handle with the empty key-group range {kgr.start}+{kgr.count}", at + 1
+                )
             return ChangelogBackendHandle(
                 code, kgr, checkpointed, materialized, non_materialized, materialization_id,
                 checkpoint_id, handle_id,
@@ -468,7 +470,9 @@ class _Decoder:
             at = self.pos
             h = self.keyed()
             if h is not None and not isinstance(h, (ChangelogBytesHandle, ChangelogFileHandle)):
-                raise self.fail(f"non-materialized changelog part is a {type(h).__name__}, not a changelog handle", at)
+                raise self.fail(
+                    f"non-materialized changelog part is a {type(h).__name__}, not a changelog handle", at
+                )
             parts.append(h)
         return tuple(parts)
 
@@ -499,7 +503,9 @@ class _Decoder:
             non_materialized = self.changelog_parts()
             self.depth -= 1
             if kgr.empty:
-                raise self.fail(f"changelog state handle with the empty key-group range {kgr.start}+{kgr.count}", at + 1)
+                raise self.fail(
+                    f"changelog state handle with the empty key-group range {kgr.start}+{kgr.count}", at + 1
+                )
             return ChangelogBackendHandle(code, kgr, None, materialized, non_materialized, None, None, None)
         if code == CHANGELOG_BYTE_INCREMENT_HANDLE:
             return self.changelog_bytes(kgr, legacy=True)
@@ -666,7 +672,14 @@ class _Decoder:
             indexes.add(state.index)
             subtasks.append(state)
         return OperatorState(
-            operator_id, parallelism, max_parallelism, coordinator, tuple(subtasks), name, uid, tuple(shadowed)
+            operator_id,
+            parallelism,
+            max_parallelism,
+            coordinator,
+            tuple(subtasks),
+            name,
+            uid,
+            tuple(shadowed),
         )
 
     def master_state(self) -> MasterState:

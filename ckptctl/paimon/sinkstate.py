@@ -437,7 +437,11 @@ def _message(r: _In, version: int, layout: Layout, i: int) -> CommitMessage:
     what = f"commit message {i}"
     partition = _partition(r, f"{what} partition")
     bucket = r.i32(f"{what} bucket")
-    total = r.i32(f"{what} total buckets") if layout.total_buckets and r.bool(f"{what} total buckets flag") else None
+    total = (
+        r.i32(f"{what} total buckets")
+        if layout.total_buckets and r.bool(f"{what} total buckets flag")
+        else None
+    )
     lists: dict[str, list] = {}
     for name, kind in layout.lists:
         n = r.count(f"{what} {name} count", 4)
@@ -451,7 +455,9 @@ def _message(r: _In, version: int, layout: Layout, i: int) -> CommitMessage:
     return CommitMessage(version, layout.name, partition, bucket, total, lists, check)
 
 
-def decode_commit_message(data: bytes, version: int, path: str = "<commit message>", base: int = 0) -> CommitMessage:
+def decode_commit_message(
+    data: bytes, version: int, path: str = "<commit message>", base: int = 0
+) -> CommitMessage:
     """One ``CommitMessageSerializer.serialize`` body of ``version`` (2..14), all of ``data``."""
     r = _In(data, path, base)
     if version not in MESSAGE_VERSIONS:
@@ -470,7 +476,9 @@ def _messages(r: _In, version: int, layout: Layout) -> list[CommitMessage]:
     return out
 
 
-def decode_committable(payload: bytes, version: int, path: str = "<committable>", base: int = 0) -> Committable:
+def decode_committable(
+    payload: bytes, version: int, path: str = "<committable>", base: int = 0
+) -> Committable:
     """A ``ManifestCommittableSerializer`` (``version`` 2..5) payload, all of ``payload``."""
     r = _In(payload, path, base)
     if version not in MANIFEST_VERSIONS:
@@ -518,7 +526,8 @@ def decode_committable_element(data: bytes, path: str = "<committable>", base: i
     length = r.i32("serialized committable length")
     if length != n - 8:
         raise r.fail(
-            f"serialized committable length {length} is not the byte[] length {n} minus 8 (version + length)", at
+            f"serialized committable length {length} is not the byte[] length {n} minus 8 (version + length)",
+            at,
         )
     payload = r.take(length, "serialized committable")
     if version not in MANIFEST_VERSIONS:
@@ -669,7 +678,9 @@ def read_sink_state(storage, ck) -> PaimonSinkState:
         o.committables.sort(key=lambda c: (c.identifier, c.subtask or 0))
         users = o.distinct_commit_users
         if len(users) > 1:
-            per = "; ".join(f"subtask {k}: {', '.join(map(str, v))}" for k, v in sorted(o.commit_users.items()))
+            per = "; ".join(
+                f"subtask {k}: {', '.join(map(str, v))}" for k, v in sorted(o.commit_users.items())
+            )
             o.problems.append(
                 f"the tasks disagree on the commit user ({per}); a restore fails Paimon's check"
                 " that every element of the union state is the same"

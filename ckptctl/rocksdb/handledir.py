@@ -60,7 +60,9 @@ def explain(error: BaseException | str, workdir: str, files: tuple) -> str:
     magic number, the format version) get theirs from the table's end."""
     text = str(error)
     hint = _MANIFEST_HINT.search(text)
-    if hint and any(os.path.join(workdir, n) in text[: hint.start()] for n, _src in files if not n.startswith("MANIFEST-")):
+    if hint and any(
+        os.path.join(workdir, n) in text[: hint.start()] for n, _src in files if not n.startswith("MANIFEST-")
+    ):
         text = text[: hint.start()] + text[hint.end() :]
     named = []
     for local_name, src in files:
@@ -87,6 +89,8 @@ def explain(error: BaseException | str, workdir: str, files: tuple) -> str:
         where, start, length = named[0]
         for field, from_end in _FOOTER:
             if field in text and length >= from_end:
-                text = text.replace(where, f"{where} at byte {start + length - from_end:,} (the footer's {field})", 1)
+                text = text.replace(
+                    where, f"{where} at byte {start + length - from_end:,} (the footer's {field})", 1
+                )
                 break
     return text.replace(workdir, "the rebuilt RocksDB directory")

@@ -10,7 +10,9 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def read_counted(db: Any, workdir: str, cf: str, count: Callable[[Iterable[tuple[bytes, bytes]], str], T]) -> T:
+def read_counted(
+    db: Any, workdir: str, cf: str, count: Callable[[Iterable[tuple[bytes, bytes]], str], T]
+) -> T:
     """``count(rows, source)`` over column family ``cf``, ``source`` saying where the rows come from
     (``"rocksdb"`` or ``"sst"``). rocksdict's iterator stops at the first unmerged list-state operand (it cannot set
     Flink's merge operator); such column families are read from the SST files in ``workdir``
@@ -24,7 +26,9 @@ def read_counted(db: Any, workdir: str, cf: str, count: Callable[[Iterable[tuple
 
 
 def count_key_groups(
-    rows: Iterable[tuple[bytes, bytes]], prefix_bytes: int, visit: Callable[[int, bytes, bytes], None] | None = None
+    rows: Iterable[tuple[bytes, bytes]],
+    prefix_bytes: int,
+    visit: Callable[[int, bytes, bytes], None] | None = None,
 ) -> dict[int, list[int]]:
     """key group -> [entries, key + value bytes]. The key group is the key's first ``prefix_bytes``
     bytes (1 up to 128 key groups, 2 beyond, as Flink writes them), -1 for a key too short to hold

@@ -208,7 +208,9 @@ class SstFile:
         try:
             yield from self._entries(block, **how)
         except (IndexError, ValueError, struct.error) as e:
-            raise SstFormatError(self.path, handle[0], f"a corrupt block of {handle[1]} bytes ({e})") from None
+            raise SstFormatError(
+                self.path, handle[0], f"a corrupt block of {handle[1]} bytes ({e})"
+            ) from None
 
     def _properties(self) -> dict[bytes, bytes]:
         for name, handle in self._entries_of(self.metaindex, handle_values=True):

@@ -153,7 +153,8 @@ class Names:
             return False
         inner = "/" + name + "/"
         return name in self._pending or any(
-            p == name or p.startswith(name + "/") or p.endswith("/" + name) or inner in p for p in self._packed
+            p == name or p.startswith(name + "/") or p.endswith("/" + name) or inner in p
+            for p in self._packed
         )
 
     def index(self, name: str) -> int:

@@ -38,7 +38,9 @@ class StorageOptions:
     @classmethod
     def from_env(cls, s3_endpoint: str | None = None) -> StorageOptions:
         env = os.environ.get
-        endpoint = s3_endpoint or env("CKPTCTL_S3_ENDPOINT") or env("AWS_ENDPOINT_URL_S3") or env("AWS_ENDPOINT_URL")
+        endpoint = (
+            s3_endpoint or env("CKPTCTL_S3_ENDPOINT") or env("AWS_ENDPOINT_URL_S3") or env("AWS_ENDPOINT_URL")
+        )
         if endpoint and not endpoint.strip().lower().startswith(("http://", "https://")):
             raise StorageError(
                 f"the S3 endpoint '{endpoint}' is not a URL: give it with its scheme, e.g. http://{endpoint}"

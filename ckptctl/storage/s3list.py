@@ -195,13 +195,19 @@ async def _outside(
                 continue
             if o is None:
                 if len(name) <= len(prefix):
-                    raise OSError(f"a common prefix {name!r} that is not below the listed s3://{lister.bucket}/{prefix}")
+                    raise OSError(
+                        f"a common prefix {name!r} that is not below the listed s3://{lister.bucket}/{prefix}"
+                    )
                 below.append(name)
             else:
                 out.append(_object(o))
         if not page.get("IsTruncated"):
             break
-        jump = skipping + AFTER_ALL if skipping is not None and last is not None and last.startswith(skipping) else last
+        jump = (
+            skipping + AFTER_ALL
+            if skipping is not None and last is not None and last.startswith(skipping)
+            else last
+        )
         # keys inside an area may sort after area + AFTER_ALL ("taskowned/\U0010ffff…"): a jump that
         # does not get past the page's last entry would fetch the same page forever; go on from it
         if jump is None or (last is not None and jump < last) or (after is not None and jump <= after):
@@ -314,5 +320,7 @@ async def list_present(
     lister = _Lister(fs, bucket, page_size, on_page)
     runs = max(1, min(runs, len(names)))
     step = -(-len(names) // runs)
-    parts = await asyncio.gather(*(_present(lister, prefix, names[k : k + step]) for k in range(0, len(names), step)))
+    parts = await asyncio.gather(
+        *(_present(lister, prefix, names[k : k + step]) for k in range(0, len(names), step))
+    )
     return [o for part in parts for o in part]

@@ -43,7 +43,6 @@ def _names_unanswered(method):
     return call
 
 
-
 def s3_denied(e: BaseException) -> str:
     """The one line for an S3 request refused (403), whichever call met it: a listing gives AWS's
     message, a HEAD only "Forbidden"; both say what to check."""
@@ -69,6 +68,7 @@ def listing_failed(e: BaseException, bucket: str, path: str) -> StorageError:
     if "NoSuchBucket" in str(e) or isinstance(e, FileNotFoundError):
         return StorageError("no such bucket", path=f"s3://{bucket}")
     return StorageError(f"cannot list: {type(e).__name__}: {e}", path=f"s3://{path}")
+
 
 class Storage:
     """List, stat, read and delete files by canonical URI, on any fsspec filesystem."""
@@ -213,7 +213,9 @@ class Storage:
     @staticmethod
     def _refuse_larger(uri: str, size: int, limit: int) -> None:
         if size > limit:
-            raise StorageError(f"{size:,} bytes, more than the {limit:,} such a file may have: not read", path=uri)
+            raise StorageError(
+                f"{size:,} bytes, more than the {limit:,} such a file may have: not read", path=uri
+            )
 
     def _check_readable(self, uri: str, path: str, limit: int) -> None:
         if scheme_of(uri) == "file":
@@ -238,7 +240,9 @@ class Storage:
         elif size > 0:  # one ranged GET, one byte past the end: no HEAD first
             data = self.read_range(uri, 0, size + 1)
             if len(data) > size:
-                raise StorageError(f"larger than the {size:,} bytes the checkpoint records: not read", path=uri)
+                raise StorageError(
+                    f"larger than the {size:,} bytes the checkpoint records: not read", path=uri
+                )
             found = len(data)
             if found == size:
                 return data
@@ -248,7 +252,9 @@ class Storage:
                 raise StorageError("file not found", path=uri)
             found = info.size
         if found != size:
-            raise StorageError(f"ends at byte {found:,}, the checkpoint records {size:,} bytes: not read", path=uri)
+            raise StorageError(
+                f"ends at byte {found:,}, the checkpoint records {size:,} bytes: not read", path=uri
+            )
         return self.read_bytes(uri)
 
     @staticmethod
@@ -272,7 +278,9 @@ class Storage:
         if scheme_of(uri) == "file":
             self._regular_size(uri, path)  # a FIFO's open would block
         try:  # retried here: botocore itself does not retry (see StorageOptions.s3fs_kwargs)
-            return retrying(lambda: fs.cat_file(path, start=start, end=start + length), fs, s3=scheme_of(uri) == "s3")
+            return retrying(
+                lambda: fs.cat_file(path, start=start, end=start + length), fs, s3=scheme_of(uri) == "s3"
+            )
         except FileNotFoundError:
             raise StorageError("file not found", path=uri) from None
         except OSError as e:
@@ -291,7 +299,9 @@ class Storage:
         except FileNotFoundError:
             return None
         except PermissionError as e:
-            raise StorageError(s3_denied(e) if scheme_of(uri) == "s3" else f"cannot stat: {e}", path=uri) from None
+            raise StorageError(
+                s3_denied(e) if scheme_of(uri) == "s3" else f"cannot stat: {e}", path=uri
+            ) from None
         except OSError as e:
             raise StorageError(f"cannot stat: {e}", path=uri) from None
         if info.get("type") == "directory":
@@ -326,7 +336,9 @@ class Storage:
         try:
             return bool(retrying(lambda: fs.isdir(path), fs, s3=scheme_of(uri) == "s3"))
         except PermissionError as e:
-            raise StorageError(s3_denied(e) if scheme_of(uri) == "s3" else f"cannot stat: {e}", path=uri) from None
+            raise StorageError(
+                s3_denied(e) if scheme_of(uri) == "s3" else f"cannot stat: {e}", path=uri
+            ) from None
         except OSError as e:
             raise StorageError(f"cannot stat: {e}", path=uri) from None
 
@@ -619,7 +631,9 @@ class Storage:
         while pending:
             try:
                 request = {"Objects": [{"Key": k} for k in pending], "Quiet": True}
-                response = retrying(lambda r=request: fs.call_s3("delete_objects", Bucket=bucket, Delete=r), fs)
+                response = retrying(
+                    lambda r=request: fs.call_s3("delete_objects", Bucket=bucket, Delete=r), fs
+                )
             except StoreUnanswered as e:  # each next batch would wait out the same deadline: stop
                 raise e.at(f"s3://{bucket}/{pending[0]}") from None
             except Exception as e:  # noqa: BLE001 - retried already: these keys failed
@@ -649,7 +663,9 @@ class Storage:
         Two sources given one destination both stay: on S3 the later copy would replace the
         earlier, and the HEAD of each, same size, would let both sources go."""
         shared = {dst for dst, n in Counter(m[1] for m in moves).items() if n > 1}
-        errors = [(src, f"another file moves to {dst} too: source kept") for src, dst, _s in moves if dst in shared]
+        errors = [
+            (src, f"another file moves to {dst} too: source kept") for src, dst, _s in moves if dst in shared
+        ]
         moves = [m for m in moves if m[1] not in shared]
         copy_here = [m for m in moves if scheme_of(m[0]) == scheme_of(m[1]) == "s3" and m[2] is not None
                      and m[2] < COPY_OBJECT_LIMIT]  # fmt: skip
@@ -688,7 +704,9 @@ class Storage:
                 except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
                     return f"cannot move to {dst}: {type(e).__name__}: {first_line(e)}"
                 try:
-                    copied = await retrying_async(lambda: fs._call_s3("head_object", Bucket=dst_bucket, Key=dst_key), fs)
+                    copied = await retrying_async(
+                        lambda: fs._call_s3("head_object", Bucket=dst_bucket, Key=dst_key), fs
+                    )
                 except StoreUnanswered as e:
                     raise e.at(dst) from None
                 except Exception:  # noqa: BLE001 - not there, or not readable: the source stays
@@ -708,9 +726,15 @@ class Storage:
 
         outcomes = sync(fs.loop, everything)
         copied = [m for m, why in zip(copy_here, outcomes, strict=True) if why is None]
-        errors += [(m[0], why) for m, why in zip(copy_here, outcomes, strict=True) if why not in (None, "gone")]
+        errors += [
+            (m[0], why) for m, why in zip(copy_here, outcomes, strict=True) if why not in (None, "gone")
+        ]
         failed = dict(self.delete_many([src for src, _dst, _size in copied]))
-        errors += [(src, f"copied to {dst} but could not delete: {failed[src]}") for src, dst, _s in copied if src in failed]
+        errors += [
+            (src, f"copied to {dst} but could not delete: {failed[src]}")
+            for src, dst, _s in copied
+            if src in failed
+        ]
         return errors
 
     def move(self, src: str, dst: str) -> None:
@@ -738,7 +762,9 @@ class Storage:
         except StoreUnanswered as e:  # not this file's error: every next move would wait as long
             raise e.at(src) from None
         except Exception as e:  # noqa: BLE001 - botocore errors are not OSErrors
-            raise StorageError(f"cannot move to {dst}: {type(e).__name__}: {first_line(e)}", path=src) from None
+            raise StorageError(
+                f"cannot move to {dst}: {type(e).__name__}: {first_line(e)}", path=src
+            ) from None
         copied = self.stat(dst)
         if copied is None or copied.size != source.size:
             raise StorageError(f"the copy at {dst} is missing or has the wrong size: source kept", path=src)

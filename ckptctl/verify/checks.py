@@ -67,7 +67,9 @@ class KeyGroupCount(NamedTuple):
     bytes: int
 
 
-def run_tasks(options: StorageOptions, tasks: Iterable[FileTask | HandleTask]) -> Iterator[Check | KeyGroupCount]:
+def run_tasks(
+    options: StorageOptions, tasks: Iterable[FileTask | HandleTask]
+) -> Iterator[Check | KeyGroupCount]:
     """Check each task; the task function of both engines (module level: Spark pickles it, with
     ``options`` bound, by reference)."""
     storage = Storage.shared(options)
@@ -268,7 +270,12 @@ def check_handle(storage: Storage, task: HandleTask) -> Iterator[Check | KeyGrou
         try:
             counts, outside = _scan_rocksdb(workdir, kg_start, kg_end, prefix_bytes)
         except Exception as e:  # noqa: BLE001 - rocksdict raises plain exceptions
-            yield Check(index, "rocksdb", False, f"RocksDB cannot open the rebuilt directory: {explain(e, workdir, files)}")
+            yield Check(
+                index,
+                "rocksdb",
+                False,
+                f"RocksDB cannot open the rebuilt directory: {explain(e, workdir, files)}",
+            )
             return
         yield Check(index, "rocksdb", True, None)
         for (cf, kg), (n, nbytes) in sorted(counts.items()):

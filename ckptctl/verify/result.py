@@ -27,7 +27,9 @@ class VerifyResult:
     engine: str
     master: str | None
     elapsed: float
-    misanchored: list[Any] = field(default_factory=list)  # FLINK-39964 handles (ckptctl.checkpoint.flink39964)
+    misanchored: list[Any] = field(
+        default_factory=list
+    )  # FLINK-39964 handles (ckptctl.checkpoint.flink39964)
     unreadable: dict[str, str] = field(default_factory=dict)  # checkpoint dir -> why its _metadata is not
     moved: list[dict[str, Any]] = field(default_factory=list)  # written elsewhere: what Flink will read
     what_if: list[str] = field(default_factory=list)  # explicit --rebase: not what Flink reads itself

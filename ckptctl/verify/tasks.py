@@ -65,7 +65,9 @@ class FileRefs:
     sst_segment_ends: set[int] = field(default_factory=set)
     read_spans: set[tuple[int, int]] = field(default_factory=set)
     checkpoints: set[str] = field(default_factory=set)
-    changelog_starts: dict[int, set[int]] = field(default_factory=dict)  # see ckptctl.checkpoint.dstl.changelog_starts
+    changelog_starts: dict[int, set[int]] = field(
+        default_factory=dict
+    )  # see ckptctl.checkpoint.dstl.changelog_starts
     meta_spans: set[tuple[int, int]] = field(default_factory=set)  # keyed handles' meta data: parsed
     log_spans: set[tuple[int, int]] = field(default_factory=set)  # RocksDB MANIFESTs: record CRCs checked
 
@@ -115,7 +117,9 @@ def group_file_refs(groups: Iterable[RefGroup]) -> tuple[dict[str, FileRefs], in
     return out, n
 
 
-def _add_files(out: dict[str, FileRefs], checkpoint: str, scope: str, files: Iterable[tuple], at: tuple) -> None:
+def _add_files(
+    out: dict[str, FileRefs], checkpoint: str, scope: str, files: Iterable[tuple], at: tuple
+) -> None:
     """Add references of one checkpoint and scope; ``at``: where each tuple of ``files`` holds its
     handle type, local name, path, offset and size."""
     t, nm, p, off, sz = at

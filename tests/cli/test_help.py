@@ -8,7 +8,23 @@ from tests.support.cli_runner import cli
 
 
 @pytest.mark.parametrize(
-    "command", ["", "ls", "show", "refs", "diff", "verify", "check", "plan-rescale", "gc", "gc plan", "gc apply", "repair", "relocate", "remap"]
+    "command",
+    [
+        "",
+        "ls",
+        "show",
+        "refs",
+        "diff",
+        "verify",
+        "check",
+        "plan-rescale",
+        "gc",
+        "gc plan",
+        "gc apply",
+        "repair",
+        "relocate",
+        "remap",
+    ],
 )
 def test_help_metavars_say_what_to_type(command: str) -> None:
     result = cli(*command.split(), "--help", env={"COLUMNS": "100"})

@@ -94,6 +94,7 @@ def test_the_cli_gives_arrow_the_system_allocator_unless_told_otherwise() -> Non
     done = subprocess.run([sys.executable, "-c", late], capture_output=True, text=True, check=True, env=env)
     assert done.stdout.split()[-1] != "system"
 
+
 # ---------------------------------------------------------------------------------------------
 # the import graph: no cycles between modules
 
@@ -137,7 +138,9 @@ def module_imports(name: str, lazy: bool = False) -> set[str]:
                 base = child.module or ""
                 if child.level:
                     parts = package.split(".")
-                    base = ".".join(parts[: len(parts) - child.level + 1] + ([child.module] if child.module else []))
+                    base = ".".join(
+                        parts[: len(parts) - child.level + 1] + ([child.module] if child.module else [])
+                    )
                 for a in child.names:
                     if f"{base}.{a.name}" in MODULES:
                         found.add(f"{base}.{a.name}")
@@ -243,7 +246,13 @@ def test_the_flink39964_diagnosis_is_core_below_its_users() -> None:
     users = {"ckptctl.repair", "ckptctl.check", "ckptctl.relocate", "ckptctl.inspect.diff", "ckptctl.cli"}
     assert not seen & users
     assert not any(m.startswith(("ckptctl.verify", "ckptctl.cli.")) for m in seen)
-    for user in ("ckptctl.repair", "ckptctl.check", "ckptctl.relocate", "ckptctl.inspect.diff", "ckptctl.verify.result"):
+    for user in (
+        "ckptctl.repair",
+        "ckptctl.check",
+        "ckptctl.relocate",
+        "ckptctl.inspect.diff",
+        "ckptctl.verify.result",
+    ):
         assert "ckptctl.checkpoint.flink39964" in graph[user], user
 
 

@@ -89,7 +89,14 @@ def test_paimon_status_of_one_checkpoint_at_80_columns_names_it_by_its_directory
     """The checkpoint named is the report's root: its row says chk-N, not its URI folded over ten lines."""
     flink = REPO / "fixtures" / "paimon" / "flink" / "rewind"
     (chk,) = flink.glob("checkpoints/*/chk-4")
-    result = cli("paimon", "status", str(chk), "--table", str(flink / "warehouse" / "default.db" / "events"), env=NARROW)
+    result = cli(
+        "paimon",
+        "status",
+        str(chk),
+        "--table",
+        str(flink / "warehouse" / "default.db" / "events"),
+        env=NARROW,
+    )
     assert result.exit_code == 1, result.output  # hazard C: it is older than what was committed
     rows = table_rows(result.stdout)
     assert [r[0] for r in rows] == ["chk-4"], result.stdout
@@ -108,7 +115,9 @@ def test_refs_of_many_rows_draws_the_table_rich_draws(monkeypatch, tmp_path) -> 
     monkeypatch.chdir(REPO)
     odd = tmp_path / "状态 [bold]x [red] :100: a\tb 100%25"
     shutil.copytree(REPO / "fixtures/data/2.2.0/basic", odd)
-    original = next(e["original_root"] for e in manifest()["entries"] if e["data_dir"].endswith("2.2.0/basic"))
+    original = next(
+        e["original_root"] for e in manifest()["entries"] if e["data_dir"].endswith("2.2.0/basic")
+    )
     roots = [("fixtures/data/2.2.0/filemerging", data_rebase(DATA)), ("fixtures/data/1.20.3/basic", data_rebase(DATA)),
              ("fixtures/data/2.2.0/changelog", data_rebase(DATA)), (str(odd), ["--rebase", f"{original}={odd}"])]  # fmt: skip
     for root, rebase in roots:
@@ -119,6 +128,7 @@ def test_refs_of_many_rows_draws_the_table_rich_draws(monkeypatch, tmp_path) -> 
             drawn = cli("refs", root, *rebase, env=env)
             monkeypatch.setattr(refs_render, "LONG_ROWS", 2_000)
             assert rich.exit_code == drawn.exit_code == 0, drawn.output
-            assert [x.rstrip() for x in drawn.stdout.splitlines()] == [x.rstrip() for x in rich.stdout.splitlines()], (
-                root, columns)
+            assert [x.rstrip() for x in drawn.stdout.splitlines()] == [
+                x.rstrip() for x in rich.stdout.splitlines()
+            ], (root, columns)
         assert "状态" in drawn.stdout or root != str(odd)

@@ -104,12 +104,24 @@ def json_runs(s: Scenario, tmp: Path) -> list[tuple[tuple[str, ...], list[str]]]
         (("gc", "apply"), [str(tmp / "gc.json"), "--yes", "--trash", str(tmp / "trash")]),
         (("relocate",), [*relocate_args, *s.rebase, "-o", str(tmp / "relocate.json")]),
         (("relocate-apply",), [str(tmp / "relocate.json")]),
-        (("remap",), [str(chk[-1]), *s.rebase, "-o", str(tmp / "remapped"), "--drop", _first_operator(chk[-1])]),
+        (
+            ("remap",),
+            [str(chk[-1]), *s.rebase, "-o", str(tmp / "remapped"), "--drop", _first_operator(chk[-1])],
+        ),
         (("paimon", "status"), [str(PAIMON_RUN / "checkpoints"), "--table", str(PAIMON_RUN / PAIMON_TABLE)]),
         # a cut-off before any checkout: the job's newest checkpoint (checked out when the repo was)
         # is never older than it, which a stopped job's must not be (failing checkpoints are refused)
-        (("paimon", "orphans"), ["--table", str(PAIMON_RUN / PAIMON_TABLE), "--checkpoints",
-                                 str(PAIMON_RUN / "checkpoints"), "--older-than", "2020-01-01T00:00:00Z"]),
+        (
+            ("paimon", "orphans"),
+            [
+                "--table",
+                str(PAIMON_RUN / PAIMON_TABLE),
+                "--checkpoints",
+                str(PAIMON_RUN / "checkpoints"),
+                "--older-than",
+                "2020-01-01T00:00:00Z",
+            ],
+        ),
     ]
 
 
@@ -228,7 +240,9 @@ def test_output_flags_before_gc_and_relocate_apply(tmp_path: Path) -> None:
     assert gc_alias(["--json", "gc", "ROOT"]) == ["--json", "gc", "plan", "ROOT"]
     assert gc_alias(["-q", "--json", "relocate", "apply", "P"]) == ["-q", "--json", "relocate-apply", "P"]
     s = Scenario("2.2.0", "basic", tmp_path)
-    result = runner.invoke(app, gc_alias(["--json", "gc", str(s.checkpoints), "--rebase", f"{s.original}={s.root}"]))
+    result = runner.invoke(
+        app, gc_alias(["--json", "gc", str(s.checkpoints), "--rebase", f"{s.original}={s.root}"])
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["format"] == 2
 
@@ -239,7 +253,9 @@ def test_python_dash_m_and_dash_h() -> None:
 
     proc = subprocess.run([sys.executable, "-m", "ckptctl", "-h"], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0 and "Usage: ckptctl" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "ckptctl", "--version"], capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptctl", "--version"], capture_output=True, text=True, cwd=REPO
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("ckptctl ")
     assert "Usage: ckptctl verify" in cli("verify", "-h").stdout
 
@@ -306,14 +322,18 @@ def test_show_on_a_root_suggests_ls_and_the_newest_checkpoint() -> None:
     root = REPO / "fixtures" / "data" / "2.2.0" / "basic" / "checkpoints"
     line = one_line_error(cli("show", str(root)))
     # the newest by time; equal times (a checkout that stamped them alike) by checkpoint number
-    newest = max(root.rglob("chk-*/_metadata"), key=lambda p: (p.stat().st_mtime, int(p.parent.name[4:]))).parent
+    newest = max(
+        root.rglob("chk-*/_metadata"), key=lambda p: (p.stat().st_mtime, int(p.parent.name[4:]))
+    ).parent
     assert f"ckptctl ls {root}" in line and str(newest) in line
 
 
 def test_verify_report_must_be_parquet_and_junit_says_no_limit(tmp_path: Path) -> None:
     from ckptctl.check import junit_xml
 
-    line = one_line_error(cli("verify", moved_root(), "--engine", "local", "--report", str(tmp_path / "x.csv")))
+    line = one_line_error(
+        cli("verify", moved_root(), "--engine", "local", "--report", str(tmp_path / "x.csv"))
+    )
     assert "*.parquet" in line
     report = {"root": "file:/r", "checkpoints": [], "problems": [], "ok": True,
               "orphans": {"files": 0, "bytes": 0, "limit": None, "ok": True, "error": None},
@@ -332,12 +352,22 @@ def test_durations_refuse_the_absurd_and_the_ambiguous() -> None:
     assert "too long" in one_line_error(cli("gc", "plan", "/tmp", "--older-than", "9" * 400))
 
 
-_SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
-            | st.builds(Path, st.text(max_size=5)))  # not JSON: written as default=str writes it
-_KEYS = st.text() | st.integers() | st.booleans() | st.none() | st.floats(allow_nan=False, allow_infinity=False)
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text()
+    | st.builds(Path, st.text(max_size=5))
+)  # not JSON: written as default=str writes it
+_KEYS = (
+    st.text() | st.integers() | st.booleans() | st.none() | st.floats(allow_nan=False, allow_infinity=False)
+)
 _VALUES = st.recursive(
     _SCALARS,
-    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(_KEYS, inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(_KEYS, inner, max_size=4)
+    ),
     max_leaves=30,
 )
 
@@ -370,7 +400,10 @@ def test_a_deep_document_keeps_its_deep_values_on_one_line() -> None:
 
     doc = {"operators": [{"id": "a", "subtasks": [{"handles": [{"path": "x", "size": 1}] * 3}] * 2}]}
     lines = readable_json(doc).splitlines()
-    assert '        {"handles": [{"path": "x", "size": 1}, {"path": "x", "size": 1}, {"path": "x", "size": 1}]},' in lines
+    assert (
+        '        {"handles": [{"path": "x", "size": 1}, {"path": "x", "size": 1}, {"path": "x", "size": 1}]},'
+        in lines
+    )
     assert len(lines) == 11, lines
 
 
@@ -386,7 +419,9 @@ def test_show_counts_each_handles_files_when_they_are_too_many_to_read(monkeypat
     case = next(c for c in cases() if c.flink_version == "1.20.3" and c.scenario == "basic")
     named = case.checkpoint_dir.relative_to(REPO).as_posix()
     doc = json.loads(cli("show", named, "--json").stdout)
-    handles = [h for op in doc["operators"] for s in op["subtasks"] for h in s["managed_keyed"] if h.get("shared")]
+    handles = [
+        h for op in doc["operators"] for s in op["subtasks"] for h in s["managed_keyed"] if h.get("shared")
+    ]
     assert handles, "the fixture has incremental handles"
     every = cli("show", named).stdout
     assert all(f"shared {f['local_path']}:" in every for h in handles for f in h["shared"])
@@ -395,7 +430,11 @@ def test_show_counts_each_handles_files_when_they_are_too_many_to_read(monkeypat
         placed = [f["handle"] for f in files if "path" in f["handle"]]
         inline = [f["handle"] for f in files if "path" not in f["handle"]]
         text = f"{key}: {len({h['path'] for h in placed}):,} files  {human_bytes(sum(h['state_size'] for h in placed))}"
-        return text + (f" + {len(inline):,} inline  {human_bytes(sum(h['state_size'] for h in inline))}" if inline else "")
+        return text + (
+            f" + {len(inline):,} inline  {human_bytes(sum(h['state_size'] for h in inline))}"
+            if inline
+            else ""
+        )
 
     monkeypatch.setattr(show, "FILE_LINES", 1)
     result = cli("show", named)

@@ -124,6 +124,8 @@ def test_a_process_with_several_sessions_leaves_nothing(tmp_path: Path) -> None:
         "    assert s.sparkContext.parallelize(range(100), 4).map(lambda x: x * 2).sum() == 9900\n"
         "    stop_spark()\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert os.listdir(tmp) == [], leftovers(tmp)

@@ -31,7 +31,9 @@ def local_plan(sc: Scenario, tmp_path: Path, n: int = 3) -> tuple[Path, list[Pat
 # row 4: a local root, --trash on S3, shared/ swapped for a symlink while apply runs
 
 
-def test_a_local_to_s3_move_never_follows_a_swapped_in_symlink(s3_server, tmp_path: Path, monkeypatch) -> None:
+def test_a_local_to_s3_move_never_follows_a_swapped_in_symlink(
+    s3_server, tmp_path: Path, monkeypatch
+) -> None:
     """Tracker: row4."""
     from ckptctl.storage import Storage
 
@@ -101,7 +103,9 @@ def test_a_mistyped_trash_bucket_moves_nothing_and_says_so(s3_server, tmp_path: 
     assert all(exists(up["fs"], u) for u in up["orphans"])
 
 
-def test_an_s3_trash_in_the_same_store_copies_server_side_a_request_or_two_per_file(s3_server, tmp_path: Path) -> None:
+def test_an_s3_trash_in_the_same_store_copies_server_side_a_request_or_two_per_file(
+    s3_server, tmp_path: Path
+) -> None:
     """Issue 23: a move to an S3 trash was five sequential requests per file (a HEAD of the source,
     s3fs's HEAD before its copy, the copy, a HEAD of the copy, a delete of one key). Now the size
     the re-validation listed is the source's, the copies run concurrently, each checked by one HEAD,
@@ -138,7 +142,9 @@ def test_an_s3_trash_in_the_same_store_copies_server_side_a_request_or_two_per_f
     copies = [p for m, p in seen if copy_of(m, p)]
     heads = [p for m, p in seen if m == "HEAD"]
     deletes = [p for m, p in seen if m == "POST" and "delete" in p]
-    assert len(copies) == moved and len(heads) == moved and all("/trash-same-store-t/" in p for p in heads), seen
+    assert len(copies) == moved and len(heads) == moved and all("/trash-same-store-t/" in p for p in heads), (
+        seen
+    )
     assert len(deletes) == 1, deletes
 
 
@@ -165,7 +171,9 @@ def test_a_candidate_without_mtime_is_an_invalid_plan(tmp_path: Path) -> None:
 # trash names on S3: never one for two files, never one already taken
 
 
-def test_s3_trash_names_never_meet_nor_overwrite_also_after_an_interrupted_run(s3_server, monkeypatch) -> None:
+def test_s3_trash_names_never_meet_nor_overwrite_also_after_an_interrupted_run(
+    s3_server, monkeypatch
+) -> None:
     """``x``'s trash name is taken, so it would get ``x.~1~`` -- the very name of the candidate
     ``x.~1~``: both copies went to one key, both sources were deleted, one file was lost. Every
     candidate gets a name of its own, none taken before. A run whose DeleteObjects never go
@@ -207,8 +215,9 @@ def test_s3_trash_names_never_meet_nor_overwrite_also_after_an_interrupted_run(s
     after_first = md5s()
     assert all(after_first[k] == hashlib.md5(v).hexdigest() for k, v in sources.items())  # noqa: S324
     assert after_first["t/s3/trash-names/r/x"] == hashlib.md5(b"old!").hexdigest()  # noqa: S324
-    assert {after_first[t[len("s3://trash-names/"):]] for t in first.values()} == {
-        hashlib.md5(v).hexdigest() for v in sources.values()  # noqa: S324
+    assert {after_first[t[len("s3://trash-names/") :]] for t in first.values()} == {
+        hashlib.md5(v).hexdigest()
+        for v in sources.values()  # noqa: S324
     }
 
     refused = Rule(lists_inside("t"), fail=1, fault=denied)
@@ -220,8 +229,9 @@ def test_s3_trash_names_never_meet_nor_overwrite_also_after_an_interrupted_run(s
         k: v for k, v in after_first.items() if k.startswith("t/")
     }
     assert not any(k.startswith("r/") for k in now)
-    assert {now[t[len("s3://trash-names/"):]] for t in second.values()} == {
-        hashlib.md5(v).hexdigest() for v in sources.values()  # noqa: S324
+    assert {now[t[len("s3://trash-names/") :]] for t in second.values()} == {
+        hashlib.md5(v).hexdigest()
+        for v in sources.values()  # noqa: S324
     }
 
 

@@ -63,7 +63,9 @@ def test_a_trash_inside_a_root_through_a_symlink_moves_nothing(tmp_path: Path, l
         (tmp_path / "trash").symlink_to(job / "shared", target_is_directory=True)
         trash = tmp_path / "trash" / "kept"
     plan_file = plan_to_file(tmp_path, str(root), *rebase, *OLD, "--force")
-    assert sc.uri(orphan).replace(str(sc.checkpoints), str(root)) in candidates(json.loads(plan_file.read_text()))
+    assert sc.uri(orphan).replace(str(sc.checkpoints), str(root)) in candidates(
+        json.loads(plan_file.read_text())
+    )
     before = snapshot(sc.root)
     result = apply(plan_file, "--trash", str(trash), expect=None)
     assert result.exit_code in (1, 2) and "overlapping scopes" in result.stderr
@@ -125,11 +127,21 @@ def test_trash_keeps_root_qualified_paths_and_never_overwrites(tmp_path: Path) -
     for sc in (a, b):
         chk = sc.checkpoints / dead / "chk-3"
         chk.mkdir(parents=True)  # Flink evidence: a dead job's checkpoint dir
-        os.utime(chk, (T0, T0))  # after its orphans (T0 - 1h): one begun now would be a first checkpoint in flight
+        os.utime(
+            chk, (T0, T0)
+        )  # after its orphans (T0 - 1h): one begun now would be a first checkpoint in flight
         for i in range(7):
             p = sc.plant(f"checkpoints/{dead}/shared/orphan-{i}")
             planted[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
-    args = [str(a.checkpoints), str(b.checkpoints), *a.rebase, *b.rebase, *OLD, "--force", "--collect-dead-jobs"]
+    args = [
+        str(a.checkpoints),
+        str(b.checkpoints),
+        *a.rebase,
+        *b.rebase,
+        *OLD,
+        "--force",
+        "--collect-dead-jobs",
+    ]
     plan = plan_json(*args)
     assert {"file:" + p for p in planted} <= candidates(plan)
     expected = {c["path"]: c for c in plan["candidates"]}

@@ -36,7 +36,9 @@ from tests.support.s3_copied import upload_scenario
 # S3: exactly the unchanged candidates go, in ceil(n/1000) DeleteObjects and one LIST per directory
 
 
-def test_s3_deletes_exactly_the_unchanged_candidates_in_few_requests(s3_server, spark, tmp_path: Path) -> None:
+def test_s3_deletes_exactly_the_unchanged_candidates_in_few_requests(
+    s3_server, spark, tmp_path: Path
+) -> None:
     bucket = "spark-apply-bulk"
     up = bulk_bucket(s3_server, bucket, {"shared": 500, "taskowned": 400, "chk-78": 300})
     plan = s3_plan(up, bucket, s3_server.endpoint)
@@ -53,7 +55,11 @@ def test_s3_deletes_exactly_the_unchanged_candidates_in_few_requests(s3_server, 
 
     with CountingProxy(s3_server.endpoint) as proxy:
         result = delete_on_executors(
-            spark, StorageOptions.from_env(proxy.endpoint), rows(plan), plan.options.scopes(), str(tmp_path / "m")
+            spark,
+            StorageOptions.from_env(proxy.endpoint),
+            rows(plan),
+            plan.options.scopes(),
+            str(tmp_path / "m"),
         ).to_json()
     n = len(candidates)
     assert result["deleted_files"] == n - 2 and result["failed_files"] == 0
@@ -118,7 +124,9 @@ def test_s3_a_crash_half_way_is_finished_by_a_rerun(s3_server, spark, tmp_path: 
         crash.match = lambda method, path: False
         after_crash = {r["path"] for r in manifest_records(manifests)}
         assert after_crash and after_crash < candidates
-        result = delete_on_executors(spark, options, rows(plan), plan.options.scopes(), str(manifests), batch=10)
+        result = delete_on_executors(
+            spark, options, rows(plan), plan.options.scopes(), str(manifests), batch=10
+        )
     out = result.to_json()
     assert out["failed_files"] == 0 and out["skipped_files"] == 0
     assert out["gone_files"] >= 1, "the batch deleted before the crash is found gone, counted as done"
@@ -145,11 +153,17 @@ def test_s3_keys_deleteobjects_refuses_are_failed_never_deleted(s3_server, spark
     }))  # fmt: skip
     try:
         result = delete_on_executors(
-            spark, StorageOptions.from_env(s3_server.endpoint), rows(plan), plan.options.scopes(), str(tmp_path / "m")
+            spark,
+            StorageOptions.from_env(s3_server.endpoint),
+            rows(plan),
+            plan.options.scopes(),
+            str(tmp_path / "m"),
         ).to_json()
     finally:
         client.delete_bucket_policy(Bucket=bucket)
-    assert [f["path"] for f in result["failed"]] == [denied] and "AccessDenied" in result["failed"][0]["error"]
+    assert [f["path"] for f in result["failed"]] == [denied] and "AccessDenied" in result["failed"][0][
+        "error"
+    ]
     assert result["deleted_files"] == len(plan.candidates) - 1
     assert objects(up, bucket) & {c.path for c in plan.candidates} == {denied}
     assert [r["outcome"] for r in manifest_records(tmp_path / "m") if r["path"] == denied] == ["failed"]
@@ -178,8 +192,18 @@ def test_local_changed_files_and_a_swapped_in_symlink_are_never_deleted(spark, t
     (job / "taskowned").rename(tmp_path / "taskowned-moved-away")
     (job / "taskowned").symlink_to(outside, target_is_directory=True)
     strays = [  # rows no planner writes: outside the roots, not in normal form
-        (sc.uri(outside / owned[0].name), 8, (outside / owned[0].name).stat().st_mtime, "unreferenced-shared"),
-        (sc.uri(job) + "/shared/../shared/" + shared[2].name, 100, shared[2].stat().st_mtime, "unreferenced-shared"),
+        (
+            sc.uri(outside / owned[0].name),
+            8,
+            (outside / owned[0].name).stat().st_mtime,
+            "unreferenced-shared",
+        ),
+        (
+            sc.uri(job) + "/shared/../shared/" + shared[2].name,
+            100,
+            shared[2].stat().st_mtime,
+            "unreferenced-shared",
+        ),
     ]
 
     result = delete_on_executors(
@@ -198,7 +222,9 @@ def test_local_changed_files_and_a_swapped_in_symlink_are_never_deleted(spark, t
     assert all(Path(u[5:]).exists() for u in sc.referenced_by_flink())
 
 
-def test_local_plan_applied_on_executors_leaves_every_retained_checkpoint_restorable(spark, tmp_path: Path) -> None:
+def test_local_plan_applied_on_executors_leaves_every_retained_checkpoint_restorable(
+    spark, tmp_path: Path
+) -> None:
     """End to end on a real Flink root: --keep-last 1 expires two checkpoints; the plan's candidates
     are read back from Parquet as a DataFrame; the expired _metadata go first, in a batch of their
     own on the driver; then `ckptctl verify` passes on every retained checkpoint."""
@@ -234,7 +260,9 @@ def test_local_plan_applied_on_executors_leaves_every_retained_checkpoint_restor
         assert json.loads(verified.stdout)["ok"] is True
 
 
-def test_cli_gc_apply_engine_spark_deletes_on_executors_and_removes_emptied_checkpoints(spark, tmp_path: Path) -> None:
+def test_cli_gc_apply_engine_spark_deletes_on_executors_and_removes_emptied_checkpoints(
+    spark, tmp_path: Path
+) -> None:
     sc = Scenario("2.2.0", "basic", tmp_path)
     job = sc.jobs()[0]
     orphans = [sc.plant(f"checkpoints/{job.name}/shared/orphan-{i}") for i in range(3)]
@@ -252,7 +280,9 @@ def test_cli_gc_apply_engine_spark_deletes_on_executors_and_removes_emptied_chec
     assert sorted(p.name for p in job.iterdir() if p.name.startswith("chk-")) == ["chk-9"], "emptied chk-N go"
 
 
-def test_a_manifest_dir_in_a_root_or_holding_other_files_is_refused_before_anything_goes(spark, tmp_path: Path) -> None:
+def test_a_manifest_dir_in_a_root_or_holding_other_files_is_refused_before_anything_goes(
+    spark, tmp_path: Path
+) -> None:
     from ckptctl.gc.revalidation import GcApplyRefused
 
     sc = Scenario("2.2.0", "basic", tmp_path)

@@ -16,7 +16,6 @@ from tests.support.gc_support import Scenario, ckptctl
 MASTER = "local[*]"
 
 
-
 class DriverResults:
     """Everything Spark hands to the driver (DataFrame and RDD collects, local iterators, takes),
     kept as text to search for paths."""
@@ -26,7 +25,10 @@ class DriverResults:
         from pyspark.sql.classic.dataframe import DataFrame  # not pyspark.sql.DataFrame: its base
 
         self.texts: list[str] = []
-        for cls, names in ((DataFrame, ("collect", "toLocalIterator", "toArrow")), (RDD, ("collect", "toLocalIterator", "take"))):
+        for cls, names in (
+            (DataFrame, ("collect", "toLocalIterator", "toArrow")),
+            (RDD, ("collect", "toLocalIterator", "take")),
+        ):
             for name in names:
                 monkeypatch.setattr(cls, name, self.recording(getattr(cls, name)))
 
@@ -45,7 +47,9 @@ class DriverResults:
         return {p for p in paths if p in blob}
 
 
-def test_apply_of_a_spark_plan_never_brings_the_candidates_to_the_driver(spark, tmp_path: Path, monkeypatch) -> None:
+def test_apply_of_a_spark_plan_never_brings_the_candidates_to_the_driver(
+    spark, tmp_path: Path, monkeypatch
+) -> None:
     import ckptctl.gc.spark.classify as spark_classify
     import ckptctl.gc.spark.plan as spark_plan
 

@@ -150,7 +150,9 @@ def fixed_id_deployments(tmp_path: Path, fixed: str) -> tuple[Scenario, list[tup
 
 
 @pytest.mark.parametrize("fixed", FIXED_IDS)
-def test_changelog_files_of_a_fixed_job_id_another_deployment_uses_are_kept(tmp_path: Path, fixed: str) -> None:
+def test_changelog_files_of_a_fixed_job_id_another_deployment_uses_are_kept(
+    tmp_path: Path, fixed: str
+) -> None:
     """Attacked (a red-team helper): application mode with HA gives every deployment of a cluster
     id one JobID (before Flink 1.16 all zeros, for every deployment), and a cluster-wide
     ``dstl.dfs.base-path`` then holds ``<id>/dstl/`` files of several deployments. Deployment A is

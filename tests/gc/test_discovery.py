@@ -226,9 +226,13 @@ def test_a_second_mount_inside_shared_is_refused(tmp_path: Path) -> None:
         before = {str(p) for p in sc.checkpoints.rglob("*") if "mirror" not in p.parts and p.is_file()}
         plan = plan_json(str(sc.checkpoints), *OLD, "--force", *sc_rebase(sc), expect=1)
         assert "aliased-path" in codes(plan)
-        err = ckptctl("gc", str(sc.checkpoints), "--apply", "--yes", *OLD, "--force", *sc_rebase(sc), expect=None)
+        err = ckptctl(
+            "gc", str(sc.checkpoints), "--apply", "--yes", *OLD, "--force", *sc_rebase(sc), expect=None
+        )
         assert err.exit_code != 0
-        assert before <= {str(p) for p in sc.checkpoints.rglob("*") if "mirror" not in p.parts and p.is_file()}
+        assert before <= {
+            str(p) for p in sc.checkpoints.rglob("*") if "mirror" not in p.parts and p.is_file()
+        }
     finally:
         subprocess.run(["umount", str(mirror)], check=False)
 
@@ -252,7 +256,11 @@ def test_a_tree_deeper_than_path_max_is_one_line_exit_2(tmp_path: Path) -> None:
             f.write("x")
     finally:
         os.close(fd)
-    for args in (["gc", "plan", str(sc.checkpoints), *OLD], ["check", str(sc.checkpoints)], ["ls", str(sc.checkpoints)]):
+    for args in (
+        ["gc", "plan", str(sc.checkpoints), *OLD],
+        ["check", str(sc.checkpoints)],
+        ["ls", str(sc.checkpoints)],
+    ):
         result = ckptctl(*args, expect=2)
         err = result.stderr.strip()
         assert "Traceback" not in err and len(err.splitlines()) == 1 and "file:" in err, err
@@ -341,7 +349,9 @@ def test_dead_jobs_are_kept_unless_collected_explicitly(tmp_path: Path) -> None:
     uris = {sc.uri(p) for p in orphans}
     plan = plan_json(str(sc.checkpoints), *OLD, "--force", *sc_rebase(sc))
     assert not uris & candidates(plan)
-    assert {p["path"]: p["reason"] for p in plan["protected"] if p["path"] in uris} == dict.fromkeys(uris, "dead-job")
+    assert {p["path"]: p["reason"] for p in plan["protected"] if p["path"] in uris} == dict.fromkeys(
+        uris, "dead-job"
+    )
     dead = {d["job"].rpartition("/")[2]: d for d in plan["dead_jobs"]}
     assert dead["d" * 32]["collected"] is False and dead["d" * 32]["evidence"] == "chk-dir"
     collected = plan_json(str(sc.checkpoints), *OLD, "--force", "--collect-dead-jobs", *sc_rebase(sc))
@@ -429,12 +439,16 @@ def test_control_a_root_in_a_plain_named_tenants_shared_dir(tmp_path: Path) -> N
     sc = Scenario("2.2.0", "claim", tmp_path)
     fleet, moves = fleet_with_tenant(sc, tmp_path, "teamB")
     live = live_by_flink(sc, moves)
-    exit_code = plan_apply_then_assert_kept(tmp_path, live, str(fleet), *OLD, "--force", *rebase_args(sc, moves))
+    exit_code = plan_apply_then_assert_kept(
+        tmp_path, live, str(fleet), *OLD, "--force", *rebase_args(sc, moves)
+    )
     assert exit_code == 0
 
 
 @pytest.mark.parametrize("name", ["release-42", "savepoint-2cadc2-053498faf5d0"])
-def test_a_renamed_savepoint_in_a_hex_named_tenants_shared_dir_keeps_its_files(tmp_path: Path, name: str) -> None:
+def test_a_renamed_savepoint_in_a_hex_named_tenants_shared_dir_keeps_its_files(
+    tmp_path: Path, name: str
+) -> None:
     """Attacked (a red-team helper): the tenant directory of redteam4 named as ROOT, the team's
     checkpoints in ``<tenant>/shared/<job>``, and a savepoint an operator moved next to them as
     ``<tenant>/shared/savepoints/release-42`` (savepoints are relocatable; Flink names them
@@ -466,7 +480,9 @@ def test_a_renamed_savepoint_in_a_hex_named_tenants_shared_dir_keeps_its_files(t
     assert plan_apply_then_assert_kept(tmp_path, live | kept, *args) == 0
 
 
-def tenant_with_a_job_running_inside(sc: Scenario, tmp_path: Path) -> tuple[Path, dict[str, Path], Path, Path]:
+def tenant_with_a_job_running_inside(
+    sc: Scenario, tmp_path: Path
+) -> tuple[Path, dict[str, Path], Path, Path]:
     """The scenario's job moved to ``<fleet>/<tenant>/shared/<job>`` (a root below a tenant
     directory named like a job), with a file uploaded a minute after its newest checkpoint (maybe
     for the next one) and an orphan two hours older: (tenant, moves, in flight, old orphan)."""
@@ -613,7 +629,8 @@ def test_a_symlink_to_an_ancestor_is_an_alias_not_a_walk_of_the_machine(tmp_path
     assert "aliased-path" in codes(plan)
     assert {d["path"] for d in plan["discovery"]["not_descended"]} == {f"file:{sc.checkpoints}/up"}
     assert {p["path"]: p["reason"] for p in plan["protected"]}.get(f"file:{sc.checkpoints}/loop") in (
-        "symlink", "not-flink-file",
+        "symlink",
+        "not-flink-file",
     )  # kept either way: a link that loops is never followed
     ckptctl("ls", str(sc.checkpoints), *sc_rebase(sc))
     ckptctl("check", str(sc.checkpoints), *sc_rebase(sc))

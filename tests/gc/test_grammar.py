@@ -218,8 +218,14 @@ def test_a_savepoint_inside_a_jobs_shared_dir_is_retained(tmp_path: Path) -> Non
 def test_s3_a_savepoint_inside_a_jobs_shared_dir_is_retained(s3_server) -> None:
     job = fixture_entry()["job_ids"][0]
     inside = f"checkpoints/{job}/shared/{SAVEPOINT.name}"
-    up = Upload(s3_server, "savepoint-in-shared", extra={f"{inside}/{f.name}": f.read_bytes() for f in SAVEPOINT.iterdir()})
-    p = plan(s3_server.endpoint, up.root, "--older-than", "0s", "--margin", "0s", "--force", "--clock", "local")
+    up = Upload(
+        s3_server,
+        "savepoint-in-shared",
+        extra={f"{inside}/{f.name}": f.read_bytes() for f in SAVEPOINT.iterdir()},
+    )
+    p = plan(
+        s3_server.endpoint, up.root, "--older-than", "0s", "--margin", "0s", "--force", "--clock", "local"
+    )
     assert not p["blocked"], p["refusals"]
     assert up.uri(inside) in {r["path"] for r in p["retained"]}
     assert not {c for c in candidates(p) if SAVEPOINT.name in c}
@@ -293,9 +299,7 @@ def test_forst_working_files_kept_when_the_root_path_contains_shared_op(tmp_path
 
 @pytest.mark.parametrize("dirname", ["chk-03", "chk-\u0663", "chk-\uff13", "chk-3\n"],
                          ids=["leading-zero", "arabic-indic-3", "fullwidth-3", "trailing-newline"])  # fmt: skip
-def test_directories_flink_never_names_are_not_checkpoints(
-    tmp_path: Path, dirname: str
-) -> None:
+def test_directories_flink_never_names_are_not_checkpoints(tmp_path: Path, dirname: str) -> None:
     """Flink names them 'chk-' + Long.toString(id). CHK_RE = ^chk-(\\d+)$ accepts any Unicode
     decimal digit, leading zeros, and (with $) a trailing newline (JOB_ID_RE has the same $).
 

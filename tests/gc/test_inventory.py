@@ -732,7 +732,9 @@ def test_a_manifest_from_beyond_the_clock_is_one_line_exit_2(s3_server, engine: 
 
 
 @pytest.mark.parametrize("in_memory", [True, False])
-def test_a_columnar_files_md5_is_checked_in_memory_or_streamed(tmp_path: Path, monkeypatch, in_memory: bool) -> None:
+def test_a_columnar_files_md5_is_checked_in_memory_or_streamed(
+    tmp_path: Path, monkeypatch, in_memory: bool
+) -> None:
     """Up to HASHED_IN_MEMORY a columnar file is read once and hashed in memory, above it hashed
     as it streams and read again: either way a good file is read and a changed one refused."""
     import ckptctl.inventory as inventory

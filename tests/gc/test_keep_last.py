@@ -98,9 +98,13 @@ def test_keep_last_refuses_while_a_run_restored_under_the_same_job_id_takes_its_
         os.utime(path, (time.time() - 2 * 86400,) * 2)
     assert "job-starting" not in {r["code"] for r in plan_json(*args, expect=None)["refusals"]}
     shutil.rmtree(state.parent)
-    sc.plant(f"checkpoints/{job.name}/chk-10/in-flight-state", mtime=time.time() - 60)  # the running job's next
+    sc.plant(
+        f"checkpoints/{job.name}/chk-10/in-flight-state", mtime=time.time() - 60
+    )  # the running job's next
     plan = plan_json(*args, expect=0)
-    assert not plan["refusals"] and any(e["path"].endswith("/chk-7") for e in plan["expired"]), plan["expired"]
+    assert not plan["refusals"] and any(e["path"].endswith("/chk-7") for e in plan["expired"]), plan[
+        "expired"
+    ]
 
 
 # --- F4: a job starting from an expired checkpoint ---------------------------------------------
@@ -127,7 +131,9 @@ def test_keep_last_refuses_while_a_job_is_starting(tmp_path: Path) -> None:
     )
 
 
-def test_a_checkpoint_copied_under_a_name_flink_never_writes_keeps_its_files_under_keep_last(tmp_path: Path) -> None:
+def test_a_checkpoint_copied_under_a_name_flink_never_writes_keeps_its_files_under_keep_last(
+    tmp_path: Path,
+) -> None:
     """Attack: before the job subsumes chk-N, an operator keeps it as ``chk-0N`` (a zero-padded
     backup beside it; ``flink run -s …/chk-0N`` restores from it). Flink never writes that name,
     so it never subsumes it. ``--keep-last 1`` expires chk-N, but the copy's ``_metadata`` still
@@ -143,7 +149,9 @@ def test_a_checkpoint_copied_under_a_name_flink_never_writes_keeps_its_files_und
     shutil.copytree(oldest, copy)
     for f in copy.rglob("*"):
         os.utime(f, (T0, T0))
-    exp = json.loads((REPO / sc.entry["expected_dir"] / oldest.relative_to(sc.root)).with_suffix(".json").read_text())
+    exp = json.loads(
+        (REPO / sc.entry["expected_dir"] / oldest.relative_to(sc.root)).with_suffix(".json").read_text()
+    )
     shared = {
         "file:" + str(sc.root) + r["path"].removeprefix("file:")[len(sc.original) :]
         for r in exp["references"]

@@ -38,4 +38,6 @@ def test_bad_options_are_refused(changes: dict, option: str) -> None:
 
 def test_the_defaults_and_the_edges_are_accepted() -> None:
     GcOptions(ROOT).validate()
-    GcOptions(ROOT, keep_last=1, older_than=0.0, margin=0.0, max_delete_fraction=1.0, clock="local").validate()
+    GcOptions(
+        ROOT, keep_last=1, older_than=0.0, margin=0.0, max_delete_fraction=1.0, clock="local"
+    ).validate()

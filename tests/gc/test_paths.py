@@ -78,9 +78,9 @@ def test_directory_grammar(directory: str, area: str, job: str | None) -> None:
 def test_the_root_itself_can_be_a_job_or_a_savepoint() -> None:
     assert place_of(f"file:/r/{J}", f"file:/r/{J}/shared").job == f"file:/r/{J}"
     assert place_of("file:/r/job-a", "file:/r/job-a/shared").area == "other"
-    assert place_of("file:/r/savepoint-abc123-0123456789ab", "file:/r/savepoint-abc123-0123456789ab/x").area == (
-        "savepoint"
-    )
+    assert place_of(
+        "file:/r/savepoint-abc123-0123456789ab", "file:/r/savepoint-abc123-0123456789ab/x"
+    ).area == ("savepoint")
 
 
 def test_forst_working_directories_are_named() -> None:

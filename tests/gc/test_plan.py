@@ -92,13 +92,17 @@ def test_gc_console_names_the_largest_orphans_and_a_blocked_plan_is_not_to_apply
     big = sc.plant(f"checkpoints/{job}/shared/big-orphan", size=50_000)
     for i in range(12):
         sc.plant(f"checkpoints/{job}/shared/small-{i:02d}", size=10 + i)
-    out = ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, *OLD, "--force", env={"COLUMNS": "200"}).stdout
+    out = ckptctl(
+        "gc", "plan", str(sc.checkpoints), *sc.rebase, *OLD, "--force", env={"COLUMNS": "200"}
+    ).stdout
     assert "largest orphans" in out and big.name in out and "small-11" in out and "small-00" not in out
     blocked = tmp_path / "blocked.json"
     text = ckptctl("gc", "plan", str(sc.checkpoints), *OLD, "-o", str(blocked), expect=1).stdout
     assert "apply with" not in text and "can never be applied" in text
     missing_dir = tmp_path / "no" / "such" / "plan.json"
-    err = ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, *OLD, "-o", str(missing_dir), expect=2).stderr
+    err = ckptctl(
+        "gc", "plan", str(sc.checkpoints), *sc.rebase, *OLD, "-o", str(missing_dir), expect=2
+    ).stderr
     assert "no such directory" in err and "Traceback" not in err
 
 
@@ -415,7 +419,9 @@ def test_worker_process_gives_the_same_plan(tmp_path: Path, monkeypatch) -> None
             assert parallel[key] == inline[key], key
         return parallel
 
-    assert inline_and_parallel(str(sc.checkpoints), *sc.rebase, *OLD, "--keep-last", "2", "--force", expect=0)["expired"]
+    assert inline_and_parallel(
+        str(sc.checkpoints), *sc.rebase, *OLD, "--keep-last", "2", "--force", expect=0
+    )["expired"]
     gone = min(u for u in sc.referenced_by_flink() if "/shared/" in u)
     os.remove(gone.removeprefix("file:"))
     plan = inline_and_parallel(str(sc.checkpoints), *sc.rebase, *OLD, "--force", expect=1)
@@ -456,7 +462,9 @@ def test_changelog_dir_inside_the_root_is_classified_as_changelog(tmp_path: Path
     assert {c["path"] for c in inside["candidates"]} == {c["path"] for c in apart["candidates"]}
     dstl_reasons = {c["reason"] for c in inside["candidates"] if c["path"].startswith(sc.uri(dstl) + "/")}
     assert dstl_reasons and dstl_reasons <= {"expired-only", "unreferenced-changelog"}
-    assert "expired-only" in dstl_reasons, "the fixture's older checkpoints hold DSTL files the newest does not"
+    assert "expired-only" in dstl_reasons, (
+        "the fixture's older checkpoints hold DSTL files the newest does not"
+    )
     assert not any(p["path"].startswith(sc.uri(dstl) + "/") and p["reason"] == "not-flink-file"
                    for p in inside["protected"])  # fmt: skip
 
@@ -530,7 +538,9 @@ def test_one_tree_under_two_names_is_refused(tmp_path: Path) -> None:
     sc = Scenario("2.2.0", "basic", tmp_path)
     alias = tmp_path / "alias"
     alias.symlink_to(sc.checkpoints)
-    result = ckptctl("gc", "plan", str(sc.checkpoints), str(alias), *sc.rebase, *OLD, "--force", "--json", expect=1)
+    result = ckptctl(
+        "gc", "plan", str(sc.checkpoints), str(alias), *sc.rebase, *OLD, "--force", "--json", expect=1
+    )
     codes = {r["code"] for r in json.loads(result.stdout)["refusals"]}
     assert "overlapping-scopes" in codes
 

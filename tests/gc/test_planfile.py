@@ -168,9 +168,7 @@ def test_apply_uses_the_plans_endpoint(s3_server, tmp_path: Path) -> None:
         ("changelog_dirs", ["/tmp/\ud800"]),
     ],
 )
-def test_plan_file_paths_with_nul_or_lone_surrogates_are_invalid(
-    tmp_path: Path, field: str, value
-) -> None:
+def test_plan_file_paths_with_nul_or_lone_surrogates_are_invalid(tmp_path: Path, field: str, value) -> None:
     """Tracker: f8a."""
     sc = Scenario("1.20.3", "basic", tmp_path)
     plan_file = plan_to_file(tmp_path, str(sc.checkpoints), *sc.rebase, *OLD, "--force")

@@ -307,7 +307,11 @@ def test_spark_plan_equals_local_plan_over_random_graphs_and_mistakes(graph, mis
         if spark["refusals"]:  # blocked: apply deletes nothing (the test above)
             return
         candidates = {c["path"] for c in spark["candidates"]}
-        assert not candidates & must_stay, f"{mistakes}: live or in-flight candidates {sorted(candidates & must_stay)[:3]}"
-        assert all(c.startswith(f"file:{root}/") for c in candidates), f"{mistakes}: a candidate outside the root"
+        assert not candidates & must_stay, (
+            f"{mistakes}: live or in-flight candidates {sorted(candidates & must_stay)[:3]}"
+        )
+        assert all(c.startswith(f"file:{root}/") for c in candidates), (
+            f"{mistakes}: a candidate outside the root"
+        )
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -59,7 +59,9 @@ def _flags(run: DirFiles, names: set[str]) -> bytes:
 
 def test_a_run_at_a_time_and_a_batch_of_directories_agree() -> None:
     rng = random.Random(7)
-    rule = FileRule(CUTOFF, NOW + 60, MARGIN, INVENTORY, {"cutoff": CUTOFF}, {"inventory_created": INVENTORY}, True)
+    rule = FileRule(
+        CUTOFF, NOW + 60, MARGIN, INVENTORY, {"cutoff": CUTOFF}, {"inventory_created": INVENTORY}, True
+    )
     contexts = _contexts()
     runs, live, expired = [], [], []
     for d, _ctx in enumerate(contexts * 3):
@@ -77,13 +79,19 @@ def test_a_run_at_a_time_and_a_batch_of_directories_agree() -> None:
     verdicts = Verdicts()
     for d, item in enumerate(items):
         (decided,) = rule.decide_runs([item], verdicts, None)
-        for outcome, at, codes in (("taken", decided.took, decided.took_as), ("kept", decided.kept, decided.kept_as)):
+        for outcome, at, codes in (
+            ("taken", decided.took, decided.took_as),
+            ("kept", decided.kept, decided.kept_as),
+        ):
             for i, code in zip(at, codes, strict=True):
                 by_run[d, item.run.names[i]] = (outcome, *verdicts.pairs[code])
     together: dict[tuple[int, str], tuple] = {}
     for d, decided in enumerate(rule.decide_runs(items, verdicts, None)):
         assert decided.run is runs[d]
-        for outcome, at, codes in (("taken", decided.took, decided.took_as), ("kept", decided.kept, decided.kept_as)):
+        for outcome, at, codes in (
+            ("taken", decided.took, decided.took_as),
+            ("kept", decided.kept, decided.kept_as),
+        ):
             for i, code in zip(at, codes, strict=True):
                 together[d, decided.run.names[i]] = (outcome, *verdicts.pairs[code])
     assert together == by_run
@@ -104,7 +112,9 @@ def test_a_run_at_a_time_and_a_batch_of_directories_agree() -> None:
                     pa.array(settled), pa.array(gone)), batch_verdicts,
     )  # fmt: skip
     by_batch = {}
-    for k, (code, t, kk) in enumerate(zip(codes.to_pylist(), taken.to_pylist(), kept.to_pylist(), strict=True)):
+    for k, (code, t, kk) in enumerate(
+        zip(codes.to_pylist(), taken.to_pylist(), kept.to_pylist(), strict=True)
+    ):
         assert not (t and kk)
         if t or kk:
             name = names[k].decode("utf-8", "surrogatepass")
@@ -149,8 +159,14 @@ def test_a_name_that_only_looks_like_a_forst_control_file_is_judged_like_any_oth
     verdicts = Verdicts()
     expired = _flags(run, {"LOGx", "MANIFEST-x", "CURRENT", "000001.sst"})
     (decided,) = rule.decide_runs([RunToDecide(run, forst, None, {}, expired)], verdicts, None)
-    got = {run.names[i]: ("taken", verdicts.pairs[c][0]) for i, c in zip(decided.took, decided.took_as, strict=True)}
-    got |= {run.names[i]: ("kept", verdicts.pairs[c][0]) for i, c in zip(decided.kept, decided.kept_as, strict=True)}
+    got = {
+        run.names[i]: ("taken", verdicts.pairs[c][0])
+        for i, c in zip(decided.took, decided.took_as, strict=True)
+    }
+    got |= {
+        run.names[i]: ("kept", verdicts.pairs[c][0])
+        for i, c in zip(decided.kept, decided.kept_as, strict=True)
+    }
     assert got == {
         "LOGx": ("taken", Reason.EXPIRED_ONLY), "MANIFEST-x": ("taken", Reason.EXPIRED_ONLY),
         "CURRENT": ("kept", Reason.FORST_CONTROL_FILE), "000001.sst": ("taken", Reason.EXPIRED_ONLY),
@@ -219,12 +235,21 @@ def test_the_columnar_rule_decides_as_one_condition_at_a_time() -> None:
                 run.add(name, rng.randrange(1000), rng.choice(times), rng.random() < 0.05)
             live = {n for n in run.names if rng.random() < 0.3}
             gone = {n for n in run.names if rng.random() < 0.3}
-            items.append((RunToDecide(run, rng.choice(_contexts()), _flags(run, live), {}, _flags(run, gone)), live, gone))
+            items.append(
+                (
+                    RunToDecide(run, rng.choice(_contexts()), _flags(run, live), {}, _flags(run, gone)),
+                    live,
+                    gone,
+                )
+            )
         verdicts = Verdicts()
         for (item, live, gone), decided in zip(items, rule.decide_runs([i[0] for i in items], verdicts, None),
                                                strict=True):  # fmt: skip
             got = {}
-            for outcome, at, codes in (("taken", decided.took, decided.took_as), ("kept", decided.kept, decided.kept_as)):
+            for outcome, at, codes in (
+                ("taken", decided.took, decided.took_as),
+                ("kept", decided.kept, decided.kept_as),
+            ):
                 got |= {i: (outcome, *verdicts.pairs[c]) for i, c in zip(at, codes, strict=True)}
             run = item.run
             want = {i: _one_file(rule, item.context, name, run.mtime(i), bool(run.links[i]), name in gone)

@@ -55,4 +55,7 @@ def test_files_made_live_again_leave_the_protected_list_and_its_totals() -> None
     assert d.relive({"file:/r/job/savepoints/sp/f1", "file:/r/job/savepoints/sp/f3"}) == (2, 2 + 4)
     (totals,) = d.totals()
     assert (totals.n, totals.bytes, totals.digest) == (2, 1 + 3, 0 + 2)
-    assert [f.path for f in d.decisions()["protected"]] == ["file:/r/job/savepoints/sp/f0", "file:/r/job/savepoints/sp/f2"]
+    assert [f.path for f in d.decisions()["protected"]] == [
+        "file:/r/job/savepoints/sp/f0",
+        "file:/r/job/savepoints/sp/f2",
+    ]

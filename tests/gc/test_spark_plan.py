@@ -27,7 +27,6 @@ NOW = time.time()
 CLOCK = [NOW]  # S3 tests move it past their uploads
 
 
-
 @pytest.fixture(autouse=True)
 def fixed_clock(monkeypatch):
     CLOCK[0] = NOW
@@ -92,7 +91,9 @@ def test_a_released_plan_leaves_nothing_cached(spark, tmp_path: Path) -> None:
     v, s, _d, _o = next(iter(scenario_roots()))
     sc = Scenario(v, s, tmp_path)
     sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan-old")
-    options = GcOptions((str(sc.checkpoints),), older_than=DAY, force=True, rebase=Rebase.of([(sc.original, str(sc.root))]))
+    options = GcOptions(
+        (str(sc.checkpoints),), older_than=DAY, force=True, rebase=Rebase.of([(sc.original, str(sc.root))])
+    )
     persisted = spark.sparkContext._jsc.getPersistentRDDs
     before = persisted().size()
     plan = build_plan_spark(Storage(), options, MASTER)
@@ -167,7 +168,9 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
     elif name == "special-names":
         sc.plant(f"checkpoints/{job.name}/shared/_metadata")
         sc.plant(f"checkpoints/{job.name}/taskowned/a\\b")
-    elif name == "forst-control-names":  # names the rule reads one by one, in a ForSt directory no checkpoint uses
+    elif (
+        name == "forst-control-names"
+    ):  # names the rule reads one by one, in a ForSt directory no checkpoint uses
         dead = f"checkpoints/{job.name}/shared/op_Dead_0123__1_2__attempt_9/db"
         for leaf in ("CURRENT", "MANIFEST-000004", "OPTIONS-000007", "LOG.old.1", "LOG", "IDENTITY", "LOCK", "LOGx",
                      "CURRENTLY", "MANIFEST-x", "000042.sst", "_metadata", "a\\b"):  # fmt: skip
@@ -199,7 +202,9 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
         sc.plant("checkpoints/" + "b" * 32 + "/shared/fresh", mtime=NOW - 10)
         sc.plant(f"checkpoints/{job.name}/shared/young", mtime=NOW - 10)
         return {"keep_last": 1, "max_delete_fraction": 1.0}
-    elif name == "restored-under-same-id":  # a rolled-back run's first checkpoint, below the newest completed one
+    elif (
+        name == "restored-under-same-id"
+    ):  # a rolled-back run's first checkpoint, below the newest completed one
         for f in (job / "chk-8").iterdir():
             f.unlink()
         sc.plant(f"checkpoints/{job.name}/chk-8/in-flight-state", mtime=NOW - 10)
@@ -208,7 +213,9 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
         sc.plant(f"checkpoints/{job.name}/chk-1000/state", mtime=T0)
         sc.plant(f"checkpoints/{job.name}/chk-1000/._metadata.inprogress.0f1e", mtime=NOW - 5)
         sc.plant(f"checkpoints/{job.name}/chk-999/._metadata.inprogress.a9b8", mtime=T0)
-    elif name == "savepoint-metadata-gone":  # its files protected, then live again (FLINK-39964: a checkpoint uses them)
+    elif (
+        name == "savepoint-metadata-gone"
+    ):  # its files protected, then live again (FLINK-39964: a checkpoint uses them)
         for metadata in (sc.root / "savepoints").glob("savepoint-*/_metadata"):
             metadata.unlink()
         return {"savepoint_dirs": (str(sc.root / "savepoints"),), "max_delete_fraction": 1.0}
@@ -216,7 +223,9 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
         (sc.root / "empty-savepoints").mkdir()
         sc.plant("dstl/orphan-changelog")
         sc.plant(f"checkpoints/{job.name}/shared/young", mtime=NOW - 10)
-        for savepoint in sorted((sc.root / "savepoints").glob("savepoint-*"))[:1]:  # protected beside relived files
+        for savepoint in sorted((sc.root / "savepoints").glob("savepoint-*"))[
+            :1
+        ]:  # protected beside relived files
             sc.plant(str((savepoint / "stray").relative_to(sc.root)))
         savepoints = [str(p) for p in (sc.root / "savepoints", sc.root / "empty-savepoints") if p.is_dir()]
         return {"savepoint_dirs": tuple(savepoints), "max_delete_fraction": 1.0}
@@ -266,11 +275,20 @@ def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, versio
         reasons = {d["path"].rsplit("/", 1)[1]: d["reason"] for d in plan["candidates"] + plan["protected"]
                    if "/op_Dead_0123__" in d["path"]}  # fmt: skip
         assert {n for n, r in reasons.items() if r == "forst-control-file"} == {
-            "CURRENT", "MANIFEST-000004", "OPTIONS-000007", "LOG.old.1", "LOG", "IDENTITY", "LOCK"}
+            "CURRENT",
+            "MANIFEST-000004",
+            "OPTIONS-000007",
+            "LOG.old.1",
+            "LOG",
+            "IDENTITY",
+            "LOCK",
+        }
         assert reasons["LOGx"] == reasons["CURRENTLY"] == reasons["000042.sst"] == "unreferenced-forst"
         assert reasons["_metadata"] == "not-flink-file" and reasons["a\\b"] == "abnormal-path"
     if attack == "restored-under-same-id":  # both planners see the run restored from an older checkpoint
-        assert any(r["code"] == "job-starting" and "/chk-8" in r["message"] for r in plan["refusals"]), plan["refusals"]
+        assert any(r["code"] == "job-starting" and "/chk-8" in r["message"] for r in plan["refusals"]), plan[
+            "refusals"
+        ]
 
 
 def test_spark_plan_equals_local_plan_under_attacks_planned_together(spark, tmp_path: Path) -> None:
@@ -300,7 +318,10 @@ def test_spark_plan_equals_local_plan_under_attacks_planned_together(spark, tmp_
     # directory makes no checkpoint, its old chk-N is an incomplete one's leftovers
     reasons = {d["path"].split("/checkpoints/", 1)[1].split("/", 1)[1]: d["reason"]
                for d in plan["candidates"] + plan["protected"] if "/chk-7" in d["path"]}  # fmt: skip
-    assert reasons["chk-77"] == "not-flink-file" and reasons["chk-78/_metadata/part-0"] == "incomplete-checkpoint"
+    assert (
+        reasons["chk-77"] == "not-flink-file"
+        and reasons["chk-78/_metadata/part-0"] == "incomplete-checkpoint"
+    )
     stand_ins = {d["path"].rsplit("/", 1)[1]: d["reason"] for d in plan["candidates"] + plan["protected"]
                  if "/shared/stand-in-" in d["path"]}  # fmt: skip
     assert stand_ins == {f"stand-in-{name}": "no-mtime" for name in STAND_INS}
@@ -326,7 +347,17 @@ def test_spark_plan_of_a_name_that_is_no_utf8_is_one_line_naming_it(spark, tmp_p
         (sc.root / rel).symlink_to(sc.checkpoints)
     options = sc.gc_options(max_delete_fraction=1.0)
     assert build_plan(Storage(), options).total_files > 0
-    args = [str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--force", "--engine", "spark", "--master", MASTER]
+    args = [
+        str(sc.checkpoints),
+        *sc.rebase,
+        "--older-than",
+        "1d",
+        "--force",
+        "--engine",
+        "spark",
+        "--master",
+        MASTER,
+    ]
     message = ckptctl("gc", "plan", *args, expect=2).stderr.strip()
     assert len(message.splitlines()) == 1 and "orphan-\\udcff: a name that is not UTF-8" in message, message
 
@@ -341,7 +372,9 @@ def test_spark_plan_anchors_a_tenants_files_on_s3_as_in_process(spark, s3_server
     from tests.support.fixture_cases import REPO
     from tests.support.s3_copied import VERSION, manifest
 
-    entry = next(e for e in manifest()["entries"] if e["flink_version"] == VERSION and e["scenario"] == "basic")
+    entry = next(
+        e for e in manifest()["entries"] if e["flink_version"] == VERSION and e["scenario"] == "basic"
+    )
     data = REPO / entry["data_dir"] / "checkpoints"
     (job,) = [p.name for p in data.iterdir()]
     bucket, base = "spark-tenant-flight", "fleet/3fa85f6457174562b3fc2c963f66afa6/shared"
@@ -375,7 +408,9 @@ def test_spark_plan_keeps_the_changelog_of_a_fixed_job_id_as_in_process(spark, t
     options = GcOptions((str(a.checkpoints),), changelog_dirs=(str(a.root / "dstl"),), rebase=Rebase.of(mappings),
                         older_than=86400.0, margin=600.0, force=True)  # fmt: skip
     plan = assert_same_plan(Storage(), options)
-    reasons = {c["path"]: c["reason"] for c in plan["candidates"]} | {p["path"]: p["reason"] for p in plan["protected"]}
+    reasons = {c["path"]: c["reason"] for c in plan["candidates"]} | {
+        p["path"]: p["reason"] for p in plan["protected"]
+    }
     assert {reasons[u] for u in needed} == {"changelog-fixed-job-id"}
 
 
@@ -412,13 +447,17 @@ def test_spark_plan_of_a_reference_that_is_no_utf8_is_one_line(spark, tmp_path: 
     assert "\\ud800" in str(raised.value) and "\n" not in str(raised.value)
 
 
-def test_spark_plan_of_a_file_merging_root_reports_the_same_partially_live_files(spark, tmp_path: Path) -> None:
+def test_spark_plan_of_a_file_merging_root_reports_the_same_partially_live_files(
+    spark, tmp_path: Path
+) -> None:
     sc = Scenario("1.20.3", "filemerging", tmp_path)
     plan = assert_same_plan(Storage(), sc.gc_options(max_delete_fraction=1.0))
     assert plan["live_files"] > 0
 
 
-def test_spark_plan_orders_tied_reasons_and_joins_many_segments_as_in_process(spark, tmp_path: Path, monkeypatch) -> None:
+def test_spark_plan_orders_tied_reasons_and_joins_many_segments_as_in_process(
+    spark, tmp_path: Path, monkeypatch
+) -> None:
     """Reasons of one list with equal counts come in the order of their first file in the listing
     (``Counter.most_common``), not by name; the segments' spans joined to the files (more than
     :data:`BROADCAST_SPANS`) decide as when broadcast."""
@@ -478,7 +517,9 @@ def test_spark_plan_lists_in_parquet_are_checked_on_apply(spark, tmp_path: Path)
         read_lists(spark, str(plan_file), broken)
 
 
-def test_spark_plan_lists_written_with_or_without_a_shuffle_are_the_same(spark, tmp_path: Path, monkeypatch) -> None:
+def test_spark_plan_lists_written_with_or_without_a_shuffle_are_the_same(
+    spark, tmp_path: Path, monkeypatch
+) -> None:
     """Few tasks and jobs: the lists are written as decided (a file per task and directory); many:
     shuffled to a task per directory (a file each); a small plan's, from the driver (a file per
     directory). The same rows and directories every way, each verified by its digests on apply."""
@@ -491,7 +532,9 @@ def test_spark_plan_lists_written_with_or_without_a_shuffle_are_the_same(spark, 
         sc.plant(f"checkpoints/{sc.jobs()[0].name}/shared/orphan-{i}")
     written, dirs = {}, {}
     for limit in (spark_plan.WRITE_FILES, 0, "driver"):
-        monkeypatch.setattr(spark_classify, "COLLECT_FILES", spark_plan.INLINE_FILES if limit == "driver" else -1)
+        monkeypatch.setattr(
+            spark_classify, "COLLECT_FILES", spark_plan.INLINE_FILES if limit == "driver" else -1
+        )
         monkeypatch.setattr(spark_plan, "WRITE_FILES", spark_plan.WRITE_FILES if limit == "driver" else limit)
         plan_file = tmp_path / f"plan-{limit}.json"
         ckptctl("gc", "plan", str(sc.checkpoints), *sc.rebase, "--older-than", "1d", "--margin", "10m", "--force",
@@ -534,14 +577,30 @@ def test_lists_of_an_empty_plan_read_back_empty_both_ways(spark, tmp_path: Path,
         assert spark_plan.read_lists(spark, str(plan_file), record).count() == 0
 
 
-def test_partition_directories_written_from_the_driver_are_named_as_spark_names_them(spark, tmp_path: Path) -> None:
+def test_partition_directories_written_from_the_driver_are_named_as_spark_names_them(
+    spark, tmp_path: Path
+) -> None:
     """A small plan's lists are written by pyarrow on the driver, in the directories Spark's own
     write makes (and reads back to the same values): the escaping of partition values."""
     from ckptctl.gc.spark.decided import escape_path_name
 
-    values = ["none", "a/b", "x=y:z", "100%", "q?#*'\"{[]^", "tab\there", "line\nbreak", "\x7f", "sp ace", "é😀", ""]
+    values = [
+        "none",
+        "a/b",
+        "x=y:z",
+        "100%",
+        "q?#*'\"{[]^",
+        "tab\there",
+        "line\nbreak",
+        "\x7f",
+        "sp ace",
+        "é😀",
+        "",
+    ]
     out = tmp_path / "by-spark"
-    spark.createDataFrame([(v, 1) for v in values], "job_id string, n int").write.partitionBy("job_id").parquet(str(out))
+    spark.createDataFrame([(v, 1) for v in values], "job_id string, n int").write.partitionBy(
+        "job_id"
+    ).parquet(str(out))
     assert {p.name for p in out.glob("job_id=*")} == {f"job_id={escape_path_name(v)}" for v in values}
     back = {r.job_id for r in spark.read.parquet(str(out)).collect()}
     assert back == {v or None for v in values}
@@ -586,7 +645,9 @@ def test_spark_plan_lists_each_s3_prefix_once(spark, s3_server) -> None:
     def full_listing(method: str, path: str) -> bool:
         q = query(path)
         if q.get("list-type") == "2" and "delimiter" not in q and q.get("max-keys") != "1":
-            asked.append((path.split("?")[0], q.get("prefix"), q.get("start-after"), q.get("continuation-token")))
+            asked.append(
+                (path.split("?")[0], q.get("prefix"), q.get("start-after"), q.get("continuation-token"))
+            )
         return False
 
     with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[Rule(full_listing)]) as proxy:
@@ -619,8 +680,12 @@ def test_spark_plan_equals_local_plan_over_s3_with_odd_keys(spark, s3_server) ->
     decided = {d["path"] for d in plan["candidates"] + plan["protected"]}
     assert {f"s3://{bucket}/{k}" for k in odd} <= decided
     client.put_object(Bucket=bucket, Key="top-level", Body=b"odd")
-    whole = assert_same_plan(storage, replace(_s3_options(up, bucket), roots=(f"s3://{bucket}",)))  # no prefix
-    assert {d["path"] for d in whole["candidates"] + whole["protected"]} >= decided | {f"s3://{bucket}/top-level"}
+    whole = assert_same_plan(
+        storage, replace(_s3_options(up, bucket), roots=(f"s3://{bucket}",))
+    )  # no prefix
+    assert {d["path"] for d in whole["candidates"] + whole["protected"]} >= decided | {
+        f"s3://{bucket}/top-level"
+    }
 
 
 def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> None:
@@ -636,7 +701,11 @@ def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> Non
     bucket, rows = up["bucket"], up["rows"]
     report = rows + versioned_rows(bucket, up["job"], rows)
     at, twice = next((i, r) for i, r in enumerate(report) if r["key"].endswith("/shared/planted-0"))
-    again = {**twice, "size": twice["size"] + 1000, "last_modified_date": twice["last_modified_date"] - timedelta(days=1)}
+    again = {
+        **twice,
+        "size": twice["size"] + 1000,
+        "last_modified_date": twice["last_modified_date"] - timedelta(days=1),
+    }
     half = -(-(len(report) + 1) // 2)  # write_inventory's two data files
     report = [again, *report] if at + 1 >= half else [*report, again]
     manifest = write_inventory(s3_server, report, fmt, source=bucket)
@@ -694,7 +763,9 @@ def test_spark_plan_folds_a_checkpoint_only_an_inventory_lists_as_in_process(spa
     next_second()
     rows = listing(s3_server, bucket)
     twice = next(r for r in rows if "/shared/planted-" in r["key"])
-    manifest = write_inventory(s3_server, [*rows, {**twice, "size": twice["size"] + 1}], "Parquet", source=bucket)
+    manifest = write_inventory(
+        s3_server, [*rows, {**twice, "size": twice["size"] + 1}], "Parquet", source=bucket
+    )
     CLOCK[0] = time.time()
     storage = Storage(StorageOptions.from_env(s3_server.endpoint))
     plan = assert_same_plan(storage, _s3_options(up, bucket, inventory=manifest))
@@ -734,23 +805,48 @@ def test_auto_plans_an_inventory_too_big_for_this_process_on_spark(spark, s3_ser
             "--force", "--json"]  # fmt: skip
     CLOCK[0] = time.time()
     storage = Storage(StorageOptions.from_env(s3_server.endpoint))
-    assert most_rows(read_manifest(storage, manifest, latest=float("inf"))) >= len(up["rows"])  # an upper bound
+    assert most_rows(read_manifest(storage, manifest, latest=float("inf"))) >= len(
+        up["rows"]
+    )  # an upper bound
     here = ckptctl(*args)
     monkeypatch.setattr(machine, "machine_memory", lambda: 64 << 10)
     small = ckptctl(*args)
     in_process, on_spark = json.loads(here.stdout), json.loads(small.stdout)
     assert "engine" not in in_process and "on Spark" not in here.stderr
     assert on_spark["engine"]["kind"] == "spark" and "so the plan is made on Spark" in small.stderr
-    assert {c["path"] for c in on_spark["candidates"]} == {c["path"] for c in in_process["candidates"]} == up["orphans"]
+    assert (
+        {c["path"] for c in on_spark["candidates"]}
+        == {c["path"] for c in in_process["candidates"]}
+        == up["orphans"]
+    )
 
 
 def _summary_view(summary) -> tuple:
     """What the driver reads of a Spark plan's summary (the directories in their order)."""
-    fields = ("kg", "key", "root_idx", "files", "bytes", "future", "duplicated", "live_files", "live_bytes", "mtime")
+    fields = (
+        "kg",
+        "key",
+        "root_idx",
+        "files",
+        "bytes",
+        "future",
+        "duplicated",
+        "live_files",
+        "live_bytes",
+        "mtime",
+    )
     dirs = [(*(getattr(d, f) for f in fields), d.metadata and tuple(d.metadata)) for d in summary.dirs]
     notes = [(k, r.key, r.root_idx, r.pos, r.mtime) for k, r in summary.notes]
-    return (dirs, notes, summary.rows_read, summary.rows_kept, summary.future, summary.live, summary.missing,
-            summary.being_written)
+    return (
+        dirs,
+        notes,
+        summary.rows_read,
+        summary.rows_kept,
+        summary.future,
+        summary.live,
+        summary.missing,
+        summary.being_written,
+    )
 
 
 @pytest.fixture
@@ -794,7 +890,10 @@ def test_the_summary_by_hash_aggregates_is_the_sorting_ones(spark, s3_server, tm
     folder = base["key"].rpartition("/")[0]
     # the folder's first names (before its UUIDs), tied on their first seven bytes
     tied = [{**base, "key": f"{folder}/{name}"} for name in ("0000000-2", "0000000-10", "0000001")]
-    sub = {**base, "key": f"{folder}/000000-sub/x"}  # a subdirectory sorting just before the folder's first file
+    sub = {
+        **base,
+        "key": f"{folder}/000000-sub/x",
+    }  # a subdirectory sorting just before the folder's first file
     storage = Storage(StorageOptions.from_env(s3_server.endpoint))
     CLOCK[0] = time.time()
     for extra, sorts in (([*tied, sub], False), ([*tied, {**sub, "key": f"{folder}/0000000-0/x"}], True)):
@@ -805,7 +904,10 @@ def test_the_summary_by_hash_aggregates_is_the_sorting_ones(spark, s3_server, tm
     sc = Scenario(v, s, tmp_path)
     job = next(p for p in sc.checkpoints.iterdir() if p.is_dir())
     later = time.time() + 400 * DAY
-    for name in ("from-the-future", "0000000-future"):  # the first file dated in the future, by hash aggregates
+    for name in (
+        "from-the-future",
+        "0000000-future",
+    ):  # the first file dated in the future, by hash aggregates
         sc.plant(f"checkpoints/{job.name}/shared/{name}", mtime=later)
     assert_same_plan(Storage(), GcOptions((str(sc.checkpoints),), older_than=DAY, force=True,
                                           rebase=Rebase.of([(sc.original, str(sc.root))])))  # fmt: skip
@@ -843,7 +945,9 @@ def test_directories_are_ordered_by_their_first_files_with_names_read_for_nested
     assert decided > 200
 
 
-def test_spark_plan_of_order_keys_beyond_two_longs_sorts_as_in_process(spark, tmp_path: Path, monkeypatch) -> None:
+def test_spark_plan_of_order_keys_beyond_two_longs_sorts_as_in_process(
+    spark, tmp_path: Path, monkeypatch
+) -> None:
     """A listing position too large for the packed order key (here: any beyond 1) makes the
     summary sort: the plan is still the local planner's."""
     from ckptctl.gc import GcOptions

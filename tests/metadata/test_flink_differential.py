@@ -112,5 +112,9 @@ def test_backend_identifiers_become_the_uuids_flink_makes() -> None:
     rows = json.loads(d.UUIDS.read_text())["uuids"]
     canonical = sum(r["s"].lower() == r["uuid"] for r in rows)
     assert len(rows) >= 1000 and 100 < canonical < len(rows) - 100  # both paths are exercised
-    wrong = [(r["s"], r["uuid"], flink_backend_uuid(r["s"])) for r in rows if flink_backend_uuid(r["s"]) != r["uuid"]]
+    wrong = [
+        (r["s"], r["uuid"], flink_backend_uuid(r["s"]))
+        for r in rows
+        if flink_backend_uuid(r["s"]) != r["uuid"]
+    ]
     assert not wrong, wrong[:5]

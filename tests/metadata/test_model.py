@@ -60,6 +60,7 @@ path = text.map(lambda t: "file:/" + t).filter(lambda s: _flink_accepts(flinkpat
 relative = text.filter(lambda s: _flink_accepts(flinkpath.check_relative, s))
 offsets = hs.lists(i64, max_size=4).map(tuple)
 
+
 def _strategies(dialect: str) -> dict:
     """Handle strategies for what one writer release family could have written.
 
@@ -137,7 +138,9 @@ def _strategies(dialect: str) -> dict:
         )
 
     key_group_codes = [3, 7] if old else [7, 12] if v3 else [3, 7, 12]
-    keyed = hs.one_of(hs.none(), incremental(), *(key_groups(c) for c in key_group_codes), changelog_backend())
+    keyed = hs.one_of(
+        hs.none(), incremental(), *(key_groups(c) for c in key_group_codes), changelog_backend()
+    )
     named_states = hs.lists(hs.builds(NamedOperatorState, text, hs.integers(0, 2), offsets), max_size=3).map(
         tuple
     )

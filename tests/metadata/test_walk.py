@@ -169,7 +169,12 @@ def _with_repeated_local_name(raw: bytes):
 
 
 def _keyed(md, where):
-    return next(s.managed_keyed for op in md.operators for s in op.subtasks or () if (op.operator_id, s.index) == where)
+    return next(
+        s.managed_keyed
+        for op in md.operators
+        for s in op.subtasks or ()
+        if (op.operator_id, s.index) == where
+    )
 
 
 def test_a_shadowed_v3_entry_stays_in_the_reference_map(tmp_path) -> None:
@@ -187,9 +192,11 @@ def test_a_shadowed_v3_entry_stays_in_the_reference_map(tmp_path) -> None:
     (chk / "_metadata").write_bytes(data)
     ck = load_checkpoint(Storage(), str(chk))
     rows = reference_rows(ck)
-    assert [(r.slot, r.scope, r.local_name, r.size, r.handle_type) for r in rows if r.written_path == hidden.handle.path] == [
-        ("managed_keyed", "shared", hidden.local_path, hidden.handle.size, "FileStateHandle")
-    ]
+    assert [
+        (r.slot, r.scope, r.local_name, r.size, r.handle_type)
+        for r in rows
+        if r.written_path == hidden.handle.path
+    ] == [("managed_keyed", "shared", hidden.local_path, hidden.handle.size, "FileStateHandle")]
     # gc's view: every file the unedited checkpoint references is still referenced
     original = load_checkpoint(Storage(), str(case.checkpoint_dir))
     before = reference_rows(original)
@@ -205,7 +212,9 @@ def test_a_shadowed_v3_entry_stays_in_the_reference_map(tmp_path) -> None:
 def test_changelog_handles_without_a_checkpointed_size_count_their_state_size() -> None:
     # Flink 1.14's layout has no checkpointed size (nor materialization or handle ids): the size
     # rule main's refs had, now the model's, counts the full state size as incremental
-    case = next(c for c in CASES if c.scenario == "datastream_changelog" and c.flink_version.startswith("1.15"))
+    case = next(
+        c for c in CASES if c.scenario == "datastream_changelog" and c.flink_version.startswith("1.15")
+    )
     md = read_metadata((case.checkpoint_dir / "_metadata").read_bytes())
 
     def legacy(h):
@@ -215,7 +224,9 @@ def test_changelog_handles_without_a_checkpointed_size_count_their_state_size() 
             p._replace(checkpointed_size=None, handle_id=None) if type(p) is model.ChangelogFileHandle else p
             for p in h.non_materialized
         )
-        return h._replace(checkpointed_size=None, materialization_id=None, handle_id=None, non_materialized=non)
+        return h._replace(
+            checkpointed_size=None, materialization_id=None, handle_id=None, non_materialized=non
+        )
 
     ops = tuple(
         op._replace(subtasks=tuple(s._replace(managed_keyed=legacy(s.managed_keyed)) for s in op.subtasks))
@@ -233,5 +244,7 @@ def test_changelog_handles_without_a_checkpointed_size_count_their_state_size() 
                 assert p.incremental_size == p.state_size
     full, incremental, inline = model.state_sizes(md)
     assert model.state_sizes(old) == (
-        full, incremental + sum(was.state_size - new.checkpointed_size for new, was in handles), inline
+        full,
+        incremental + sum(was.state_size - new.checkpointed_size for new, was in handles),
+        inline,
     )

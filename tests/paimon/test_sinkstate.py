@@ -122,7 +122,9 @@ def test_the_java_fixtures_cover_what_they_claim() -> None:
     assert {"new_files", "changelog_files", "compact_before", "compact_after", "new_index_files"} <= names
     assert any(c.log_offsets for c in decoded) and any(c.watermark is not None for c in decoded)
     assert any(c.end_input and not c.messages for c in decoded)
-    assert any(m.partition.arity == 2 and [f.kind for f in m.partition.fields] == ["string", "int"] for m in messages)
+    assert any(
+        m.partition.arity == 2 and [f.kind for f in m.partition.fields] == ["string", "int"] for m in messages
+    )
 
 
 @pytest.mark.parametrize("path", V14, ids=lambda p: p.stem)
@@ -187,7 +189,13 @@ def test_operator_streams_inline(path: Path) -> None:
     assert got.tag_ids == want["tag_ids"]
     assert len(got.writer_states) == len(want["writer_states"])
     for w, e in zip(got.writer_states, want["writer_states"], strict=True):
-        assert (w.table, w.key, w.bucket, w.value_size, w.subtask) == (e["table"], e["key"], e["bucket"], e["value_size"], 3)
+        assert (w.table, w.key, w.bucket, w.value_size, w.subtask) == (
+            e["table"],
+            e["key"],
+            e["bucket"],
+            e["value_size"],
+            3,
+        )
         assert (w.partition.arity, w.partition.values) == (e["partition"]["arity"], e["partition"]["values"])
     assert len(got.committables) == len(want["committables"])
     for c, e in zip(got.committables, want["committables"], strict=True):
@@ -240,12 +248,17 @@ def loaded(tmp_path: Path, subtasks: list[tuple[int, str]]) -> LoadedCheckpoint:
         OperatorState("c" * 32, 1, 1, None, (SubtaskState(0, False),), name="Source"),
     )  # fmt: skip
     md = CheckpointMetadata(3, 5, (), ops, b"", None)
-    return LoadedCheckpoint(CheckpointLocation(str(tmp_path), "checkpoint", None, 5, None), md, Rebase(), None)
+    return LoadedCheckpoint(
+        CheckpointLocation(str(tmp_path), "checkpoint", None, 5, None), md, Rebase(), None
+    )
 
 
 def test_checkpoint_summary_and_commit_user_agreement(tmp_path: Path) -> None:
     ok = read_sink_state(None, loaded(tmp_path, [(0, "writer-stream-0")]))
-    assert ok.checkpoint_id == 5 and [op.name for op in ok.operators] == ["Writer : orders", "Global Committer : orders"]
+    assert ok.checkpoint_id == 5 and [op.name for op in ok.operators] == [
+        "Writer : orders",
+        "Global Committer : orders",
+    ]
     user = expected(HERE / "committer-stream.bin")["commit_users"]
     assert ok.commit_users == user and ok.problems == []
     assert [c.identifier for c in ok.committables] == [
@@ -281,7 +294,9 @@ def test_truncation_at_every_offset() -> None:
         assert 100 <= e.value.offset <= 100 + n
 
 
-@pytest.mark.parametrize("name", ["manifest-committable-v2-0.7", "manifest-committable-v9", "manifest-committable-v13-v5"])
+@pytest.mark.parametrize(
+    "name", ["manifest-committable-v2-0.7", "manifest-committable-v9", "manifest-committable-v13-v5"]
+)
 def test_golden_truncation_at_every_offset(name: str) -> None:
     data = (GOLDEN / name).read_bytes()
     version = GOLDEN_EXPECTED.get(name, {"manifest_version": 2})["manifest_version"]
@@ -368,7 +383,21 @@ def test_wrong_version_is_an_error_not_a_guess() -> None:
 
 def test_layouts_follow_paimons_serializers() -> None:
     """Arity per version as in Paimon's DataFileMeta*/IndexFileMetaV* serializers (from sources)."""
-    assert [message_layout(v).data_arity for v in range(2, 15)] == [15, 16, 17, 17, 18, 18, 19, 20, 20, 20, 20, 21, 21]
+    assert [message_layout(v).data_arity for v in range(2, 15)] == [
+        15,
+        16,
+        17,
+        17,
+        18,
+        18,
+        19,
+        20,
+        20,
+        20,
+        20,
+        21,
+        21,
+    ]
     assert [message_layout(v).index_arity for v in range(2, 15)] == [5, 5, 5, 5, 5, 5, 5, 6, 6, 7, 7, 7, 7]
     assert len(message_layout(2).lists) == 7 and len(message_layout(3).lists) == 8
     assert len(message_layout(10).lists) == 10 and message_layout(14).check_from_snapshot
@@ -415,7 +444,9 @@ def test_a_real_metadata_end_to_end() -> None:
         (e["table"], e["key"], e["bucket"], e["value_size"], e["partition"]["values"])
         for e in w0["writer_states"] + w1["writer_states"]
     ]
-    assert [w.subtask for w in writer.writer_states] == [0] * len(w0["writer_states"]) + [1] * len(w1["writer_states"])
+    assert [w.subtask for w in writer.writer_states] == [0] * len(w0["writer_states"]) + [1] * len(
+        w1["writer_states"]
+    )
     assert glob.commit_user == committer["commit_users"][0] and glob.tag_ids == committer["tag_ids"]
     for c, e in zip(glob.committables, committer["committables"], strict=True):
         assert_committable(c, e)

@@ -313,7 +313,11 @@ def gc_options(sc: Scenario):
     from ckptctl.gc import GcOptions
 
     return GcOptions(
-        (str(sc.root),), older_than=DAY, margin=600.0, force=True, rebase=Rebase.of([(sc.original, str(sc.root))])
+        (str(sc.root),),
+        older_than=DAY,
+        margin=600.0,
+        force=True,
+        rebase=Rebase.of([(sc.original, str(sc.root))]),
     )
 
 

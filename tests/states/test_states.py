@@ -221,7 +221,9 @@ def test_files_of_another_size_or_kind_are_refused_before_they_are_read(tmp_path
     op = e["jobs"][0]["operators"]["stateful"]
     chk = next(d for d in after_phase2(e) if "chk-" in str(d))
     copy = sc.root / chk.relative_to(REPO / e["data_dir"])
-    exp = json.loads((REPO / e["expected_dir"] / (str(chk.relative_to(REPO / e["data_dir"])) + ".json")).read_text())
+    exp = json.loads(
+        (REPO / e["expected_dir"] / (str(chk.relative_to(REPO / e["data_dir"])) + ".json")).read_text()
+    )
     refs = [r for r in exp["references"] if r["operator_id"] == op]
     meta = copy / Path(next(r for r in refs if r["role"] == "meta")["path"]).name
     written = next(r["path"] for r in refs if r["role"] == "shared").removeprefix("file:")
@@ -254,7 +256,10 @@ def test_files_of_another_size_or_kind_are_refused_before_they_are_read(tmp_path
                 f.truncate(50 << 30)
         out = ckptctl("states", str(copy), "--deep", "--engine", "local", "--json", *sc.rebase, expect=1)
         problems = json.dumps(json.loads(out.stdout))
-        assert str(sst) in problems and ("not a regular file" if broken == "fifo" else "ends at byte") in problems
+        assert (
+            str(sst) in problems
+            and ("not a regular file" if broken == "fifo" else "ends at byte") in problems
+        )
         sst.unlink()
         sst.write_bytes(original)
 
@@ -451,8 +456,12 @@ def test_snappy_blocks_of_real_ssts_decode_the_same_with_pyarrow_and_the_referen
         snappy_decompress(b"\xff\xff\xff\xff\x0f" + b"x" * 10)
 
 
-@pytest.mark.parametrize(("version", "scenario", "kind"), [("1.20.3", "basic", "file"), ("2.2.0", "filemerging", "range")])
-def test_a_corrupt_sst_is_named_by_the_checkpoints_file_and_byte(version, scenario, kind, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("version", "scenario", "kind"), [("1.20.3", "basic", "file"), ("2.2.0", "filemerging", "range")]
+)
+def test_a_corrupt_sst_is_named_by_the_checkpoints_file_and_byte(
+    version, scenario, kind, tmp_path: Path
+) -> None:
     """RocksDB reports a corrupt table by the copy in the directory rebuilt for it (deleted when
     the handle is done) and, for a merged file's segment, by an offset within the segment; the
     error names the checkpoint's file and the byte of it instead (found by a red-team helper:
@@ -520,5 +529,9 @@ def test_the_sst_reader_fails_on_a_flipped_byte_with_the_file_and_offset(tmp_pat
     # told by the checkpoint's file: a segment's start added to the byte the reader names
     from ckptctl.rocksdb.handledir import explain
 
-    told = explain(SstFormatError(str(copy), 12, "x"), str(tmp_path), ((copy.name, ("range", "file:/j/shared/m", 1_000, 50)),))
+    told = explain(
+        SstFormatError(str(copy), 12, "x"),
+        str(tmp_path),
+        ((copy.name, ("range", "file:/j/shared/m", 1_000, 50)),),
+    )
     assert told == "file:/j/shared/m (its segment at byte 1,000) at byte 1,012: x"

@@ -215,11 +215,17 @@ def test_a_checkpoint_path_costs_one_get_of_its_metadata(s3_server, s3_fixtures:
     s3_server.create_bucket("empty-metadata")
     s3_server.filesystem().pipe_file("empty-metadata/ck/chk-1/_metadata", b"")
     with _RequestLog(s3_server.endpoint) as requests:  # was: a HEAD, then 8 GETs retried for 14 s
-        result = runner.invoke(app, ["refs", "--s3-endpoint", requests.proxy.endpoint, "s3://empty-metadata/ck/chk-1"])
+        result = runner.invoke(
+            app, ["refs", "--s3-endpoint", requests.proxy.endpoint, "s3://empty-metadata/ck/chk-1"]
+        )
     assert result.exit_code == 2 and "_metadata: byte 0: truncated" in result.stderr, result.output
     assert [m for m, _p in requests.log] == ["GET", "HEAD"], requests.log
-    with _RequestLog(s3_server.endpoint) as requests:  # a root: listed empty, not read (was: 11 s, "cannot read")
-        result = runner.invoke(app, ["refs", "--s3-endpoint", requests.proxy.endpoint, "s3://empty-metadata/ck"])
+    with _RequestLog(
+        s3_server.endpoint
+    ) as requests:  # a root: listed empty, not read (was: 11 s, "cannot read")
+        result = runner.invoke(
+            app, ["refs", "--s3-endpoint", requests.proxy.endpoint, "s3://empty-metadata/ck"]
+        )
     assert result.exit_code != 0 and "chk-1/_metadata: byte 0: truncated" in result.output, result.output
     assert not [p for m, p in requests.log if p.endswith("/chk-1/_metadata")], requests.log
 

@@ -50,7 +50,9 @@ def test_odd_keys_move_through_throttling_with_a_copy_and_a_head_each(s3_server)
     two DeleteObjects, all moved -- 17 s on moto, so not run here; delete_many's batches are
     tests/gc/test_apply_executors.py's.)"""
     n = 150
-    sources = {k: f"bytes of {k}".encode() for k in ODD} | {f"r/{i:04d}": b"x" * (i % 7) for i in range(n - len(ODD))}
+    sources = {k: f"bytes of {k}".encode() for k in ODD} | {
+        f"r/{i:04d}": b"x" * (i % 7) for i in range(n - len(ODD))
+    }
     _put_all(s3_server, "moves-many", sources)
     copies = Rule(lambda m, p: m == "PUT" and p.startswith("/moves-many/t/"), fail=5, fault=SLOW_DOWN)
     heads = Rule(lambda m, p: m == "HEAD", fail=5, fault=SLOW_DOWN)
@@ -122,11 +124,16 @@ def test_stat_many_asks_for_what_a_listing_does_not_show(s3_server) -> None:
                 before=lambda: client.put_object(Bucket="stat-lag", Key="d/late", Body=b"late"))  # fmt: skip
     denied = (403, b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>")
     asked = [f"s3://stat-lag/{k}" for k in sizes] + ["s3://stat-lag/d/late", "s3://stat-lag/d/nowhere"]
-    expected = {f"s3://stat-lag/{k}": n for k, n in sizes.items()} | {"s3://stat-lag/d/late": 4, "s3://stat-lag/d/nowhere": None}
+    expected = {f"s3://stat-lag/{k}": n for k, n in sizes.items()} | {
+        "s3://stat-lag/d/late": 4,
+        "s3://stat-lag/d/nowhere": None,
+    }
     for rules in ([late], [Rule(lambda m, p: "list-type=2" in p, fail=1, fault=denied)]):
         with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=rules) as proxy:
             got = Storage(StorageOptions(s3_endpoint=proxy.endpoint)).stat_many(asked)
         assert {u: (i.size if i else None) for u, i in got.items()} == expected
         assert rules[0].fired or rules[0].failed
         if rules[0] is late:
-            assert proxy.requests <= 2 + 2, proxy.requests  # the listing, and a HEAD each for the two it missed
+            assert proxy.requests <= 2 + 2, (
+                proxy.requests
+            )  # the listing, and a HEAD each for the two it missed

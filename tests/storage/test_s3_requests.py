@@ -28,7 +28,11 @@ def _put(s3_server, bucket: str, keys) -> None:
     client = boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1",
                           config=Config(max_pool_connections=16))  # fmt: skip
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda k: client.put_object(Bucket=bucket, Key=k, Body=b"" if k.endswith("/") else b"1"), keys))
+        list(
+            pool.map(
+                lambda k: client.put_object(Bucket=bucket, Key=k, Body=b"" if k.endswith("/") else b"1"), keys
+            )
+        )
 
 
 def _uploaded(s3_server, bucket: str, version: str, scenario: str):
@@ -37,7 +41,9 @@ def _uploaded(s3_server, bucket: str, version: str, scenario: str):
     data = REPO / e["data_dir"]
     s3_server.create_bucket(bucket)
     fs = s3_server.filesystem()
-    fs.pipe({f"{bucket}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in data.rglob("*") if p.is_file()})
+    fs.pipe(
+        {f"{bucket}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in data.rglob("*") if p.is_file()}
+    )
     return e, data
 
 
@@ -66,8 +72,13 @@ def test_the_root_listing_leaves_job_areas_out_and_sees_everything_else(s3_serve
     area a page ran into, where paging through the areas took 60 pages more."""
     from ckptctl.storage.s3list import list_outside
 
-    areas = [f"root/{JOB_A}/shared/{i:03d}" for i in range(60)] + [f"root/{JOB_A}/taskowned/t{i}" for i in range(20)]
-    areas += [f"root/{JOB_B}/shared/{i:03d}" for i in range(30)] + [f"root/{JOB_A}/shared/", f"root/{JOB_B}/taskowned/"]
+    areas = [f"root/{JOB_A}/shared/{i:03d}" for i in range(60)] + [
+        f"root/{JOB_A}/taskowned/t{i}" for i in range(20)
+    ]
+    areas += [f"root/{JOB_B}/shared/{i:03d}" for i in range(30)] + [
+        f"root/{JOB_A}/shared/",
+        f"root/{JOB_B}/taskowned/",
+    ]
     areas += [f"root/fleet/shared/{JOB_C}/shared/{i}" for i in range(20)]
     visible = [
         f"root/{JOB_A}/chk-1/_metadata", f"root/{JOB_A}/chk-1/x", f"root/{JOB_A}/chk-2/_metadata",
@@ -92,13 +103,17 @@ def test_the_root_listing_leaves_job_areas_out_and_sees_everything_else(s3_serve
         storage = Storage(StorageOptions(s3_endpoint=proxy.endpoint))
         for delimiter in ("/shared/", None):
             before = proxy.requests
-            kept = _run(storage, list_outside, "jumps", "root/", lambda k: _area(k, "root"), 2, None, None, delimiter)
+            kept = _run(
+                storage, list_outside, "jumps", "root/", lambda k: _area(k, "root"), 2, None, None, delimiter
+            )
             assert sorted(k for k, _s, _m in kept) == sorted(visible + markers), delimiter
         paged = proxy.requests - before
         # a job directory as the root: its own shared/ is an area too, a sibling named like it is not in it
         before = proxy.requests
         only_a = [f.uri for f in storage.find_metadata(f"s3://jumps/root/{JOB_A}")]
-        assert sorted(only_a) == [f"s3://jumps/root/{JOB_A}/{d}/_metadata" for d in ("chk-1", "chk-2", "shared.d", "zz")]
+        assert sorted(only_a) == [
+            f"s3://jumps/root/{JOB_A}/{d}/_metadata" for d in ("chk-1", "chk-2", "shared.d", "zz")
+        ]
         assert proxy.requests - before == 1
     entered = 5  # JOB_A's shared/ and taskowned/, JOB_B's two, JOB_C's shared/ below the fleet's shared/
     assert paged <= -(-len(visible + markers) // 2) + entered + 1, paged
@@ -119,7 +134,11 @@ def test_present_files_cost_no_more_than_their_pages_or_a_request_each(s3_server
     with FaultyProxy(s3_server.endpoint, fault_rate=0.0) as proxy:
         storage = Storage(StorageOptions(s3_endpoint=proxy.endpoint))
         counts = {}
-        for label, names, runs in (("together", together, 1), ("spread", spread, 1), ("spread in 3", spread, 3)):
+        for label, names, runs in (
+            ("together", together, 1),
+            ("spread", spread, 1),
+            ("spread in 3", spread, 3),
+        ):
             before = proxy.requests
             asked = [n[2:] for n in names] + absent
             got = _run(storage, list_present, "present", "d/", asked, runs, 10)
@@ -183,13 +202,17 @@ def test_verify_quick_reads_no_file_and_finds_what_sizes_show(s3_server, monkeyp
     job = next(p.parent.name for p in data.glob("checkpoints/*/chk-9"))
     chk = f"s3://verify-quick/checkpoints/{job}/chk-9"
     rebase = ["--rebase", f"{e['original_root']}=s3://verify-quick"]
-    referenced = sorted(p for p in _referenced(chk, rebase, s3_server.endpoint) if not p.endswith("/_metadata"))
+    referenced = sorted(
+        p for p in _referenced(chk, rebase, s3_server.endpoint) if not p.endswith("/_metadata")
+    )
     fs.rm_file(referenced[0][5:])  # one file gone, one cut short
     fs.pipe_file(referenced[-1][5:], fs.cat_file(referenced[-1][5:])[:-1])
 
     def verify(*extra: str, engine: str = "local") -> tuple[dict, tuple[int, int, int]]:
         lists, heads = Rule(lambda _m, p: is_list(p)), Rule(lambda m, _p: m == "HEAD")
-        reads = Rule(lambda m, p: m == "GET" and not is_list(p) and not urlsplit(p).path.endswith("/_metadata"))
+        reads = Rule(
+            lambda m, p: m == "GET" and not is_list(p) and not urlsplit(p).path.endswith("/_metadata")
+        )
         with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[lists, heads, reads]) as proxy:
             r = ckptctl("verify", chk, "--engine", engine, "--json", "--s3-endpoint", proxy.endpoint, *rebase,
                         *extra, expect=1)  # fmt: skip
@@ -200,7 +223,9 @@ def test_verify_quick_reads_no_file_and_finds_what_sizes_show(s3_server, monkeyp
     dirs: dict[str, int] = {}
     for p in referenced:
         dirs[p.rsplit("/", 1)[0]] = dirs.get(p.rsplit("/", 1)[0], 0) + 1
-    alone = sum(1 for n in dirs.values() if n < 2)  # a directory of one referenced file: a HEAD, not a listing
+    alone = sum(
+        1 for n in dirs.values() if n < 2
+    )  # a directory of one referenced file: a HEAD, not a listing
     # one more HEAD: the file no listing shows is asked for itself (a listing may lag behind the
     # store); one more listing looks for it elsewhere (the FLINK-39964 diagnosis)
     assert full_reads >= 10 and reads == 0 and heads == 1 + alone, (full_reads, reads, heads, alone)
@@ -240,7 +265,11 @@ def test_listings_report_a_running_count_and_their_end(s3_server) -> None:
     """Storage.on_listed hears each page of the walk, of the full listing and of verify's listings
     (objects so far, never decreasing), then ``None`` when the listing is done: what the CLI's
     running count shows."""
-    keys = [f"{JOB_A}/chk-1/_metadata"] + [f"{JOB_A}/chk-1/f{i}" for i in range(3)] + [f"{JOB_A}/shared/{i}" for i in range(5)]
+    keys = (
+        [f"{JOB_A}/chk-1/_metadata"]
+        + [f"{JOB_A}/chk-1/f{i}" for i in range(3)]
+        + [f"{JOB_A}/shared/{i}" for i in range(5)]
+    )
     _put(s3_server, "counted", keys)
     storage = Storage(StorageOptions(s3_endpoint=s3_server.endpoint))
     heard: list[tuple[str, int | None]] = []

@@ -103,7 +103,9 @@ def test_the_walk_sees_what_the_grammar_sees_at_every_page_size(s3_server) -> No
         uri = "s3://attack/" + root if root else "s3://attack"
         truth = _outside_areas(root, TREE)
         files = [k for k in truth if not k.endswith("/")]
-        assert sorted(f.uri for f in storage.list_checkpoint_areas(uri)) == sorted("s3://attack/" + k for k in files), root
+        assert sorted(f.uri for f in storage.list_checkpoint_areas(uri)) == sorted(
+            "s3://attack/" + k for k in files
+        ), root
         metadata = sorted(u for u in ("s3://attack/" + k for k in files) if is_checkpoint_metadata(uri, u))
         assert sorted(f.uri for f in storage.find_metadata(uri)) == metadata, root
         sizes = {f.uri: f.size for f in storage.list_files(uri)}
@@ -126,8 +128,24 @@ def test_the_walk_sees_what_the_grammar_sees_at_every_page_size(s3_server) -> No
 
 
 PRESENT = [
-    "a.sst", "a.sst.1", "a.ss", "a.sst/", "a.sst/x", "b", "b0", "b/", "b/\U0010ffffz", "é", "a b", "a%20b",
-    "\U0001f600", "z" * 900, *(f"m{i:02d}" for i in range(12)), "sub/", "sub/\U0010ffff", "sub0",
+    "a.sst",
+    "a.sst.1",
+    "a.ss",
+    "a.sst/",
+    "a.sst/x",
+    "b",
+    "b0",
+    "b/",
+    "b/\U0010ffffz",
+    "é",
+    "a b",
+    "a%20b",
+    "\U0001f600",
+    "z" * 900,
+    *(f"m{i:02d}" for i in range(12)),
+    "sub/",
+    "sub/\U0010ffff",
+    "sub0",
 ]
 ABSENT = ["a.sst.2", "a.s", "c", "b.", "bz", "m05x", "m1", "sub", "\U0010ffff", "!"]
 
@@ -164,7 +182,11 @@ def test_a_full_page_of_an_area_past_the_jump_ends_at_s3s_page_size(s3_server) -
     past the jump point took the walk back to that page forever; the checkpoint after it is found."""
     from ckptctl.storage.s3list import list_outside
 
-    keys = [f"{A}/chk-1/_metadata", *(f"{A}/taskowned/\U0010ffff{i:04d}" for i in range(1001)), f"{A}/zz/_metadata"]
+    keys = [
+        f"{A}/chk-1/_metadata",
+        *(f"{A}/taskowned/\U0010ffff{i:04d}" for i in range(1001)),
+        f"{A}/zz/_metadata",
+    ]
     _put(s3_server, "full-page", keys)
     storage = Storage(StorageOptions(s3_endpoint=s3_server.endpoint))
 

@@ -107,7 +107,10 @@ def plan_json(*args: str, expect: int = 0) -> dict:
     return json.loads(ckptctl("gc", "plan", "--json", *args, expect=expect).stdout)
 
 
-J1, J2 = "528f933aefa1a487b873051dd9e69125", "73df6542b9b39ec7f7446cce40df696a"  # the 1.20.3 claim fixture's two jobs
+J1, J2 = (
+    "528f933aefa1a487b873051dd9e69125",
+    "73df6542b9b39ec7f7446cce40df696a",
+)  # the 1.20.3 claim fixture's two jobs
 
 
 def add_job(sc: Scenario, version: str, scenario: str) -> tuple[Path, list[str]]:

@@ -24,10 +24,18 @@ def upload_scenario(s3_server, bucket: str) -> dict:
     planted = [f"checkpoints/{job}/shared/planted-{i}" for i in range(5)] + [
         f"checkpoints/{job}/chk-77/aborted"
     ]
-    fs.pipe({f"{bucket}/{rel}": b"orphan bytes" for rel in planted}  # uploaded side by side
-            | {f"{bucket}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in files if p.name != "_metadata"})
+    fs.pipe(
+        {f"{bucket}/{rel}": b"orphan bytes" for rel in planted}  # uploaded side by side
+        | {
+            f"{bucket}/{p.relative_to(data).as_posix()}": p.read_bytes()
+            for p in files
+            if p.name != "_metadata"
+        }
+    )
     next_second()  # S3 mtimes have one-second resolution
-    fs.pipe({f"{bucket}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in files if p.name == "_metadata"})
+    fs.pipe(
+        {f"{bucket}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in files if p.name == "_metadata"}
+    )
     next_second()
     referenced = set()
     for exp in (REPO / entry["expected_dir"]).rglob("*.json"):

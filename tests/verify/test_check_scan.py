@@ -169,7 +169,9 @@ def test_the_scan_storage_overrides_match_the_storage_they_replace() -> None:
     shared = [n for n in overridden if hasattr(Storage, n)]
     assert {"now", "delete_many", "read_bytes", "list_files"} <= set(shared)
     for name in shared:
-        assert inspect.signature(getattr(ScanStorage, name)) == inspect.signature(getattr(Storage, name)), name
+        assert inspect.signature(getattr(ScanStorage, name)) == inspect.signature(getattr(Storage, name)), (
+            name
+        )
 
 
 def test_check_quick_over_s3_reads_nothing_but_the_metadata(s3_server, s3_fixtures: str) -> None:
@@ -183,16 +185,24 @@ def test_check_quick_over_s3_reads_nothing_but_the_metadata(s3_server, s3_fixtur
     rebase = Rebase.parse([f"{e['original_root']}={base}"])
     seen = {}
     for quick in (False, True):
-        reads = Rule(lambda m, p: m == "GET" and not is_list(p) and not urlsplit(p).path.endswith("/_metadata"))
+        reads = Rule(
+            lambda m, p: m == "GET" and not is_list(p) and not urlsplit(p).path.endswith("/_metadata")
+        )
         heads = Rule(lambda m, _p: m == "HEAD")
         with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[reads, heads]) as proxy:
-            report = run_check(Storage(StorageOptions.from_env(proxy.endpoint)), root, rebase, None, (), quick).to_json()
+            report = run_check(
+                Storage(StorageOptions.from_env(proxy.endpoint)), root, rebase, None, (), quick
+            ).to_json()
         assert report["ok"], report["problems"][:3]
         assert report["reads"].startswith("none") == quick
         seen[quick] = (reads.seen + heads.seen, report["checked"])
     (full_reads, full), (quick_reads, quick) = seen[False], seen[True]
     assert full_reads > 0 and full["sst_magic"] > 0 and quick_reads == 0 and quick["sst_magic"] == 0
-    assert quick["files"] == full["files"] and quick["exists"] == full["exists"] and quick["size"] == full["size"]
+    assert (
+        quick["files"] == full["files"]
+        and quick["exists"] == full["exists"]
+        and quick["size"] == full["size"]
+    )
 
 
 def test_check_quick_fails_the_gate_on_a_missing_and_a_truncated_file(tmp_path: Path) -> None:
@@ -208,7 +218,9 @@ def test_check_quick_fails_the_gate_on_a_missing_and_a_truncated_file(tmp_path: 
     assert not quick["ok"] and quick["checked"]["sst_magic"] == 0
     found = {(p["path"], p["check"]) for p in quick["problems"]}
     assert {(victims[0], "exists"), (victims[-1], "size")} <= found
-    assert found == {(p["path"], p["check"]) for p in full["problems"] if p["check"] in ("exists", "size", "metadata")}
+    assert found == {
+        (p["path"], p["check"]) for p in full["problems"] if p["check"] in ("exists", "size", "metadata")
+    }
     from tests.support.gc_support import ckptctl
 
     cli = json.loads(ckptctl("check", str(sc.checkpoints), "--quick", "--json", *sc.rebase, expect=1).stdout)

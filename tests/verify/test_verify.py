@@ -62,7 +62,9 @@ def test_every_fixture_is_sound_on_spark_and_both_engines_agree(tmp_path: Path) 
     shutil.copytree(FIXTURES / "data", data, ignore=shutil.ignore_patterns(*BROKEN_BY_FLINK))
     report_file, hist_file = tmp_path / "report.parquet", tmp_path / "hist.parquet"
     here = data_rebase(data)
-    spark = verify_json(str(data), "--deep", "--report", str(report_file), "--histogram", str(hist_file), *here)
+    spark = verify_json(
+        str(data), "--deep", "--report", str(report_file), "--histogram", str(hist_file), *here
+    )
     local = verify_json(str(data), "--deep", *here, engine="local")
     assert spark["ok"] and spark["problems"] == [], spark["problems"][:5]
     assert spark["engine"] == "spark" and spark["master"] == MASTER
@@ -75,7 +77,13 @@ def test_every_fixture_is_sound_on_spark_and_both_engines_agree(tmp_path: Path) 
     )
     assert c["references"] == n_refs
     assert c["exists"] == c["size"] == c["files"] > 0
-    assert c["sst_magic"] > 0 and c["readable"] > 0 and c["manifest"] > 0 and c["changelog"] > 0 and c["meta"] > 0
+    assert (
+        c["sst_magic"] > 0
+        and c["readable"] > 0
+        and c["manifest"] > 0
+        and c["changelog"] > 0
+        and c["meta"] > 0
+    )
     assert c["rocksdb"] == c["key_groups"] == c["handles"] > 0
     # the report holds every check, the histogram every key group that has data
     report = pq.read_table(report_file)
@@ -288,7 +296,10 @@ def test_corrupt_changelog_files_are_found(version: str, tmp_path: Path) -> None
         ("zeros", bytes(len(original))),  # change sets of no change: the handles' sizes say otherwise
         ("header", bytes([original[0] ^ 0xFF]) + original[1:]),
         ("cut", original[:-1]),  # one byte short: what the size check lets pass (a header byte or not)
-        ("length", original[:5] + bytes([original[5] ^ 0x40]) + original[6:]),  # the first group's change count
+        (
+            "length",
+            original[:5] + bytes([original[5] ^ 0x40]) + original[6:],
+        ),  # the first group's change count
     ):
         victim.write_bytes(broken)
         report = verify_json(str(sc.checkpoints), *sc.rebase, engine="local", expect=1)
@@ -316,7 +327,10 @@ def test_a_compressed_changelog_is_sound_and_its_damage_found(tmp_path: Path) ->
         for r in json.loads(exp.read_text())["references"]
         if r["path"].endswith(victim.name) and r.get("size")
     }
-    assert original[0] == 1 and recorded and all(len(original) < size for size in recorded), (len(original), recorded)
+    assert original[0] == 1 and recorded and all(len(original) < size for size in recorded), (
+        len(original),
+        recorded,
+    )
     clean = verify_json(str(sc.checkpoints), *sc.rebase, engine="local")
     assert not clean["problems"] and clean["checked"]["changelog"] > 0
     assert not verify_json(str(sc.checkpoints), *sc.rebase, "--quick", engine="local")["problems"]
@@ -331,12 +345,19 @@ def test_a_compressed_changelog_is_sound_and_its_damage_found(tmp_path: Path) ->
     ):
         victim.write_bytes(broken)
         report = verify_json(str(sc.checkpoints), *sc.rebase, engine="local", expect=1)
-        assert [(p["path"], p["check"]) for p in report["problems"]] == [(sc.uri(victim), check)], (name, report)
-        assert check == "size" or report["problems"][0]["detail"].startswith(("byte ", "uncompressed byte ")), name
+        assert [(p["path"], p["check"]) for p in report["problems"]] == [(sc.uri(victim), check)], (
+            name,
+            report,
+        )
+        assert check == "size" or report["problems"][0]["detail"].startswith(
+            ("byte ", "uncompressed byte ")
+        ), name
     victim.write_bytes(original)
 
 
-@pytest.mark.parametrize(("version", "scenario"), [("1.20.3", "basic"), ("2.2.0", "forst"), ("2.2.0", "changelog")])
+@pytest.mark.parametrize(
+    ("version", "scenario"), [("1.20.3", "basic"), ("2.2.0", "forst"), ("2.2.0", "changelog")]
+)
 def test_a_damaged_keyed_meta_file_is_found(version: str, scenario: str, tmp_path: Path) -> None:
     """Flink's restore reads a keyed handle's meta data (the backend's serialization proxy: key
     and state serializers, state names) before any SST. Eight bytes of it zeroed, or a state
@@ -392,8 +413,12 @@ def test_rich_summary_without_json(basic: Scenario) -> None:
     assert "exists" in r.stdout and "NOT SOUND" in r.stdout and "file not found" in r.stdout
     # the fixture as moved here: Flink would read where it was written, which does not exist
     r = ckptctl("verify", "--engine", "local", str(FIXTURES / "data/2.2.0/basic"), expect=1)
-    assert "NOT SOUND" in r.stdout and "written at another location" in " ".join((r.stdout + r.stderr).split())
-    r = ckptctl("verify", "--engine", "local", str(FIXTURES / "data/2.2.0/basic"), *data_rebase(FIXTURES / "data"))
+    assert "NOT SOUND" in r.stdout and "written at another location" in " ".join(
+        (r.stdout + r.stderr).split()
+    )
+    r = ckptctl(
+        "verify", "--engine", "local", str(FIXTURES / "data/2.2.0/basic"), *data_rebase(FIXTURES / "data")
+    )
     assert "sound" in r.stdout and "what-if" in r.stderr
 
 

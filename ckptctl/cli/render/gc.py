@@ -87,7 +87,9 @@ def plan(console: Any, result: GcPlan, written_to: str | None, term: Terminal) -
         table.add_column("files are")
         for d in plan["dead_jobs"]:
             table.add_row(
-                d["job"].rpartition("/")[2], f"{d['files']:,}", human_bytes(d["bytes"]),
+                d["job"].rpartition("/")[2],
+                f"{d['files']:,}",
+                human_bytes(d["bytes"]),
                 "collected" if d.get("collected", True) else "kept",
             )
         console.print(table)
@@ -149,11 +151,12 @@ def applied_on_executors(console: Any, result: ExecutorApplyResult, term: Termin
     if at_deletion:
         console.print(f"skipped at deletion (changed since the plan, or not a regular file): {at_deletion:,}")
     if data["not_attempted_files"]:
-        console.print(f"not attempted (an expired _metadata could not go first): {data['not_attempted_files']:,}")
+        console.print(
+            f"not attempted (an expired _metadata could not go first): {data['not_attempted_files']:,}"
+        )
     earlier = sum(data["settled_by_earlier_runs"].values())
     if earlier:
         console.print(f"settled by earlier runs (their manifests): {earlier:,}")
     for f in data["failed"][:20]:
         term.error(f"{f['path']}: {f['error']}")
     console.print(f"manifests: {data['manifest']}")
-

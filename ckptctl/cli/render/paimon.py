@@ -105,7 +105,11 @@ def _newest_safe(s: dict[str, Any], root: str) -> Any:
     if s["checkpoint"] is None:
         return styled("[error]no retained checkpoint of {} restores safely[/error]", job)
     name = _name(s["checkpoint"], root)
-    what = "newest safe checkpoint" if s["safe"] else "[warning]no safe checkpoint[/warning]; the newest that restores"
+    what = (
+        "newest safe checkpoint"
+        if s["safe"]
+        else "[warning]no safe checkpoint[/warning]; the newest that restores"
+    )
     taken = " (the one a restore takes)" if s["is_the_restored"] else ""
     replay = Replay(**{k: v for k, v in s["replay"].items() if k != "commit_identifiers"},
                     identifiers=s["replay"]["commit_identifiers"])  # fmt: skip

@@ -48,7 +48,9 @@ def report(console: Any, r: PreflightReport, named: str, against: str) -> None:
         where = f"{who}" + (f" / {f.state}" if f.state else "")
         amount = f" ({human_bytes(f.bytes)})" if f.bytes and f.outcome in ("dropped", "migration") else ""
         console.print(
-            styled(f"[{style}]{{}}[/{style}] {{}} {{}}: {{}}{{}}", f.outcome, f.check, where, f.detail, amount)
+            styled(
+                f"[{style}]{{}}[/{style}] {{}} {{}}: {{}}{{}}", f.outcome, f.check, where, f.detail, amount
+            )
         )
         if f.flink_error:
             console.print(f"  Flink: {f.flink_error}", overflow="fold")

@@ -46,7 +46,9 @@ def report(console: Any, relocation: RelocateReport) -> None:
     if report is not None:
         if report["ok"]:
             c = report["checked"]
-            console.print(styled("[ok]verified[/ok]: {} files of the copies exist with their sizes", c["files"]))
+            console.print(
+                styled("[ok]verified[/ok]: {} files of the copies exist with their sizes", c["files"])
+            )
         else:
             for p in report["problems"][:20]:
                 console.print(styled("[error]{}[/error] {}: {}", p["check"], p["path"], p["detail"]))

@@ -67,9 +67,7 @@ def plan(console: Any, report: RescalePlan) -> None:
                     "none": "-",
                 }.get(s["mode"]) or f"{base['key_group_range'][0]}-{base['key_group_range'][1]}"
                 clip = ", ".join(f"{a}-{b}" for a, b in s["clip"]) or "-"
-                copied = (
-                    ", ".join(f"{c['copy_range'][0]}-{c['copy_range'][1]}" for c in s["copied"]) or "-"
-                )
+                copied = ", ".join(f"{c['copy_range'][0]}-{c['copy_range'][1]}" for c in s["copied"]) or "-"
                 extra = []
                 if "data" in s:
                     d = s["data"]
@@ -88,9 +86,7 @@ def plan(console: Any, report: RescalePlan) -> None:
                 f"{st['name']} ({st['mode'].lower()}, {st['elements']})" for st in osp["states"]
             )
             reads = ", ".join(human_bytes(b) for b in osp["bytes_per_subtask"])
-            console.print(
-                f"  operator state of {op['operator_id'][:8]}: {modes}; read per subtask: {reads}"
-            )
+            console.print(f"  operator state of {op['operator_id'][:8]}: {modes}; read per subtask: {reads}")
     skew = f"{plan['skew']:.2f}" if plan["skew"] else "-"
     console.print(
         f"total download {human_bytes(plan['download_bytes'])}; critical path subtask {plan['critical_subtask']} "
@@ -123,9 +119,7 @@ def sweep(console: Any, report: RescaleSweep) -> None:
         bar = "█" * max(1, round(width * r["max_subtask_bytes"] / peak)) if r["max_subtask_bytes"] else ""
         style = "ok" if r["merging_subtasks"] == 0 else "warning"
         extra = (
-            [human_bytes(r["data"]["clip_bytes"]), human_bytes(r["data"]["copy_bytes"])]
-            if data_aware
-            else []
+            [human_bytes(r["data"]["clip_bytes"]), human_bytes(r["data"]["copy_bytes"])] if data_aware else []
         )
         t.add_row(
             f"{r['parallelism']}{' (now)' if r.get('current') else ''}", human_bytes(r["max_subtask_bytes"]),

@@ -27,7 +27,9 @@ def report(console: Any, r: CheckpointView, named: str | None = None) -> None:
         + f", inline {human_bytes(view['inline_size'])}"
     )
     tree = Tree(title)
-    files = sum(_file_lines(h) for op in view["operators"] for s in op["subtasks"] for slot in _SLOTS for h in s[slot])
+    files = sum(
+        _file_lines(h) for op in view["operators"] for s in op["subtasks"] for slot in _SLOTS for h in s[slot]
+    )
     summarise = files > FILE_LINES
     for op in view["operators"]:
         label = styled("[accent]{}[/accent]", op["operator_id"])
@@ -46,7 +48,9 @@ def report(console: Any, r: CheckpointView, named: str | None = None) -> None:
                 node.add(styled("subtask {} [muted]finished[/muted]", s["index"]))
                 continue
             handles = [(slot, h) for slot in _SLOTS for h in s[slot]]
-            sub = node.add(styled("subtask {}" + ("" if handles else " [muted](no state)[/muted]"), s["index"]))
+            sub = node.add(
+                styled("subtask {}" + ("" if handles else " [muted](no state)[/muted]"), s["index"])
+            )
             for slot, h in handles:
                 _add_handle(sub.add(_labelled(slot, h, base)), h, base, summarise)
     console.print(tree)
@@ -57,7 +61,14 @@ def report(console: Any, r: CheckpointView, named: str | None = None) -> None:
         ))  # fmt: skip
 
 
-_SLOTS = ("managed_keyed", "raw_keyed", "managed_operator", "raw_operator", "input_channels", "output_channels")
+_SLOTS = (
+    "managed_keyed",
+    "raw_keyed",
+    "managed_operator",
+    "raw_operator",
+    "input_channels",
+    "output_channels",
+)
 # Above this many file lines the tree counts each handle's files instead of listing them: a
 # checkpoint of 10^5 files drew 10^5 lines in 15 s, more than a person reads (refs lists them).
 FILE_LINES = 2000
@@ -68,7 +79,9 @@ def _file_lines(h: dict[str, Any]) -> int:
     n = sum(1 for key in ("shared", "private") for f in h.get(key, ()) if f["handle"])
     n += sum(1 for piece in h.get("handles_and_offsets", ()) if piece["handle"])
     n += sum(_file_lines(h[key]) for key in ("meta", "delegate") if h.get(key))
-    return n + sum(_file_lines(part) for key in ("materialized", "non_materialized") for part in h.get(key, ()))
+    return n + sum(
+        _file_lines(part) for key in ("materialized", "non_materialized") for part in h.get(key, ())
+    )
 
 
 def _handle_line(h: dict[str, Any], base: str | None = None) -> Any:

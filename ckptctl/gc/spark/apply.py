@@ -104,7 +104,9 @@ def candidates_to_apply(fresh: SparkPlan, unchanged, skipped):
     )
     files, size = go.agg(F.count(F.lit(1)), F.sum("size")).first()
     skipped = skipped.union(
-        unchanged.filter(waits).select("path", F.lit(WAITING).alias("code"), F.lit(WAITING_WHY).alias("reason"))
+        unchanged.filter(waits).select(
+            "path", F.lit(WAITING).alias("code"), F.lit(WAITING_WHY).alias("reason")
+        )
     )
     skipped = skipped.persist(StorageLevel.MEMORY_AND_DISK)  # decided once: a listing per directory
     try:

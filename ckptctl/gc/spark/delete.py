@@ -231,7 +231,9 @@ class ToApply:
     bytes: int
     skipped: int
     skips: list[dict[str, Any]]
-    by_code: dict[str, int] = field(default_factory=dict)  # the skipped by code (ckptctl.gc.revalidation.SKIP_WORDS)
+    by_code: dict[str, int] = field(
+        default_factory=dict
+    )  # the skipped by code (ckptctl.gc.revalidation.SKIP_WORDS)
 
     @classmethod
     def of(cls, go: list[FileDecision], skipped: list[dict[str, Any]]) -> ToApply:
@@ -291,7 +293,9 @@ def why_dropped_on_executors(options: StorageOptions, skipped: Any, fresh_lists:
     which lists it once (as in-process), never a request per file."""
     from pyspark.sql import functions as F
 
-    guards = fresh_lists.filter(F.col("outcome") == "protected").select("path", F.col("reason").alias("guard"))
+    guards = fresh_lists.filter(F.col("outcome") == "protected").select(
+        "path", F.col("reason").alias("guard")
+    )
     dropped = skipped.filter(F.col("code").isNull()).select("path").join(guards, "path", "left")
     directory = F.expr("substring(path, 1, length(path) - length(substring_index(path, '/', -1)))")
     rows = dropped.repartition(directory).rdd.mapPartitions(functools.partial(_why_dropped, options))
