@@ -208,8 +208,8 @@ def apply_command(
     The plan's own storage endpoint is used unless --s3-endpoint names another. The deletions run on
     Spark executors with --engine spark or --master, or when the plan was made with --engine spark.
     """
+    from ckptctl.applying import revalidated
     from ckptctl.cli.render import gc as render
-    from ckptctl.gc.run import revalidated
 
     chosen = engine_choice(engine, master)
     out = get_output()

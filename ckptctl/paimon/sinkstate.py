@@ -605,7 +605,7 @@ def read_handle(storage, resolve, h, subtask: int | None = None) -> HandleState:
     """Decode the sink states of one operator state handle: one ranged read covering their elements.
 
     An element ends where the next offset of any state of the handle (or the stream) begins."""
-    from ckptctl.states import read_stream
+    from ckptctl.checkpoint.streams import read_stream
 
     if h.delegate is None:
         raise CkptError(f"operator state handle without a stream ({type(h).__name__})")

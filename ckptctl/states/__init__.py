@@ -14,11 +14,11 @@ The modules, in the order the work flows:
 from __future__ import annotations
 
 from ckptctl.metadata.keyedproxy import short_class
-from ckptctl.states.catalog import OperatorCatalog, StateEntry, catalog, read_stream
+from ckptctl.states.catalog import OperatorCatalog, StateEntry, catalog
 from ckptctl.states.deep import DeepResult, deep_scan, write_histogram
 from ckptctl.states.report import StatesReport
 
 __all__ = [
     "DeepResult", "OperatorCatalog", "StateEntry", "StatesReport", "catalog", "deep_scan",
-    "read_stream", "short_class", "write_histogram",
+    "short_class", "write_histogram",
 ]  # fmt: skip

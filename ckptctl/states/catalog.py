@@ -13,6 +13,7 @@ from typing import Any
 
 from ckptctl.checkpoint.loading import LoadedCheckpoint
 from ckptctl.checkpoint.refs import file_resolver
+from ckptctl.checkpoint.streams import read_stream
 from ckptctl.errors import CkptError, StorageError, StoreUnanswered
 from ckptctl.metadata.keyedproxy import (
     BackendHeader,
@@ -32,27 +33,6 @@ from ckptctl.metadata.model import (
 
 # ---------------------------------------------------------------------------------------------
 # reading the streams
-
-
-def read_stream(storage, resolve, h, offset: int = 0, length: int | None = None) -> tuple[bytes, str]:
-    """Bytes of a stream handle (or a part); returns (bytes, a name for error messages)."""
-    src = h.source(resolve) if h is not None else None
-    if src is None:
-        raise CkptError(f"unsupported stream handle {type(h).__name__}")
-    if src[0] == "inline":
-        data = src[1]
-        end = len(data) if length is None else offset + length
-        return data[offset:end], f"{h.name} (inline)"
-    if src[0] == "range":
-        _kind, uri, start, size = src
-        n = size - offset if length is None else min(length, size - offset)
-        return storage.read_range(uri, start + offset, n), uri
-    uri = src[1]
-    if offset == 0 and length is None:
-        return storage.read_recorded(uri, src[2]), uri
-    if length is None:
-        length = h.state_size - offset
-    return storage.read_range(uri, offset, length), uri
 
 
 def read_keyed_header(storage, resolve, h) -> tuple[BackendHeader, str]:
