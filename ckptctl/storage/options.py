@@ -62,13 +62,16 @@ class StorageOptions:
         # endpoint or missing credentials (see s3_problem). botocore's own retry modes cannot do
         # that: they count a refused connection as transient and back off on it.
         # s3fs's own retries (of timeouts among others) are off too: ckptctl's deadline bounds them.
-        # botocore's "max_attempts" counts retries (1 sent each unanswered request twice, each
-        # waiting a read timeout); "total_max_attempts" counts requests.
-        read_timeout = min(self.read_timeout, env_seconds("CKPTCTL_S3_DEADLINE", S3_DEADLINE))
+        # botocore keeps one retry ("total_max_attempts" counts requests): the reads and writes
+        # that stream through s3fs's file objects (an inventory's data files, multipart uploads)
+        # are not under ckptctl's retrying, and a single SlowDown or 500 must not fail them. An
+        # unanswered request is then sent twice, so the read timeout is at most half the deadline:
+        # the pair of them still ends by the deadline (review m5).
+        read_timeout = min(self.read_timeout, env_seconds("CKPTCTL_S3_DEADLINE", S3_DEADLINE) / 2)
         kwargs: dict[str, Any] = {
             "config_kwargs": {
                 "connect_timeout": self.connect_timeout, "read_timeout": read_timeout,
-                "retries": {"total_max_attempts": 1},
+                "retries": {"total_max_attempts": 2},
             },
         }  # fmt: skip
         client: dict[str, Any] = {}
