@@ -7,7 +7,8 @@ recorded there (``ChangelogBackendRestoreOperation``, ``ChangelogBackendLogAppli
 state's first change in a changelog backend's life is preceded by that record
 (``AbstractStateChangeLogger.logMetaIfNeeded``), a change of key group -1 (``COMMON_KEY_GROUP``)::
 
-    byte   METADATA (StateChangeOperation code 8)
+    byte   METADATA (StateChangeOperation: 8 in every file of 1.15 to 2.3 here; 9 in a source
+           version that also has REMOVE_FIRST_ELEMENT: both taken, only metadata is of key group -1)
     int    StateMetaInfoSnapshot version (the current writer's: 7 on 1.20 to 2.3)
     StateMetaInfoSnapshot (StateMetaInfoSnapshotReadersWriters' writer: as in a keyed proxy)
     then the logger's own fields (TTL config, default value, state id), not read here
@@ -35,7 +36,7 @@ from ckptctl.metadata.model import (
 from ckptctl.preflight.serializers import body_length
 from ckptctl.states.catalog import add_keyed_states
 
-METADATA = 8  # StateChangeOperation.METADATA
+METADATA = (8, 9)  # StateChangeOperation.METADATA's codes
 META_VERSIONS = range(5, 8)  # StateMetaInfoSnapshotReadersWriters: 5+ read by the current reader
 # a DSTL file is an upload batch of a few MB (dstl.dfs.batch.persist-size-threshold); a Snappy
 # framed file is at most ~0.02 % (and 11 bytes) larger than its uncompressed bytes
@@ -104,7 +105,7 @@ def _records(body, at: int, offset: int, uri: str) -> list:
     out = []
     for pos, length in common:
         change = bytes(body[pos : pos + length])
-        if length < 5 or change[0] != METADATA:
+        if length < 5 or change[0] not in METADATA:
             op = change[0] if change else None
             raise dstl.DstlError(f"a change of key group -1 with operation {op}, not METADATA", pos + at)
         version = int.from_bytes(change[1:5], "big", signed=True)
