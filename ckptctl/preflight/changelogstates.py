@@ -59,26 +59,50 @@ def read_changelog_states(storage, ck, op, oc, files: dict | None = None) -> str
     (a file holds the change sets of every backend of a task manager's upload batch)."""
     files = {} if files is None else files
     resolve = file_resolver(ck)
+    pieces = []
+    for h in changelog_only(op):
+        for part in h.non_materialized:
+            if type(part) is not ChangelogFileHandle:
+                return f"{NOT_READ} ({type(part).__name__}: not a DSTL file)"
+            for offset, stream in part.pieces:
+                if type(stream) not in (FileHandle, RelativeFileHandle):
+                    return f"{NOT_READ} ({type(stream).__name__}: not a file)"
+                pieces.append((resolve(stream), stream.size, offset))
     metas = []
     try:
-        for h in changelog_only(op):
-            for part in h.non_materialized:
-                if type(part) is not ChangelogFileHandle:
-                    return f"{NOT_READ} ({type(part).__name__}: not a DSTL file)"
-                for offset, stream in part.pieces:
-                    if type(stream) not in (FileHandle, RelativeFileHandle):
-                        return f"{NOT_READ} ({type(stream).__name__}: not a file)"
-                    uri = resolve(stream)
-                    body = files.get(uri)
-                    if body is None:
-                        body = files[uri] = _read(storage, uri, stream.size)
-                    metas += _records(body[0], body[1], offset, uri)
+        _read_all(storage, {(uri, size) for uri, size, _ in pieces if uri not in files}, files)
+        for uri, _size, offset in pieces:
+            body = files[uri]
+            if isinstance(body, Exception):
+                raise body
+            metas += _records(body[0], body[1], offset, uri)
     except StoreUnanswered:
         raise
     except (CkptError, dstl.DstlError) as e:
         return f"{NOT_READ}: {e}"
     add_keyed_states(oc, metas)
     return None
+
+
+def _read_all(storage, wanted: set[tuple[str, int]], files: dict, workers: int = 16) -> None:
+    """Each DSTL file of ``wanted`` (URI, size recorded) into ``files``: its bytes, or the error
+    reading it raised; in parallel (on S3 a loop over a job's upload batches would take seconds)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(item):
+        try:
+            return _read(storage, *item)
+        except StoreUnanswered:
+            raise  # each next file would wait out the same deadline
+        except (CkptError, dstl.DstlError) as e:
+            return e
+
+    items = sorted(wanted)
+    if len(items) <= 1:
+        files.update({uri: one((uri, size)) for uri, size in items})
+        return
+    with ThreadPoolExecutor(min(workers, len(items))) as pool:
+        files.update({uri: got for (uri, _), got in zip(items, pool.map(one, items), strict=True)})
 
 
 def _read(storage, uri: str, recorded: int):
