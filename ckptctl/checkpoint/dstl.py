@@ -165,9 +165,23 @@ def change_sets(body, at: int = 0) -> dict[int, int]:
     """Where each change set of ``body`` (the bytes after the header; ``at``: their first byte's
     offset in the file, for errors) begins, and the bytes of changes it holds. They must end
     exactly at the end of ``body``."""
-    n = len(body)
     pos = 0
     begins: dict[int, int] = {}
+    while pos < len(body):
+        end, payload, _common = change_set(body, pos, at)
+        begins[pos] = payload
+        pos = end
+    return begins
+
+
+def change_set(body, start: int, at: int = 0) -> tuple[int, int, list[tuple[int, int]]]:
+    """The change set of ``body`` that begins at ``start`` (``StateChangeFormat.write``): where it
+    ends, the bytes of changes it holds, and where its changes of key group -1 (the state
+    metadata records: ``(offset, length)`` in ``body``) are."""
+    n = len(body)
+    pos = start
+    payload = 0
+    common: list[tuple[int, int]] = []
 
     def read_int(what: str) -> int:
         nonlocal pos
@@ -177,30 +191,40 @@ def change_sets(body, at: int = 0) -> dict[int, int]:
         pos += 4
         return value
 
-    while pos < n:
-        start = pos
-        payload = 0
-        groups = read_int("a change set's group count")
-        if groups < 0:
-            raise DstlError(f"negative group count {groups}", start + at)
-        for _ in range(groups):
+    groups = read_int("a change set's group count")
+    if groups < 0:
+        raise DstlError(f"negative group count {groups}", start + at)
+    for _ in range(groups):
+        where = pos
+        changes = read_int("a group's change count")
+        if changes < 0:
+            raise DstlError(f"negative change count {changes}", where + at)
+        where = pos
+        key_group = read_int("a group's key group")
+        if not COMMON_KEY_GROUP <= key_group < MAX_KEY_GROUPS:
+            raise DstlError(f"key group {key_group} is no key group", where + at)
+        for _ in range(changes):
             where = pos
-            changes = read_int("a group's change count")
-            if changes < 0:
-                raise DstlError(f"negative change count {changes}", where + at)
-            where = pos
-            key_group = read_int("a group's key group")
-            if not COMMON_KEY_GROUP <= key_group < MAX_KEY_GROUPS:
-                raise DstlError(f"key group {key_group} is no key group", where + at)
-            for _ in range(changes):
-                where = pos
-                length = read_int("a change's length")
-                if length < 0 or length > n - pos:
-                    raise DstlError(f"a change of {length:,} bytes, {n - pos:,} left in the file", where + at)
-                pos += length
-                payload += length
-        begins[start] = payload
-    return begins
+            length = read_int("a change's length")
+            if length < 0 or length > n - pos:
+                raise DstlError(f"a change of {length:,} bytes, {n - pos:,} left in the file", where + at)
+            if key_group == COMMON_KEY_GROUP:
+                common.append((pos, length))
+            pos += length
+            payload += length
+    return pos, payload, common
+
+
+def body_of(data: bytes, limit: int):
+    """The bytes after the header of a whole DSTL file (decompressed if it is compressed, never
+    past ``limit`` bytes) and their first byte's offset in the file (0 for uncompressed bytes)."""
+    if not data:
+        raise DstlError("empty: no header byte", 0)
+    if data[0] == PLAIN:
+        return memoryview(data)[1:], 1
+    if data[0] == SNAPPY:
+        return unframe(memoryview(data)[1:], 1, limit), 0
+    raise DstlError(f"header {data[0]}, neither 0 (plain) nor 1 (Snappy-compressed)", 0)
 
 
 def changelog_starts(metadata, resolve) -> dict[str, dict[int, set[int]]]:

@@ -421,3 +421,33 @@ def _operator_snapshot(
     body = data[body_start:body_end]
     r.pos = body_end
     return SerializerInfo(key, cls, version, _nested_classes(body), body)
+
+
+def parse_state_meta(data: bytes, path: str, *, base: int = 0, body_length=None) -> StateMeta:
+    """One ``StateMetaInfoSnapshot`` as the current writer writes it (the per-state part of the
+    proxy above) at the start of ``data``, and what follows it unread: the changelog backend's
+    metadata record (:mod:`ckptctl.preflight.changelogstates`) writes it then its own fields
+    (default value, TTL config, state id). The last serializer snapshot's end is not marked, so
+    its ``body`` runs to the end of ``data`` unless ``body_length(class, bytes)`` (a reader of the
+    snapshot's grammar) tells where it ends (``None``: it cannot)."""
+    parsed = _state_header_at(data, 0)
+    if parsed is None:
+        raise _Reader(data, path, base).fail("not a state meta info snapshot", at=0)
+    name, btype, opts, n_ser, length = parsed
+    r = _Reader(data, path, base)
+    r.pos = length
+    sers: list[SerializerInfo] = []
+    for i in range(n_ser):
+        key = r.utf("serializer key")
+        if key not in SERIALIZER_KEYS:
+            raise r.fail(f"state '{name}': unknown serializer key '{key}'")
+        if i < n_ser - 1:
+            info, _ = _read_snapshot_then(r, data, key, with_count=False, last=False)
+        else:
+            _start, cls, version = _snapshot_head(r)
+            body = data[r.pos :]
+            end = body_length(cls, body) if body_length is not None else None
+            body = body if end is None else body[:end]
+            info = SerializerInfo(key, cls, version, _nested_classes(body), body)
+        sers.append(info)
+    return StateMeta(name, btype, opts, sers)

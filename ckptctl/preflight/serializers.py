@@ -180,6 +180,18 @@ def _skip_body(r: _In, cls: str) -> None:
     raise _Unreadable(cls)
 
 
+def body_length(cls: str, body: bytes) -> int | None:
+    """Where the body of a snapshot of class ``cls`` that ``body`` begins with ends (bytes of
+    something else may follow it: the changelog's metadata records), by the snapshot's grammar;
+    ``None`` where the format of the class (or of a snapshot it nests) is not known."""
+    r = _In(body)
+    try:
+        _skip_body(r, cls)
+    except (_Unreadable, ValueError, UnicodeDecodeError):
+        return None
+    return r.pos
+
+
 def _composite(r: _In) -> tuple[bytes, list[Snap]]:
     """``CompositeTypeSerializerSnapshot``: magic, outer version, outer snapshot (class specific:
     found by the nested snapshots' header that follows it), nested snapshots."""

@@ -182,14 +182,7 @@ def catalog(storage, ck: LoadedCheckpoint, *, operator_serializers: bool = False
                         raise header
                     if oc.key_serializer is None:
                         oc.key_serializer = header.key_serializer
-                    for meta in header.states:
-                        entry = oc.states.get(meta.name)
-                        if entry is None:
-                            entry = oc.states[meta.name] = StateEntry(
-                                meta.name, meta.kind, "keyed", meta.ttl, meta.backend_type,
-                                {x.key: x for x in meta.serializers}, meta.ttl_element_length,
-                            )  # fmt: skip
-                        entry.subtasks += 1
+                    add_keyed_states(oc, header.states)
             for oph in (s.managed_operator, s.raw_operator):
                 if oph is None or type(oph) not in (OperatorStreamHandle, FileMergingOperatorHandle):
                     continue
@@ -221,6 +214,19 @@ def catalog(storage, ck: LoadedCheckpoint, *, operator_serializers: bool = False
                     entry.bytes = (entry.bytes or 0) + (max(0, hi - lo) if st.offsets else 0)
         out.append(oc)
     return out
+
+
+def add_keyed_states(oc: OperatorCatalog, metas) -> None:
+    """Keyed states (``StateMeta``s, as a subtask's backend records them) into ``oc``: the
+    first subtask's record of a state is kept, the others counted."""
+    for meta in metas:
+        entry = oc.states.get(meta.name)
+        if entry is None:
+            entry = oc.states[meta.name] = StateEntry(
+                meta.name, meta.kind, "keyed", meta.ttl, meta.backend_type,
+                {x.key: x for x in meta.serializers}, meta.ttl_element_length,
+            )  # fmt: skip
+        entry.subtasks += 1
 
 
 def _read_headers(storage, resolve, ck: LoadedCheckpoint, workers: int = 16) -> dict[int, Any]:

@@ -48,12 +48,22 @@ def test_changelog_on_in_new_fails_a_no_claim_restore():
         assert off["verdict"] == "restores" and "changelog" not in _checks(off, "incompatible")
 
 
+def _dstl_rebase(pair: str) -> tuple[str, str]:
+    """``--rebase`` to the copy of the DSTL files a changelog checkpoint names by absolute path
+    (preflight reads them for the states that live only in the change log)."""
+    entry = next(
+        p for p in json.loads((DATA.parent / "manifest.json").read_text())["pairs"] if p["id"] == pair
+    )
+    return "--rebase", f"{entry['old_original_root']}={DATA / pair / 'old'}"
+
+
 def test_a_changelog_snapshot_is_unknown_until_the_new_jobs_changelog_is_told():
     pair = "2.3.0/changelog_checkpoint_to_changelog_off"
-    doc = preflight(pair, expect=1)
+    moved = _dstl_rebase(pair)
+    doc = preflight(pair, *moved, expect=1)
     assert doc["verdict"] == "unknown" and "changelog" in _checks(doc, "unknown")
-    assert preflight(pair, "--target-changelog", "off", expect=0)["verdict"] == "restores"
-    assert preflight(pair, "--target-changelog", "on", expect=1)["verdict"] == "fails"
+    assert preflight(pair, *moved, "--target-changelog", "off", expect=0)["verdict"] == "restores"
+    assert preflight(pair, *moved, "--target-changelog", "on", expect=1)["verdict"] == "fails"
 
 
 def test_a_changelog_only_operator_holds_state():

@@ -63,3 +63,49 @@ def test_a_checkpoint_of_incremental_handles_costs_one_get_per_metadata(s3_serve
     ]
     assert metadata_gets.seen == 2 and gets.seen == 2
     assert lists.seen == 0 and heads.seen == 0
+
+
+def test_a_changelog_only_checkpoint_costs_one_get_per_dstl_file(s3_server) -> None:
+    """A changelog checkpoint with nothing materialized: its states' serializer snapshots are in
+    the DSTL files (outside the checkpoint directory, named by absolute path: ``--rebase``), so
+    preflight reads each referenced DSTL file once, with one ranged GET, besides the two
+    ``_metadata``; it says what it says on local disk."""
+    from tests.preflight.test_upgrades import PAIRS, UPGRADES
+
+    pair = next(p for p in PAIRS if p["id"] == "1.20.3/changelog_checkpoint_to_changelog_off")
+    case = UPGRADES / "data" / "1.20.3" / "changelog_checkpoint_to_changelog_off"
+    s3_server.create_bucket("changelog")
+    fs = s3_server.filesystem()
+    fs.pipe(
+        {
+            f"changelog/{p.relative_to(case).as_posix()}": p.read_bytes()
+            for p in case.rglob("*")
+            if p.is_file()
+        }
+    )
+    dstl_files = [p for p in (case / "old").rglob("*") if p.is_file() and "/dstl/" in p.as_posix()]
+    assert dstl_files
+    old, new = (UPGRADES / pair["old"]).relative_to(case), (UPGRADES / pair["new"]).relative_to(case)
+    gets = Rule(lambda m, _p: m == "GET")
+    dstl_gets = Rule(lambda m, p: m == "GET" and "/dstl/" in p)
+    lists, heads = Rule(lambda _m, p: is_list(p)), Rule(lambda m, _p: m == "HEAD")
+    args = ("--target-flink", "1.20.3", "--target-backend", "rocksdb", "--target-changelog", "off", "--json")
+    with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[gets, dstl_gets, lists, heads]) as proxy:
+        result = ckptctl(
+            "preflight", f"s3://changelog/{old.as_posix()}", "--against", f"s3://changelog/{new.as_posix()}", *args,
+            "--rebase", f"{pair['old_original_root']}=s3://changelog/old", "--s3-endpoint", proxy.endpoint,
+        )  # fmt: skip
+    local = ckptctl(
+        "preflight", str(case / old), "--against", str(case / new), *args,
+        "--rebase", f"{pair['old_original_root']}={case / 'old'}",
+    )  # fmt: skip
+    doc, want = json.loads(result.stdout), json.loads(local.stdout)
+    assert doc["verdict"] == want["verdict"] == "restores"
+    assert [(f["operator_id"], f["state"], f["check"], f["outcome"]) for f in doc["findings"]] == [
+        (f["operator_id"], f["state"], f["check"], f["outcome"]) for f in want["findings"]
+    ]
+    assert ("v", "value-serializer", "as-is") in {
+        (f["state"], f["check"], f["outcome"]) for f in doc["findings"]
+    }
+    assert dstl_gets.seen == len(dstl_files) and gets.seen == 2 + len(dstl_files)
+    assert lists.seen == 0 and heads.seen == 0

@@ -34,10 +34,20 @@ def _pairs() -> list[dict]:
     return json.loads((UPGRADES / "manifest.json").read_text())["pairs"]
 
 
+def moved(pair: dict, side: str) -> Rebase:
+    """Where the absolute paths a side's metadata names are now (``--rebase``): the files outside
+    the snapshot's directory (a changelog checkpoint's DSTL files) were copied with it into
+    ``data/<flink>/<case>/<side>``."""
+    original = pair.get(f"{side}_original_root")
+    if not original:
+        return Rebase()
+    return Rebase.of([(original, str(UPGRADES.joinpath(*Path(pair[side]).parts[:4])))])
+
+
 def verdict_of_pair(pair: dict) -> dict:
     storage = Storage(StorageOptions.from_env(None))
-    old = one_checkpoint(storage, str(UPGRADES / pair["old"]), Rebase())
-    new = one_checkpoint(storage, str(UPGRADES / pair["new"]), Rebase())
+    old = one_checkpoint(storage, str(UPGRADES / pair["old"]), moved(pair, "old"))
+    new = one_checkpoint(storage, str(UPGRADES / pair["new"]), moved(pair, "new"))
     report = run_preflight(
         storage, old, new, target_flink=pair["new_flink"], new_backend=pair.get("new_backend"),
         new_changelog=pair.get("new_changelog"), allow_non_restored_state=bool(pair.get("allow_non_restored")),
