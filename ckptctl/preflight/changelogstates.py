@@ -1,4 +1,4 @@
-"""The keyed states of a changelog checkpoint with nothing materialized, read from its DSTL files.
+"""The keyed states of a changelog checkpoint that live in its change log, read from its DSTL files.
 
 Such an operator's state lives only in the change log: no backend header records its states, so
 the catalog has none, yet Flink's restore replays the log and registers each state from the
@@ -17,8 +17,10 @@ Its snapshot is decoded by the keyed proxy's reader (:func:`ckptctl.metadata.key
 parse_state_meta`); the last serializer snapshot's end is found by its grammar
 (:func:`ckptctl.preflight.serializers.body_length`; a class of unknown format keeps the bytes that
 follow, so nothing compares equal that is not). The states go into the operator's catalog entry
-as a materialized header's would, and preflight's state checks decide them. Only the DSTL files
-referenced by changelog handles without a materialized part are read: one GET per file, bounded.
+as a materialized header's would, and preflight's state checks decide them. Where part of the
+state is materialized, the headers give its states and the log adds those registered since (the
+others' records in the log are the same states'). The DSTL files a changelog checkpoint's log
+pieces reference are read: one GET per file, bounded; nothing for any other checkpoint.
 """
 
 from __future__ import annotations
@@ -44,23 +46,26 @@ READ_LIMIT = 64 << 20
 NOT_READ = "state only in the change log: its serializer snapshot is in the DSTL file, not read"
 
 
-def changelog_only(op) -> list[ChangelogBackendHandle]:
-    """The operator's managed changelog handles if none has a materialized part, else ``[]``."""
-    handles = [s.managed_keyed for s in op.subtasks or () if type(s.managed_keyed) is ChangelogBackendHandle]
-    if not handles or any(h.materialized for h in handles):
-        return []
-    return handles
+def changelog_handles(op) -> list[ChangelogBackendHandle]:
+    """The operator's managed changelog handles."""
+    return [s.managed_keyed for s in op.subtasks or () if type(s.managed_keyed) is ChangelogBackendHandle]
 
 
-def read_changelog_states(storage, ck, op, oc, files: dict | None = None) -> str | None:
+def read_changelog_states(
+    storage, ck, op, oc, files: dict | None = None, only_missing: bool = False
+) -> str | None:
     """Add the states whose metadata records the DSTL files of ``op``'s changelog handles hold
     to ``oc`` (its catalog entry); ``None``, or why they could not all be read (then none is
     trusted: the caller says unknown). ``files``: DSTL bytes by URI, shared between operators
-    (a file holds the change sets of every backend of a task manager's upload batch)."""
+    (a file holds the change sets of every backend of a task manager's upload batch).
+    ``only_missing``: the checkpoint has a materialized part, whose backend headers gave ``oc``
+    its states; a state registered after that materialization is only in the log, so the
+    states the headers lack are added from it (a changed serializer there is refused by the
+    restore's replay as surely as one in a header)."""
     files = {} if files is None else files
     resolve = file_resolver(ck)
     pieces = []
-    for h in changelog_only(op):
+    for h in changelog_handles(op):
         for part in h.non_materialized:
             if type(part) is not ChangelogFileHandle:
                 return f"{NOT_READ} ({type(part).__name__}: not a DSTL file)"
@@ -80,6 +85,8 @@ def read_changelog_states(storage, ck, op, oc, files: dict | None = None) -> str
         raise
     except (CkptError, dstl.DstlError) as e:
         return f"{NOT_READ}: {e}"
+    if only_missing:
+        metas = [m for m in metas if m.name not in oc.states]
     add_keyed_states(oc, metas)
     return None
 

@@ -201,9 +201,12 @@ def run_preflight(
             if kinds:
                 outcome, detail, error = backend_check(fmt, kinds, backend_new, old.metadata.version)
                 ctx.add(oc, "backend", outcome, detail, flink_error=error)
-            if "changelog" in kinds and not oc.keyed_handles:
-                # the states live only in the change log: their serializer snapshots are its metadata records
-                why = read_changelog_states(storage, old, op, oc, dstl_files)
+            if "changelog" in kinds:
+                # states in the change log (all of them, or those registered after the materialization the
+                # headers come from): their serializer snapshots are its metadata records
+                why = read_changelog_states(
+                    storage, old, op, oc, dstl_files, only_missing=bool(oc.keyed_handles)
+                )
                 if why is not None:
                     ctx.add(oc, "state", UNKNOWN, why)
             if kinds and changelog_on and not claimed:
