@@ -335,9 +335,15 @@ def spark_failure(e: BaseException, wait: float = 30.0) -> str | None:
     it, to say how it ended."""
     text = f"{type(e).__name__}: {e}"
     proc = _JVM_PROC
-    if proc is not None and proc.poll() is None and (_connection_lost(e, text) or _no_java_detail(e, text)):
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=wait)
+    if proc is not None and proc.poll() is None:
+        if _connection_lost(e, text) or _no_java_detail(e, text):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=wait)
+        elif _dropped(e, text):
+            # the gateway still answered, yet the connection went: a JVM running its shutdown hooks
+            # (after an OutOfMemoryError, exit 52) answers for a moment on a busy machine
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=min(wait, 10.0))
     death = jvm_death()
     if death:
         return death
@@ -362,10 +368,14 @@ def _connection_lost(e: BaseException, text: str) -> bool:
         return True
     if "Answer from Java side is empty" in text or "Py4JNetworkError" in text:
         return True
-    dropped = (
+    return _dropped(e, text) and not _gateway_answers()
+
+
+def _dropped(e: BaseException, text: str) -> bool:
+    """A refused or reset connection to the JVM's gateway."""
+    return (
         isinstance(e, ConnectionError) or "ConnectionRefusedError" in text or "ConnectionResetError" in text
     )
-    return dropped and not _gateway_answers()
 
 
 def _gateway_answers() -> bool:
