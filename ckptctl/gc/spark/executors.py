@@ -83,7 +83,8 @@ def inventory_batches(storage: Storage, task: tuple) -> Iterator[Any]:
     import pyarrow.compute as pc
 
     from ckptctl.engine.arrow import arrow_batches, arrow_schema
-    from ckptctl.inventory import ReadStats, iter_batches
+    from ckptctl.inventory.report import ReadStats
+    from ckptctl.inventory.rows import iter_batches
 
     _kind, inv, scopes = task
     stats = ReadStats()
