@@ -21,6 +21,7 @@ from ckptctl.checkpoint.loading import LoadedCheckpoint, each_checkpoint
 from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.errors import CkptError, StorageError
 from ckptctl.storage import FileInfo, Storage, WalkNotes
+from ckptctl.storage.reading import refuse_larger
 
 
 class ScanStorage(Storage):
@@ -94,7 +95,7 @@ class ScanStorage(Storage):
         if isinstance(kept, StorageError):
             raise kept
         if limit is not None:
-            self._refuse_larger(uri, len(kept), limit)
+            refuse_larger(uri, len(kept), limit)
         return kept
 
     # -- passed through ------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """``ckptctl relocate`` (copy checkpoints anywhere, with every path in ``_metadata`` rewritten:
-:func:`ckptctl.relocate.plan_relocation`, then :func:`ckptctl.relocate.apply_relocation`) and its
+:func:`ckptctl.relocate.plan.plan_relocation`, then :func:`ckptctl.relocate.apply.apply_relocation`) and its
 hidden ``relocate-apply`` (``ckptctl relocate apply PLAN.json``), rendered by :mod:`ckptctl.cli.render.relocate`."""
 
 from __future__ import annotations
@@ -88,7 +88,8 @@ def relocate_command(
     import json
 
     from ckptctl.cli.render import relocate as render
-    from ckptctl.relocate import RelocateReport, load_sources, plan_relocation
+    from ckptctl.relocate.apply import RelocateReport
+    from ckptctl.relocate.plan import load_sources, plan_relocation
     from ckptctl.storage import normalize_uri
     from ckptctl.storage.copying import check_writable
 
@@ -119,7 +120,7 @@ def _apply_and_report(out, storage, plan, workers, limit, no_verify, engine) -> 
     """Copy as ``plan`` says on ``engine`` (parsed at the edge: ``relocate``'s options, or
     ``local`` for ``relocate-apply``), then the shallow verify of the copies."""
     from ckptctl.cli.render import relocate as render
-    from ckptctl.relocate import RelocateReport, apply_relocation, shallow_verify
+    from ckptctl.relocate.apply import RelocateReport, apply_relocation, shallow_verify
 
     chosen = engine.resolve(len(plan.copies))
     chosen.start()  # before the counter: the JVM's start-up gets its own status line
@@ -151,7 +152,7 @@ def relocate_apply_command(
 
     from ckptctl.engine import Engine
     from ckptctl.errors import CkptError
-    from ckptctl.relocate import replan
+    from ckptctl.relocate.apply import replan
 
     out = get_output()
     storage, _ = storage_and_rebase(s3_endpoint, None)

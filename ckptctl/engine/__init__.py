@@ -9,8 +9,10 @@ checking a few thousand files takes, and needs Java; a cluster is worth it for a
 local files count for less (:data:`AUTO_LOCAL_FILES`): in-process, 100,000 take about a second.
 
 The runners: :mod:`~ckptctl.engine.local` (this thread, then a thread pool) and
-:mod:`~ckptctl.engine.spark` (one SparkSession per process); both imported lazily, so choosing an
-engine costs nothing.
+:mod:`~ckptctl.engine.spark` (one SparkSession per process; beside it
+:mod:`~ckptctl.engine.spark_startup`, what is checked and chosen before its JVM starts,
+:mod:`~ckptctl.engine.processes`, the JVM's process tree, and :mod:`~ckptctl.engine.arrow`, the
+Arrow batches its tasks hand back); all imported lazily, so choosing an engine costs nothing.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The Spark engine: one SparkSession per process, checks of what a JVM needs before it starts,
-and the tasks spread over executors (``mapPartitions`` of the caller's task function).
+"""The Spark engine: one SparkSession per process (the JVM it starts, interrupts, deaths and the
+clean-up at exit) and the tasks spread over executors (``mapPartitions`` of the caller's task
+function). What is checked and chosen before the JVM starts is :mod:`ckptctl.engine.spark_startup`;
+the Arrow batches tasks hand back, :mod:`ckptctl.engine.arrow`.
 
 Executors get the storage settings as the picklable :class:`ckptctl.storage.StorageOptions` bound
 into the task function (a ``functools.partial``), never as environment variables. The one
@@ -24,6 +26,14 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ckptctl.engine.processes import descendants, die_with_parent_call, process_group
+from ckptctl.engine.spark_startup import (
+    driver_memory,
+    java_problem,
+    jvm_collector,
+    spark_log_path,
+    unreachable_master,
+)
 from ckptctl.errors import CkptError
 
 
@@ -204,21 +214,6 @@ def quiet_py4j() -> None:
         root.addHandler(_QuietPy4J())
 
 
-def spark_log_path() -> str:
-    """Where the embedded JVM writes (CKPTCTL_SPARK_LOG, default: a per-user file in the temp dir)."""
-    import getpass
-    import tempfile
-
-    explicit = os.environ.get("CKPTCTL_SPARK_LOG")
-    if explicit:
-        return explicit
-    try:
-        user = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user name (containers): any stable name will do
-        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
-    return os.path.join(tempfile.gettempdir(), f"ckptctl-spark-{user}.log")
-
-
 def _launch_gateway(log: str) -> None:
     """Start the JVM with its stdout and stderr in ``log`` (truncated: one run per file) and its
     ``java.io.tmpdir`` in a directory of this process, removed at exit (:func:`stop_spark`)."""
@@ -268,7 +263,7 @@ def _jvm_popen(command: list[str], **kwargs: Any) -> subprocess.Popen:
     theirs = kwargs.pop("preexec_fn", None)
     parent = os.getpid()
     # the kernel sends it when the forking THREAD ends: only the main thread lives as long as ckptctl
-    die_with_parent = _die_with_parent_call() if _main_thread() else None
+    die_with_parent = die_with_parent_call() if _main_thread() else None
 
     def preexec() -> None:
         if theirs is not None:
@@ -280,20 +275,6 @@ def _jvm_popen(command: list[str], **kwargs: Any) -> subprocess.Popen:
 
     _JVM_PROC = subprocess.Popen(command, preexec_fn=preexec, start_new_session=True, **kwargs)
     return _JVM_PROC
-
-
-def _die_with_parent_call() -> Callable[[], Any] | None:
-    """``prctl(PR_SET_PDEATHSIG, SIGKILL)`` ready to call in the child (looked up before the fork), or
-    None off Linux."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    return lambda: prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
 
 
 def jvm_death() -> str | None:
@@ -407,42 +388,14 @@ def _kill_jvm() -> None:
     proc = _JVM_PROC
     if proc is None or proc.poll() is not None:
         return  # already reaped: its pid (and group) may be another's now
-    groups = {proc.pid} | {g for g in (_pgid(p) for p in _descendants(proc.pid)) if g and g != os.getpgid(0)}
+    groups = {proc.pid} | {
+        g for g in (process_group(p) for p in descendants(proc.pid)) if g and g != os.getpgid(0)
+    }
     for group in groups:
         with contextlib.suppress(OSError):
             os.killpg(group, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL is not refused
         proc.wait(timeout=30)
-
-
-def _descendants(pid: int) -> list[int]:
-    """The processes below ``pid`` (Linux /proc; none elsewhere)."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
 
 
 def _forget_dead_jvm() -> None:
@@ -467,157 +420,11 @@ def _forget_dead_jvm() -> None:
     _JVM_PROC = None
 
 
-# where a user's JVM options may choose a collector: two choices stop the JVM at its start
-_JVM_OPTION_VARIABLES = ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
-
-
-def jvm_collector(environ) -> list[str]:
-    """The embedded JVM's garbage collector: the parallel one, unless the user's JVM options
-    (the variables above, spark-defaults.conf) choose one. It runs the executors of ``local[*]``
-    too, and on few cores G1's concurrent threads take CPU from the tasks: a 10^7-row gc plan,
-    plans in turn on one bucket, took 78.2 / 63.2 s with it against 86.4 / 77.6 s with G1."""
-    import re
-
-    chooses = re.compile(r"-XX:[+-]Use\w*GC\b")
-    texts = [environ.get(name, "") for name in _JVM_OPTION_VARIABLES]
-    conf_dir = environ.get("SPARK_CONF_DIR")
-    if not conf_dir:
-        try:  # where spark-submit looks (the pyspark package itself when SPARK_HOME is unset)
-            from pyspark.find_spark_home import _find_spark_home
-
-            conf_dir = os.path.join(environ.get("SPARK_HOME") or _find_spark_home(), "conf")
-        except (Exception, SystemExit):  # noqa: BLE001 - no Spark home: the launch says so itself
-            conf_dir = None
-    if conf_dir:
-        try:
-            with open(os.path.join(conf_dir, "spark-defaults.conf"), encoding="utf-8", errors="replace") as f:
-                texts.append(f.read())
-        except OSError:
-            pass
-    return [] if any(chooses.search(t) for t in texts) else ["-XX:+UseParallelGC"]
-
-
-def driver_memory() -> str:
-    """The JVM's heap: a quarter of the memory this machine has free (``MemAvailable``, or what
-    this process's cgroup has left if that is less; the total if neither is known), 1 to 8 GiB.
-    The driver JVM is also the executor of ``local[*]``, and spark-submit's default heap (1 GiB)
-    ran out while a gc plan joined 10^7 inventory rows with 2M live paths (``OutOfMemoryError:
-    Java heap space``, the plan failed; nothing deleted). A maximum, not a reservation: the heap
-    grows only as used -- but it grows before it collects, and a quarter of the total (6 GB on 24
-    GB) per JVM, on a machine whose memory other work held, was taken by the kernel's OOM killer."""
-    from ckptctl.engine.machine import available_memory, machine_memory
-
-    free = available_memory() or machine_memory()
-    return f"{min(8 << 10, max(1 << 10, free // 4 >> 20))}m"
-
-
 def _short(e: BaseException, limit: int = 200) -> str:
     """The first meaningful line of a (py4j, multi-kilobyte) exception, cut to ``limit`` characters."""
     text = " ".join(str(e).strip().splitlines()[:1]) or type(e).__name__
     text = f"{type(e).__name__}: {text}" if type(e).__name__ not in text else text
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def java_problem() -> str | None:
-    """Why the Java Spark would start is unusable (missing, broken, older than 17), or ``None``."""
-    import re
-    import shutil
-    import subprocess
-
-    home = os.environ.get("JAVA_HOME")
-    if home:
-        java = os.path.join(home, "bin", "java")
-        if not (os.path.isfile(java) and os.access(java, os.X_OK)):
-            return f"JAVA_HOME={home} has no bin/java"
-    else:
-        java = shutil.which("java")
-        if java is None:
-            return "no java on PATH and JAVA_HOME is not set"
-    try:
-        proc = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"{java} does not run: {e}"
-    m = re.search(r'version "(\d+)(?:\.(\d+))?', proc.stderr + proc.stdout)
-    if proc.returncode != 0 or m is None:
-        first = (proc.stderr or proc.stdout).strip().splitlines()[:1]
-        return f"{java} -version failed" + (f": {first[0]}" if first else "")
-    major = int(m.group(1))
-    if major == 1 and m.group(2):  # 1.8 is Java 8
-        major = int(m.group(2))
-    if major < 17:
-        return f"{java} is Java {major}"
-    return None
-
-
-def unreachable_master(master: str, timeout: float = 3.0) -> str | None:
-    """An error line if the master cannot work, found in seconds before any JVM starts; else None.
-
-    Every kind of master is checked, not only ``spark://``: a YARN master without the cluster's
-    configuration makes Hadoop retry 0.0.0.0:8032 for twenty minutes. ``local[…]`` needs nothing;
-    ``spark://h:p[,h:p]``, ``k8s://…`` and ``mesos://`` must accept a connection; ``yarn`` needs
-    HADOOP_CONF_DIR or YARN_CONF_DIR and a resource manager that accepts one.
-    """
-    kind = master.split("://", 1)[0].lower() if "://" in master else master.split("[", 1)[0].lower()
-    if kind == "local":
-        return None
-    if kind == "spark":
-        targets = [h.strip() for h in master[len("spark://") :].split(",")]
-    elif kind == "k8s":
-        rest = master[len("k8s://") :]
-        rest = rest if "://" in rest else "https://" + rest
-        scheme, _, hostport = rest.partition("://")
-        hostport = hostport.split("/", 1)[0]
-        targets = [hostport if ":" in hostport else hostport + (":443" if scheme == "https" else ":80")]
-    elif kind == "mesos":
-        targets = [master[len("mesos://") :].split("/", 1)[0]]
-    elif kind == "yarn":
-        conf = os.environ.get("YARN_CONF_DIR") or os.environ.get("HADOOP_CONF_DIR")
-        if not conf:
-            return (
-                "--master yarn needs the cluster's configuration: set HADOOP_CONF_DIR (or YARN_CONF_DIR) to the "
-                "directory holding yarn-site.xml; or use --engine local"
-            )
-        targets = _yarn_resource_managers(conf)
-        if not targets:
-            return (
-                f"--master yarn: no resource manager address in {conf}/yarn-site.xml; or use --engine local"
-            )
-    else:
-        return f"unknown Spark master '{master}': use local[*], spark://HOST:PORT, yarn, k8s://… or mesos://…"
-    errors = []
-    for hostport in targets:
-        host, _, port = hostport.rpartition(":")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-                return None
-        except (OSError, ValueError) as e:
-            errors.append(f"{hostport}: {e.strerror or e}" if isinstance(e, OSError) else f"{hostport}: {e}")
-    return (
-        f"cannot reach the Spark master {master} ({'; '.join(errors)}); is it running? or use --engine local"
-    )
-
-
-def _yarn_resource_managers(conf_dir: str) -> list[str]:
-    """host:port of the resource manager(s) yarn-site.xml names (HA ids included; port 8032 by default)."""
-    import xml.etree.ElementTree as ET
-
-    try:
-        root = ET.parse(os.path.join(conf_dir, "yarn-site.xml")).getroot()
-    except (OSError, ET.ParseError):
-        return []
-    props = {
-        (p.findtext("name") or "").strip(): (p.findtext("value") or "").strip() for p in root.iter("property")
-    }
-    out = []
-    ids = [i.strip() for i in props.get("yarn.resourcemanager.ha.rm-ids", "").split(",") if i.strip()]
-    for suffix in [f".{i}" for i in ids] or [""]:
-        address = props.get("yarn.resourcemanager.address" + suffix)
-        host = props.get("yarn.resourcemanager.hostname" + suffix)
-        if address and "${" not in address:
-            out.append(address)
-        elif host:
-            out.append(f"{host}:8032")
-    return out
 
 
 def stop_spark() -> None:
@@ -748,48 +555,6 @@ def _collect_with_progress(sc, rdd, partitions: int, total: int, progress) -> li
     if total > reported:
         progress(total - reported)
     return result["rows"]
-
-
-def map_in_arrow(frame: Any, fn: Callable[[Iterator[Any]], Iterator[Any]], schema: str) -> Any:
-    """``frame.mapInArrow(fn, schema)``: ``fn`` maps the partition's Arrow record batches to
-    record batches of ``schema``. PySpark's own method builds its UDF with ``pandas_udf``, which
-    refuses to start without pandas although Arrow batches never touch it (pandas is not a
-    dependency of ckptctl): the same UDF is made here by ``vectorized_udf``, as ``pandas_udf``
-    makes it once pandas is found."""
-    from pyspark.sql import DataFrame
-    from pyspark.sql.pandas.functions import vectorized_udf
-    from pyspark.util import PythonEvalType
-
-    udf = vectorized_udf(fn, schema, PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
-    column = udf(*[frame[c] for c in frame.columns])
-    return DataFrame(frame._jdf.mapInArrow(column._jc, False, None), frame.sparkSession)
-
-
-_ARROW_TYPES = {"string": "string", "int": "int32", "long": "int64", "double": "float64", "boolean": "bool_",
-                "binary": "binary"}  # fmt: skip
-
-
-def arrow_schema(ddl: str) -> Any:
-    """The Arrow schema of ``ddl`` (``"name type, ..."`` of flat Spark types)."""
-    import pyarrow as pa
-
-    return pa.schema([(n, getattr(pa, _ARROW_TYPES[t])()) for n, t in (f.split() for f in ddl.split(","))])
-
-
-def arrow_batches(rows: Iterable[tuple], ddl: str, chunk: int = 65536) -> Iterator[Any]:
-    """Tuples in the order of the fields of ``ddl`` (``"name type, ..."`` of flat Spark types) as
-    Arrow record batches of at most ``chunk`` rows: what a task hands back through
-    :func:`map_in_arrow`, columns at a time instead of a pickled row each."""
-    import itertools
-
-    import pyarrow as pa
-
-    schema = arrow_schema(ddl)
-    rows = iter(rows)
-    while batch := list(itertools.islice(rows, chunk)):
-        columns = list(zip(*batch, strict=True))
-        yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)],
-                                         schema=schema)  # fmt: skip
 
 
 def executor_error(e: BaseException) -> CkptError | None:

@@ -34,7 +34,8 @@ class InventorySource:
         very report the plan was made from (same creation time, same number of rows). No time it
         gives (its creation, its rows' mtimes) may be later than ``latest``: the storage clock
         plus the tolerance any mtime has."""
-        from ckptctl.inventory import InventoryError, read_manifest
+        from ckptctl.inventory.manifest import read_manifest
+        from ckptctl.inventory.report import InventoryError
 
         options = self.state.options
         inv = read_manifest(self.state.storage, options.inventory, latest=latest)
@@ -58,7 +59,8 @@ class InventorySource:
 
     def inventory_listings(self) -> dict[str, list[FileInfo]]:
         """The inventory's current objects under each listed scope, sorted like a listing."""
-        from ckptctl.inventory import ReadStats, iter_files
+        from ckptctl.inventory.report import ReadStats
+        from ckptctl.inventory.rows import iter_files
 
         inv = self.state.inventory
         stats = ReadStats()
@@ -81,7 +83,7 @@ class InventorySource:
 
     def record_inventory(self, rows_read: int, rows_kept: int) -> None:
         """The report read: the same as the plan's (when re-validating), and recorded in the plan."""
-        from ckptctl.inventory import InventoryError
+        from ckptctl.inventory.report import InventoryError
 
         inv, options = self.state.inventory, self.state.options
         if options.inventory_rows is not None and options.inventory_rows != rows_read:

@@ -45,7 +45,7 @@ def _by_inventory(storage: Storage, manifest: str, engine: Engine, warn: Callabl
     in-process (faster on one machine: no JVM, no shuffles)."""
     from ckptctl.engine.machine import machine_memory
     from ckptctl.gc.plan import BYTES_PER_FILE
-    from ckptctl.inventory import most_rows, read_manifest
+    from ckptctl.inventory.manifest import most_rows, read_manifest
 
     rows = most_rows(
         read_manifest(storage, manifest, latest=float("inf"))

@@ -5,7 +5,8 @@ the :class:`Storage` itself. The modules: :mod:`~ckptctl.storage.uri` (canonical
 :mod:`~ckptctl.storage.listing` (what a listing yields, the local walk),
 :mod:`~ckptctl.storage.options` (the picklable settings workers rebuild a storage from),
 :mod:`~ckptctl.storage.retry` (the one retry policy), :mod:`~ckptctl.storage.store` (the
-:class:`Storage`), :mod:`~ckptctl.storage.s3list` (concurrent S3 listing) and
+:class:`Storage`, whose calls are done by :mod:`~ckptctl.storage.reading`, :mod:`~ckptctl.storage.walking`
+and :mod:`~ckptctl.storage.writing`), :mod:`~ckptctl.storage.s3list` (concurrent S3 listing) and
 :mod:`~ckptctl.storage.copying` (copies that never leave a half-written file). fsspec and s3fs load
 only when a filesystem is first needed, which keeps ``ckptctl --help`` instant.
 """

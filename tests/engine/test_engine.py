@@ -54,7 +54,7 @@ def test_the_embedded_jvm_collects_in_parallel_unless_the_users_options_choose(t
     """On few cores G1's concurrent threads take CPU from ``local[*]``'s tasks (the JVM is the
     executor): the embedded JVM gets the parallel collector -- unless the user's JVM options
     choose one, as a second choice stops the JVM at its start (a real start below)."""
-    from ckptctl.engine.spark import jvm_collector
+    from ckptctl.engine.spark_startup import jvm_collector
 
     assert jvm_collector({"SPARK_CONF_DIR": str(tmp_path)}) == ["-XX:+UseParallelGC"]
     for name in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"):
@@ -82,7 +82,8 @@ def test_the_embedded_jvm_starts_with_the_collector_and_heap_chosen(user, collec
     env.pop("SPARK_DRIVER_MEMORY", None)
     if heap:
         env["SPARK_DRIVER_MEMORY"] = heap
-    code = ("from ckptctl.engine.spark import driver_memory, spark_session, stop_spark\n"
+    code = ("from ckptctl.engine.spark import spark_session, stop_spark\n"
+            "from ckptctl.engine.spark_startup import driver_memory\n"
             "asked = driver_memory()\n"
             "jvm = spark_session('local[1]').sparkContext._jvm\n"
             "print([b.getName() for b in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()])\n"

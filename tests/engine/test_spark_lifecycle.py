@@ -73,7 +73,7 @@ def test_the_heap_is_a_quarter_of_the_free_memory_not_of_the_total(monkeypatch) 
     """A quarter of the total (6 GB on 24 GB) per JVM, on a machine whose memory other work held,
     drew the kernel's OOM killer (two test workers beside Flink's MiniClusters)."""
     from ckptctl.engine import machine
-    from ckptctl.engine.spark import driver_memory
+    from ckptctl.engine.spark_startup import driver_memory
 
     monkeypatch.setattr(machine, "machine_memory", lambda: 24 * GiB)
     monkeypatch.setattr(machine, "available_memory", lambda: 6 * GiB)

@@ -221,10 +221,10 @@ def test_apply_of_an_inventory_plan_deletes_only_unchanged_candidates(s3_server,
 def test_encoded_prefix_regex_matches_every_encoding() -> None:
     import re
 
-    from ckptctl.inventory import _encoded_prefix_regex
+    from ckptctl.inventory.schema import encoded_prefix_regex
 
     prefix = "checkpoints/a b+c/ü/"
-    rx = re.compile(_encoded_prefix_regex(prefix))
+    rx = re.compile(encoded_prefix_regex(prefix))
     for safe in ("", "/"):
         assert rx.match(quote_plus(prefix + "x", safe=safe))
     assert rx.match(prefix.replace("+", "%2b") + "x") and not rx.match("checkpoints/a b+c/u/x")
@@ -268,7 +268,9 @@ def test_metadata_changing_while_the_plan_is_built_blocks(s3_server) -> None:
 def test_reading_a_local_copy_of_a_report(tmp_path: Path, fmt: str) -> None:
     """The core API on a report copied to local disk (``aws s3 sync`` of the destination bucket):
     only current objects under the scopes come out, decoded, with sizes and epoch mtimes."""
-    from ckptctl.inventory import ReadStats, iter_files, read_manifest
+    from ckptctl.inventory.manifest import read_manifest
+    from ckptctl.inventory.report import ReadStats
+    from ckptctl.inventory.rows import iter_files
     from ckptctl.storage import Storage
 
     t = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -322,7 +324,9 @@ def _local_csv_report(tmp_path: Path, schema: str, lines: list[list[str]]) -> st
 
 
 def test_a_current_versions_only_report_and_one_without_sizes(tmp_path: Path) -> None:
-    from ckptctl.inventory import InventoryError, iter_files, read_manifest
+    from ckptctl.inventory.manifest import read_manifest
+    from ckptctl.inventory.report import InventoryError
+    from ckptctl.inventory.rows import iter_files
     from ckptctl.storage import Storage
 
     storage = Storage()
@@ -362,7 +366,9 @@ def test_csv_keys_and_times_decoded_by_arrow_as_row_by_row(tmp_path: Path) -> No
     ``datetime.fromisoformat`` decode it one at a time; a date that is none is one line naming it."""
     from urllib.parse import unquote_plus
 
-    from ckptctl.inventory import InventoryError, iter_batches, iter_files, read_manifest
+    from ckptctl.inventory.manifest import read_manifest
+    from ckptctl.inventory.report import InventoryError
+    from ckptctl.inventory.rows import iter_batches, iter_files
     from ckptctl.storage import Storage
 
     keys = ["ck/plain", "ck%2Fenc%2Fa+b", "ck/x%2By", "ck/%C3%BC+%2B", "ck/e", "ck/f", "ck/g", "ck%2Dother/z",
@@ -553,7 +559,9 @@ MANIFEST_ATTACKS = [
     ("changed", "word"), [a[1:] for a in MANIFEST_ATTACKS], ids=[a[0] for a in MANIFEST_ATTACKS]
 )
 def test_every_field_of_a_manifest_is_checked(tmp_path: Path, changed: dict, word: str) -> None:
-    from ckptctl.inventory import InventoryError, iter_files, read_manifest
+    from ckptctl.inventory.manifest import read_manifest
+    from ckptctl.inventory.report import InventoryError
+    from ckptctl.inventory.rows import iter_files
     from ckptctl.storage import Storage
 
     manifest = local_report(tmp_path, report_rows(["ck/a"]), "CSV", **changed)
@@ -567,7 +575,8 @@ def test_every_field_of_a_manifest_is_checked(tmp_path: Path, changed: dict, wor
 def test_a_manifest_not_matching_its_checksum_file(tmp_path: Path) -> None:
     """AWS writes ``manifest.checksum`` (the manifest's MD5) beside it: a manifest changed since, or
     a checksum that is no MD5, is refused; a right one (or none) is read."""
-    from ckptctl.inventory import InventoryError, read_manifest
+    from ckptctl.inventory.manifest import read_manifest
+    from ckptctl.inventory.report import InventoryError
     from ckptctl.storage import Storage
 
     manifest = Path(local_report(tmp_path, report_rows(["ck/a"]), "CSV"))
@@ -614,7 +623,9 @@ ROW_ATTACKS = [
     ("schema", "lines", "word"), [a[1:] for a in ROW_ATTACKS], ids=[a[0] for a in ROW_ATTACKS]
 )
 def test_every_field_of_a_csv_report_row_is_checked(tmp_path: Path, schema: str, lines, word: str) -> None:
-    from ckptctl.inventory import InventoryError, iter_files, read_manifest
+    from ckptctl.inventory.manifest import read_manifest
+    from ckptctl.inventory.report import InventoryError
+    from ckptctl.inventory.rows import iter_files
     from ckptctl.storage import Storage
 
     manifest = _local_csv_report(tmp_path, schema, lines)
@@ -655,7 +666,9 @@ COLUMNAR_ATTACKS = ["parquet-size-negative", "parquet-size-a-string", "parquet-m
 
 @pytest.mark.parametrize("attack", COLUMNAR_ATTACKS)
 def test_every_field_of_a_columnar_report_row_is_checked(tmp_path: Path, attack: str) -> None:
-    from ckptctl.inventory import InventoryError, iter_files, read_manifest
+    from ckptctl.inventory.manifest import read_manifest
+    from ckptctl.inventory.report import InventoryError
+    from ckptctl.inventory.rows import iter_files
     from ckptctl.storage import Storage
 
     attacks = _columnar_attacks()
@@ -681,7 +694,9 @@ def test_every_field_of_a_columnar_report_row_is_checked(tmp_path: Path, attack:
 def test_a_report_at_its_bounds_is_read(tmp_path: Path) -> None:
     """What is right is still read: a report created at S3 Inventory's launch whose rows are as old
     as S3 and as young as the clock's tolerance allows, of sizes 0 and S3's largest."""
-    from ckptctl.inventory import INVENTORY_LAUNCH, MAX_OBJECT_SIZE, S3_LAUNCH, iter_files, read_manifest
+    from ckptctl.inventory.manifest import read_manifest
+    from ckptctl.inventory.report import INVENTORY_LAUNCH, MAX_OBJECT_SIZE, S3_LAUNCH
+    from ckptctl.inventory.rows import iter_files
     from ckptctl.storage import Storage
 
     latest = time.time() + 300
@@ -737,12 +752,14 @@ def test_a_columnar_files_md5_is_checked_in_memory_or_streamed(
 ) -> None:
     """Up to HASHED_IN_MEMORY a columnar file is read once and hashed in memory, above it hashed
     as it streams and read again: either way a good file is read and a changed one refused."""
-    import ckptctl.inventory as inventory
-    from ckptctl.inventory import InventoryError, iter_files, read_manifest
+    import ckptctl.inventory.rows as inventory_rows
+    from ckptctl.inventory.manifest import read_manifest
+    from ckptctl.inventory.report import InventoryError
+    from ckptctl.inventory.rows import iter_files
     from ckptctl.storage import Storage
 
     if not in_memory:
-        monkeypatch.setattr(inventory, "HASHED_IN_MEMORY", 0)
+        monkeypatch.setattr(inventory_rows, "HASHED_IN_MEMORY", 0)
     rows = report_rows(["ck/a", "ck/b"], e_tag="etag-of-the-row")
     storage = Storage()
     for fmt in ("Parquet", "ORC"):

@@ -690,7 +690,7 @@ def test_spark_plan_equals_local_plan_over_s3_with_odd_keys(spark, s3_server) ->
 
 def test_spark_plan_equals_local_plan_from_an_inventory(spark, s3_server) -> None:
     """A CSV report (URL-encoded keys, the awkward-name orphan) read on executors; the three formats'
-    decoding is one module (ckptctl.inventory), proven against listings in tests/gc/test_inventory.py.
+    decoding is one package (ckptctl.inventory), proven against listings in tests/gc/test_inventory.py.
     An orphan's key is current twice, in the report's two data files (two tasks): one file, the row
     sorted last (the larger size) speaking whole, as in the local plan: its older mtime too (each
     field's largest would pair the larger size with the other row's newer mtime)."""
@@ -794,7 +794,7 @@ def test_auto_plans_an_inventory_too_big_for_this_process_on_spark(spark, s3_ser
     machine's memory is planned in-process; one that does not (here: a machine of 64 KiB) on Spark,
     said on stderr, with the same candidates. Before, auto never chose Spark for gc."""
     from ckptctl.engine import machine
-    from ckptctl.inventory import most_rows, read_manifest
+    from ckptctl.inventory.manifest import most_rows, read_manifest
     from tests.support.inventory import shared, write_inventory
 
     up = shared(s3_server)

@@ -11,7 +11,7 @@ already had it. A JIT tier changes how fast the same bytecode runs, not what it 
 product keeps the JVM's default JIT: at bucket scale (bench/) C2 pays for itself.
 
 The long-lived JVMs (each worker's Spark session, Flink's restore gateways) collect with the
-parallel collector, as the product's embedded Spark JVM does (ckptctl.engine.spark.jvm_collector):
+parallel collector, as the product's embedded Spark JVM does (ckptctl.engine.spark_startup.jvm_collector):
 G1's concurrent threads took a third of a session's CPU. One Spark session making 36 small gc
 plans (three fixture roots in turn), C1 only: G1 125 CPU-s of the JVM and 93.0 s; parallel 80.7
 CPU-s and 78.6 s; serial 81.2 CPU-s and 85.1 s. Set through the launchers' variables only: a
@@ -39,7 +39,7 @@ def hand_on(environ: MutableMapping[str, str]) -> None:
     (``SPARK_SUBMIT_OPTS``, read by spark-class), PySpark's standalone daemons and PyFlink's
     gateway (``FLINK_ENV_JAVA_OPTS``) pass options to the JVMs they start, and the heap of Spark's
     embedded JVM (``SPARK_DRIVER_MEMORY``: :data:`SPARK_HEAP`). Spark's embedded JVM
-    gets its collector from ckptctl itself (:func:`ckptctl.engine.spark.jvm_collector`), so the
+    gets its collector from ckptctl itself (:func:`ckptctl.engine.spark_startup.jvm_collector`), so the
     suite's sessions start as a user's do; naming it here as well left that path to one test."""
     for name, opts in (("SPARK_SUBMIT_OPTS", SHORT_LIVED), ("SPARK_DAEMON_JAVA_OPTS", LONG_LIVED),
                        ("FLINK_ENV_JAVA_OPTS", LONG_LIVED)):  # fmt: skip

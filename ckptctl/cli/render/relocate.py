@@ -8,7 +8,7 @@ from ckptctl.cli.output import human_bytes, styled
 from ckptctl.words import plural
 
 if TYPE_CHECKING:
-    from ckptctl.relocate import RelocateReport
+    from ckptctl.relocate.apply import RelocateReport
 
 
 def report(console: Any, relocation: RelocateReport) -> None:

@@ -131,7 +131,7 @@ def decide(work: SparkWork, files, fold_df, rule: FileRule, labels: Labels, ship
     own (the Python decisions are kept, so they are made once): 7.4 s of a 10^7-file plan."""
     from pyspark.sql import functions as F
 
-    from ckptctl.engine.spark import map_in_arrow
+    from ckptctl.engine.arrow import map_in_arrow
     from ckptctl.gc.spark.rule import CONTEXT_SCHEMA, context_rows, needs_python, sql_verdicts
 
     contexts = work.spark.createDataFrame(context_rows(shipped, labels, rule), CONTEXT_SCHEMA)

@@ -25,7 +25,7 @@ def list_partition(storage_options: StorageOptions, tasks: Iterable[tuple]) -> I
     """Arrow record batches of :data:`LISTING_SCHEMA`: files (``f``), and for local walks what they
     saw besides (``d`` directory, ``l`` followed symlink, ``a`` alias, ``m`` mount), or inventory
     read statistics (``s``)."""
-    from ckptctl.engine.spark import arrow_batches
+    from ckptctl.engine.arrow import arrow_batches
 
     storage = Storage.shared(storage_options)
     for task in tasks:
@@ -82,8 +82,9 @@ def inventory_batches(storage: Storage, task: tuple) -> Iterator[Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ckptctl.engine.spark import arrow_batches, arrow_schema
-    from ckptctl.inventory import ReadStats, iter_batches
+    from ckptctl.engine.arrow import arrow_batches, arrow_schema
+    from ckptctl.inventory.report import ReadStats
+    from ckptctl.inventory.rows import iter_batches
 
     _kind, inv, scopes = task
     stats = ReadStats()
@@ -149,7 +150,7 @@ def fold_partition(storage_options, retained_set, rebase, prefixes, rows: Iterab
     of decoding them (2M live paths at 10^7 files)."""
     import pyarrow as pa
 
-    from ckptctl.engine.spark import arrow_batches, arrow_schema
+    from ckptctl.engine.arrow import arrow_batches, arrow_schema
 
     indexed = list(rows)
     if not indexed:
@@ -197,7 +198,7 @@ def decide_batches(rule: FileRule, contexts, batches: Iterable[Any]) -> Iterator
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ckptctl.engine.spark import arrow_batches, arrow_schema
+    from ckptctl.engine.arrow import arrow_batches, arrow_schema
 
     schema = arrow_schema(DECISION_SCHEMA)
     shipped, labels = contexts.value
@@ -254,7 +255,7 @@ def decide_batches(rule: FileRule, contexts, batches: Iterable[Any]) -> Iterator
 def unpickled(fn, ddl: str | None, batches) -> Iterator[Any]:
     """:meth:`ckptctl.gc.spark.work.SparkWork.on_executors` in a task: its items unpickled, ``fn``'s rows in Arrow
     batches of ``ddl`` (``None``: ``fn`` yields record batches itself)."""
-    from ckptctl.engine.spark import arrow_batches
+    from ckptctl.engine.arrow import arrow_batches
 
     items = (pickle.loads(b) for batch in batches for b in batch.column(0).to_pylist())  # noqa: S301 - the driver's
     out = fn(items)

@@ -50,7 +50,7 @@ class SparkWork:
         order), on executors, handed to the JVM in Arrow batches: a pickled Python row each costs
         more than making it (10^7 listed files). ``arrow``: ``fn`` yields the record batches of
         ``ddl`` itself (rows read as columns stay columns)."""
-        from ckptctl.engine.spark import map_in_arrow
+        from ckptctl.engine.arrow import map_in_arrow
 
         pickled = self.sc.parallelize([(pickle.dumps(x),) for x in items], slices)
         return map_in_arrow(self.spark.createDataFrame(pickled, "item binary"),

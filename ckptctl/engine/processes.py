@@ -1,0 +1,59 @@
+"""The processes around the Spark JVM, read from the operating system: a child that dies with its
+parent (Linux), the processes below one, the group each belongs to.
+
+Apart from :mod:`ckptctl.engine.spark` (the session and the JVM's life) because none of it holds
+state: what :mod:`ckptctl.engine.spark` needs to start the JVM bound to ckptctl and to kill it
+with the Python workers it started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def die_with_parent_call() -> Callable[[], Any] | None:
+    """``prctl(PR_SET_PDEATHSIG, SIGKILL)`` ready to call in the child (looked up before the fork), or
+    None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (Linux /proc; none elsewhere)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def process_group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
