@@ -1,4 +1,4 @@
-"""Decoder of Flink's ``_metadata`` files, versions 3–7, into :mod:`ckptctl.metadata.model`.
+"""Decoder of Flink's ``_metadata`` files, versions 3–7, into the model (:mod:`ckptctl.metadata.checkpoint` and the modules below it).
 
 It mirrors ``MetadataV3..V7Serializer`` and ``MetadataV2V3SerializerBase`` field by field. Every
 read is bounds-checked and every count is checked against the bytes that remain before anything
@@ -15,7 +15,8 @@ from contextvars import ContextVar
 
 from ckptctl.errors import MetadataFormatError, UnsupportedVersionError
 from ckptctl.metadata import flinkpath, javaser, mutf8
-from ckptctl.metadata.model import (
+from ckptctl.metadata.checkpoint import CheckpointMetadata, MasterState
+from ckptctl.metadata.codes import (
     BYTE_STREAM_STATE_HANDLE,
     CHANGELOG_BYTE_INCREMENT_HANDLE,
     CHANGELOG_FILE_INCREMENT_HANDLE,
@@ -42,30 +43,32 @@ from ckptctl.metadata.model import (
     SEGMENT_FILE_HANDLE,
     SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE,
     SUPPORTED_VERSIONS,
+)
+from ckptctl.metadata.handles import (
     ByteStreamHandle,
     ChangelogBackendHandle,
     ChangelogBytesHandle,
     ChangelogFileHandle,
-    ChannelHandle,
-    CheckpointMetadata,
     EmptySegmentHandle,
     FileHandle,
-    FileMergingOperatorHandle,
     IncrementalHandle,
     KeyGroupRange,
     KeyGroupsHandle,
     LocalFile,
-    MasterState,
+    RelativeFileHandle,
+    SegmentFileHandle,
+    SkimmedFiles,
+    wrap32,
+)
+from ckptctl.metadata.operators import (
+    ChannelHandle,
+    FileMergingOperatorHandle,
     MergedChannelEntry,
     MergedChannelHandle,
     NamedOperatorState,
     OperatorState,
     OperatorStreamHandle,
-    RelativeFileHandle,
-    SegmentFileHandle,
-    SkimmedFiles,
     SubtaskState,
-    wrap32,
 )
 from ckptctl.pycollector import paused_collector
 

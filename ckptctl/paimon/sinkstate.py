@@ -72,7 +72,7 @@ from typing import Any, NamedTuple
 from ckptctl.errors import CkptError, MetadataFormatError
 from ckptctl.metadata import mutf8
 from ckptctl.metadata.bytereader import ByteReader
-from ckptctl.metadata.model import FileMergingOperatorHandle, OperatorStreamHandle
+from ckptctl.metadata.operators import FileMergingOperatorHandle, OperatorStreamHandle
 from ckptctl.paimon.binaryrow import BinaryRowError, RawRow, Row, raw_row
 
 RAW_STATES = "streaming_committer_raw_states"

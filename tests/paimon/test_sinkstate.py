@@ -26,15 +26,13 @@ from ckptctl.checkpoint.layout import CheckpointLocation
 from ckptctl.checkpoint.loading import LoadedCheckpoint
 from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.errors import MetadataFormatError
-from ckptctl.metadata.model import (
-    ByteStreamHandle,
-    CheckpointMetadata,
-    FileHandle,
+from ckptctl.metadata.checkpoint import CheckpointMetadata
+from ckptctl.metadata.handles import ByteStreamHandle, FileHandle, SegmentFileHandle
+from ckptctl.metadata.operators import (
     FileMergingOperatorHandle,
     NamedOperatorState,
     OperatorState,
     OperatorStreamHandle,
-    SegmentFileHandle,
     SubtaskState,
 )
 from ckptctl.paimon import sinkstate

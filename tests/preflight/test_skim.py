@@ -10,8 +10,9 @@ import json
 import pytest
 
 from ckptctl.metadata import read_metadata, write_metadata
-from ckptctl.metadata.model import IncrementalHandle, SkimmedFiles, incremental_parts
+from ckptctl.metadata.handles import IncrementalHandle, SkimmedFiles
 from ckptctl.metadata.reader import _Decoder, skimming_files
+from ckptctl.metadata.walk import incremental_parts
 from tests.support.cli_runner import cli
 from tests.support.fixture_cases import FIXTURES
 

@@ -33,22 +33,24 @@ from pathlib import Path
 from ckptctl.errors import MetadataFormatError
 from ckptctl.metadata import reader
 from ckptctl.metadata.flinkpath import InvalidPath, check_relative, flink_path_string
-from ckptctl.metadata.javauuid import flink_backend_uuid
-from ckptctl.metadata.model import (
+from ckptctl.metadata.handles import (
     ByteStreamHandle,
     ChangelogBackendHandle,
     ChangelogBytesHandle,
     ChangelogFileHandle,
-    ChannelHandle,
     EmptySegmentHandle,
     FileHandle,
-    FileMergingOperatorHandle,
     IncrementalHandle,
     KeyGroupsHandle,
-    MergedChannelHandle,
-    OperatorStreamHandle,
     RelativeFileHandle,
     SegmentFileHandle,
+)
+from ckptctl.metadata.javauuid import flink_backend_uuid
+from ckptctl.metadata.operators import (
+    ChannelHandle,
+    FileMergingOperatorHandle,
+    MergedChannelHandle,
+    OperatorStreamHandle,
 )
 from ckptctl.metadata.writer import encode_merged_channel_offsets
 from tests.support import jvm
