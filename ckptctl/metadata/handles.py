@@ -219,7 +219,7 @@ class LocalFile(NamedTuple):
 
 class SkimmedFiles(tuple):
     """An incremental handle's shared or private file list read for its size only (``read_metadata``
-    with :func:`~ckptctl.metadata.reader.skimming_files`): empty, so a walk finds no file in it,
+    with :func:`~ckptctl.metadata.read_streams.skimming_files`): empty, so a walk finds no file in it,
     with the number of entries and their bytes kept. A reader that only judges state
     (``preflight``) needs none of a big checkpoint's hundreds of thousands of file references; the
     writer refuses it (the files would be lost)."""

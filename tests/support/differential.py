@@ -42,6 +42,7 @@ from ckptctl.metadata.handles import (
     FileHandle,
     IncrementalHandle,
     KeyGroupsHandle,
+    LocalFile,
     RelativeFileHandle,
     SegmentFileHandle,
 )
@@ -262,7 +263,7 @@ def agree(flink: dict, mine: dict) -> bool:
 # structure map: where the fields Flink validates lie in a file
 
 
-class _Tracer(reader._Decoder):
+class _Tracer(reader.Decoder):
     """The reader's decoder, recording the offsets of the fields the mutator aims at."""
 
     def __init__(self, buf: bytes) -> None:
@@ -308,7 +309,7 @@ class _Tracer(reader._Decoder):
         out = []
         for _ in range(n):
             self.utf()
-            out.append(reader.LocalFile("", self.stream()))
+            out.append(LocalFile("", self.stream()))
         return tuple(out)
 
     def keyed(self):
