@@ -16,7 +16,7 @@ from typing import Any
 
 from ckptctl.paimon.reachable import latest_commits
 from ckptctl.paimon.restore import committers
-from ckptctl.paimon.sinkstate import END_INPUT_IDENTIFIER as END_INPUT
+from ckptctl.paimon.sinkelements import END_INPUT_IDENTIFIER as END_INPUT
 from ckptctl.paimon.table import PaimonTable
 from ckptctl.storage.listing import PLAUSIBLE_MTIME
 

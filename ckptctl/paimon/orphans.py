@@ -51,7 +51,7 @@ from ckptctl.paimon.anchors import (
 )
 from ckptctl.paimon.reachable import DAY_SECONDS, all_snapshots, orphan_candidates
 from ckptctl.paimon.restore import TableView, committers, forecast, held_file_names, sink_states
-from ckptctl.paimon.sinkstate import END_INPUT_IDENTIFIER as END_INPUT  # a batch commit: the job ended
+from ckptctl.paimon.sinkelements import END_INPUT_IDENTIFIER as END_INPUT  # a batch commit: the job ended
 from ckptctl.paimon.table import PaimonTable
 from ckptctl.storage.listing import PLAUSIBLE_MTIME
 

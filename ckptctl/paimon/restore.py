@@ -32,7 +32,8 @@ from typing import Any
 
 from ckptctl.paimon.reachable import DAY_SECONDS, listed_files, used_file_names
 from ckptctl.paimon.records import ADD, Snapshot
-from ckptctl.paimon.sinkstate import RAW_STATES, Committable, OperatorSinkState, PaimonSinkState
+from ckptctl.paimon.sinkelements import Committable
+from ckptctl.paimon.sinkstate import RAW_STATES, OperatorSinkState, PaimonSinkState
 from ckptctl.paimon.table import PaimonTable
 from ckptctl.storage import FileInfo
 
