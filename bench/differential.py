@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ckptctl.metadata import reader  # noqa: E402
+from ckptctl.metadata import read_operators  # noqa: E402
 from tests.support import differential as d  # noqa: E402
 
 
@@ -100,9 +100,9 @@ def beyond_restore(flink: dict, mine: dict) -> bool:
     if flink["verdict"] != "accept" or mine["verdict"] != "reject":
         return False
     too_many = any(
-        par > reader.MAX_PARALLELISM and n > 0 for _op, par, _maxpar, n in flink.get("operators", ())
+        par > read_operators.MAX_PARALLELISM and n > 0 for _op, par, _maxpar, n in flink.get("operators", ())
     )
-    return too_many and f"above Flink's limit of {reader.MAX_PARALLELISM}" in mine.get("error", "")
+    return too_many and f"above Flink's limit of {read_operators.MAX_PARALLELISM}" in mine.get("error", "")
 
 
 # the releases that write each format version (the jars of each are in apache-flink-libraries)

@@ -141,7 +141,7 @@ def local(args) -> None:
 
 def _in_bucket(md, old: str, new: str):
     """The same checkpoint with its absolute paths moved from ``old`` to ``new`` (via the writer)."""
-    from ckptctl.metadata.model import FileHandle
+    from ckptctl.metadata.handles import FileHandle
 
     def move(files):
         return tuple(

@@ -48,7 +48,7 @@ def build_old(work: Path, operators: int, subtasks: int, files: int) -> tuple[Pa
     """(OLD's chk dir, NEW's savepoint dir): OLD synthetic with a real header in every handle."""
     from bench.synth import synthetic_checkpoint
     from ckptctl.metadata import read_metadata, write_metadata
-    from ckptctl.metadata.model import ByteStreamHandle
+    from ckptctl.metadata.handles import ByteStreamHandle
 
     new_dir = next((PAIR / "new").glob("*/_metadata")).parent
     old_real = next((PAIR / "old").glob("*/chk-*/_metadata"))

@@ -10,16 +10,15 @@ from __future__ import annotations
 import uuid
 
 from ckptctl.metadata import write_metadata
-from ckptctl.metadata.model import (
-    CheckpointMetadata,
+from ckptctl.metadata.checkpoint import CheckpointMetadata
+from ckptctl.metadata.handles import (
     FileHandle,
     IncrementalHandle,
     KeyGroupRange,
     LocalFile,
-    OperatorState,
     RelativeFileHandle,
-    SubtaskState,
 )
+from ckptctl.metadata.operators import OperatorState, SubtaskState
 
 # A real CheckpointProperties trailer (Flink 1.20, RETAIN_ON_CANCELLATION checkpoint).
 TRAILER = bytes.fromhex(

@@ -28,15 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.synth import TRAILER, key_group_range  # noqa: E402
 from ckptctl.metadata import write_metadata  # noqa: E402
-from ckptctl.metadata.model import (  # noqa: E402
-    CheckpointMetadata,
-    FileHandle,
-    IncrementalHandle,
-    LocalFile,
-    OperatorState,
-    RelativeFileHandle,
-    SubtaskState,
-)
+from ckptctl.metadata.checkpoint import CheckpointMetadata
+from ckptctl.metadata.handles import FileHandle, IncrementalHandle, LocalFile, RelativeFileHandle
+from ckptctl.metadata.operators import OperatorState, SubtaskState
 from ckptctl.verify import SST_MAGIC  # noqa: E402
 
 JOB = "0123456789abcdef0123456789abcdef"

@@ -30,13 +30,9 @@ from ckptctl.checkpoint.layout import METADATA_FILE
 from ckptctl.checkpoint.loading import LoadedCheckpoint, canonical
 from ckptctl.errors import CkptError
 from ckptctl.metadata import read_metadata, write_metadata
-from ckptctl.metadata.model import (
-    CheckpointMetadata,
-    FileHandle,
-    OperatorState,
-    RelativeFileHandle,
-    SegmentFileHandle,
-)
+from ckptctl.metadata.checkpoint import CheckpointMetadata
+from ckptctl.metadata.handles import FileHandle, RelativeFileHandle, SegmentFileHandle
+from ckptctl.metadata.operators import OperatorState
 from ckptctl.metadata.transform import map_file_handles
 from ckptctl.preflight.uidhash import operator_id_of_uid
 from ckptctl.repair import missing_files, written_now

@@ -20,7 +20,8 @@ from ckptctl.checkpoint.loading import LoadedCheckpoint, canonical
 from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.errors import CkptError
 from ckptctl.metadata import read_metadata, write_metadata
-from ckptctl.metadata.model import CheckpointMetadata, FileHandle, RelativeFileHandle, SegmentFileHandle
+from ckptctl.metadata.checkpoint import CheckpointMetadata
+from ckptctl.metadata.handles import FileHandle, RelativeFileHandle, SegmentFileHandle
 from ckptctl.metadata.transform import map_file_handles
 from ckptctl.storage import Storage
 from ckptctl.storage.copying import TMP_MARK, copy_file, write_atomic

@@ -25,14 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl.errors import CkptError
-from ckptctl.metadata.model import (
-    CheckpointMetadata,
-    IncrementalHandle,
-    KeyGroupRange,
-    KeyGroupsHandle,
-    OperatorState,
-    keyed_parts,
-)
+from ckptctl.metadata.checkpoint import CheckpointMetadata
+from ckptctl.metadata.handles import IncrementalHandle, KeyGroupRange, KeyGroupsHandle
+from ckptctl.metadata.operators import OperatorState
+from ckptctl.metadata.walk import keyed_parts
 
 LEGACY_FRACTION_THRESHOLD = 0.75  # Flink <= 1.15: OVERLAP_FRACTION_THRESHOLD
 

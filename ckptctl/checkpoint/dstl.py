@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from ckptctl.metadata.model import (
+from ckptctl.metadata.handles import (
     ChangelogBackendHandle,
     ChangelogFileHandle,
     FileHandle,

@@ -27,8 +27,9 @@ from ckptctl.checkpoint.layout import METADATA_FILE, SAVEPOINT_RE
 from ckptctl.checkpoint.loading import LoadedCheckpoint
 from ckptctl.checkpoint.refs import Ref, relative_uri
 from ckptctl.errors import CkptError
-from ckptctl.metadata.model import RelativeFileHandle, file_groups
+from ckptctl.metadata.handles import RelativeFileHandle
 from ckptctl.metadata.transform import Where
+from ckptctl.metadata.walk import file_groups
 from ckptctl.storage import FileInfo, Storage
 from ckptctl.storage.copying import TMP_MARK
 

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from ckptctl import storage as st
 from ckptctl.errors import LayoutError, StorageError
-from ckptctl.metadata.model import MAGIC
+from ckptctl.metadata.codes import MAGIC
 from ckptctl.storage import FileInfo, Storage
 
 METADATA_FILE = "_metadata"

@@ -16,7 +16,9 @@ from ckptctl.checkpoint.layout import CheckpointLocation, locate_checkpoint
 from ckptctl.checkpoint.rebase import Rebase, infer_rebase
 from ckptctl.errors import CkptError, StoreUnanswered
 from ckptctl.metadata import read_metadata
-from ckptctl.metadata.model import CheckpointMetadata, RelativeFileHandle, file_handles
+from ckptctl.metadata.checkpoint import CheckpointMetadata
+from ckptctl.metadata.handles import RelativeFileHandle
+from ckptctl.metadata.walk import file_handles
 from ckptctl.storage import Storage
 
 # a progress wrapper: progress(items, total) iterates ``items`` (the CLI shows a bar meanwhile)

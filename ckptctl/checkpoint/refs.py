@@ -18,12 +18,8 @@ from typing import Any, NamedTuple
 from ckptctl import storage as st
 from ckptctl.checkpoint.loading import LoadedCheckpoint, canonical
 from ckptctl.checkpoint.rebase import Rebase
-from ckptctl.metadata.model import (
-    FileHandle,
-    RelativeFileHandle,
-    SegmentFileHandle,
-    file_groups,
-)
+from ckptctl.metadata.handles import FileHandle, RelativeFileHandle, SegmentFileHandle
+from ckptctl.metadata.walk import file_groups
 from ckptctl.pycollector import paused_collector
 
 

@@ -58,7 +58,7 @@ OlderThanOpt = Annotated[
 
 def _cut_off(older_than: OlderThan | None) -> OlderThan:
     """``--older-than`` as given, or Paimon's default (a day)."""
-    from ckptctl.paimon.table import DAY_SECONDS
+    from ckptctl.paimon.reachable import DAY_SECONDS
 
     return older_than if older_than is not None else OlderThan(DAY_SECONDS)
 

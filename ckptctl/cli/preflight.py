@@ -94,7 +94,7 @@ def preflight_command(
     from ckptctl.checkpoint.targets import one_checkpoint
     from ckptctl.cli.render import preflight as render
     from ckptctl.errors import CkptError
-    from ckptctl.metadata.reader import skimming_files
+    from ckptctl.metadata.read_streams import skimming_files
     from ckptctl.preflight import junit_xml, run_preflight
     from ckptctl.preflight.check import BACKENDS
     from ckptctl.preflight.new import read_new

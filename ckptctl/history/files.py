@@ -65,7 +65,8 @@ def space_amplification(storage: Any, checkpoints: list[Any]) -> tuple[dict[str,
     """File merging's figures over ``checkpoints`` (see the module docstring), and the physical
     files referenced but not found (left out of the figures)."""
     from ckptctl.checkpoint.refs import file_resolver
-    from ckptctl.metadata.model import SegmentFileHandle, file_handles
+    from ckptctl.metadata.handles import SegmentFileHandle
+    from ckptctl.metadata.walk import file_handles
 
     segments: dict[str, dict[int, int]] = {}  # physical file -> offset -> size
     for ck in checkpoints:

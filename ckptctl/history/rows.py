@@ -1,7 +1,7 @@
 """One checkpoint as ledger rows: one per (job, checkpoint, operator, subtask).
 
 Full and Flink-accounted incremental bytes are the model's own per-subtask figures
-(:func:`ckptctl.metadata.model.subtask_sizes`, what ``ls`` sums per checkpoint). Uploaded bytes are
+(:func:`ckptctl.metadata.walk.subtask_sizes`, what ``ls`` sums per checkpoint). Uploaded bytes are
 measured from the files instead: a subtask's files (a segment counts by its offset) that the job's
 previous checkpoint did not reference, plus its inline bytes (written into this ``_metadata``);
 everything else it references is reused. Comparing that with Flink's ``checkpointed_size`` is how
@@ -17,7 +17,7 @@ from typing import Any
 
 from ckptctl.checkpoint.loading import LoadedCheckpoint
 from ckptctl.checkpoint.refs import reference_groups
-from ckptctl.metadata.model import coordinator_sizes, subtask_sizes
+from ckptctl.metadata.walk import coordinator_sizes, subtask_sizes
 from ckptctl.pycollector import paused_collector
 
 COORDINATOR = -1  # the subtask index of an operator's coordinator state

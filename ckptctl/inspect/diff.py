@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ckptctl.checkpoint.flink39964 import split_inherited
 from ckptctl.checkpoint.loading import LoadedCheckpoint
 from ckptctl.checkpoint.refs import Ref, reference_rows
-from ckptctl.metadata.model import state_sizes
+from ckptctl.metadata.walk import state_sizes
 
 if TYPE_CHECKING:
     from ckptctl.checkpoint.rebase import Rebase

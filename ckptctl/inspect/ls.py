@@ -9,7 +9,8 @@ from ckptctl.checkpoint.flink39964 import is_inherited
 from ckptctl.checkpoint.layout import CheckpointLocation
 from ckptctl.checkpoint.loading import LoadedCheckpoint
 from ckptctl.checkpoint.refs import file_resolver
-from ckptctl.metadata.model import RelativeFileHandle, file_handles, state_sizes
+from ckptctl.metadata.handles import RelativeFileHandle
+from ckptctl.metadata.walk import file_handles, state_sizes
 from ckptctl.pycollector import paused_collector
 
 if TYPE_CHECKING:

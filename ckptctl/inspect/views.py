@@ -13,23 +13,25 @@ from typing import Any
 from ckptctl import storage as st
 from ckptctl.checkpoint.loading import LoadedCheckpoint
 from ckptctl.checkpoint.refs import file_resolver
-from ckptctl.metadata.model import (
+from ckptctl.metadata.handles import (
     ByteStreamHandle,
     ChangelogBackendHandle,
     ChangelogBytesHandle,
     ChangelogFileHandle,
-    ChannelHandle,
     EmptySegmentHandle,
     FileHandle,
-    FileMergingOperatorHandle,
     IncrementalHandle,
     KeyGroupsHandle,
-    MergedChannelHandle,
-    OperatorStreamHandle,
     RelativeFileHandle,
     SegmentFileHandle,
-    state_sizes,
 )
+from ckptctl.metadata.operators import (
+    ChannelHandle,
+    FileMergingOperatorHandle,
+    MergedChannelHandle,
+    OperatorStreamHandle,
+)
+from ckptctl.metadata.walk import state_sizes
 from ckptctl.metadata.writer import encode_merged_channel_offsets
 
 Resolver = Callable[[Any], str]

@@ -13,7 +13,7 @@ import struct
 from typing import Any
 
 from ckptctl.metadata import mutf8
-from ckptctl.metadata.model import CheckpointProperties
+from ckptctl.metadata.checkpoint import CheckpointProperties
 
 TC_NULL, TC_REFERENCE, TC_CLASSDESC, TC_OBJECT, TC_STRING = 0x70, 0x71, 0x72, 0x73, 0x74
 TC_ARRAY, TC_CLASS, TC_BLOCKDATA, TC_ENDBLOCKDATA, TC_RESET = 0x75, 0x76, 0x77, 0x78, 0x79

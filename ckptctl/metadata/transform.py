@@ -1,7 +1,7 @@
 """Rebuild a :class:`CheckpointMetadata` with some file handles replaced, everything else kept.
 
 Repairs and relocation change paths and nothing else: :func:`map_file_handles` runs the model's
-one walk (:class:`~ckptctl.metadata.model.HandleWalk`: the coordinator, operator, keyed and
+one walk (:class:`~ckptctl.metadata.walk.HandleWalk`: the coordinator, operator, keyed and
 channel state, through key-group, incremental, changelog and file-merging handles) and calls
 ``fn`` on each ``FileHandle``, ``RelativeFileHandle`` and ``SegmentFileHandle``. Objects that did
 not change are returned as they are, so ``write_metadata(map_file_handles(md, lambda h, _: h)) == original``.
@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from ckptctl.metadata.model import CheckpointMetadata, HandleWalk
+from ckptctl.metadata.checkpoint import CheckpointMetadata
+from ckptctl.metadata.walk import HandleWalk
 
 
 class Where(NamedTuple):

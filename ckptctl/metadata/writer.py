@@ -17,7 +17,8 @@ from __future__ import annotations
 import struct
 
 from ckptctl.metadata import mutf8
-from ckptctl.metadata.model import (
+from ckptctl.metadata.checkpoint import CheckpointMetadata
+from ckptctl.metadata.codes import (
     BYTE_STREAM_STATE_HANDLE,
     CHANGELOG_BYTE_INCREMENT_HANDLE,
     CHANGELOG_FILE_INCREMENT_HANDLE_V2,
@@ -32,25 +33,28 @@ from ckptctl.metadata.model import (
     RELATIVE_STREAM_STATE_HANDLE,
     SEGMENT_FILE_HANDLE,
     SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE,
+)
+from ckptctl.metadata.handles import (
     ByteStreamHandle,
     ChangelogBackendHandle,
     ChangelogBytesHandle,
     ChangelogFileHandle,
-    ChannelHandle,
-    CheckpointMetadata,
     EmptySegmentHandle,
     FileHandle,
-    FileMergingOperatorHandle,
     IncrementalHandle,
     KeyGroupRange,
     KeyGroupsHandle,
+    RelativeFileHandle,
+    SegmentFileHandle,
+    SkimmedFiles,
+)
+from ckptctl.metadata.operators import (
+    ChannelHandle,
+    FileMergingOperatorHandle,
     MergedChannelEntry,
     MergedChannelHandle,
     OperatorState,
     OperatorStreamHandle,
-    RelativeFileHandle,
-    SegmentFileHandle,
-    SkimmedFiles,
     SubtaskState,
 )
 

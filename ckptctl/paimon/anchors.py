@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ckptctl.paimon.reachable import latest_commits
 from ckptctl.paimon.restore import committers
-from ckptctl.paimon.sinkstate import END_INPUT_IDENTIFIER as END_INPUT
+from ckptctl.paimon.sinkelements import END_INPUT_IDENTIFIER as END_INPUT
 from ckptctl.paimon.table import PaimonTable
 from ckptctl.storage.listing import PLAUSIBLE_MTIME
 
@@ -84,7 +85,7 @@ def table_latest_commit(table: PaimonTable, now: float) -> dict[str, Any] | None
     whose clock is ahead, the snapshot: either is later than the commit), the newest over the
     branches, or the first whose file time dates nothing (then no file is known to be older than it)."""
     found = []
-    for branch, f, snap in table.latest_commits():
+    for branch, f, snap in latest_commits(table):
         said = None if snap is None else snap.time_millis / 1000
         times = [t for t in (f.mtime, said) if _usable(t, now)]
         found.append((branch, f, min(times) if _usable(f.mtime, now) else None))

@@ -5,7 +5,7 @@ changelog names and that is older than ``older_than``; it knows nothing of Flink
 Flink job wrote before a checkpoint whose commit has not happened yet (a lost notification, a crash
 between checkpoint and commit, a job stopped with a savepoint) are exactly such files, and the
 restore of that checkpoint then fails. Here the candidates are Paimon's own
-(:meth:`ckptctl.paimon.table.PaimonTable.orphan_candidates`) minus every file name a committable of
+(:func:`ckptctl.paimon.reachable.orphan_candidates`) minus every file name a committable of
 a retained checkpoint or savepoint under ``--checkpoints`` names, and the result is a plan that
 ``ckptctl gc apply`` re-validates (a fresh plan with the same cut-off instant, each file unchanged)
 before it deletes anything.
@@ -49,9 +49,10 @@ from ckptctl.paimon.anchors import (
     table_latest_commit,
     writer_anchors,
 )
+from ckptctl.paimon.reachable import DAY_SECONDS, all_snapshots, orphan_candidates
 from ckptctl.paimon.restore import TableView, committers, forecast, held_file_names, sink_states
-from ckptctl.paimon.sinkstate import END_INPUT_IDENTIFIER as END_INPUT  # a batch commit: the job ended
-from ckptctl.paimon.table import DAY_SECONDS, PaimonTable
+from ckptctl.paimon.sinkelements import END_INPUT_IDENTIFIER as END_INPUT  # a batch commit: the job ended
+from ckptctl.paimon.table import PaimonTable
 from ckptctl.storage.listing import PLAUSIBLE_MTIME
 
 PLAN_KIND = "paimon-orphans"
@@ -205,7 +206,7 @@ def plan_orphans(
     # helper's attacks, both deleted files such a job's checkpoints still re-commit), by its
     # highest commit: a batch commit (END_INPUT) ends a job, a checkpoint id is a job that restores
     latest_of: dict[str, tuple[str, Any]] = {}
-    for label, _branch, s in table.all_snapshots():
+    for label, _branch, s in all_snapshots(table):
         was = latest_of.get(s.commit_user)
         if s.commit_user is not None and (was is None or s.commit_identifier > was[1].commit_identifier):
             latest_of[s.commit_user] = (label, s)
@@ -237,7 +238,7 @@ def plan_orphans(
     undated: list[dict[str, Any]] = []
     in_flight: list[dict[str, Any]] = []
     after_last_commit: list[dict[str, Any]] = []
-    for c in table.orphan_candidates(cutoff):
+    for c in orphan_candidates(table, cutoff):
         name = c.uri.rpartition("/")[2]
         if name in held_names:
             held.append({"path": c.path, "size": c.size, "checkpoints": sorted(held_names[name])})
@@ -249,7 +250,7 @@ def plan_orphans(
             after_last_commit.append({"path": c.path, "size": c.size, "mtime": c.mtime})
         else:
             candidates.append(Candidate(c.uri, c.size, c.mtime, c.reason))
-    layout = table._layout()
+    layout = table.layout()
     scopes = (table.uri, *(st.normalize_uri(p.strip()) for p in layout.external_paths if p.strip()))
     return OrphanPlan(
         table.uri,

@@ -30,8 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckptctl.paimon.sinkstate import RAW_STATES, Committable, OperatorSinkState, PaimonSinkState
-from ckptctl.paimon.table import ADD, DAY_SECONDS, PaimonTable, Snapshot
+from ckptctl.paimon.reachable import DAY_SECONDS, listed_files, used_file_names
+from ckptctl.paimon.records import ADD, Snapshot
+from ckptctl.paimon.sinkelements import Committable
+from ckptctl.paimon.sinkstate import RAW_STATES, OperatorSinkState, PaimonSinkState
+from ckptctl.paimon.table import PaimonTable
 from ckptctl.storage import FileInfo
 
 # The data-file lists of a CommitMessage whose files Paimon checks before it re-commits.
@@ -151,9 +154,9 @@ class TableView:
     ) -> None:
         self.table = table
         self.snapshots = table.snapshots()
-        self.used = table.used_file_names()
+        self.used = used_file_names(table)
         self.files: dict[str, FileInfo] = {}
-        for f in table.listed_files():
+        for f in listed_files(table):
             self.files.setdefault(f.uri.rpartition("/")[2], f)
         self.tags = table.tags()
         schema = table.latest_schema()
@@ -179,8 +182,10 @@ class TableView:
                 continue
             added = []
             try:
-                for meta in self.table.manifest_list(s.delta_manifest_list) if s.delta_manifest_list else []:
-                    added += [e.file for e in self.table.manifest(meta.file_name) if e.kind == ADD]
+                for meta in (
+                    self.table.manifests.manifest_list(s.delta_manifest_list) if s.delta_manifest_list else []
+                ):
+                    added += [e.file for e in self.table.manifests.manifest(meta.file_name) if e.kind == ADD]
             except CkptError:
                 r.rows_known = r.rows_known and s.delta_record_count is not None
             r.bytes += sum(f.file_size for f in added)

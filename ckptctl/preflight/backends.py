@@ -26,7 +26,8 @@ from (``StreamTask``: "does not support enforcing a full snapshot").
 
 from __future__ import annotations
 
-from ckptctl.metadata.model import ChangelogBackendHandle, IncrementalHandle, KeyGroupsHandle, keyed_parts
+from ckptctl.metadata.handles import ChangelogBackendHandle, IncrementalHandle, KeyGroupsHandle
+from ckptctl.metadata.walk import keyed_parts
 from ckptctl.preflight.report import AS_IS, INCOMPATIBLE, UNKNOWN
 
 ISE = "java.lang.IllegalStateException"

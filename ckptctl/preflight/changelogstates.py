@@ -28,13 +28,13 @@ from __future__ import annotations
 from ckptctl.checkpoint import dstl
 from ckptctl.checkpoint.refs import file_resolver
 from ckptctl.errors import CkptError, StoreUnanswered
-from ckptctl.metadata.keyedproxy import parse_state_meta
-from ckptctl.metadata.model import (
+from ckptctl.metadata.handles import (
     ChangelogBackendHandle,
     ChangelogFileHandle,
     FileHandle,
     RelativeFileHandle,
 )
+from ckptctl.metadata.keyedproxy import parse_state_meta
 from ckptctl.preflight.serializers import body_length
 from ckptctl.states.catalog import add_keyed_states
 

@@ -34,7 +34,7 @@ from ckptctl.checkpoint.refs import file_resolver, relative_uri
 from ckptctl.checkpoint.targets import checkpoint_if_named
 from ckptctl.errors import CkptError
 from ckptctl.metadata import read_metadata, write_metadata
-from ckptctl.metadata.model import RelativeFileHandle
+from ckptctl.metadata.handles import RelativeFileHandle
 from ckptctl.metadata.transform import map_file_handles
 from ckptctl.storage import Storage
 

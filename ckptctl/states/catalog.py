@@ -15,21 +15,16 @@ from ckptctl.checkpoint.loading import LoadedCheckpoint
 from ckptctl.checkpoint.refs import file_resolver
 from ckptctl.checkpoint.streams import read_stream
 from ckptctl.errors import CkptError, StorageError, StoreUnanswered
+from ckptctl.metadata.codes import DISTRIBUTION_MODES
+from ckptctl.metadata.handles import ChangelogBackendHandle, IncrementalHandle, KeyGroupsHandle
 from ckptctl.metadata.keyedproxy import (
     BackendHeader,
     SerializerInfo,
     parse_backend_header,
     parse_operator_header,
 )
-from ckptctl.metadata.model import (
-    DISTRIBUTION_MODES,
-    ChangelogBackendHandle,
-    FileMergingOperatorHandle,
-    IncrementalHandle,
-    KeyGroupsHandle,
-    OperatorStreamHandle,
-    keyed_parts,
-)
+from ckptctl.metadata.operators import FileMergingOperatorHandle, OperatorStreamHandle
+from ckptctl.metadata.walk import keyed_parts
 
 # ---------------------------------------------------------------------------------------------
 # reading the streams

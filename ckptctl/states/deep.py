@@ -10,7 +10,7 @@ from typing import Any
 from ckptctl.checkpoint.loading import LoadedCheckpoint
 from ckptctl.checkpoint.refs import file_resolver
 from ckptctl.errors import CkptError
-from ckptctl.metadata.model import KeyGroupsHandle
+from ckptctl.metadata.handles import KeyGroupsHandle
 from ckptctl.states.catalog import OperatorCatalog, StateEntry
 from ckptctl.states.scan import (
     AGE_LABELS,
@@ -104,7 +104,7 @@ def _full_snapshot_refs(ck: LoadedCheckpoint, start: int) -> list[SnapshotRef]:
     """Key-group stream handles: canonical savepoints are in the unified format (key/value byte
     arrays) whatever the backend; other full snapshots are the heap backend's (written with the
     states' own serializers, :mod:`ckptctl.states.heap`) or RocksDB's in the unified format."""
-    from ckptctl.metadata.model import SAVEPOINT_KEY_GROUPS_HANDLE
+    from ckptctl.metadata.codes import SAVEPOINT_KEY_GROUPS_HANDLE
     from ckptctl.verify import key_group_prefix_bytes
 
     resolve = file_resolver(ck)

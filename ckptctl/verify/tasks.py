@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from ckptctl.checkpoint.loading import LoadedCheckpoint
 from ckptctl.checkpoint.refs import FILE_COLUMNS, GROUP_COLUMNS, Ref, RefGroup, file_resolver
-from ckptctl.metadata.model import incremental_parts
+from ckptctl.metadata.walk import incremental_parts
 
 
 class FileTask(NamedTuple):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ckptctl.metadata import read_metadata
-from ckptctl.metadata.model import FileHandle
+from ckptctl.metadata.handles import FileHandle
 from tests.support.fixture_cases import REPO
 from tests.support.gc_plans import OLD, apply, candidates, codes, plan_to_file, protected
 from tests.support.gc_support import J1, J2, T0, Scenario, ckptctl, plan_json

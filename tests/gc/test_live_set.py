@@ -18,7 +18,7 @@ from ckptctl.checkpoint.loading import canonical
 from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.checkpoint.refs import _resolver
 from ckptctl.metadata import read_metadata, write_metadata
-from ckptctl.metadata.model import (
+from ckptctl.metadata.handles import (
     ChangelogBackendHandle,
     FileHandle,
     IncrementalHandle,
@@ -26,10 +26,10 @@ from ckptctl.metadata.model import (
     KeyGroupsHandle,
     RelativeFileHandle,
     SegmentFileHandle,
-    SubtaskState,
-    file_handles,
 )
+from ckptctl.metadata.operators import SubtaskState
 from ckptctl.metadata.transform import map_file_handles
+from ckptctl.metadata.walk import file_handles
 from tests.support.fixture_cases import REPO
 from tests.support.gc_plans import OLD, apply, plan_to_file
 from tests.support.gc_support import T0, Scenario, ckptctl

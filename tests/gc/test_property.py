@@ -20,19 +20,16 @@ from hypothesis import strategies as hs
 
 from ckptctl.gc import GcOptions, build_plan
 from ckptctl.metadata import write_metadata
-from ckptctl.metadata.model import (
-    CheckpointMetadata,
+from ckptctl.metadata.checkpoint import CheckpointMetadata
+from ckptctl.metadata.handles import (
     FileHandle,
     IncrementalHandle,
     KeyGroupRange,
     LocalFile,
-    NamedOperatorState,
-    OperatorState,
-    OperatorStreamHandle,
     RelativeFileHandle,
     SegmentFileHandle,
-    SubtaskState,
 )
+from ckptctl.metadata.operators import NamedOperatorState, OperatorState, OperatorStreamHandle, SubtaskState
 from ckptctl.storage import Storage
 
 T0 = time.time() - 5 * 86400

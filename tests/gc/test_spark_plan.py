@@ -436,7 +436,7 @@ def test_spark_plan_of_a_reference_that_is_no_utf8_is_one_line(spark, tmp_path: 
     line naming the path instead of a task's traceback."""
     from ckptctl.errors import CkptError
     from ckptctl.gc.spark.planner import build_plan_spark
-    from ckptctl.metadata.model import FileHandle
+    from ckptctl.metadata.handles import FileHandle
     from tests.support.hostile_metadata import edit_metadata
 
     sc = Scenario("2.2.0", "basic", tmp_path)

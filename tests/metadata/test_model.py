@@ -11,28 +11,29 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from ckptctl.metadata import flinkpath, mutf8, read_metadata, write_metadata
-from ckptctl.metadata.model import (
+from ckptctl.metadata.checkpoint import CheckpointMetadata, MasterState
+from ckptctl.metadata.handles import (
     ByteStreamHandle,
     ChangelogBackendHandle,
     ChangelogBytesHandle,
     ChangelogFileHandle,
-    ChannelHandle,
-    CheckpointMetadata,
     EmptySegmentHandle,
     FileHandle,
-    FileMergingOperatorHandle,
     IncrementalHandle,
     KeyGroupRange,
     KeyGroupsHandle,
     LocalFile,
-    MasterState,
+    RelativeFileHandle,
+    SegmentFileHandle,
+)
+from ckptctl.metadata.operators import (
+    ChannelHandle,
+    FileMergingOperatorHandle,
     MergedChannelEntry,
     MergedChannelHandle,
     NamedOperatorState,
     OperatorState,
     OperatorStreamHandle,
-    RelativeFileHandle,
-    SegmentFileHandle,
     SubtaskState,
 )
 from tests.support.fixture_cases import cases

@@ -25,24 +25,29 @@ from ckptctl.checkpoint.refs import (
     referenced_uris,
 )
 from ckptctl.inspect import views
-from ckptctl.metadata import model, read_metadata, write_metadata
-from ckptctl.metadata.model import (
+from ckptctl.metadata import read_metadata, write_metadata
+from ckptctl.metadata.handles import (
+    ChangelogBackendHandle,
+    ChangelogFileHandle,
     FileHandle,
-    HandleWalk,
+    IncrementalHandle,
+    KeyedHandle,
+    KeyGroupRange,
     RelativeFileHandle,
     SegmentFileHandle,
-    file_groups,
-    incremental_parts,
+    StreamHandle,
 )
+from ckptctl.metadata.operators import AnyChannelHandle, OperatorHandle
 from ckptctl.metadata.transform import map_file_handles
+from ckptctl.metadata.walk import HandleWalk, file_groups, incremental_parts, state_sizes
 from ckptctl.storage import Storage
 from tests.support.fixture_cases import cases
 
 CASES = cases()
-STREAM = typing.get_args(model.StreamHandle)
-KEYED = typing.get_args(model.KeyedHandle)
-OPERATOR = typing.get_args(model.OperatorHandle)
-CHANNEL = typing.get_args(model.AnyChannelHandle)
+STREAM = typing.get_args(StreamHandle)
+KEYED = typing.get_args(KeyedHandle)
+OPERATOR = typing.get_args(OperatorHandle)
+CHANNEL = typing.get_args(AnyChannelHandle)
 
 
 @pytest.mark.parametrize("cls", sorted({*STREAM, *KEYED, *OPERATOR, *CHANNEL}, key=lambda c: c.__name__))
@@ -58,7 +63,7 @@ def test_every_handle_type_has_its_facts(cls) -> None:
 class _NewHandle(typing.NamedTuple):
     """A handle type the views do not know: shown with the model's field names."""
 
-    key_groups: model.KeyGroupRange
+    key_groups: KeyGroupRange
     delegate: typing.Any
     handle_id: str
     blob: bytes
@@ -68,7 +73,7 @@ class _NewHandle(typing.NamedTuple):
 
 
 def test_a_new_handle_type_is_shown_by_its_fields() -> None:
-    h = _NewHandle(model.KeyGroupRange(0, 4), FileHandle("file:/x/f", 7), "id-1", b"\x01\xff")
+    h = _NewHandle(KeyGroupRange(0, 4), FileHandle("file:/x/f", 7), "id-1", b"\x01\xff")
     assert views.handle_view(h, lambda f: f.path) == {
         "type": "SomeNewStateHandle", "state_size": 7, "key_groups": [0, 4],
         "delegate": {"type": "FileStateHandle", "state_size": 7, "path": "file:/x/f"},
@@ -158,7 +163,7 @@ def _with_repeated_local_name(raw: bytes):
     for op in md.operators:
         for s in op.subtasks or ():
             h = s.managed_keyed
-            if type(h) is model.IncrementalHandle and len(h.shared) >= 2:
+            if type(h) is IncrementalHandle and len(h.shared) >= 2:
                 first, second = h.shared[0], h.shared[1]
                 shared = (first, second._replace(local_path=first.local_path), *h.shared[2:])
                 new = s._replace(managed_keyed=h._replace(shared=shared))
@@ -218,10 +223,10 @@ def test_changelog_handles_without_a_checkpointed_size_count_their_state_size() 
     md = read_metadata((case.checkpoint_dir / "_metadata").read_bytes())
 
     def legacy(h):
-        if type(h) is not model.ChangelogBackendHandle:
+        if type(h) is not ChangelogBackendHandle:
             return h
         non = tuple(
-            p._replace(checkpointed_size=None, handle_id=None) if type(p) is model.ChangelogFileHandle else p
+            p._replace(checkpointed_size=None, handle_id=None) if type(p) is ChangelogFileHandle else p
             for p in h.non_materialized
         )
         return h._replace(
@@ -234,16 +239,16 @@ def test_changelog_handles_without_a_checkpointed_size_count_their_state_size() 
     )
     old = md._replace(operators=ops)
     handles = [(s.managed_keyed, t.managed_keyed) for a, b in zip(md.operators, ops, strict=True)
-               for s, t in zip(a.subtasks, b.subtasks, strict=True) if type(s.managed_keyed) is model.ChangelogBackendHandle]  # fmt: skip
+               for s, t in zip(a.subtasks, b.subtasks, strict=True) if type(s.managed_keyed) is ChangelogBackendHandle]  # fmt: skip
     assert handles
     for new, was in handles:
         assert was.incremental_size == was.state_size == new.state_size
         assert new.incremental_size == new.checkpointed_size
         for p in was.non_materialized:
-            if type(p) is model.ChangelogFileHandle:
+            if type(p) is ChangelogFileHandle:
                 assert p.incremental_size == p.state_size
-    full, incremental, inline = model.state_sizes(md)
-    assert model.state_sizes(old) == (
+    full, incremental, inline = state_sizes(md)
+    assert state_sizes(old) == (
         full,
         incremental + sum(was.state_size - new.checkpointed_size for new, was in handles),
         inline,

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from ckptctl.metadata import read_metadata
-from ckptctl.metadata.model import ByteStreamHandle, FileHandle, OperatorStreamHandle, RelativeFileHandle
+from ckptctl.metadata.handles import ByteStreamHandle, FileHandle, RelativeFileHandle
+from ckptctl.metadata.operators import OperatorStreamHandle
 
 REPO = Path(__file__).resolve().parents[2]
 PAIMON = REPO / "fixtures" / "paimon"

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.cli import app, gc_alias
 from ckptctl.paimon.orphans import plan_orphans
+from ckptctl.paimon.reachable import orphan_candidates
 from ckptctl.paimon.restore import run_report
 from ckptctl.paimon.table import PaimonTable
 from ckptctl.storage import Storage
@@ -174,7 +175,7 @@ def _restored_from_older(chk_root: Path, table: Path, old: float) -> None:
 def test_orphans_keep_what_a_checkpoint_holds_and_gc_apply_deletes_the_rest(tmp_path: Path) -> None:
     chk_root, table, _old = _copy_pending(tmp_path)
     newest = max(chk_root.glob("chk-*"), key=lambda p: int(p.name[4:]))
-    paimon_would_delete = {c.path for c in PaimonTable(str(table)).orphan_candidates()}
+    paimon_would_delete = {c.path for c in orphan_candidates(PaimonTable(str(table)))}
     held_by_newest = run_report(Storage(), str(newest), str(table), Rebase()).forecasts[0]
     newest_files = {x.path for c in held_by_newest.committables for x in c.files if x.state == "unreferenced"}
     assert newest_files and newest_files <= paimon_would_delete  # hazard B, as Paimon's clean-up stands

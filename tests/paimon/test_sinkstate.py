@@ -26,26 +26,25 @@ from ckptctl.checkpoint.layout import CheckpointLocation
 from ckptctl.checkpoint.loading import LoadedCheckpoint
 from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.errors import MetadataFormatError
-from ckptctl.metadata.model import (
-    ByteStreamHandle,
-    CheckpointMetadata,
-    FileHandle,
+from ckptctl.metadata.checkpoint import CheckpointMetadata
+from ckptctl.metadata.handles import ByteStreamHandle, FileHandle, SegmentFileHandle
+from ckptctl.metadata.operators import (
     FileMergingOperatorHandle,
     NamedOperatorState,
     OperatorState,
     OperatorStreamHandle,
-    SegmentFileHandle,
     SubtaskState,
 )
 from ckptctl.paimon import sinkstate
-from ckptctl.paimon.sinkstate import (
+from ckptctl.paimon.sinkelements import (
+    CommitMessage,
+    Committable,
     decode_commit_message,
     decode_committable,
     decode_committable_element,
     message_layout,
-    read_handle,
-    read_sink_state,
 )
+from ckptctl.paimon.sinkstate import read_handle, read_sink_state
 from ckptctl.storage import Storage
 
 HERE = Path(__file__).resolve().parents[2] / "fixtures" / "paimon" / "serialized"
@@ -70,7 +69,7 @@ def test_fixtures_are_there() -> None:
     assert len(ELEMENTS) >= 5 and len(STREAMS) >= 3 and len(V14) >= 5
 
 
-def assert_message(got: sinkstate.CommitMessage, want: dict, lists: tuple[str, ...]) -> None:
+def assert_message(got: CommitMessage, want: dict, lists: tuple[str, ...]) -> None:
     assert got.partition.arity == want["partition"]["arity"]
     assert got.partition.values == want["partition"]["values"]
     assert got.bucket == want["bucket"]
@@ -89,7 +88,7 @@ def assert_message(got: sinkstate.CommitMessage, want: dict, lists: tuple[str, .
     assert {k for k, v in got.lists.items() if v} <= {k for k in lists if want[k]}
 
 
-def assert_committable(got: sinkstate.Committable, want: dict) -> None:
+def assert_committable(got: Committable, want: dict) -> None:
     assert got.manifest_version == want["manifest_version"]
     assert got.identifier == want["identifier"]
     assert got.watermark == want["watermark"]

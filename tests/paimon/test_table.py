@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 
 from ckptctl.errors import CkptError, StorageError
-from ckptctl.paimon.table import PaimonFormatError, PaimonTable, decode_partition
+from ckptctl.paimon.reachable import live_files, orphan_candidates, used_file_names
+from ckptctl.paimon.records import PaimonFormatError
+from ckptctl.paimon.table import PaimonTable
+from ckptctl.paimon.tablelayout import decode_partition
 from ckptctl.storage import Storage, StorageOptions
 
 TABLES = Path(__file__).resolve().parents[2] / "fixtures" / "paimon" / "tables"
@@ -50,10 +53,10 @@ def summary(table: PaimonTable) -> dict:
         "snapshots": [snapshot_view(s) for s in table.snapshots()],
         "hints": table.hints(),
         "tags": {n: t.snapshot.id for n, t in table.tags().items()},
-        "data": {s.id: [f.path for f in table.data_files(s)] for s in table.snapshots()},
-        "live": {k: sorted((p, tuple(sorted(v))) for p, v in getattr(table.live_files(), k).items())
+        "data": {s.id: [f.path for f in table.manifests.data_files(s)] for s in table.snapshots()},
+        "live": {k: sorted((p, tuple(sorted(v))) for p, v in getattr(live_files(table), k).items())
                  for k in ("data", "changelog", "meta", "index")},
-        "orphans": [(o.path, o.size, o.reason) for o in table.orphan_candidates(older_than=FUTURE)],
+        "orphans": [(o.path, o.size, o.reason) for o in orphan_candidates(table, older_than=FUTURE)],
         "users": table.commit_users(),
     }  # fmt: skip
 
@@ -95,14 +98,14 @@ def test_live_data_files_per_snapshot_and_tag_match_pypaimon(name: str) -> None:
     exp = expected(name)
     table = PaimonTable(str(TABLES / name))
     for s in table.snapshots():
-        files = table.data_files(s)
+        files = table.manifests.data_files(s)
         assert [f.path for f in files] == exp["live_files"][str(s.id)], f"snapshot-{s.id}"
         assert all(
             f.bucket in (0, 1) and f.partition_path in ("dt=2026-01-01", "dt=2026-01-02") for f in files
         )
     for tag_name, tag in table.tags().items():
-        assert [f.path for f in table.data_files(tag.snapshot)] == exp["tag_live_files"][tag_name]
-    live = table.live_files()
+        assert [f.path for f in table.manifests.data_files(tag.snapshot)] == exp["tag_live_files"][tag_name]
+    live = live_files(table)
     everything = {p for files in exp["live_files"].values() for p in files}
     everything |= {p for files in exp["tag_live_files"].values() for p in files}
     assert set(live.data) == everything
@@ -116,14 +119,14 @@ def test_live_data_files_per_snapshot_and_tag_match_pypaimon(name: str) -> None:
 def test_orphan_candidates_are_the_real_orphans(name: str) -> None:
     exp = expected(name)
     table = PaimonTable(str(TABLES / name))
-    orphans = table.orphan_candidates(older_than=FUTURE)
+    orphans = orphan_candidates(table, older_than=FUTURE)
     paths = [o.path for o in orphans]
     assert paths == exp["orphans"]
     # the data files of the never-committed checkpoint 5 are among them ...
     assert set(exp["uncommitted_files"]) <= set(paths)
     assert {o.reason for o in orphans} == {"unreferenced"}
     # ... and nothing any snapshot or tag references
-    live = table.live_files()
+    live = live_files(table)
     assert not set(paths) & live.all_paths()
     assert all(o.size > 0 and o.uri.startswith("file:") for o in orphans)
 
@@ -133,12 +136,12 @@ def test_changelog_and_index_files_match_pypaimon(name: str) -> None:
     exp = expected(name)
     table = PaimonTable(str(TABLES / name))
     everything = {s.id: s for s in [*table.snapshots(), *table.changelogs()]}
-    got = {str(i): sorted(f.path for f in table.changelog_files(s)) for i, s in everything.items()}
+    got = {str(i): sorted(f.path for f in table.manifests.changelog_files(s)) for i, s in everything.items()}
     assert got == exp["changelog_files"]
-    assert {str(s.id): sorted(f.path for f in table.index_files(s)) for s in table.snapshots()} == exp[
-        "index_files"
-    ]
-    live = table.live_files()
+    assert {
+        str(s.id): sorted(f.path for f in table.manifests.index_files(s)) for s in table.snapshots()
+    } == exp["index_files"]
+    live = live_files(table)
     assert set(live.changelog) == {p for files in exp["changelog_files"].values() for p in files}
     assert set(live.index) >= {p for files in exp["index_files"].values() for p in files}
     if name == "dynamic_pk_table":
@@ -213,14 +216,14 @@ def test_files_only_a_tag_references_are_live_not_orphans(tmp_path: Path) -> Non
     for i in (3, 4, 5):  # expire up to the overwrite: dt=2026-01-01's old files live on in the tags only
         (path / "snapshot" / f"snapshot-{i}").unlink()
     table = PaimonTable(str(path))
-    live = table.live_files()
+    live = live_files(table)
     tag_only = {p for p, sources in live.data.items() if all(s.startswith("tag-") for s in sources)}
     overwritten = set(exp["live_files"]["5"]) - set(exp["live_files"]["6"])
     assert tag_only and tag_only <= overwritten
     assert tag_only == (set(exp["tag_live_files"]["t1"]) | set(exp["tag_live_files"]["savepoint-3"])) - set(
         exp["live_files"]["6"]
     ) - set(exp["live_files"]["7"])
-    orphans = {o.path for o in table.orphan_candidates(older_than=FUTURE)}
+    orphans = {o.path for o in orphan_candidates(table, older_than=FUTURE)}
     assert not orphans & tag_only
     assert set(exp["uncommitted_files"]) <= orphans
     # without the tags they are live no more, yet no orphans either: the overwrite's DELETE entries
@@ -228,10 +231,10 @@ def test_files_only_a_tag_references_are_live_not_orphans(tmp_path: Path) -> Non
     # manifest entry of any kind names; it is snapshot expiration that deletes such files
     shutil.rmtree(path / "tag")
     table = PaimonTable(str(path))
-    assert not tag_only & set(table.live_files().data)
-    orphans = {o.path for o in table.orphan_candidates(older_than=FUTURE)}
+    assert not tag_only & set(live_files(table).data)
+    orphans = {o.path for o in orphan_candidates(table, older_than=FUTURE)}
     assert not tag_only & orphans
-    assert {p.rpartition("/")[2] for p in tag_only} <= table.used_file_names()
+    assert {p.rpartition("/")[2] for p in tag_only} <= used_file_names(table)
 
 
 def test_orphan_rules_dirs_names_and_age(tmp_path: Path) -> None:
@@ -255,15 +258,15 @@ def test_orphan_rules_dirs_names_and_age(tmp_path: Path) -> None:
         (path / rel).parent.mkdir(parents=True, exist_ok=True)
         (path / rel).write_bytes(b"x")
     table = PaimonTable(str(path))
-    got = {o.path: o.reason for o in table.orphan_candidates(older_than=FUTURE)}
+    got = {o.path: o.reason for o in orphan_candidates(table, older_than=FUTURE)}
     assert got == {**strays, **dict.fromkeys(exp["orphans"], "unreferenced")}
     # age: only files older than the cut-off
     old = time.time() - 10 * 86400
     for rel in ("manifest/manifest-stray", "snapshot/stray.tmp"):
         os.utime(path / rel, (old, old))
-    got = {o.path for o in table.orphan_candidates(older_than=time.time() - 86400)}
+    got = {o.path for o in orphan_candidates(table, older_than=time.time() - 86400)}
     assert got == {"manifest/manifest-stray", "snapshot/stray.tmp"}
-    assert table.orphan_candidates() == [o for o in table.orphan_candidates(older_than=time.time() - 86400)]
+    assert orphan_candidates(table) == [o for o in orphan_candidates(table, older_than=time.time() - 86400)]
     assert bucket_dir.is_dir()
 
 
@@ -276,7 +279,7 @@ def test_a_file_named_like_a_used_one_is_not_an_orphan(tmp_path: Path) -> None:
         live.replace("bucket-0", "bucket-1") if "bucket-0" in live else live.replace("bucket-1", "bucket-0")
     )
     shutil.copy(path / live, path / other)
-    got = [o.path for o in PaimonTable(str(path)).orphan_candidates(older_than=FUTURE)]
+    got = [o.path for o in orphan_candidates(PaimonTable(str(path)), older_than=FUTURE)]
     assert got == exp["orphans"]
 
 
@@ -287,7 +290,7 @@ def test_a_branch_without_schema_aborts_orphan_cleaning(tmp_path: Path) -> None:
     table = PaimonTable(str(path))
     assert table.branches() == ["dev"]
     with pytest.raises(CkptError, match="branches dev have no schema"):
-        table.orphan_candidates(older_than=FUTURE)
+        orphan_candidates(table, older_than=FUTURE)
 
 
 def test_a_branch_keeps_the_files_its_snapshots_reference(tmp_path: Path) -> None:
@@ -303,14 +306,14 @@ def test_a_branch_keeps_the_files_its_snapshots_reference(tmp_path: Path) -> Non
     for i in (3, 4, 5):
         (path / "snapshot" / f"snapshot-{i}").unlink()
     table = PaimonTable(str(path))
-    live = table.live_files()
+    live = live_files(table)
     branch_only = {p for p, s in live.data.items() if s == {"branch-dev/snapshot-2"}}
     assert branch_only and all(p.startswith("dt=2026-01-01/") for p in branch_only)
-    orphans = [o.path for o in table.orphan_candidates(older_than=FUTURE)]
+    orphans = [o.path for o in orphan_candidates(table, older_than=FUTURE)]
     assert not set(orphans) & live.all_paths()
     assert set(exp["uncommitted_files"]) <= set(orphans)
     dev = table.with_branch("dev")
-    assert [f.path for f in dev.data_files(dev.snapshot(2))] == exp["tag_live_files"]["t1"]
+    assert [f.path for f in dev.manifests.data_files(dev.snapshot(2))] == exp["tag_live_files"]["t1"]
 
 
 # -- errors: one line naming the file ---------------------------------------------------------
@@ -350,7 +353,7 @@ def test_corrupt_tag_and_schema(tmp_path: Path) -> None:
     one_line(e.value, path / "tag" / "tag-t1")
     (path / "schema" / "schema-0").write_text("{")
     with pytest.raises(PaimonFormatError) as e:
-        PaimonTable(str(path)).orphan_candidates(older_than=FUTURE)
+        orphan_candidates(PaimonTable(str(path)), older_than=FUTURE)
     one_line(e.value, path / "schema" / "schema-0")
 
 
@@ -358,21 +361,21 @@ def test_truncated_avro_manifest(tmp_path: Path) -> None:
     path = copy_table("append_table", tmp_path)
     table = PaimonTable(str(path))
     snapshot = table.snapshot(7)
-    manifest = table.manifest_list(snapshot.delta_manifest_list)[0].file_name
+    manifest = table.manifests.manifest_list(snapshot.delta_manifest_list)[0].file_name
     target = path / "manifest" / manifest
     data = target.read_bytes()
     target.write_bytes(data[: len(data) - 40])
     with pytest.raises(PaimonFormatError) as e:
-        PaimonTable(str(path)).data_files(snapshot)
+        PaimonTable(str(path)).manifests.data_files(snapshot)
     text = one_line(e.value, target)
     assert "byte " in text and "Avro" in text
     target.write_bytes(data[:10])
     with pytest.raises(PaimonFormatError) as e:
-        PaimonTable(str(path)).data_files(snapshot)
+        PaimonTable(str(path)).manifests.data_files(snapshot)
     one_line(e.value, target)
     target.write_bytes(b"not a manifest at all")
     with pytest.raises(PaimonFormatError, match="byte 0: not an Avro, Parquet or ORC manifest") as e:
-        PaimonTable(str(path)).data_files(snapshot)
+        PaimonTable(str(path)).manifests.data_files(snapshot)
     one_line(e.value, target)
 
 
@@ -383,13 +386,15 @@ def test_truncated_manifest_list_and_missing_manifest(tmp_path: Path) -> None:
     lst = path / "manifest" / snapshot.base_manifest_list
     lst.write_bytes(lst.read_bytes()[:-25])
     with pytest.raises(PaimonFormatError) as e:
-        PaimonTable(str(path)).data_files(snapshot)
+        PaimonTable(str(path)).manifests.data_files(snapshot)
     one_line(e.value, lst)
     shutil.copytree(TABLES / "pk_table", tmp_path / "again")
-    manifest = PaimonTable(str(tmp_path / "again")).manifest_list(snapshot.base_manifest_list)[0].file_name
+    manifest = (
+        PaimonTable(str(tmp_path / "again")).manifests.manifest_list(snapshot.base_manifest_list)[0].file_name
+    )
     (tmp_path / "again" / "manifest" / manifest).unlink()
     with pytest.raises(StorageError, match="file not found") as e:
-        PaimonTable(str(tmp_path / "again")).data_files(snapshot)
+        PaimonTable(str(tmp_path / "again")).manifests.data_files(snapshot)
     one_line(e.value, tmp_path / "again" / "manifest" / manifest)
 
 
@@ -398,10 +403,10 @@ def test_a_manifest_of_another_kind(tmp_path: Path) -> None:
     table = PaimonTable(str(path))
     snapshot = table.snapshot(7)
     # a manifest list where a manifest is expected: Avro, but not ManifestEntry records
-    manifest = table.manifest_list(snapshot.delta_manifest_list)[0].file_name
+    manifest = table.manifests.manifest_list(snapshot.delta_manifest_list)[0].file_name
     shutil.copy(path / "manifest" / snapshot.base_manifest_list, path / "manifest" / manifest)
     with pytest.raises(PaimonFormatError, match="no field '_KIND'") as e:
-        PaimonTable(str(path)).data_files(snapshot)
+        PaimonTable(str(path)).manifests.data_files(snapshot)
     one_line(e.value, path / "manifest" / manifest)
 
 
@@ -452,12 +457,12 @@ def test_s3_gives_identical_results(name: str, s3_server, s3_tables: str) -> Non
     local = PaimonTable(str(TABLES / name))
     assert summary(remote) == summary(local)
     exp = expected(name)
-    assert [o.path for o in remote.orphan_candidates(older_than=FUTURE)] == exp["orphans"]
-    assert all(o.uri.startswith(f"{s3_tables}/{name}/") for o in remote.orphan_candidates(older_than=FUTURE))
+    assert [o.path for o in orphan_candidates(remote, older_than=FUTURE)] == exp["orphans"]
+    assert all(o.uri.startswith(f"{s3_tables}/{name}/") for o in orphan_candidates(remote, older_than=FUTURE))
     users = {u: (s.id if (s := remote.latest_snapshot_of_user(u)) else None) for u in exp["commit_users"]}
     assert users == exp["latest_snapshot_of_user"]
     # the storage's clock: everything was just uploaded, nothing is a day old
-    assert remote.orphan_candidates() == []
+    assert orphan_candidates(remote) == []
 
 
 def test_s3_corrupt_manifest_names_the_object(s3_server, s3_tables: str) -> None:
@@ -472,7 +477,7 @@ def test_s3_corrupt_manifest_names_the_object(s3_server, s3_tables: str) -> None
     key = f"{dst}/manifest/{snapshot.delta_manifest_list}"
     fs.pipe_file(key, fs.cat_file(key)[:-30])
     with pytest.raises(PaimonFormatError) as e:
-        PaimonTable(f"s3://{dst}", storage).data_files(snapshot)
+        PaimonTable(f"s3://{dst}", storage).manifests.data_files(snapshot)
     assert "\n" not in str(e.value) and str(e.value).startswith(f"s3://{key}: byte ")
 
 
@@ -509,10 +514,10 @@ def test_parquet_and_orc_manifests_read_like_avro(tmp_path: Path) -> None:
             else:
                 orc.write_table(table, manifest)
         table = PaimonTable(str(path))
-        assert {str(s.id): [f.path for f in table.data_files(s)] for s in table.snapshots()} == exp[
+        assert {str(s.id): [f.path for f in table.manifests.data_files(s)] for s in table.snapshots()} == exp[
             "live_files"
         ]
-        assert [o.path for o in table.orphan_candidates(older_than=FUTURE)] == exp["orphans"]
+        assert [o.path for o in orphan_candidates(table, older_than=FUTURE)] == exp["orphans"]
 
 
 def test_a_partition_type_ckptctl_does_not_decode(tmp_path: Path) -> None:
@@ -521,6 +526,6 @@ def test_a_partition_type_ckptctl_does_not_decode(tmp_path: Path) -> None:
     schema = path / "schema" / "schema-0"
     schema.write_text(schema.read_text().replace('"type": "STRING"', '"type": "TIMESTAMP(3)"', 1))
     table = PaimonTable(str(path))
-    files = table.data_files(table.snapshot(7))
+    files = table.manifests.data_files(table.snapshot(7))
     assert files and all(f.path.startswith("<partition 0x00000001") for f in files)
-    assert [o.path for o in table.orphan_candidates(older_than=FUTURE)] == exp["orphans"]
+    assert [o.path for o in orphan_candidates(table, older_than=FUTURE)] == exp["orphans"]

@@ -10,8 +10,10 @@ import json
 import pytest
 
 from ckptctl.metadata import read_metadata, write_metadata
-from ckptctl.metadata.model import IncrementalHandle, SkimmedFiles, incremental_parts
-from ckptctl.metadata.reader import _Decoder, skimming_files
+from ckptctl.metadata.handles import IncrementalHandle, SkimmedFiles
+from ckptctl.metadata.read_streams import skimming_files
+from ckptctl.metadata.reader import Decoder
+from ckptctl.metadata.walk import incremental_parts
 from tests.support.cli_runner import cli
 from tests.support.fixture_cases import FIXTURES
 
@@ -64,7 +66,7 @@ def test_preflight_decodes_no_file_list(monkeypatch):
     def refuse(self):
         raise AssertionError("preflight decoded an incremental handle's file list")
 
-    monkeypatch.setattr(_Decoder, "local_files", refuse)
+    monkeypatch.setattr(Decoder, "local_files", refuse)
     args = ("--target-flink", "2.3.0", "--target-backend", "hashmap", "--json")
     result = cli("preflight", str(CHECKPOINT.parent), "--against", str(NEW), *args)
     assert result.exit_code == 1, result.output

@@ -15,7 +15,8 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from ckptctl.metadata import read_metadata
-from ckptctl.metadata.model import FileHandle, RelativeFileHandle, file_handles
+from ckptctl.metadata.handles import FileHandle, RelativeFileHandle
+from ckptctl.metadata.walk import file_handles
 
 UPGRADES = Path(__file__).resolve().parents[2] / "fixtures" / "upgrades"
 RELEASES = ("1.20.3", "2.1.3", "2.3.0")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ckptctl.metadata import read_metadata, write_metadata
-from ckptctl.metadata.model import FileHandle, RelativeFileHandle, SegmentFileHandle
+from ckptctl.metadata.handles import FileHandle, RelativeFileHandle, SegmentFileHandle
 from ckptctl.metadata.transform import map_file_handles
 from tests.support.gc_support import Scenario, ckptctl
 

@@ -18,7 +18,7 @@ import pytest
 
 from ckptctl.checkpoint.rebase import Rebase
 from ckptctl.metadata import read_metadata
-from ckptctl.metadata.model import FileHandle, RelativeFileHandle
+from ckptctl.metadata.handles import FileHandle, RelativeFileHandle
 from ckptctl.metadata.transform import map_file_handles
 from tests.support.fixture_cases import REPO, manifest
 from tests.support.gc_support import DAY, Scenario, ckptctl

@@ -11,16 +11,15 @@ from typer.testing import CliRunner
 
 from ckptctl.cli import app
 from ckptctl.errors import CkptError
-from ckptctl.metadata.model import (
-    CheckpointMetadata,
+from ckptctl.metadata.checkpoint import CheckpointMetadata
+from ckptctl.metadata.handles import (
     FileHandle,
     IncrementalHandle,
     KeyGroupRange,
     LocalFile,
-    OperatorState,
     RelativeFileHandle,
-    SubtaskState,
 )
+from ckptctl.metadata.operators import OperatorState, SubtaskState
 from ckptctl.rescale import default_max_parallelism, family_of, key_group_range, plan_rescale
 from tests.support.fixture_cases import REPO, data_rebase
 
@@ -207,7 +206,8 @@ def test_cli_sweep_recommends_no_merge_parallelisms() -> None:
 
 def test_operator_state_redistribution() -> None:
     """SPLIT_DISTRIBUTE elements are dealt out in chunks, UNION goes everywhere, BROADCAST i mod oldP."""
-    from ckptctl.metadata.model import ByteStreamHandle, NamedOperatorState, OperatorStreamHandle
+    from ckptctl.metadata.handles import ByteStreamHandle
+    from ckptctl.metadata.operators import NamedOperatorState, OperatorStreamHandle
     from ckptctl.rescale import operator_state_plan
 
     subtasks = []

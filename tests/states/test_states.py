@@ -467,7 +467,7 @@ def test_a_corrupt_sst_is_named_by_the_checkpoints_file_and_byte(
     error names the checkpoint's file and the byte of it instead (found by a red-team helper:
     the temp file, and a MANIFEST that was intact, were all the operator was told)."""
     from ckptctl.checkpoint.refs import file_resolver
-    from ckptctl.metadata.model import file_groups
+    from ckptctl.metadata.walk import file_groups
 
     sc = Scenario(version, scenario, tmp_path)
     chk = max(sc.root.rglob("chk-*/_metadata"), key=lambda p: int(p.parent.name[4:])).parent

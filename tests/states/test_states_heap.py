@@ -98,7 +98,7 @@ def _last_key_group(chk: Path) -> tuple[Path, int, int]:
     """A heap key-group file of the "stateful" operator, its last key group and that group's offset
     (from the checkpoint's own _metadata)."""
     from ckptctl.checkpoint.loading import load_checkpoint
-    from ckptctl.metadata.model import KeyGroupsHandle
+    from ckptctl.metadata.handles import KeyGroupsHandle
     from ckptctl.storage import Storage, StorageOptions
 
     ck = load_checkpoint(Storage(StorageOptions()), str(chk))

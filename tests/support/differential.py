@@ -33,22 +33,25 @@ from pathlib import Path
 from ckptctl.errors import MetadataFormatError
 from ckptctl.metadata import reader
 from ckptctl.metadata.flinkpath import InvalidPath, check_relative, flink_path_string
-from ckptctl.metadata.javauuid import flink_backend_uuid
-from ckptctl.metadata.model import (
+from ckptctl.metadata.handles import (
     ByteStreamHandle,
     ChangelogBackendHandle,
     ChangelogBytesHandle,
     ChangelogFileHandle,
-    ChannelHandle,
     EmptySegmentHandle,
     FileHandle,
-    FileMergingOperatorHandle,
     IncrementalHandle,
     KeyGroupsHandle,
-    MergedChannelHandle,
-    OperatorStreamHandle,
+    LocalFile,
     RelativeFileHandle,
     SegmentFileHandle,
+)
+from ckptctl.metadata.javauuid import flink_backend_uuid
+from ckptctl.metadata.operators import (
+    ChannelHandle,
+    FileMergingOperatorHandle,
+    MergedChannelHandle,
+    OperatorStreamHandle,
 )
 from ckptctl.metadata.writer import encode_merged_channel_offsets
 from tests.support import jvm
@@ -260,7 +263,7 @@ def agree(flink: dict, mine: dict) -> bool:
 # structure map: where the fields Flink validates lie in a file
 
 
-class _Tracer(reader._Decoder):
+class _Tracer(reader.Decoder):
     """The reader's decoder, recording the offsets of the fields the mutator aims at."""
 
     def __init__(self, buf: bytes) -> None:
@@ -306,7 +309,7 @@ class _Tracer(reader._Decoder):
         out = []
         for _ in range(n):
             self.utf()
-            out.append(reader.LocalFile("", self.stream()))
+            out.append(LocalFile("", self.stream()))
         return tuple(out)
 
     def keyed(self):

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ckptctl.metadata import read_metadata, write_metadata
-from ckptctl.metadata.model import RelativeFileHandle
+from ckptctl.metadata.handles import RelativeFileHandle
 
 
 def rewrite(obj, fn: Callable):

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from ckptctl.metadata import read_metadata, write_metadata
-from ckptctl.metadata.model import FileHandle, SegmentFileHandle
+from ckptctl.metadata.handles import FileHandle, SegmentFileHandle
 from tests.support.fixture_cases import REPO, manifest
 from tests.support.gc_support import ckptctl
 from tests.support.hostile_metadata import rewrite

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ckptctl.metadata import read_metadata, write_metadata
-from ckptctl.metadata.model import IncrementalHandle, KeyGroupRange
+from ckptctl.metadata.handles import IncrementalHandle, KeyGroupRange
 from tests.support.fixture_cases import FIXTURES, REPO, data_rebase, manifest
 from tests.support.gc_support import Scenario, ckptctl, shared_ssts
 

@@ -1,0 +1,37 @@
+"""The numbers of Flink's ``_metadata`` format: magics, versions, handle type codes and ordinals.
+
+Kept apart from the model classes because the reader, the writer and the model all test these
+codes, and a code is a fact of the wire, not of any one handle class.
+"""
+
+MAGIC = 0x4960672D
+MASTER_STATE_MAGIC = 0xC96B1696
+SUPPORTED_VERSIONS = (3, 4, 5, 6, 7)
+
+# handle type codes (MetadataV2V3SerializerBase)
+NULL_HANDLE = 0
+BYTE_STREAM_STATE_HANDLE = 1
+FILE_STREAM_STATE_HANDLE = 2
+KEY_GROUPS_HANDLE = 3
+PARTITIONABLE_OPERATOR_STATE_HANDLE = 4
+INCREMENTAL_KEY_GROUPS_HANDLE = 5
+RELATIVE_STREAM_STATE_HANDLE = 6
+SAVEPOINT_KEY_GROUPS_HANDLE = 7
+CHANGELOG_HANDLE = 8
+CHANGELOG_BYTE_INCREMENT_HANDLE = 9
+CHANGELOG_FILE_INCREMENT_HANDLE = 10
+INCREMENTAL_KEY_GROUPS_HANDLE_V2 = 11
+KEY_GROUPS_HANDLE_V2 = 12
+CHANGELOG_FILE_INCREMENT_HANDLE_V2 = 13
+CHANGELOG_HANDLE_V2 = 14
+SEGMENT_FILE_HANDLE = 15
+EMPTY_SEGMENT_FILE_HANDLE = 16
+SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE = 17
+
+# OperatorStateHandle.Mode ordinals
+DISTRIBUTION_MODES = ("SPLIT_DISTRIBUTE", "UNION", "BROADCAST")
+# CheckpointedStateScope ordinals (segment handles)
+SCOPES = ("EXCLUSIVE", "SHARED")
+
+# channel handle kinds (V6+ type byte)
+INPUT_CHANNEL, RESULT_SUBPARTITION, MERGED_INPUT_CHANNEL, MERGED_RESULT_SUBPARTITION = 1, 2, 3, 4
