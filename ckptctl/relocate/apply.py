@@ -119,8 +119,21 @@ def apply_relocation(
     limiter = _Limiter(bwlimit) if bwlimit else None
 
     copied: list[tuple[str, int]] = []  # checked together, before any _metadata is written
+    # set by the copy that fails, in its own thread: a worker freed by a failed copy took the next
+    # one from the pool's queue before the main thread (woken by as_completed, late on a loaded
+    # machine) could cancel it, and that copy waited out the deadline too (4 held files, 2 workers)
+    failed = threading.Event()
 
     def one(item: CopyItem) -> None:
+        if failed.is_set():
+            return  # the run is ending: a copy not begun is not begun
+        try:
+            copy_one(item)
+        except BaseException:
+            failed.set()
+            raise
+
+    def copy_one(item: CopyItem) -> None:
         if item.dst in already:
             with lock:
                 stats["skipped"] += 1
