@@ -52,6 +52,10 @@ _ALL_LOCAL_DIRS: list[str] = []
 # The gateway JVM this process started (the Popen of spark-submit, which execs java: its pid is the
 # JVM's), in a process group of its own; None until one is started or when it was not started here.
 _JVM_PROC: Any = None
+# the JVM spark_failure named as dead or out of memory: never handed out again, even while it still
+# answers (its shutdown hooks run first; on a loaded machine the next command's session was that
+# dying JVM, and the command failed on it with the same line)
+_DOOMED: Any = None
 _HEAP: str | None = None  # the heap it was given (-Xmx): for the line that says it ran out
 _INTERRUPTED = False  # Ctrl-C while a session ran: at exit the JVM is killed, not asked to stop
 
@@ -72,8 +76,9 @@ def _live(master: str) -> bool:
 
 
 def _jvm_alive() -> bool:
-    """Whether the JVM this process started is still running (one started elsewhere is taken to be)."""
-    return _JVM_PROC is None or _JVM_PROC.poll() is None
+    """Whether the JVM this process started is still running and was not named as dying (one
+    started elsewhere is taken to be alive)."""
+    return _JVM_PROC is None or (_JVM_PROC.poll() is None and _JVM_PROC is not _DOOMED)
 
 
 def spark_session(master: str) -> Any:
@@ -325,10 +330,12 @@ def spark_failure(e: BaseException, wait: float = 30.0) -> str | None:
             # (after an OutOfMemoryError, exit 52) answers for a moment on a busy machine
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=min(wait, 10.0))
+    global _DOOMED
     death = jvm_death()
     if death:
         return death
     if "java.lang.OutOfMemoryError" in text or "SparkOutOfMemoryError" in text:
+        _DOOMED = proc  # going down (exit 52) or short of memory: the next session is a new JVM
         return out_of_memory_line()
     return None
 
@@ -402,7 +409,7 @@ def _forget_dead_jvm() -> None:
     """PySpark's handles of a JVM that died (the gateway, the context, the session) dropped, so the
     next session starts a new JVM instead of failing on the old one's closed port for the rest of
     the process (a test worker's every later Spark test failed that way)."""
-    global _SPARK, _JVM_PROC
+    global _SPARK, _JVM_PROC, _DOOMED
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -418,6 +425,7 @@ def _forget_dead_jvm() -> None:
     SparkSession._activeSession = None
     _SPARK = None
     _JVM_PROC = None
+    _DOOMED = None
 
 
 def _short(e: BaseException, limit: int = 200) -> str:

@@ -146,6 +146,25 @@ def test_a_jvm_that_ran_out_of_memory_is_named_and_replaced() -> None:
     assert report["ok"] and report["engine"] == "spark"
 
 
+def test_a_jvm_named_out_of_memory_is_not_handed_out_again_while_it_still_answers() -> None:
+    """After an OutOfMemoryError the JVM runs its shutdown hooks before it exits (code 52) and still
+    answers meanwhile: on a loaded machine the next command was given that dying JVM and failed on
+    it with the same line (test above, in a full run under load). Once ckptctl has said the JVM ran
+    out of memory, the next session is a new JVM, however long the old one takes to go."""
+    from ckptctl.engine.spark import spark_failure, spark_session
+
+    old = jvm_pid(spark_session("local[*]"))
+    line = spark_failure(RuntimeError("An error occurred: java.lang.OutOfMemoryError: Java heap space"))
+    assert line and line.startswith("the Spark JVM ran out of memory"), line
+    new = jvm_pid(spark_session("local[*]"))
+    assert new != old
+    wait_gone(old)
+    with pytest.raises(ProcessLookupError):  # the old one was ended, not left running beside the new one
+        os.kill(old, 0)
+    report = verify_on_spark()
+    assert report["ok"] and report["engine"] == "spark"
+
+
 def test_a_jvm_killed_mid_command_is_one_line_naming_the_oom_killer(tmp_path: Path) -> None:
     """``kill -9`` of the JVM while the command's job runs (what the kernel's OOM killer does):
     one line that says so, exit 2, no traceback, nothing left behind. The job on a fixture takes
