@@ -197,12 +197,8 @@ def stat(storage, uri: str, fresh: bool = False) -> FileInfo | None:
         info = retrying(lambda: fs.info(path), fs, s3=scheme_of(uri) == "s3")
     except FileNotFoundError:
         return None
-    except PermissionError as e:
-        raise StorageError(
-            s3_denied(e) if scheme_of(uri) == "s3" else f"cannot stat: {e}", path=uri
-        ) from None
     except OSError as e:
-        raise StorageError(f"cannot stat: {e}", path=uri) from None
+        raise _cannot_stat(e, uri) from None
     if info.get("type") == "directory":
         return None
     return FileInfo(uri, int(info.get("size") or 0), mtime_of(info))
@@ -234,12 +230,16 @@ def is_dir(storage, uri: str) -> bool:
     fs, path = storage.fs(uri)
     try:
         return bool(retrying(lambda: fs.isdir(path), fs, s3=scheme_of(uri) == "s3"))
-    except PermissionError as e:
-        raise StorageError(
-            s3_denied(e) if scheme_of(uri) == "s3" else f"cannot stat: {e}", path=uri
-        ) from None
     except OSError as e:
-        raise StorageError(f"cannot stat: {e}", path=uri) from None
+        raise _cannot_stat(e, uri) from None
+
+
+def _cannot_stat(e: OSError, uri: str) -> StorageError:
+    """The one line for a stat or directory test the store refused (S3's denial names the
+    credentials' problem) or could not answer."""
+    if isinstance(e, PermissionError) and scheme_of(uri) == "s3":
+        return StorageError(s3_denied(e), path=uri)
+    return StorageError(f"cannot stat: {e}", path=uri)
 
 
 def _read_all(fs: Any, path: str) -> bytes:
