@@ -142,6 +142,12 @@ def spark_session(master: str) -> Any:
             # share of the executors' stacks after the shuffle); Kryo took a 10^7-row plan from
             # 178.7-186.8 s to 147.7-158.9 s (bench/bucket_bench.py, two runs each, turn about)
             .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
+            # PySpark's DataFrame debugging wraps every DataFrame and functions call in py4j calls that
+            # tell the JVM the Python call site (getActiveSession, conf.get, set, clear: ~5 round
+            # trips and a walk of the Python stack each), for the "== DataFrame ==" context of
+            # analysis errors, which ckptctl never shows (its errors are one line of its own). A
+            # small gc plan made ~4,500 py4j calls, 1,300 of them these
+            .config("spark.python.sql.dataFrameDebugging.enabled", "false")
         )
         if _loopback_master(master):
             builder = builder.config("spark.driver.host", "127.0.0.1").config(
@@ -157,6 +163,7 @@ def spark_session(master: str) -> Any:
                 # PySpark's handler asks the JVM to cancel its jobs: not on the way out
                 signal.signal(signal.SIGINT, _interrupt_handler(before))
             _quiet_accumulator_server(_SPARK.sparkContext)
+            _remember_classes(_SPARK.sparkContext._jvm)
             _SPARK.sparkContext.setLogLevel("ERROR")
         except BaseException as e:
             _stop_locked()
@@ -202,6 +209,37 @@ class _QuietPy4J(logging.Handler):
             return
         if record.levelno >= logging.lastResort.level:
             logging.lastResort.handle(record)
+
+
+# the JVM classes PySpark looks up by name on every column function, ``select`` and ``parallelize``
+_LOOKED_UP = ("org.apache.spark.sql.functions", "functions", "PythonUtils", "PythonRDD", "SerDeUtil")
+
+
+def _remember_classes(jvm: Any) -> None:
+    """The classes of :data:`_LOOKED_UP` and their static methods looked up once per JVM instead of
+    at each call. py4j asks the JVM for a class at every ``jvm.functions`` and for a method at every
+    ``functions.col``: ~600 of a small gc plan's ~1,850 py4j calls, and a short name (``functions``,
+    ``PythonUtils``) is first tried as a full name and then in each imported package before its
+    own, each miss a search of every jar on the class path (5 % of the JVM's samples). The same
+    handles (a name and the gateway's client, no state) go to the same JVM methods. A new JVM has
+    a new view (the cache goes with the old one); a py4j without these internals keeps looking up."""
+    try:
+        from py4j.java_gateway import JavaClass, JavaMember
+    except ImportError:
+        return
+
+    class Remembered(JavaClass):
+        def __getattr__(self, name: str) -> Any:
+            member = super().__getattr__(name)
+            if isinstance(member, JavaMember):  # a static method (a field's value is asked each time)
+                self.__dict__[name] = member
+            return member
+
+    for name in _LOOKED_UP:
+        with contextlib.suppress(Exception):
+            found = getattr(jvm, name)
+            if isinstance(found, JavaClass) and not isinstance(found, Remembered):
+                jvm.__dict__[name] = Remembered(found._fqn, found._gateway_client)
 
 
 def _quiet_accumulator_server(sc: Any) -> None:
