@@ -43,7 +43,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import jvm
-from tests.support.flink_harness import REPO, flink_python
+from tests.support.flink_harness import REPO, flink_env, flink_python
 
 VERSION, SCENARIO = "2.2.0", "forst"
 MANIFEST = json.loads((REPO / "fixtures" / "manifest.json").read_text())
@@ -239,8 +239,7 @@ class LiveJob:
                "--status-file", str(self.status_file), "--info-out", str(self.info_file)]  # fmt: skip
         for k, v in conf.items():
             cmd += ["--conf", f"{k}={v}"]
-        env = dict(os.environ)
-        env.pop("PYTHONPATH", None)
+        env = flink_env(python)
         env["FLINK_LOG_DIR"] = str(self.tmp / "log")
         (self.tmp / "io").mkdir(parents=True, exist_ok=True)
         with open(self.out_file, "w") as out:
