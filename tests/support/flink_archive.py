@@ -91,7 +91,9 @@ def _session(version: str, python: Path, savepoint: Path, dump: str) -> int:
     from tests.support.flink_harness import RESTORE_JOB, flink_env
 
     env = flink_env(None)
-    env["FLINK_ENV_JAVA_OPTS"] = " ".join([*jvm.LONG_LIVED, dump])  # the suite's, not the caller's
+    # the suite's options, but verifying (jvm.FLINK does not): a JVM refuses an archive written
+    # with less verification than its own, and one written verifying serves both
+    env["FLINK_ENV_JAVA_OPTS"] = " ".join([*jvm.LONG_LIVED, dump])
     with tempfile.TemporaryDirectory(prefix="ckptctl-archive-") as tmp:
         copy = Path(tmp) / "savepoint"
         shutil.copytree(savepoint, copy)
