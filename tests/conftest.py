@@ -20,11 +20,11 @@ def pytest_configure(config) -> None:
     """Every JVM the tests start (and those started by the processes they start) runs with the
     suite's options (C1 only, the parallel collector: tests/support/jvm.py). Set here, not when this
     module is imported: the benches import its helpers, and an import that handed them the suite's
-    JIT measured every bench JVM on C1 (a 10^7-row gc plan 1.5x slower). The Spark JVMs map a class
-    archive (tests/support/spark_archive.py), which the run's first process (xdist's controller,
-    before its workers inherit this environment) starts writing in the background when this machine
-    has none yet: JVMs started before it is there run without it."""
-    from tests.support import spark_archive
+    JIT measured every bench JVM on C1 (a 10^7-row gc plan 1.5x slower). The Spark JVMs and the
+    PyFlink gateways map class archives (tests/support/class_archive.py), which the run's first
+    process (xdist's controller, before its workers inherit this environment) starts writing in
+    the background when this machine has none yet: JVMs started before they are there run without."""
+    from tests.support import class_archive, spark_archive
 
     # Python's own cache of compiled modules, which a machine may turn off (PYTHONDONTWRITEBYTECODE=1,
     # as the machines this suite runs on do): without it every worker compiled and assertion-rewrote
@@ -33,16 +33,16 @@ def pytest_configure(config) -> None:
     # cache holds the same code (checked against each source's mtime), in __pycache__ (git ignores it).
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     sys.dont_write_bytecode = False
+    if not hasattr(config, "workerinput"):
+        config.stash[_ARCHIVE_WRITER] = class_archive.ensure()
     archive = spark_archive.archive_path()
-    if archive is not None and not hasattr(config, "workerinput"):
-        config.stash[_ARCHIVE_WRITER] = spark_archive.ensure(archive)
-    jvm.hand_on(os.environ, spark_archive.use_options(archive) if archive is not None else "")
+    jvm.hand_on(os.environ, class_archive.use_options(archive) if archive is not None else "")
 
 
 def pytest_unconfigure(config) -> None:
-    from tests.support import spark_archive
+    from tests.support import class_archive
 
-    spark_archive.finish(config.stash.get(_ARCHIVE_WRITER, None))
+    class_archive.finish(config.stash.get(_ARCHIVE_WRITER, None))
 
 
 _ARCHIVE_WRITER = pytest.StashKey()
