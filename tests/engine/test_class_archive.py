@@ -63,3 +63,27 @@ def test_a_gateway_is_told_of_its_archive_only_once_it_is_there(tmp_path: Path, 
 
     (pyflink / "lib" / "flink-dist-9.9.9.jar").write_bytes(b"another jar")  # the venv installed anew
     assert flink_archive.archive_path(python) != archive
+
+
+def test_each_kind_keeps_its_three_newest_archives(tmp_path: Path) -> None:
+    """A fresh clone (a new place, a new venv) keys a new archive of ~170 MB: the old ones of the
+    kind go when a new one is in place, another kind's stay."""
+    import os
+
+    for i in range(4):
+        for kind in ("spark", "flink"):
+            old = tmp_path / f"{kind}-old{i}.jsa"
+            old.write_bytes(b"old")
+            os.utime(old, (1_000_000 + i, 1_000_000 + i))
+
+    def exited(option: str) -> int:
+        _file_of(option).write_bytes(b"\0" * (2 << 20))
+        return 0
+
+    assert class_archive.write(tmp_path / "spark-new.jsa", exited) == 0
+    assert {p.name for p in tmp_path.glob("spark-*.jsa")} == {
+        "spark-new.jsa",
+        "spark-old3.jsa",
+        "spark-old2.jsa",
+    }
+    assert len(list(tmp_path.glob("flink-*.jsa"))) == 4

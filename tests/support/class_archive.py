@@ -133,9 +133,20 @@ def write(path: Path, session: Session) -> int:
             code = session(f"-XX:ArchiveClassesAtExit={partial}")
             if code == 0 and partial.exists() and partial.stat().st_size > _LEAST:
                 os.replace(partial, path)
+                _prune(path)
             return code
         finally:
             partial.unlink(missing_ok=True)
+
+
+def _prune(newest: Path, keep: int = 3) -> None:
+    """Each kind keeps its ``keep`` newest archives (each ~100-170 MB): a checkout or venv at a new
+    place (a fresh clone per run) keys a new one, and the old ones would pile up in the cache."""
+    kind = newest.stem.rsplit("-", 1)[0]
+    same = sorted(newest.parent.glob(f"{kind}-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in same[keep:]:
+        old.unlink(missing_ok=True)
+        old.with_suffix(".lock").unlink(missing_ok=True)
 
 
 def main() -> int:
