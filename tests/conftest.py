@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.support import jvm
+from tests.support import class_archive, jvm
 from tests.support.fixture_cases import FIXTURES
 
 
@@ -24,7 +24,7 @@ def pytest_configure(config) -> None:
     PyFlink gateways map class archives (tests/support/class_archive.py), which the run's first
     process (xdist's controller, before its workers inherit this environment) starts writing in
     the background when this machine has none yet: JVMs started before they are there run without."""
-    from tests.support import class_archive, spark_archive
+    from tests.support import spark_archive
 
     # Python's own cache of compiled modules, which a machine may turn off (PYTHONDONTWRITEBYTECODE=1,
     # as the machines this suite runs on do): without it every worker compiled and assertion-rewrote
@@ -35,17 +35,28 @@ def pytest_configure(config) -> None:
     sys.dont_write_bytecode = False
     if not hasattr(config, "workerinput"):
         config.stash[_ARCHIVE_WRITER] = class_archive.ensure()
-    archive = spark_archive.archive_path()
-    jvm.hand_on(os.environ, class_archive.use_options(archive) if archive is not None else "")
+    jvm.hand_on(os.environ)
+    if os.environ["SPARK_SUBMIT_OPTS"] == " ".join(jvm.SHORT_LIVED):  # the suite's, not a user's own
+        config.stash[_SPARK_ARCHIVE] = spark_archive.archive_path()
 
 
 def pytest_unconfigure(config) -> None:
-    from tests.support import class_archive
-
     class_archive.finish(config.stash.get(_ARCHIVE_WRITER, None))
 
 
 _ARCHIVE_WRITER = pytest.StashKey()
+_SPARK_ARCHIVE = pytest.StashKey()
+
+
+@pytest.fixture(autouse=True)
+def spark_archive_once_there(request, monkeypatch) -> None:
+    """The Spark JVMs a test starts (its worker's session, the ckptctl processes it runs) map the
+    class archive once it is there, and are not told of it before: a JVM told of a missing archive
+    runs without the JDK's own class sharing too, and the archive is written while the run goes on
+    (tests/support/class_archive.py). Asked at each test, as the PyFlink gateways ask at each start."""
+    options = class_archive.options_once_there(request.config.stash.get(_SPARK_ARCHIVE, None))
+    if options:
+        monkeypatch.setenv("SPARK_SUBMIT_OPTS", f"{os.environ['SPARK_SUBMIT_OPTS']} {options}")
 
 
 # Ports nobody listens on: port 9 (discard) on loopback; a stray S3 request fails there, at once.

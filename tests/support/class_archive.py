@@ -85,6 +85,12 @@ def use_options(path: Path) -> str:
     return f"-XX:SharedArchiveFile={path} {_QUIET}"
 
 
+def options_once_there(path: Path | None) -> str:
+    """:func:`use_options` of ``path`` if the archive is there, else "": asked at each JVM's start,
+    as the background writer may have finished since the run began."""
+    return use_options(path) if path is not None and path.exists() else ""
+
+
 def wanted() -> list[tuple[Path, Session]]:
     """Every kind's archives: (path, writer) of each."""
     from tests.support import flink_archive, spark_archive

@@ -52,13 +52,11 @@ def options(python: Path) -> str:
     """The JVM options that map the archive of ``python``'s gateway JVM, when it is there ("" else:
     a JVM told of a missing archive would run without the JDK's own). While it is not there, looked
     for at every call (the background writer may have finished since)."""
-    path = _FOUND.get(python)
-    if path is None:
-        path = archive_path(python)
-        if path is None or not path.exists():
-            return ""
+    path = _FOUND.get(python) or archive_path(python)
+    options = class_archive.options_once_there(path)
+    if options:
         _FOUND[python] = path
-    return class_archive.use_options(path)
+    return options
 
 
 def _savepoint(version: str) -> Path | None:

@@ -44,17 +44,16 @@ UNVERIFIED = ("-XX:+UnlockDiagnosticVMOptions", "-XX:-BytecodeVerificationRemote
 FLINK = (*LONG_LIVED, *UNVERIFIED)
 
 
-def hand_on(environ: MutableMapping[str, str], spark_archive: str = "") -> None:
+def hand_on(environ: MutableMapping[str, str]) -> None:
     """Set (unless the caller set them) the variables through which Spark's launcher
     (``SPARK_SUBMIT_OPTS``, read by spark-class), PySpark's standalone daemons and PyFlink's
     gateway (``FLINK_ENV_JAVA_OPTS``) pass options to the JVMs they start, and the heap of Spark's
-    embedded JVM (``SPARK_DRIVER_MEMORY``: :data:`SPARK_HEAP`). ``spark_archive``: the options that
-    map the Spark JVMs' class archive (tests/support/spark_archive.py). Spark's embedded JVM
+    embedded JVM (``SPARK_DRIVER_MEMORY``: :data:`SPARK_HEAP`). Spark's embedded JVM
     gets its collector from ckptctl itself (:func:`ckptctl.engine.spark_startup.jvm_collector`), so the
     suite's sessions start as a user's do; naming it here as well left that path to one test."""
-    for name, opts in (("SPARK_SUBMIT_OPTS", (*SHORT_LIVED, spark_archive)), ("SPARK_DAEMON_JAVA_OPTS", LONG_LIVED),
+    for name, opts in (("SPARK_SUBMIT_OPTS", SHORT_LIVED), ("SPARK_DAEMON_JAVA_OPTS", LONG_LIVED),
                        ("FLINK_ENV_JAVA_OPTS", FLINK)):  # fmt: skip
-        environ.setdefault(name, " ".join(opts).strip())
+        environ.setdefault(name, " ".join(opts))
     environ.setdefault("SPARK_DRIVER_MEMORY", SPARK_HEAP)  # spark-submit reads it; a user's own wins
 
 
