@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.support import jvm
+from tests.support import class_archive, jvm
 from tests.support.fixture_cases import FIXTURES
 
 
@@ -20,25 +20,43 @@ def pytest_configure(config) -> None:
     """Every JVM the tests start (and those started by the processes they start) runs with the
     suite's options (C1 only, the parallel collector: tests/support/jvm.py). Set here, not when this
     module is imported: the benches import its helpers, and an import that handed them the suite's
-    JIT measured every bench JVM on C1 (a 10^7-row gc plan 1.5x slower). The Spark JVMs map a class
-    archive (tests/support/spark_archive.py), which the run's first process (xdist's controller,
-    before its workers inherit this environment) starts writing in the background when this machine
-    has none yet: JVMs started before it is there run without it."""
+    JIT measured every bench JVM on C1 (a 10^7-row gc plan 1.5x slower). The Spark JVMs and the
+    PyFlink gateways map class archives (tests/support/class_archive.py), which the run's first
+    process (xdist's controller, before its workers inherit this environment) starts writing in
+    the background when this machine has none yet: JVMs started before they are there run without."""
     from tests.support import spark_archive
 
-    archive = spark_archive.archive_path()
-    if archive is not None and not hasattr(config, "workerinput"):
-        config.stash[_ARCHIVE_WRITER] = spark_archive.ensure(archive)
-    jvm.hand_on(os.environ, spark_archive.use_options(archive) if archive is not None else "")
+    # Python's own cache of compiled modules, which a machine may turn off (PYTHONDONTWRITEBYTECODE=1,
+    # as the machines this suite runs on do): without it every worker compiled and assertion-rewrote
+    # 194 test modules (12.2 CPU-s each; 4.2 from the cache) and every ckptctl process the tests
+    # start compiled ckptctl's modules again (`ckptctl ls` of a fixture 1.30 -> 0.85 CPU-s). The
+    # cache holds the same code (checked against each source's mtime), in __pycache__ (git ignores it).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
+    if not hasattr(config, "workerinput"):
+        config.stash[_ARCHIVE_WRITER] = class_archive.ensure()
+    jvm.hand_on(os.environ)
+    if os.environ["SPARK_SUBMIT_OPTS"] == " ".join(jvm.SHORT_LIVED):  # the suite's, not a user's own
+        config.stash[_SPARK_ARCHIVE] = spark_archive.archive_path()
 
 
 def pytest_unconfigure(config) -> None:
-    from tests.support import spark_archive
-
-    spark_archive.finish(config.stash.get(_ARCHIVE_WRITER, None))
+    class_archive.finish(config.stash.get(_ARCHIVE_WRITER, None))
 
 
 _ARCHIVE_WRITER = pytest.StashKey()
+_SPARK_ARCHIVE = pytest.StashKey()
+
+
+@pytest.fixture(autouse=True)
+def spark_archive_once_there(request, monkeypatch) -> None:
+    """The Spark JVMs a test starts (its worker's session, the ckptctl processes it runs) map the
+    class archive once it is there, and are not told of it before: a JVM told of a missing archive
+    runs without the JDK's own class sharing too, and the archive is written while the run goes on
+    (tests/support/class_archive.py). Asked at each test, as the PyFlink gateways ask at each start."""
+    options = class_archive.options_once_there(request.config.stash.get(_SPARK_ARCHIVE, None))
+    if options:
+        monkeypatch.setenv("SPARK_SUBMIT_OPTS", f"{os.environ['SPARK_SUBMIT_OPTS']} {options}")
 
 
 # Ports nobody listens on: port 9 (discard) on loopback; a stray S3 request fails there, at once.
@@ -92,6 +110,22 @@ class S3Server:
 
     def create_bucket(self, name: str) -> None:
         self.client().create_bucket(Bucket=name)
+
+    def put_many(self, objects: dict[str, bytes]) -> None:
+        """``{"bucket/key": bytes}`` written side by side, as ``fs.pipe`` does, by one boto3 client
+        in 8 threads: the fixtures' 1,333 files took 8.8 CPU-s of the test process through s3fs's
+        pipe, 6.7 this way (moto's own ~10 CPU-s either way), and 28 s of wall against 19."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        client = self.client()
+
+        def put(item: tuple[str, bytes]) -> None:
+            bucket, _, key = item[0].partition("/")
+            client.put_object(Bucket=bucket, Key=key, Body=item[1])
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(put, objects.items()))
+        self.filesystem().invalidate_cache()  # as fs.pipe does: the (cached) filesystem lists afresh
 
     def filesystem(self):
         import s3fs
@@ -162,7 +196,6 @@ def s3_fixtures(s3_server: S3Server) -> str:
     a second) for tests of which all but a handful read ``_metadata`` only; a test reading a file
     left out finds it missing and fails (verify: not sound; ls, states: not what the local run says)."""
     s3_server.create_bucket("ckptctl-fixtures")
-    fs = s3_server.filesystem()
     data = FIXTURES / "data"
     whole = tuple(data / t for t in S3_WHOLE)
 
@@ -171,8 +204,8 @@ def s3_fixtures(s3_server: S3Server) -> str:
             p.is_relative_to(w) for w in whole
         )
 
-    # side by side (s3fs's pipe of a dict): one at a time, the 2,746 files took 28 s of every worker
-    fs.pipe({f"ckptctl-fixtures/{p.relative_to(data).as_posix()}": p.read_bytes()
+    # side by side: one at a time, the 2,746 files took 28 s of every worker
+    s3_server.put_many({f"ckptctl-fixtures/{p.relative_to(data).as_posix()}": p.read_bytes()
              for p in sorted(data.rglob("*")) if p.is_file() and wanted(p)})  # fmt: skip
     return "s3://ckptctl-fixtures"
 

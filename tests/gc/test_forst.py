@@ -43,7 +43,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import jvm
-from tests.support.flink_harness import REPO, flink_python
+from tests.support.flink_harness import REPO, flink_env, flink_python
+from tests.support.java_build import compiled
 
 VERSION, SCENARIO = "2.2.0", "forst"
 MANIFEST = json.loads((REPO / "fixtures" / "manifest.json").read_text())
@@ -239,8 +240,7 @@ class LiveJob:
                "--status-file", str(self.status_file), "--info-out", str(self.info_file)]  # fmt: skip
         for k, v in conf.items():
             cmd += ["--conf", f"{k}={v}"]
-        env = dict(os.environ)
-        env.pop("PYTHONPATH", None)
+        env = flink_env(python)
         env["FLINK_LOG_DIR"] = str(self.tmp / "log")
         (self.tmp / "io").mkdir(parents=True, exist_ok=True)
         with open(self.out_file, "w") as out:
@@ -342,11 +342,7 @@ def dumper_references(tmp: Path, python: Path, metadata: list[Path]) -> set[str]
         [str(python), "-c", "import pyflink,os;print(os.path.join(os.path.dirname(pyflink.__file__),'lib'))"],
         text=True,
     ).strip())  # fmt: skip
-    classes = tmp / "dumper"
-    classes.mkdir(exist_ok=True)
-    subprocess.run([javac, *jvm.javac_options(), "-nowarn", "-cp", f"{lib}/*", "-d", str(classes),
-                    str(REPO / "fixtures" / "dumper" / "MetadataDump.java")],
-                   check=True, capture_output=True, timeout=300)  # fmt: skip
+    classes = compiled(REPO / "fixtures" / "dumper" / "MetadataDump.java", f"{lib}/*")
     args = []
     for i, m in enumerate(metadata):
         args += [str(m), str(tmp / f"dump-{i}.json")]

@@ -120,7 +120,7 @@ def test_over_s3_a_job_directory_root_keeps_what_its_sibling_borrows(s3_server, 
     s3_server.create_bucket(bucket)
     fs = s3_server.filesystem()
     files = sorted(p for p in sc.root.rglob("*") if p.is_file())
-    fs.pipe(
+    s3_server.put_many(
         {
             f"{bucket}/{p.relative_to(sc.root).as_posix()}": p.read_bytes()
             for p in files
@@ -128,7 +128,7 @@ def test_over_s3_a_job_directory_root_keeps_what_its_sibling_borrows(s3_server, 
         }
     )
     next_second()  # S3 mtimes have one-second resolution: each _metadata the newest object of its job
-    fs.pipe(
+    s3_server.put_many(
         {
             f"{bucket}/{p.relative_to(sc.root).as_posix()}": p.read_bytes()
             for p in files

@@ -232,17 +232,6 @@ def _attack(name: str, sc: Scenario, tmp: Path) -> dict:
     return {}
 
 
-ATTACKS = [
-    ("2.2.0", "basic", "mount-alias"), ("2.2.0", "basic", "dead-job-collected"),
-    ("2.2.0", "basic", "external-reference"), ("2.2.0", "basic", "future-mtime"), ("2.2.0", "basic", "starting-job"),
-    ("2.2.0", "filemerging", "young-and-in-flight"), ("2.2.0", "forst", "forst-control-names"),
-    ("2.2.0", "claim_native", "dead-job"), ("2.2.0", "basic", "scope-alias"), ("2.2.0", "basic", "two-aliases"),
-    ("2.2.0", "changelog", "all-scopes"), ("2.2.0", "savepoints", "all-scopes"), ("2.2.0", "claim_native", "all-scopes"),
-    ("2.2.0", "claim_native", "savepoint-metadata-gone"),
-    ("2.2.0", "basic", "keep-last"), ("1.20.3", "filemerging", "keep-last"),
-    ("2.2.0", "basic", "metadata-being-written"), ("2.2.0", "basic", "restored-under-same-id"),
-]  # fmt: skip
-
 # attacks that change no option and refuse nothing on their own: made together on one tree of a
 # scenario (they plant different names), each scenario a root of one plan (one Spark plan instead of
 # ten), read both ways; a refusal would blur the others (it protects everything), so the attacks
@@ -263,16 +252,132 @@ READ_BOTH_WAYS = {("2.2.0", "basic", "external-reference"), ("1.20.3", "filemerg
                   ("2.2.0", "basic", "dead-job-collected"), ("2.2.0", "claim_native", "savepoint-metadata-gone")}  # fmt: skip
 
 
-@pytest.mark.parametrize(("version", "scenario", "attack"), ATTACKS)
-def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, version, scenario, attack) -> None:
-    sc = Scenario(version, scenario, tmp_path)
-    overrides = _attack(attack, sc, tmp_path)
-    changelog = (str(sc.root / "dstl"),) if (sc.root / "dstl").is_dir() else ()  # the fixtures' changelog
-    both = (version, scenario, attack) in READ_BOTH_WAYS
-    plan = assert_same_plan(Storage(), sc.gc_options(**{"changelog_dirs": changelog, **overrides}),
-                            on_executors=(False, True) if both else (False,))  # fmt: skip
-    if attack == "forst-control-names":  # the names went to the rule's Python form, the others stayed in SQL
-        reasons = {d["path"].rsplit("/", 1)[1]: d["reason"] for d in plan["candidates"] + plan["protected"]
+# The attacks that refuse or set an option, each on its own tree, grouped by the options they set
+# (their savepoint and changelog directories are their own tree's): a group is one plan of its
+# trees' roots (one Spark plan instead of one per attack), its lists read both ways when one of
+# its attacks is in READ_BOTH_WAYS. A fixture's tree appears once in a plan (two copies would share
+# the original root --rebase maps). Each attack's own local plan, on its tree alone, is what the
+# group's local plan holds for that tree (test_spark_plan_equals_local_plan_under_attack): so no
+# attack's decisions, refusals or warnings are masked by another's (the attacks of a group refuse
+# with different codes and warn of different things, or that check fails).
+ATTACK_GROUPS = [
+    (("2.2.0", "basic", "two-aliases"), ("2.2.0", "forst", "forst-control-names")),
+    (("2.2.0", "basic", "mount-alias"), ("2.2.0", "claim_native", "dead-job"), ("2.2.0", "filemerging", "young-and-in-flight")),
+    (("2.2.0", "basic", "future-mtime"),), (("2.2.0", "basic", "scope-alias"),),
+    (("2.2.0", "basic", "metadata-being-written"),), (("2.2.0", "basic", "dead-job-collected"),),
+    (("2.2.0", "basic", "external-reference"),), (("2.2.0", "basic", "starting-job"),),
+    (("2.2.0", "basic", "restored-under-same-id"),),
+    (("2.2.0", "basic", "keep-last"),),
+    (("1.20.3", "filemerging", "keep-last"),),  # refuses as the one above (job-starting)
+    (("2.2.0", "changelog", "all-scopes"), ("2.2.0", "savepoints", "all-scopes"), ("2.2.0", "claim_native", "all-scopes")),
+    (("2.2.0", "claim_native", "savepoint-metadata-gone"),),
+]  # fmt: skip
+PER_TREE = ("savepoint_dirs", "changelog_dirs", "rebase")  # options naming one tree's directories
+
+
+def _in_one_plan(singles: list[dict]) -> dict:
+    """The plan of several trees' roots that holds each tree's own plan (``singles``) and nothing
+    else: the lists and notes of every tree, their totals added up, the same clock."""
+    from collections import Counter
+
+    def key(x):
+        return json.dumps(x, sort_keys=True)
+
+    first, whole = singles[0], {}
+    for name, value in first.items():
+        values = [s[name] for s in singles]
+        if name == "options":
+            continue
+        if name == "blocked":
+            whole[name] = any(values)
+        elif name in ("oldest_candidate_mtime", "newest_candidate_mtime"):
+            known = [v for v in values if v is not None]
+            whole[name] = (min if name.startswith("oldest") else max)(known) if known else None
+        elif isinstance(value, list):
+            whole[name] = sorted((x for v in values for x in v), key=key)
+        elif isinstance(value, dict) and name == "discovery":
+            whole[name] = {k: sorted((x for v in values for x in v[k]), key=key) for k in value}
+        elif isinstance(value, dict) and name.endswith("_by_reason"):
+            whole[name] = dict(sum((Counter(v) for v in values), Counter()))
+        elif isinstance(value, int) and not isinstance(value, bool) and name != "format":
+            whole[name] = sum(values)
+        else:
+            assert all(v == value for v in values), name
+            whole[name] = value
+    return whole
+
+
+def _as_compared(plan: dict) -> dict:
+    """``plan`` with its lists in one order (a plan of several roots lists them in its own)."""
+    out = {k: v for k, v in plan.items() if k != "options"}
+    for name, value in plan.items():
+        if isinstance(value, list):
+            out[name] = sorted(value, key=lambda x: json.dumps(x, sort_keys=True))
+        elif name == "discovery":
+            out[name] = {k: sorted(v, key=lambda x: json.dumps(x, sort_keys=True)) for k, v in value.items()}
+    return out
+
+
+@pytest.mark.parametrize(
+    "group", ATTACK_GROUPS, ids=["+".join("-".join(a) for a in g) for g in ATTACK_GROUPS]
+)
+def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, group) -> None:
+    """Each attack of the group made on its own scenario's tree; the group planned as one plan of
+    their roots: the Spark plan (its lists read on the driver, and on the executors where an
+    attack is in READ_BOTH_WAYS) equals the local plan, and the local plan holds, for each
+    attack, exactly its own tree's local plan (a failure names the attack)."""
+    from ckptctl.gc import GcOptions
+
+    trees, singles, shared = [], [], {}
+    assert len({a[:2] for a in group}) == len(group), "a fixture's tree once in a plan"
+    for version, scenario, attack in group:
+        tmp = tmp_path / f"{version}-{scenario}-{attack}"
+        tmp.mkdir()
+        sc = Scenario(version, scenario, tmp)
+        overrides = _attack(attack, sc, tmp)
+        changelog = (str(sc.root / "dstl"),) if (sc.root / "dstl").is_dir() else ()  # the fixtures' changelog
+        options = sc.gc_options(**{"changelog_dirs": changelog, **overrides})
+        common = {k: v for k, v in vars(options).items() if k not in (*PER_TREE, "roots")}
+        assert shared.setdefault("options", common) == common, (attack, "sets other options than its group")
+        trees.append((attack, sc, options))
+    if len(group) == 1:
+        attack, sc, options = trees[0]
+    else:
+        for attack, _sc, options in trees:
+            singles.append((attack, comparable(build_plan(Storage(), options))))
+        first = trees[0][2]
+        options = replace(
+            first,
+            roots=tuple(r for _a, _s, o in trees for r in o.roots),
+            savepoint_dirs=tuple(d for _a, _s, o in trees for d in o.savepoint_dirs),
+            changelog_dirs=tuple(d for _a, _s, o in trees for d in o.changelog_dirs),
+            rebase=Rebase.of(m for _a, _s, o in trees for m in o.rebase.mappings),
+        )
+    assert isinstance(options, GcOptions)
+    both = any(a in READ_BOTH_WAYS for a in group)
+    plan = assert_same_plan(Storage(), options, on_executors=(False, True) if both else (False,))
+    if singles:  # each attack's plan is there whole, no other attack's hid or changed any of it
+        whole, each = _as_compared(plan), _in_one_plan([p for _a, p in singles])
+        assert whole.keys() == each.keys()
+        for (
+            name
+        ) in whole:  # what differs names its attack's tree (tmp_path/<version>-<scenario>-<attack>/...)
+            if isinstance(whole[name], list):
+                extra = [x for x in whole[name] if x not in each[name]]
+                lost = [x for x in each[name] if x not in whole[name]]
+                assert whole[name] == each[name], (
+                    name,
+                    "in the group's plan only:",
+                    extra,
+                    "in an attack's only:",
+                    lost,
+                )
+            else:
+                assert whole[name] == each[name], (name, whole[name], each[name])
+    mine = {a: p for a, p in singles} if singles else {group[0][2]: plan}
+    if "forst-control-names" in mine:  # the names went to the rule's Python form, the others stayed in SQL
+        forst = mine["forst-control-names"]
+        reasons = {d["path"].rsplit("/", 1)[1]: d["reason"] for d in forst["candidates"] + forst["protected"]
                    if "/op_Dead_0123__" in d["path"]}  # fmt: skip
         assert {n for n, r in reasons.items() if r == "forst-control-file"} == {
             "CURRENT",
@@ -285,10 +390,11 @@ def test_spark_plan_equals_local_plan_under_attack(spark, tmp_path: Path, versio
         }
         assert reasons["LOGx"] == reasons["CURRENTLY"] == reasons["000042.sst"] == "unreferenced-forst"
         assert reasons["_metadata"] == "not-flink-file" and reasons["a\\b"] == "abnormal-path"
-    if attack == "restored-under-same-id":  # both planners see the run restored from an older checkpoint
-        assert any(r["code"] == "job-starting" and "/chk-8" in r["message"] for r in plan["refusals"]), plan[
-            "refusals"
-        ]
+    if "restored-under-same-id" in mine:  # both planners see the run restored from an older checkpoint
+        restored = mine["restored-under-same-id"]
+        assert any(r["code"] == "job-starting" and "/chk-8" in r["message"] for r in restored["refusals"]), (
+            restored["refusals"]
+        )
 
 
 def test_spark_plan_equals_local_plan_under_attacks_planned_together(spark, tmp_path: Path) -> None:
@@ -618,20 +724,12 @@ def _s3_options(up: dict, bucket: str, **extra):
     )  # fmt: skip
 
 
-def test_spark_plan_equals_local_plan_over_s3(spark, s3_server) -> None:
-    from tests.support.inventory import shared
-
-    up = shared(s3_server)
-    CLOCK[0] = time.time()
-    storage = Storage(StorageOptions.from_env(s3_server.endpoint))
-    plan = assert_same_plan(storage, _s3_options(up, up["bucket"]))
-    assert {c["path"] for c in plan["candidates"]} == up["orphans"]
-
-
-def test_spark_plan_lists_each_s3_prefix_once(spark, s3_server) -> None:
-    """The listing's rows are evaluated once, by the cache they go to: a cache built on another
-    that was dropped first is re-planned by Spark, which listed every prefix a second time. Every
-    full (undelimited) listing request through a proxy, none asked twice."""
+def test_spark_plan_equals_local_plan_over_s3_listing_each_prefix_once(spark, s3_server) -> None:
+    """The Spark plan of a bucket equals the local plan (made without the proxy, so that its
+    requests are not counted), its candidates the orphans planted. The listing's rows are
+    evaluated once, by the cache they go to: a cache built on another that was dropped first is
+    re-planned by Spark, which listed every prefix a second time. Every full (undelimited) listing
+    request through a proxy, none asked twice. (One Spark plan for both, where two tests made two.)"""
     from collections import Counter
 
     from ckptctl.gc.spark.planner import build_plan_spark
@@ -650,10 +748,22 @@ def test_spark_plan_lists_each_s3_prefix_once(spark, s3_server) -> None:
             )
         return False
 
+    local = comparable(
+        build_plan(Storage(StorageOptions.from_env(s3_server.endpoint)), _s3_options(up, up["bucket"]))
+    )
     with FaultyProxy(s3_server.endpoint, fault_rate=0.0, rules=[Rule(full_listing)]) as proxy:
         storage = Storage(StorageOptions.from_env(proxy.endpoint))
         plan = build_plan_spark(storage, _s3_options(up, up["bucket"]), MASTER)
-        plan.release()
+        try:
+            on_spark = comparable(plan)
+        finally:
+            plan.release()
+    assert on_spark.pop("storage") == {"s3_endpoint": proxy.endpoint}  # the one difference: whom it asked
+    assert local.pop("storage") == {"s3_endpoint": s3_server.endpoint}
+    assert on_spark.keys() == local.keys()
+    for key in local:
+        assert on_spark[key] == local[key], key
+    assert {c["path"] for c in local["candidates"]} == up["orphans"]
     assert asked, "no full listing seen: the proxy was not asked"
     assert [k for k, n in Counter(asked).items() if n > 1] == []
 

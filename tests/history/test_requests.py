@@ -15,8 +15,7 @@ BUCKET = "history-requests"
 
 
 def _upload(s3_server, skip: str | None = None) -> None:
-    fs = s3_server.filesystem()
-    fs.pipe(
+    s3_server.put_many(
         {
             f"{BUCKET}/root/{p.relative_to(ROOT).as_posix()}": p.read_bytes()
             for p in ROOT.rglob("*")

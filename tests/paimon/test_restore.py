@@ -17,7 +17,6 @@ Needs Java 17 (javac too) and, on a cold cache, PyPI (apache-flink-libraries, pa
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 import re
@@ -37,6 +36,7 @@ from ckptctl.paimon.table import PaimonTable
 from tests.support import jvm
 from tests.support.differential import cache_root, flink_lib
 from tests.support.flink_harness import file_lock, require_java
+from tests.support.java_build import compiled
 
 pytestmark = pytest.mark.flink
 
@@ -68,23 +68,12 @@ def paimon_jar() -> Path:
     return jar
 
 
-def compiled(classpath: str) -> Path:
-    """PaimonSinkJob.java compiled once per source (a cache dir keyed by its SHA-256)."""
+def compiled_job(classpath: str) -> Path:
+    """PaimonSinkJob.java compiled once per machine (tests/support/java_build.py)."""
     require_java()
-    javac = shutil.which("javac")
-    if javac is None:
+    if shutil.which("javac") is None:
         pytest.skip("the Paimon restore test needs javac (a JDK 17) on PATH")
-    key = hashlib.sha256(JOB.read_bytes()).hexdigest()[:16]
-    out = cache_root() / "paimon" / f"classes-{key}"
-    with file_lock(cache_root() / "paimon" / ".classes.lock"):
-        if not (out / "PaimonSinkJob.class").is_file():
-            tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".classes-"))
-            p = subprocess.run([javac, *jvm.javac_options(), "-nowarn", "-cp", classpath, "-d", str(tmp), str(JOB)],
-                               capture_output=True, text=True, timeout=300)  # fmt: skip
-            assert p.returncode == 0 and (tmp / "PaimonSinkJob.class").is_file(), p.stdout + p.stderr
-            shutil.rmtree(out, ignore_errors=True)
-            os.replace(tmp, out)
-    return out
+    return compiled(JOB, classpath)
 
 
 def forecast(chk: Path, table: Path) -> dict:
@@ -128,7 +117,8 @@ def attempts(outcome: Path) -> list[dict]:
 def test_real_restores_do_what_ckptctl_forecasts(tmp_path: Path) -> None:
     require_java()
     classpath_libs = f"{flink_lib('1.20.3')}/*:{paimon_jar()}"
-    classpath = f"{compiled(classpath_libs)}:{classpath_libs}"  # Flink's jars before the bridge jar (README)
+    # Flink's jars before the bridge jar (README)
+    classpath = f"{compiled_job(classpath_libs)}:{classpath_libs}"
 
     # copies: fixtures/ is never written
     pending = tmp_path / "pending"

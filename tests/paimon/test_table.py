@@ -444,8 +444,7 @@ def test_partition_decoding() -> None:
 @pytest.fixture(scope="module")
 def s3_tables(s3_server) -> str:
     s3_server.create_bucket("ckptctl-paimon")
-    fs = s3_server.filesystem()
-    fs.pipe({f"ckptctl-paimon/tables/{p.relative_to(TABLES).as_posix()}": p.read_bytes()
+    s3_server.put_many({f"ckptctl-paimon/tables/{p.relative_to(TABLES).as_posix()}": p.read_bytes()
              for p in sorted(TABLES.rglob("*")) if p.is_file() and p.suffix != ".py"})  # fmt: skip
     return "s3://ckptctl-paimon/tables"
 

@@ -40,8 +40,7 @@ def test_a_checkpoint_of_incremental_handles_costs_one_get_per_metadata(s3_serve
 
     pair = FIXTURES / "upgrades" / "data" / "2.3.0" / "backend_switch_checkpoint"
     s3_server.create_bucket("upgrades")
-    fs = s3_server.filesystem()
-    fs.pipe(
+    s3_server.put_many(
         {f"upgrades/{p.relative_to(pair).as_posix()}": p.read_bytes() for p in pair.rglob("*") if p.is_file()}
     )
     chk = next((pair / "old").glob("*/chk-*")).relative_to(pair).as_posix()
@@ -75,8 +74,7 @@ def test_a_changelog_only_checkpoint_costs_one_get_per_dstl_file(s3_server) -> N
     pair = next(p for p in PAIRS if p["id"] == "1.20.3/changelog_checkpoint_to_changelog_off")
     case = UPGRADES / "data" / "1.20.3" / "changelog_checkpoint_to_changelog_off"
     s3_server.create_bucket("changelog")
-    fs = s3_server.filesystem()
-    fs.pipe(
+    s3_server.put_many(
         {
             f"changelog/{p.relative_to(case).as_posix()}": p.read_bytes()
             for p in case.rglob("*")

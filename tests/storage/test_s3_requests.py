@@ -40,8 +40,7 @@ def _uploaded(s3_server, bucket: str, version: str, scenario: str):
     e = next(x for x in manifest()["entries"] if (x["flink_version"], x["scenario"]) == (version, scenario))
     data = REPO / e["data_dir"]
     s3_server.create_bucket(bucket)
-    fs = s3_server.filesystem()
-    fs.pipe(
+    s3_server.put_many(
         {f"{bucket}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in data.rglob("*") if p.is_file()}
     )
     return e, data

@@ -755,13 +755,12 @@ def _extract_lib(dist: Path, target: Path) -> None:
 
 
 def compile_verdict(version: str, workdir: Path) -> str:
-    """Compile MetadataVerdict against ``version``'s jars; returns the class path to run it."""
+    """MetadataVerdict compiled against ``version``'s jars (once per machine; ``workdir`` is not
+    used any more); returns the class path to run it."""
+    from tests.support.java_build import compiled
+
     lib = flink_lib(version)
-    out = workdir / f"verdict-{version}"
-    out.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["javac", *jvm.javac_options(), "-nowarn", "-cp", f"{lib}/*", "-d", str(out), str(VERDICT_SRC)], check=True,
-                   capture_output=True)  # fmt: skip
-    return f"{out}:{lib}/*"
+    return f"{compiled(VERDICT_SRC, f'{lib}/*')}:{lib}/*"
 
 
 def flink_verdicts(classpath: str, files: list[str]) -> list[dict]:

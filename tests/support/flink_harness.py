@@ -121,6 +121,15 @@ def create_venv(venv: Path, version: str) -> None:
     print(f"[flink_harness] {venv} ready in {time.monotonic() - t0:.0f}s", file=sys.stderr)
 
 
+def installed_python(version: str) -> Path | None:
+    """The python of a PyFlink ``version`` venv that is there (explicit env var, or cached and
+    ready), without running it or creating one; None when there is none."""
+    explicit = _explicit_venv(version)
+    venv = Path(explicit) if explicit else venv_root() / version
+    python = venv / "bin" / "python"
+    return python if python.exists() and (explicit or (venv / READY).exists()) else None
+
+
 def flink_python(version: str) -> Path:
     """The python of a PyFlink ``version`` venv (explicit env var, cached, or created now)."""
     require_java()
@@ -156,9 +165,18 @@ def _restore_args(version: str, scenario: str, path: str | os.PathLike, opts: di
     return args, timeout
 
 
-def _env() -> dict:
+def flink_env(python: Path | None) -> dict:
+    """The environment of a PyFlink venv's process: the venv's own packages only; in the suite
+    (whose JVM options ``FLINK_ENV_JAVA_OPTS`` carries: tests/support/jvm.py) its gateway JVM maps
+    the class archive of ``python``'s Flink jars once it is there (tests/support/flink_archive.py).
+    Elsewhere (fixtures/ scripts) the variable stays unset: PyFlink's own options apply."""
+    from tests.support import flink_archive
+
     env = dict(os.environ)
-    env.pop("PYTHONPATH", None)  # the venv's own packages only
+    env.pop("PYTHONPATH", None)
+    archive = flink_archive.options(python) if python is not None and env.get("FLINK_ENV_JAVA_OPTS") else ""
+    if archive:
+        env["FLINK_ENV_JAVA_OPTS"] += " " + archive
     return env
 
 
@@ -173,7 +191,7 @@ def restore(version: str, scenario: str, path: str | os.PathLike, **opts) -> dic
     args, timeout = _restore_args(version, scenario, path, opts)
     cmd = [str(python), str(RESTORE_JOB), *args]
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), start_new_session=True
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=flink_env(python), start_new_session=True
     )  # fmt: skip
     try:
         out, err = proc.communicate(timeout=timeout + 120)
@@ -210,7 +228,7 @@ class FlinkSession:
         self._stderr = tempfile.TemporaryFile(mode="w+", prefix="ckptctl-restore-stderr-")  # noqa: SIM115 (closed by close())
         self.proc = subprocess.Popen(
             [str(self.python), str(RESTORE_JOB), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._stderr, text=True, env=_env(), start_new_session=True, bufsize=1,
+            stderr=self._stderr, text=True, env=flink_env(self.python), start_new_session=True, bufsize=1,
         )  # fmt: skip
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()

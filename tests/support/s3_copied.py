@@ -24,7 +24,7 @@ def upload_scenario(s3_server, bucket: str) -> dict:
     planted = [f"checkpoints/{job}/shared/planted-{i}" for i in range(5)] + [
         f"checkpoints/{job}/chk-77/aborted"
     ]
-    fs.pipe(
+    s3_server.put_many(
         {f"{bucket}/{rel}": b"orphan bytes" for rel in planted}  # uploaded side by side
         | {
             f"{bucket}/{p.relative_to(data).as_posix()}": p.read_bytes()
@@ -33,7 +33,7 @@ def upload_scenario(s3_server, bucket: str) -> dict:
         }
     )
     next_second()  # S3 mtimes have one-second resolution
-    fs.pipe(
+    s3_server.put_many(
         {f"{bucket}/{p.relative_to(data).as_posix()}": p.read_bytes() for p in files if p.name == "_metadata"}
     )
     next_second()

@@ -49,7 +49,7 @@ def test_damage_over_s3_is_found_and_named(s3_server, s3_fixtures: str) -> None:
     s3_server.create_bucket(bucket)
     fs = s3_server.filesystem()
     data = REPO / e["data_dir"]
-    fs.pipe(
+    s3_server.put_many(
         {
             f"{bucket}/{p.relative_to(data).as_posix()}": p.read_bytes()
             for p in sorted(data.rglob("*"))
