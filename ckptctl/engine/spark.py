@@ -363,9 +363,10 @@ def spark_failure(e: BaseException, wait: float = 30.0) -> str | None:
         if _connection_lost(e, text) or _no_java_detail(e, text):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=wait)
-        elif _dropped(e, text):
-            # the gateway still answered, yet the connection went: a JVM running its shutdown hooks
-            # (after an OutOfMemoryError, exit 52) answers for a moment on a busy machine
+        elif _dropped(e, text) or _shut_down(text):
+            # the gateway still answered, yet the connection went, or the JVM answered that its
+            # SparkContext was shut down under the job: a JVM running its shutdown hooks (after an
+            # OutOfMemoryError, exit 52) answers for a moment on a busy machine
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=min(wait, 10.0))
     global _DOOMED
@@ -395,6 +396,13 @@ def _connection_lost(e: BaseException, text: str) -> bool:
     if "Answer from Java side is empty" in text or "Py4JNetworkError" in text:
         return True
     return _dropped(e, text) and not _gateway_answers()
+
+
+def _shut_down(text: str) -> bool:
+    """The JVM's own answer when its shutdown hooks stopped the SparkContext under a running job
+    (``Job 0 cancelled because SparkContext was shut down``): what the call sees of a local executor
+    that ran out of memory when the JVM answers it before the connection drops."""
+    return "because SparkContext was shut down" in text
 
 
 def _dropped(e: BaseException, text: str) -> bool:
