@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.support import class_archive, jvm
+from tests.support import built_commands, class_archive, jvm
 from tests.support.fixture_cases import FIXTURES
+from tests.support.moto_server import S3_SERVER
 
 
 def pytest_configure(config) -> None:
@@ -33,6 +34,7 @@ def pytest_configure(config) -> None:
     # cache holds the same code (checked against each source's mtime), in __pycache__ (git ignores it).
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     sys.dont_write_bytecode = False
+    built_commands.remember()  # in-process invocations build the click command once, as a process does
     if not hasattr(config, "workerinput"):
         config.stash[_ARCHIVE_WRITER] = class_archive.ensure()
     jvm.hand_on(os.environ)
@@ -143,7 +145,7 @@ def s3_server() -> Iterator[S3Server]:
     port = free_port()
     env = dict(os.environ)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [*S3_SERVER, "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )  # fmt: skip
     endpoint = f"http://127.0.0.1:{port}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -15,13 +14,14 @@ import pytest
 
 from tests.conftest import free_port
 from tests.support.cli_runner import cli, one_line_error
+from tests.support.moto_server import S3_SERVER
 
 
 @pytest.fixture(scope="module")
 def checking_endpoint() -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [*S3_SERVER, "-H", "127.0.0.1", "-p", str(port)],
         env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
