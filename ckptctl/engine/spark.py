@@ -129,6 +129,9 @@ def spark_session(master: str) -> Any:
             .config("spark.pyspark.python", sys.executable)
             .config("spark.pyspark.driver.python", sys.executable)
             .config("spark.python.worker.reuse", "true")
+            # PySpark imported from this Python's own install, with its bytecode: not compiled from
+            # Spark's pyspark.zip by every worker (ckptctl.engine.spark_daemon)
+            .config("spark.python.daemon.module", "ckptctl.engine.spark_daemon")
             # a persisted join keeps spark.sql.shuffle.partitions (200) partitions unless adaptive
             # execution may coalesce it: every later job over it ran 200 tasks, a partitioned write
             # made 200 files per directory
