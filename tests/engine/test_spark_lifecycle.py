@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.cli_runner import DATA, cli
 from tests.support.fixture_cases import data_rebase
-from tests.support.spark_run import SparkRun, is_jvm, is_python_worker
+from tests.support.spark_run import SparkRun, is_dead, is_jvm, is_python_worker
 
 BASIC = DATA / "2.2.0" / "basic"
 GiB = 1 << 30
@@ -111,11 +111,7 @@ def wait_gone(pid: int) -> None:
     the wait ran out its 60 s in silence at every run."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
-                    return
-        except FileNotFoundError:
+        if is_dead(pid):
             return
         time.sleep(0.1)
     raise AssertionError(f"process {pid} still runs 60 s after it was ended")

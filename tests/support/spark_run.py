@@ -26,6 +26,16 @@ class Proc:
     cmdline: str
 
 
+def is_dead(pid: int | str) -> bool:
+    """Whether ``pid`` has ended: gone, or a zombie (not yet reaped by its parent, which
+    ``os.kill(pid, 0)`` still answers for)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (FileNotFoundError, ProcessLookupError):  # gone before or while it was read
+        return True
+
+
 def processes_of(tmp: Path) -> list[Proc]:
     """The live processes (not zombies) whose environment holds ``TMPDIR=<tmp>``."""
     marker = f"TMPDIR={tmp}".encode()
@@ -34,9 +44,8 @@ def processes_of(tmp: Path) -> list[Proc]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
-                    continue
+            if is_dead(entry):
+                continue
             with open(f"/proc/{entry}/environ", "rb") as f:
                 if marker not in f.read().split(b"\0"):
                     continue
