@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ckptctl.engine.processes import descendants, die_with_parent_call, process_group
+from ckptctl.engine.processes import descendants, die_with_parent_call, exiting, process_group
 from ckptctl.engine.spark_startup import (
     driver_memory,
     java_problem,
@@ -76,9 +76,11 @@ def _live(master: str) -> bool:
 
 
 def _jvm_alive() -> bool:
-    """Whether the JVM this process started is still running and was not named as dying (one
-    started elsewhere is taken to be alive)."""
-    return _JVM_PROC is None or (_JVM_PROC.poll() is None and _JVM_PROC is not _DOOMED)
+    """Whether the JVM this process started is still running and was not named as dying nor is
+    on its way out (one started elsewhere is taken to be alive)."""
+    return _JVM_PROC is None or (
+        _JVM_PROC.poll() is None and _JVM_PROC is not _DOOMED and not exiting(_JVM_PROC.pid)
+    )
 
 
 def spark_session(master: str) -> Any:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ckptctl.engine.processes import exiting
 from tests.support.fixture_cases import REPO
 
 
@@ -29,11 +30,7 @@ class Proc:
 def is_dead(pid: int | str) -> bool:
     """Whether ``pid`` has ended: gone, or a zombie (not yet reaped by its parent, which
     ``os.kill(pid, 0)`` still answers for)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except (FileNotFoundError, ProcessLookupError):  # gone before or while it was read
-        return True
+    return exiting(int(pid)) or not os.path.exists(f"/proc/{pid}")
 
 
 def processes_of(tmp: Path) -> list[Proc]:
