@@ -485,10 +485,10 @@ def test_flink_restores_a_relocated_savepoint(version: str, fmt: str, tmp_path: 
 
 
 def test_spark_engine_copies_on_executors(tmp_path: Path) -> None:
-    """--engine spark: executors copy partitions of the files (embedded local[2]); same result."""
+    """--engine spark: executors copy partitions of the files (embedded local[*], the worker's session); same result."""
     sc = Scenario("2.2.0", "changelog", tmp_path)
     view = run_json("relocate", str(sc.root), str(tmp_path / "spark"), "--all", "--apply",
-                    "--engine", "spark", "--master", "local[2]", *sc.rebase)  # fmt: skip
+                    "--engine", "spark", "--master", "local[*]", *sc.rebase)  # fmt: skip
     assert view["verify"]["ok"] and view["result"]["copied_files"] == view["files"]
     ckptctl("relocate", str(sc.root), str(tmp_path / "local"), "--all", "--apply", *sc.rebase)
     spark = {

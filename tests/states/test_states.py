@@ -21,7 +21,7 @@ from tests.support.fixture_cases import REPO, manifest
 from tests.support.gc_support import Scenario, ckptctl
 
 VERSIONS = ("1.20.3", "2.2.0")
-MASTER = "local[2]"
+MASTER = "local[*]"  # the session the other Spark tests use: another master stops it and starts another
 
 
 def entry(version: str, scenario: str = "states") -> dict:

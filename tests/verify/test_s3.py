@@ -11,7 +11,7 @@ import json
 from tests.support.fixture_cases import REPO, manifest
 from tests.support.gc_support import ckptctl
 
-MASTER = "local[2]"
+MASTER = "local[*]"  # the session the other Spark tests use: another master stops it and starts another
 
 
 def entry(version: str, scenario: str) -> dict:

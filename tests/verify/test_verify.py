@@ -1,6 +1,6 @@
 """``ckptctl verify`` / ``ckptctl check`` on the real Flink fixtures and on damaged copies of them.
 
-Spark runs for real (embedded ``local[2]``, one SparkSession for the whole test session); the
+Spark runs for real (embedded ``local[*]``, the test worker's one SparkSession); the
 in-process engine runs the same check function and must agree with it.
 """
 
@@ -19,7 +19,7 @@ from ckptctl.metadata.handles import IncrementalHandle, KeyGroupRange
 from tests.support.fixture_cases import FIXTURES, REPO, data_rebase, manifest
 from tests.support.gc_support import Scenario, ckptctl, shared_ssts
 
-MASTER = "local[2]"
+MASTER = "local[*]"  # the session the other Spark tests use: another master stops it and starts another
 BROKEN_BY_FLINK = ("claim_native",)  # scenarios whose checkpoints Flink wrote unrestorable (FLINK-39964)
 
 
