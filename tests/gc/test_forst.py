@@ -36,7 +36,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -69,10 +68,14 @@ FORST_FIXTURES = sorted(
 )
 
 
-def ckptctl(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    exe = Path(sys.executable).with_name("ckptctl")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "from ckptctl.cli import main; main()"]
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout)
+def ckptctl(*args: str) -> subprocess.CompletedProcess:
+    """The command in this process (Typer's runner): these tests are about what gc decides next to
+    ForSt's files, not about a process; a process of its own cost ~2.5 CPU-s of imports, and the
+    live test runs nine of them (4 rounds of plan + apply, then refs) while the job checkpoints."""
+    from tests.support.gc_support import ckptctl as invoke
+
+    result = invoke(*args, expect=None)
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
 
 
 def plain(uri: str) -> str:
