@@ -9,44 +9,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli_runner import in_one_process
 from tests.support.fixture_cases import REPO, manifest
-
-# Every command of the tests below in one fresh process with pyspark hidden, each through the
-# command line's app as the suite's in-process runs are (Typer's runner): 15 processes of ~1 CPU-s
-# each (the CLI's imports) were most of this file's time. A command's exit code, stdout, stderr
-# and any exception that escaped it (which a process would have printed as a traceback) come back
-# as JSON; an import of pyspark fails in every one of them.
-NO_PYSPARK = """
-import json, sys
-sys.modules['pyspark'] = None
-from typer.testing import CliRunner
-from ckptctl.cli import app, gc_alias
-runner = CliRunner()
-out = []
-for args in json.loads(sys.argv[1]):
-    r = runner.invoke(app, gc_alias(args))
-    escaped = None if r.exception is None or isinstance(r.exception, SystemExit) else repr(r.exception)
-    out.append({"code": r.exit_code, "stdout": r.stdout, "stderr": r.stderr, "escaped": escaped})
-print(json.dumps(out))
-"""
 
 
 def without_pyspark(runs: list[list[str]]) -> list[dict]:
     """Each of ``runs`` (a command line) in turn, in one fresh process where pyspark cannot be
-    imported: per run its exit ``code``, ``stdout``, ``stderr`` and ``escaped`` (an exception that
-    escaped the command, or None)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", NO_PYSPARK, json.dumps(runs)], capture_output=True, text=True, timeout=300,
-        cwd=REPO,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout)
+    imported (15 processes of ~1 CPU-s of imports each were most of this file's time)."""
+    return in_one_process([(args, {}) for args in runs], hide=("pyspark",))
 
 
 @pytest.fixture(scope="module")
