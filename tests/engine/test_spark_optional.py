@@ -9,23 +9,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli_runner import in_one_process
 from tests.support.fixture_cases import REPO, manifest
 
-NO_PYSPARK = (
-    "import sys; sys.modules['pyspark'] = None; from ckptctl.cli import main; sys.argv[0] = 'ckptctl'; main()"
-)
 
-
-def without_pyspark(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", NO_PYSPARK, *args], capture_output=True, text=True, timeout=300, cwd=REPO
-    )
+def without_pyspark(runs: list[list[str]]) -> list[dict]:
+    """Each of ``runs`` (a command line) in turn, in one fresh process where pyspark cannot be
+    imported (15 processes of ~1 CPU-s of imports each were most of this file's time)."""
+    return in_one_process([(args, {}) for args in runs], hide=("pyspark",))
 
 
 @pytest.fixture(scope="module")
@@ -52,30 +47,37 @@ def _commands(root: str, mapping: str, tmp: str) -> dict[str, list[str]]:
 
 
 COMMANDS = ["verify", "states", "relocate", "gc plan", "gc apply"]
+BY_NAME = (["--engine", "spark"], ["--master", "local[1]"])
+
+
+@pytest.fixture(scope="module")
+def spark_by_name(basic, tmp_path_factory) -> dict[str, list[dict]]:
+    """Each command with Spark asked for by name (both ways), all in one process: the runs of each."""
+    root, mapping = basic
+    tmp = tmp_path_factory.mktemp("by-name")
+    (tmp / "plan.json").write_text("{}")  # gc apply: refused before the plan is read
+    commands = _commands(root, mapping, str(tmp))
+    runs = without_pyspark([[*commands[name], *engine] for name in COMMANDS for engine in BY_NAME])
+    return {name: runs[i * len(BY_NAME) : (i + 1) * len(BY_NAME)] for i, name in enumerate(COMMANDS)}
 
 
 @pytest.mark.parametrize("name", COMMANDS)
-def test_spark_by_name_without_pyspark_is_one_line_naming_the_extra(name, basic, tmp_path) -> None:
-    root, mapping = basic
-    args = _commands(root, mapping, str(tmp_path))[name]
-    if name == "gc apply":
-        (tmp_path / "plan.json").write_text("{}")  # refused before the plan is read
-    for engine in (["--engine", "spark"], ["--master", "local[1]"]):
-        proc = without_pyspark(*args, *engine)
-        lines = proc.stderr.strip().splitlines()
-        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-        assert "pip install 'ckptctl[spark]'" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+def test_spark_by_name_without_pyspark_is_one_line_naming_the_extra(name, spark_by_name) -> None:
+    for run in spark_by_name[name]:
+        lines = run["stderr"].strip().splitlines()
+        assert run["code"] == 2 and len(lines) == 1 and run["escaped"] is None, run
+        assert "pip install 'ckptctl[spark]'" in lines[0] and "Traceback" not in run["stderr"], run
 
 
 def test_auto_runs_in_process_without_pyspark(basic, tmp_path) -> None:
     """Every command with --engine, with auto (gc apply applies the plan gc plan wrote)."""
     root, mapping = basic
     commands = _commands(root, mapping, str(tmp_path))
-    for name in COMMANDS:
-        proc = without_pyspark(*commands[name], "--engine", "auto", "--json")
-        assert proc.returncode in (0, 1), (name, proc.stderr)  # 1: problems found (verify, gc refusals)
-        assert "pyspark" not in proc.stderr and "Traceback" not in proc.stderr, (name, proc.stderr)
-        json.loads(proc.stdout)
+    runs = without_pyspark([[*commands[name], "--engine", "auto", "--json"] for name in COMMANDS])
+    for name, run in zip(COMMANDS, runs, strict=True):
+        assert run["code"] in (0, 1) and run["escaped"] is None, (name, run)  # 1: problems found
+        assert "pyspark" not in run["stderr"] and "Traceback" not in run["stderr"], (name, run["stderr"])
+        json.loads(run["stdout"])
 
 
 def test_auto_above_the_spark_threshold_runs_in_process_without_pyspark(monkeypatch) -> None:

@@ -32,19 +32,41 @@ def leftovers(tmp: Path) -> list[str]:
     return sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.name.startswith(LEFTOVERS))
 
 
-def test_a_spark_verify_process_leaves_nothing_in_the_temp_dir(tmp_path: Path) -> None:
-    tmp = tmp_path / "tmp"
+@pytest.fixture(scope="module")
+def spark_process(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """One ckptctl process with its own temp dir and JVM (the JVM start, ~9 CPU-s, is most of a
+    test's cost; the two tests below had one each): a session of its own (``local[1]``, a job,
+    stopped), then ``ckptctl verify --json --engine spark`` (a second session of the same JVM) as
+    ``python -m ckptctl`` runs it (:func:`ckptctl.cli.main`), whose exit is the process's. Its
+    result and its temp dir, as the process left it at exit."""
+    base = tmp_path_factory.mktemp("spark-process")
+    tmp = base / "tmp"
     tmp.mkdir()
     env = {
         **os.environ,
         "TMPDIR": str(tmp),
-        "CKPTCTL_SPARK_LOG": str(tmp_path / "spark.log"),  # kept on purpose: not in TMPDIR here
+        "CKPTCTL_SPARK_LOG": str(base / "spark.log"),  # kept on purpose: not in TMPDIR here
         "PYTHONPATH": str(REPO),
     }
     args = ["verify", "--json", "--engine", "spark", small_checkpoint(), *data_rebase(FIXTURES / "data")]
-    proc = subprocess.run(
-        [sys.executable, "-m", "ckptctl", *args], env=env, capture_output=True, text=True, timeout=300
+    script = (
+        "import sys\n"
+        "from ckptctl.cli import main\n"
+        "from ckptctl.engine.spark import spark_session, stop_spark\n"
+        "s = spark_session('local[1]')\n"
+        "assert s.sparkContext.parallelize(range(100), 4).map(lambda x: x * 2).sum() == 9900\n"
+        "stop_spark()\n"
+        "sys.argv = ['ckptctl', *sys.argv[1:]]\n"
+        "main()\n"
     )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, timeout=300
+    )
+    return proc, tmp
+
+
+def test_a_spark_verify_process_leaves_nothing_in_the_temp_dir(spark_process) -> None:
+    proc, tmp = spark_process
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     assert report["ok"] and report["engine"] == "spark" and report["master"] == "local[*]"
@@ -109,23 +131,11 @@ def test_a_session_that_fails_to_start_removes_its_scratch_dir(
     assert [p for p in leftovers(tmp) if not (jvm and str(tmp / p).startswith(jvm))] == []
 
 
-def test_a_process_with_several_sessions_leaves_nothing(tmp_path: Path) -> None:
+def test_a_process_with_several_sessions_leaves_nothing(spark_process) -> None:
     """Spark keeps the first session's local root for the JVM's lifetime and re-creates it when a
     later session of the same JVM writes there: the directory removed at the first stop came back
-    (empty) after a second session. At exit every one is removed once the JVM has gone."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    env = {**os.environ, "TMPDIR": str(tmp), "CKPTCTL_SPARK_LOG": str(tmp_path / "spark.log"),
-           "PYTHONPATH": str(REPO)}  # fmt: skip
-    script = (
-        "from ckptctl.engine.spark import spark_session, stop_spark\n"
-        "for master in ('local[1]', 'local[2]'):\n"
-        "    s = spark_session(master)\n"
-        "    assert s.sparkContext.parallelize(range(100), 4).map(lambda x: x * 2).sum() == 9900\n"
-        "    stop_spark()\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
-    )
+    (empty) after a second session. At exit every one is removed once the JVM has gone (the
+    process of :func:`spark_process` had two)."""
+    proc, tmp = spark_process
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert os.listdir(tmp) == [], leftovers(tmp)

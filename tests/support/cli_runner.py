@@ -87,3 +87,40 @@ from ckptctl.cli import main
 sys.argv[0] = "ckptctl"
 main()
 """
+
+
+def in_one_process(
+    runs: list[tuple[list[str], dict[str, str]]], hide: tuple[str, ...] = (), timeout: float = 300
+):
+    """Each of ``runs`` (a command line and the environment it adds) in turn, in ONE fresh process,
+    through the app as :func:`cli` runs it: for tests whose point needs a process that has not done
+    something yet (started a JVM, imported pyspark: ``hide`` lists modules whose import fails there),
+    not a process per command (~1 CPU-s of imports each). Per run, a dict: its exit ``code``,
+    ``stdout``, ``stderr`` and ``escaped``, an exception that escaped the command (a process would
+    have printed its traceback) or None."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _IN_ONE_PROCESS, json.dumps([hide, runs])], capture_output=True, text=True,
+        timeout=timeout, cwd=REPO,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+_IN_ONE_PROCESS = """
+import json, sys
+hide, runs = json.loads(sys.argv[1])
+for name in hide:
+    sys.modules[name] = None
+from typer.testing import CliRunner
+from ckptctl.cli import app, gc_alias
+runner = CliRunner()
+out = []
+for args, env in runs:
+    r = runner.invoke(app, gc_alias(args), env=env)
+    escaped = None if r.exception is None or isinstance(r.exception, SystemExit) else repr(r.exception)
+    out.append({"code": r.exit_code, "stdout": r.stdout, "stderr": r.stderr, "escaped": escaped})
+print(json.dumps(out))
+"""

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
+from tests.support import class_archive, spark_archive
 from tests.support.gc_support import Scenario, ckptctl, shared_ssts
 
 
@@ -65,6 +66,11 @@ def standalone(tmp_path: Path):
     port = free_port()
     env = dict(os.environ, SPARK_HOME=str(_spark_home()), PYSPARK_PYTHON=sys.executable,
                SPARK_WORKER_DIR=str(tmp_path / "work"), SPARK_LOCAL_IP="127.0.0.1")  # fmt: skip
+    # the master and the worker map the suite's Spark class archive as the suite's driver JVMs do
+    # (same jars, same class path): they loaded and verified their Spark classes anew at each run
+    archive = class_archive.options_once_there(spark_archive.archive_path())
+    if archive:
+        env["SPARK_DAEMON_JAVA_OPTS"] = f"{env['SPARK_DAEMON_JAVA_OPTS']} {archive}"
     master_log, worker_log = tmp_path / "master.log", tmp_path / "worker.log"
     master = _start(
         ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", "0"],
