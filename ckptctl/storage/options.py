@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptctl.errors import StorageError
-from ckptctl.storage.retry import S3_DEADLINE, env_seconds
+from ckptctl.storage.retry import DEADLINE_VARIABLE, S3_DEADLINE, env_seconds
 
 S3_CONNECT_TIMEOUT = 3.0  # seconds
 # An endpoint that accepts the connection and never answers must not hang a command: each read of a
@@ -34,6 +34,9 @@ class StorageOptions:
     aws_region: str | None = None
     connect_timeout: float = S3_CONNECT_TIMEOUT
     read_timeout: float = S3_READ_TIMEOUT
+    # the endpoint's silence that stops the command (CKPTCTL_S3_DEADLINE) where the command started:
+    # a worker that has no such variable of its own takes it (:meth:`carry_deadline`); None: not set
+    deadline: float | None = None
 
     @classmethod
     def from_env(cls, s3_endpoint: str | None = None) -> StorageOptions:
@@ -53,7 +56,17 @@ class StorageOptions:
             aws_profile=env("AWS_DEFAULT_PROFILE") or env("AWS_PROFILE") or None,  # botocore's order
             aws_region=env("AWS_DEFAULT_REGION") or None,
             read_timeout=env_seconds("CKPTCTL_S3_READ_TIMEOUT", S3_READ_TIMEOUT),
+            deadline=env_seconds(DEADLINE_VARIABLE, S3_DEADLINE) if env(DEADLINE_VARIABLE) else None,
         )
+
+    def carry_deadline(self) -> None:
+        """In a worker rebuilding its storage from these options: the deadline the command was
+        given, unless this process was given one of its own. Every reader of the deadline (each
+        storage call's retries, the read timeout under it) reads the variable; a Spark executor on
+        a cluster does not have the driver's environment, and waited out the 20 s default against
+        an endpoint the user had given 5 s."""
+        if self.deadline is not None:
+            os.environ.setdefault(DEADLINE_VARIABLE, repr(self.deadline))
 
     def s3fs_kwargs(self) -> dict[str, Any]:
         # a closed or unreachable endpoint must fail in seconds: a bounded connect timeout and no
@@ -67,7 +80,7 @@ class StorageOptions:
         # are not under ckptctl's retrying, and a single SlowDown or 500 must not fail them. An
         # unanswered request is then sent twice, so the read timeout is at most half the deadline:
         # the pair of them still ends by the deadline (review m5).
-        read_timeout = min(self.read_timeout, env_seconds("CKPTCTL_S3_DEADLINE", S3_DEADLINE) / 2)
+        read_timeout = min(self.read_timeout, env_seconds(DEADLINE_VARIABLE, S3_DEADLINE) / 2)
         kwargs: dict[str, Any] = {
             "config_kwargs": {
                 "connect_timeout": self.connect_timeout, "read_timeout": read_timeout,

@@ -18,6 +18,7 @@ from ckptctl.errors import StorageError, StoreUnanswered
 # one storage call may retry failures that are answers (throttling, 5xx). It can be set for slow
 # links (and small ones make the tests fast).
 S3_DEADLINE = 20.0  # seconds, CKPTCTL_S3_DEADLINE
+DEADLINE_VARIABLE = "CKPTCTL_S3_DEADLINE"
 
 
 def env_seconds(name: str, default: float) -> float:
@@ -160,7 +161,7 @@ class _Call:
     ``s3``: false for a local call, which neither starts nor ends the endpoint's silence."""
 
     def __init__(self, fs: Any, s3: bool = True) -> None:
-        self.deadline = env_seconds("CKPTCTL_S3_DEADLINE", S3_DEADLINE)
+        self.deadline = env_seconds(DEADLINE_VARIABLE, S3_DEADLINE)
         self.give_up = time.monotonic() + self.deadline
         self.fs, self.s3, self.attempt = fs, s3, 0
 

@@ -67,6 +67,7 @@ class Storage:
         with _SHARED_LOCK:
             storage = _SHARED.get(options)
             if storage is None:
+                options.carry_deadline()  # a cluster's executor: the driver's, unless it has its own
                 storage = _SHARED[options] = cls(options)
         return storage
 

@@ -78,3 +78,25 @@ def test_the_deadline_bounds_the_whole_command(command: list[str], mute_endpoint
     assert len(lines) == 1 and mute_endpoint.url in lines[0] and "did not answer in time" in lines[0], (
         proc.stderr
     )
+
+
+def test_a_worker_without_the_variable_keeps_the_deadline_the_command_was_given(
+    mute_endpoint: Mute, monkeypatch
+) -> None:
+    """A Spark executor on a cluster rebuilds its storage from the options the driver sent it
+    (Storage.shared), in an environment of its own: the deadline the user gave the command travels
+    with them. It waited out the 20 s default, whatever the user had set."""
+    from ckptctl.errors import StoreUnanswered
+    from ckptctl.storage import Storage, StorageOptions
+
+    monkeypatch.setenv("CKPTCTL_S3_DEADLINE", str(DEADLINE))
+    monkeypatch.setenv("CKPTCTL_S3_READ_TIMEOUT", "")  # the product's (5 s), which the deadline must cut
+    options = StorageOptions.from_env(mute_endpoint.url)
+    monkeypatch.delenv("CKPTCTL_S3_DEADLINE")  # the worker's environment: not the driver's
+    with pytest.raises(StoreUnanswered) as unanswered:
+        Storage.shared(options).stat("s3://flink/ck/_metadata")
+    ended = time.monotonic()
+    assert mute_endpoint.arrived, "no request reached the endpoint"
+    took = ended - mute_endpoint.arrived[0]
+    assert took <= DEADLINE + SLACK, f"{took:.1f} s from the first request to the end"
+    assert f"nothing for {DEADLINE:g} s" in str(unanswered.value), unanswered.value
