@@ -41,7 +41,7 @@ def processes_of(tmp: Path) -> list[Proc]:
         if not entry.isdigit():
             continue
         try:
-            if is_dead(entry):
+            if exiting(int(entry)):  # a zombie; one already gone fails at its environ below
                 continue
             with open(f"/proc/{entry}/environ", "rb") as f:
                 if marker not in f.read().split(b"\0"):
