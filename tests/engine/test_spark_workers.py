@@ -34,3 +34,35 @@ def test_only_the_zips_of_spark_home_move_and_keep_their_order(monkeypatch) -> N
     ]  # fmt: skip
     monkeypatch.delenv("SPARK_HOME")
     assert _spark_zips_last(path) == path
+
+
+def test_workers_inherit_the_modules_their_tasks_run_frozen_out_of_each_collection() -> None:
+    """PySpark's worker collects (``gc.collect()``) after every task: the modules the daemon
+    imported before it forked are frozen, so that collection does not traverse them, and a task's
+    worker did not import them itself."""
+    from ckptctl.engine.spark import spark_session
+    from ckptctl.engine.spark_daemon import PRELOADED
+
+    def seen(_rows):
+        import gc
+        import sys
+
+        yield gc.get_freeze_count(), sorted(n for n in PRELOADED if n in sys.modules)
+
+    spark = spark_session("local[*]")
+    for frozen, modules in spark.sparkContext.parallelize(range(2), 2).mapPartitions(seen).collect():
+        assert frozen > 20_000, frozen  # the modules' objects (~40,000)
+        assert modules == sorted(PRELOADED)
+
+
+def test_a_module_that_does_not_import_is_named_and_the_rest_still_freeze() -> None:
+    import gc
+
+    from ckptctl.engine.spark_daemon import preload
+
+    before = gc.get_freeze_count()
+    try:
+        assert preload(("json", "ckptctl.no_such_module")) == ["ckptctl.no_such_module"]
+        assert gc.get_freeze_count() > before
+    finally:
+        gc.unfreeze()
