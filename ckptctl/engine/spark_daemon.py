@@ -6,8 +6,10 @@ py4j zip first on ``PYTHONPATH``. A zip of sources has no bytecode cache: each w
 forks compiled every PySpark module it imported from source, and re-read the zip's directory
 (1,485 entries) when it put the task's files on its path. ckptctl's executors run the driver's
 Python (``spark.pyspark.python``), which has the same PySpark installed, with its bytecode cache:
-it is imported from there. The zips stay on the path, behind it, for a Python that has no PySpark
-of its own.
+it is imported from there. Spark also puts the jar of its core on the path (where PySpark's
+sources once were): a zip of some 7,000 entries that each worker read (58 ms) when its first task
+invalidated the import caches. When this Python's own PySpark is the one imported, Spark's copies
+leave the path; for a Python that has none of its own, they stay on it, behind everything else.
 
 The daemon also imports, before it forks any worker, the modules ckptctl's tasks run, and freezes
 its objects out of the collector's reach (:func:`gc.freeze`, the recipe for servers that fork).
@@ -40,12 +42,41 @@ PRELOADED = (
 )
 
 
-def _spark_zips_last(path: list[str]) -> list[str]:
-    """``path`` with the zips Spark puts first (``pyspark.zip``, ``py4j-*.zip`` under
-    ``$SPARK_HOME/python/lib``) moved behind every other entry, in their order."""
+def _spark_copies(path: list[str]) -> list[str]:
+    """The entries of ``path`` that are Spark's copies of Python code: the zips under
+    ``$SPARK_HOME/python/lib`` (``pyspark.zip``, ``py4j-*.zip``) and jars (Spark's core), in order."""
     spark_lib = os.path.join(os.environ.get("SPARK_HOME", "\0"), "python", "lib")
-    zips = [p for p in path if p.endswith(".zip") and os.path.dirname(p) == spark_lib]
-    return [p for p in path if p not in zips] + zips
+    return [p for p in path if (p.endswith(".zip") and os.path.dirname(p) == spark_lib) or p.endswith(".jar")]
+
+
+def _spark_zips_last(path: list[str]) -> list[str]:
+    """``path`` with Spark's copies (:func:`_spark_copies`) moved behind every other entry, in their order."""
+    copies = _spark_copies(path)
+    return [p for p in path if p not in copies] + copies
+
+
+def _without_spark_copies(path: list[str], pyspark_file: str) -> list[str]:
+    """``path`` without Spark's copies when PySpark was imported from elsewhere (``pyspark_file``,
+    its ``__init__``): this Python's own PySpark and py4j are used, the copies are never read."""
+    copies = _spark_copies(path)
+    if any(pyspark_file.startswith(c + os.sep) for c in copies):
+        return path
+    return [p for p in path if p not in copies]
+
+
+def _drop_spark_copies(pyspark_file: str) -> None:
+    """:func:`_without_spark_copies` applied to ``sys.path``; the importers cached for what left it
+    (the jar's, and its ``org/`` directory's) go too: ``importlib.invalidate_caches()`` re-reads
+    every zip importer it holds."""
+    copies = _spark_copies(sys.path)
+    kept = _without_spark_copies(sys.path, pyspark_file)
+    if kept == sys.path:
+        return
+    sys.path[:] = kept
+    for entry in [
+        k for k in sys.path_importer_cache if any(k == c or k.startswith(c + os.sep) for c in copies)
+    ]:
+        del sys.path_importer_cache[entry]
 
 
 def preload(names: tuple[str, ...] = PRELOADED) -> list[str]:
@@ -64,7 +95,9 @@ def preload(names: tuple[str, ...] = PRELOADED) -> list[str]:
 
 if __name__ == "__main__":
     sys.path[:] = _spark_zips_last(sys.path)
+    import pyspark
     from pyspark.daemon import manager
 
+    _drop_spark_copies(pyspark.__file__)
     preload()
     manager()
