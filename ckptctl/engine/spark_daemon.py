@@ -68,13 +68,11 @@ def _drop_spark_copies(pyspark_file: str) -> None:
     """:func:`_without_spark_copies` applied to ``sys.path``; the importers cached for what left it
     (the jar's, and its ``org/`` directory's) go too: ``importlib.invalidate_caches()`` re-reads
     every zip importer it holds."""
-    copies = _spark_copies(sys.path)
     kept = _without_spark_copies(sys.path, pyspark_file)
-    if kept == sys.path:
-        return
+    gone = [p for p in sys.path if p not in kept]
     sys.path[:] = kept
     for entry in [
-        k for k in sys.path_importer_cache if any(k == c or k.startswith(c + os.sep) for c in copies)
+        k for k in sys.path_importer_cache if any(k == g or k.startswith(g + os.sep) for g in gone)
     ]:
         del sys.path_importer_cache[entry]
 
