@@ -228,8 +228,8 @@ def pytest_collection_modifyitems(config, items) -> None:
     restores 20-30 s each), then those that run Spark (plans of 5-40 s each), then those that talk
     to S3. Collected where they are, Spark's gc, storage and verify tests ran last, and the run ended
     with one worker busy with them while the other had nothing left: the machine was 14-45 % idle
-    over a run's last five minutes. With ``--dist worksteal`` (pyproject.toml) a worker that runs out takes the other's
-    queued tests from its end: the short ones, once the long ones lead."""
+    over a run's last five minutes. With ``--dist worksteal`` (pyproject.toml) a worker that runs
+    out takes the other's queued tests from its end: the short ones, once the long ones lead."""
 
     def weight(item) -> int:
         if item.get_closest_marker("flink") is not None:
