@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -194,3 +196,52 @@ def test_a_jvm_killed_mid_command_is_one_line_naming_the_oom_killer(tmp_path: Pa
         finally:
             run.kill_survivors()
     pytest.fail("the job ended before the JVM was killed, three times")
+
+
+# Run in a process of its own: the counts are of one JVM and one Python that nothing else touched
+# (in a test worker the proxies of earlier tests come and go meanwhile), and no test after it
+# meets what it did to that Python's collector.
+_PROXIES_PILE_UP = """
+import gc, json, time
+from py4j.finalizer import ThreadSafeFinalizer
+from ckptctl.engine import spark as engine
+
+spark = engine.spark_session("local[*]")
+# the JVM objects py4j holds for Python, asked through one proxy (a call that made a new one
+# each time would add to what it counts)
+bindings = spark.sparkContext._gateway.java_gateway_server.getGateway().getBindings()
+gc.disable()  # no collection of Python's own: only the session's may free them
+gc.collect()
+engine._proxies_limit = len(ThreadSafeFinalizer.finalizers) + 300
+for _ in range(500):
+    jlist = spark.sparkContext._jvm.java.util.ArrayList()
+    jlist.size()  # a method called: its proxy is now in a cycle
+del jlist
+piled, held = len(ThreadSafeFinalizer.finalizers), bindings.size()
+reused = engine.spark_session("local[*]") is spark
+left = len(ThreadSafeFinalizer.finalizers)
+deadline = time.monotonic() + 60  # py4j tells the JVM as each proxy goes, from a thread of its own
+while bindings.size() > held - 490 and time.monotonic() < deadline:
+    time.sleep(0.1)
+print(json.dumps({"piled": piled, "held": held, "reused": reused, "left": left, "jvm_after": bindings.size()}))
+"""
+
+
+def test_a_reused_session_lets_the_jvm_free_what_earlier_commands_held() -> None:
+    """A process that runs command after command on one session (a test worker, a notebook) held
+    every earlier command's JVM objects: each DataFrame, column and plan is a py4j proxy, and one a
+    method was called on is in a reference cycle, freed only by Python's cyclic collector, which
+    scans old objects rarely. 72 warm gc plans filled a 1.5 GB heap and the 120th failed. When
+    proxies pile up, the next command's session collects them, and the JVM lets their objects go."""
+    from tests.support.fixture_cases import REPO
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROXIES_PILE_UP], capture_output=True, text=True, timeout=300, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["piled"] >= 500 and seen["held"] >= 500, seen  # garbage, and the JVM keeps its objects
+    assert seen["reused"], seen
+    assert seen["left"] <= seen["piled"] - 495, seen  # collected when the session was asked for again
+    assert seen["jvm_after"] <= seen["held"] - 490, seen  # and the JVM let their objects go
