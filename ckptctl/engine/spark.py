@@ -199,9 +199,10 @@ def _release_earlier_plans() -> None:
     scans the oldest objects rarely in a process with many of them, and a long-lived process kept
     the proxies of every plan: 72 warm gc plans filled a 1.5 GB driver heap, each next one cost
     more (13 -> 34 JVM CPU-s per six) and the 120th failed ("Not enough memory to build and
-    broadcast"). A command's process that exits never gets here: its first session is not reused.
-    py4j counts its outstanding proxies (one finalizer each), so the collection runs only when
-    they pile up, not at every command."""
+    broadcast"). py4j counts its outstanding proxies (one finalizer each), so the collection runs
+    only when they pile up, not at every command: one command leaves a few hundred (a small gc plan
+    ~670; the count grows with the plan's DataFrame calls, not its rows), and its own process,
+    which asks for the session more than once, does not get there."""
     global _proxies_limit
     from py4j.finalizer import ThreadSafeFinalizer
 
