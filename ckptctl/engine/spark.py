@@ -392,7 +392,12 @@ def spark_failure(e: BaseException, wait: float = 30.0) -> str | None:
     """One line for an error that is the JVM's death or its running out of memory, else ``None``
     (the CLI asks, for any error of a command that used Spark). py4j sees the connection go before
     the JVM has finished exiting (its shutdown hooks run first): up to ``wait`` seconds are given to
-    it, to say how it ended."""
+    it, to say how it ended. Not after a Ctrl-C: the call was dropped because of it, and the JVM
+    (in a process group of its own, never sent the SIGINT) does not end by itself: it is killed at
+    exit. Waiting for it held an interrupted command for the whole ``wait`` (1 in 8 interrupted
+    ``states --engine spark`` runs: 30 s between the Ctrl-C and ``error: interrupted``)."""
+    if _INTERRUPTED:
+        return None
     text = f"{type(e).__name__}: {e}"
     proc = _JVM_PROC
     if proc is not None and proc.poll() is None:

@@ -105,3 +105,33 @@ def test_ctrl_c_on_a_spark_command_is_one_line_and_leaves_nothing(
         finally:
             run.kill_survivors()
     pytest.fail(f"{command} ended before the interrupt landed ({point}), three times")
+
+
+def test_a_call_an_interrupt_dropped_is_not_taken_for_a_dying_jvm(monkeypatch) -> None:
+    """A Ctrl-C that lands inside a py4j call drops its connection (``Py4JNetworkError``), which
+    is also what a dying JVM looks like: the Spark engine then waited for the JVM to exit, to say
+    how it ended. ckptctl's JVM never gets the SIGINT (a process group of its own) and is killed at
+    exit, so the interrupted command waited out the whole wait (30 s) before ``error: interrupted``:
+    1 in 8 interrupted ``states`` runs of the test above, when the signal landed in a receive. Here
+    the dropped call is made to happen: a process stands in for the JVM (alive, not ending), and
+    the answer comes at once (the old code waited the full 60 s asked)."""
+    import subprocess
+    import sys
+    import time
+
+    from py4j.protocol import Py4JNetworkError
+
+    from ckptctl.engine import spark
+
+    jvm = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    try:
+        monkeypatch.setattr(spark, "_JVM_PROC", jvm)
+        monkeypatch.setattr(spark, "_INTERRUPTED", True)
+        started = time.monotonic()
+        line = spark.spark_failure(Py4JNetworkError("Answer from Java side is empty"), wait=60)
+        waited = time.monotonic() - started
+        assert line is None and jvm.poll() is None
+        assert waited < 20, waited  # on an idle machine: microseconds
+    finally:
+        jvm.kill()
+        jvm.wait()
