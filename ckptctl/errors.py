@@ -31,7 +31,16 @@ class MetadataFormatError(CkptError):
 
     def __str__(self) -> str:
         where = self.path or "<metadata>"
-        return f"{where}: byte {self.offset}: {self.message}"
+        return _on_one_line(f"{where}: byte {self.offset}: {self.message}")
+
+
+def _on_one_line(text: str) -> str:
+    """``text`` with what is not printable (line breaks, other control characters) escaped as
+    Python writes it (``\\n``, ``\\x02``): a format error quotes what it read from the file (a
+    file name, a serializer key), which a corrupt length makes any bytes, and it is one line."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 class UnsupportedVersionError(MetadataFormatError):
