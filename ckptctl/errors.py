@@ -7,6 +7,8 @@ a non-zero exit code, and never into a traceback. Anything else escaping is a bu
 
 from __future__ import annotations
 
+from ckptctl.shown import visible
+
 
 class CkptError(Exception):
     """Base class: a problem with the user's input or environment, reported in one line."""
@@ -31,16 +33,9 @@ class MetadataFormatError(CkptError):
 
     def __str__(self) -> str:
         where = self.path or "<metadata>"
-        return _on_one_line(f"{where}: byte {self.offset}: {self.message}")
-
-
-def _on_one_line(text: str) -> str:
-    """``text`` with what is not printable (line breaks, other control characters) escaped as
-    Python writes it (``\\n``, ``\\x02``): a format error quotes what it read from the file (a
-    file name, a serializer key), which a corrupt length makes any bytes, and it is one line."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+        # what it quotes from the file (a file name, a serializer key) is any bytes a corrupt length
+        # took in: escaped, so that the error is one line
+        return visible(f"{where}: byte {self.offset}: {self.message}")
 
 
 class UnsupportedVersionError(MetadataFormatError):
