@@ -94,8 +94,11 @@ def run_jvm(classpath: str, runs: list[list[str]], log: Path) -> None:
         "appender.f.layout.type = PatternLayout", "appender.f.layout.pattern = %d{HH:mm:ss,SSS} %-5p %t %c - %m%n",
     ]) + "\n")  # fmt: skip
     args = [a for i, r in enumerate(runs) for a in ([] if i == 0 else ["--"]) + r]
+    # its MiniClusters unpack Flink's RPC jar and make their working dirs in the JVM's temp dir:
+    # the test's, not /tmp (each run left a 21 MB jar and a directory there)
+    scratch = f"-Djava.io.tmpdir={log.parent}"
     with open(log, "w") as out:
-        proc = subprocess.Popen(["java", *jvm.SHORT_LIVED, f"-Dlog4j.configurationFile={log4j}", "-cp", classpath, "PaimonSinkJob", *args],
+        proc = subprocess.Popen(["java", *jvm.SHORT_LIVED, scratch, f"-Dlog4j.configurationFile={log4j}", "-cp", classpath, "PaimonSinkJob", *args],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         try:
             rc = proc.wait(timeout=JVM_TIMEOUT)
