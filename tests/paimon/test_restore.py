@@ -95,7 +95,7 @@ def run_jvm(classpath: str, runs: list[list[str]], log: Path) -> None:
     ]) + "\n")  # fmt: skip
     args = [a for i, r in enumerate(runs) for a in ([] if i == 0 else ["--"]) + r]
     # its MiniClusters unpack Flink's RPC jar and make their working dirs in the JVM's temp dir:
-    # the test's, not /tmp (each run left a 21 MB jar and a directory there)
+    # the test's, not /tmp (each run left a minicluster_* directory there, at times the 21 MB jar)
     scratch = f"-Djava.io.tmpdir={log.parent}"
     with open(log, "w") as out:
         proc = subprocess.Popen(["java", *jvm.SHORT_LIVED, scratch, f"-Dlog4j.configurationFile={log4j}", "-cp", classpath, "PaimonSinkJob", *args],
