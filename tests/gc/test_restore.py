@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.flink_harness import REPO, file_lock, flink_python
+from tests.support.flink_harness import REPO, flink_python, original_root_held
 
 pytestmark = pytest.mark.flink
 
@@ -93,23 +93,14 @@ def case(request):
     e = entry(version, scenario)
     flink_python(version)  # skip without Java; create the venv before taking the lock
     root = Path(e["original_root"])
-    created = [p for p in (root, *root.parents) if not p.exists()]  # what this test will create
-    lock = root.parent / f".{scenario}.ckptctl-test.lock"
-    with file_lock(lock):
+    with original_root_held(e) as found:
         try:
             yield version, scenario, e, root
         finally:
-            if root not in created:
+            if found:
                 install_copy(e)
             else:
                 shutil.rmtree(root, ignore_errors=True)
-    if root in created:
-        lock.unlink(missing_ok=True)
-        for d in created[1:]:  # the parents it made, innermost first, if nothing else is in them
-            try:
-                d.rmdir()
-            except OSError:
-                break
 
 
 def age_tree(root: Path, e: dict, now: float) -> dict:

@@ -57,6 +57,32 @@ def file_lock(path: Path | str) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def original_root_held(e: dict) -> Iterator[bool]:
+    """The original root of the manifest entry ``e`` (where Flink wrote the fixture: the paths in
+    its ``_metadata``), for one restoring test at a time across workers and runs. Yields whether
+    the root was there when the lock was taken: on the machine that generated the fixtures it is,
+    and the test puts it back as it was; elsewhere the test removes what it made there. On the way
+    out the root's empty parents go (innermost first, up to the first that is not empty), so that
+    no later test can pass only because the fixtures' original location happens to exist.
+
+    Whether the root was there is decided under the lock, and the lock lies outside that tree. It
+    was decided before the lock: a test of the same scenario that waited for another took the
+    other's copy for the machine's own fixtures and installed a copy at its end. A run of the 25
+    Flink tests left /tmp/ckptctl-fixture-gen with 172 files, and the next run restored from it."""
+    root = Path(e["original_root"])
+    locks = Path(tempfile.gettempdir()) / "ckptctl-test-locks"
+    with file_lock(locks / f"{e['flink_version']}-{e['scenario']}.lock"):
+        try:
+            yield root.exists()
+        finally:
+            for d in root.parents:
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
+
+
 def require_java() -> str:
     """``java -version``'s first line, or skip the test."""
     java = shutil.which("java")
