@@ -35,9 +35,9 @@ def test_gc_keeps_a_first_checkpoint_flink_then_restores(tmp_path: Path, flink_s
     flink_python("2.2.0")  # skip without Java; create the venv before taking the lock
     root = Path(e["original_root"])
     (job_id,), (healthy_id,) = e["job_ids"], h["job_ids"]
-    with original_root_held(e):  # 2.2.0 basic's: tests/gc/test_restore.py holds it too
+    with original_root_held(e) as found:  # 2.2.0 basic's: tests/gc/test_restore.py holds it too
         saved = tmp_path / "pristine"
-        if root.exists():
+        if found:
             shutil.copytree(root, saved, symlinks=True)
         try:
             shutil.rmtree(root, ignore_errors=True)
