@@ -65,6 +65,34 @@ def exiting(pid: int) -> bool:
         return False
 
 
+# the thread in which Hadoop's ShutdownHookManager (which Spark registers its hooks with) runs them:
+# it is made when the JVM begins to exit, never before
+SHUTDOWN_HOOK_THREAD = b"shutdown-hook-0"
+
+
+def running_shutdown_hooks(pid: int) -> bool:
+    """Whether the JVM ``pid`` is running Spark's shutdown hooks, i.e. is exiting though it still
+    runs and answers (Linux /proc; False elsewhere).
+
+    Spark's local executor ends the JVM on an OutOfMemoryError in a task (exit code 52); its hooks
+    then stop the SparkContext and remove its directories, seconds on a busy machine. Seen from
+    Python the command's call may fail with an error that names none of it before the connection
+    drops, and a session asked for meanwhile was handed the exiting JVM: the next command failed
+    with "Connection refused" (a full test run, twice in the same worker)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm", "rb") as f:
+                if f.read().strip() == SHUTDOWN_HOOK_THREAD:
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def process_group(pid: int) -> int | None:
     try:
         return os.getpgid(pid)

@@ -27,7 +27,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ckptctl.engine.processes import descendants, die_with_parent_call, exiting, process_group
+from ckptctl.engine.processes import (
+    descendants,
+    die_with_parent_call,
+    exiting,
+    process_group,
+    running_shutdown_hooks,
+)
 from ckptctl.engine.spark_startup import (
     driver_memory,
     java_problem,
@@ -78,9 +84,13 @@ def _live(master: str) -> bool:
 
 def _jvm_alive() -> bool:
     """Whether the JVM this process started is still running and was not named as dying nor is
-    on its way out (one started elsewhere is taken to be alive)."""
+    on its way out: a zombie, or running its shutdown hooks (one started elsewhere is taken to be
+    alive)."""
     return _JVM_PROC is None or (
-        _JVM_PROC.poll() is None and _JVM_PROC is not _DOOMED and not exiting(_JVM_PROC.pid)
+        _JVM_PROC.poll() is None
+        and _JVM_PROC is not _DOOMED
+        and not exiting(_JVM_PROC.pid)
+        and not running_shutdown_hooks(_JVM_PROC.pid)
     )
 
 
@@ -401,7 +411,7 @@ def spark_failure(e: BaseException, wait: float = 30.0) -> str | None:
     text = f"{type(e).__name__}: {e}"
     proc = _JVM_PROC
     if proc is not None and proc.poll() is None:
-        if _connection_lost(e, text) or _no_java_detail(e, text):
+        if _connection_lost(e, text) or _no_java_detail(e, text) or running_shutdown_hooks(proc.pid):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=wait)
         elif _dropped(e, text) or _shut_down(text):
@@ -417,6 +427,13 @@ def spark_failure(e: BaseException, wait: float = 30.0) -> str | None:
     if "java.lang.OutOfMemoryError" in text or "SparkOutOfMemoryError" in text:
         _DOOMED = proc  # going down (exit 52) or short of memory: the next session is a new JVM
         return out_of_memory_line()
+    if proc is not None and proc.poll() is None and running_shutdown_hooks(proc.pid):
+        _DOOMED = proc  # its hooks outlasted the wait: exiting all the same, never handed out again
+        log = spark_log_path()
+        return (
+            f"the Spark JVM began to exit while the command used it (its shutdown hooks still ran "
+            f"{wait:g} s later; Spark log: {log})"
+        )
     return None
 
 

@@ -4,6 +4,7 @@ new one instead of failing every later Spark command of the process."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -167,6 +168,65 @@ def test_a_jvm_named_out_of_memory_is_not_handed_out_again_while_it_still_answer
     wait_gone(old)
     with pytest.raises(ProcessLookupError):  # the old one was ended, not left running beside the new one
         os.kill(old, 0)
+    report = verify_on_spark()
+    assert report["ok"] and report["engine"] == "spark"
+
+
+class _SlowHook:
+    """A shutdown hook of Hadoop's ShutdownHookManager (Spark's hooks run there, in the JVM's
+    ``shutdown-hook-0`` thread): a Java Runnable whose ``run`` py4j calls back in this Python, where
+    it sleeps, so that the JVM stays in its hooks for as long as a busy machine kept it there."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def run(self) -> None:
+        time.sleep(self.seconds)
+
+    class Java:
+        implements = ["java.lang.Runnable"]
+
+
+def exit_slowly(spark, code: int, seconds: float) -> int:
+    """``System.exit(code)`` of the session's JVM (what Spark's local executor does on an
+    OutOfMemoryError in a task: 52) with a hook that holds it in its shutdown for ``seconds``;
+    returns the JVM's pid once it runs its hooks (it still answers then)."""
+    import threading
+
+    from ckptctl.engine.processes import running_shutdown_hooks
+
+    jvm, pid = spark.sparkContext._jvm, jvm_pid(spark)
+    hook = jvm.java.lang.Thread(_SlowHook(seconds))  # a Java object (Hadoop keeps its hooks in a set)
+    jvm.org.apache.hadoop.util.ShutdownHookManager.get().addShutdownHook(hook, 1_000)
+
+    def exit_jvm() -> None:
+        with contextlib.suppress(Exception):  # the call's connection goes with the JVM
+            jvm.java.lang.System.exit(code)
+
+    threading.Thread(target=exit_jvm, daemon=True).start()
+    deadline = time.monotonic() + 60
+    while not running_shutdown_hooks(pid):
+        assert time.monotonic() < deadline, "the JVM did not begin to exit"
+        time.sleep(0.01)
+    return pid
+
+
+def test_a_jvm_running_its_shutdown_hooks_is_named_and_never_handed_out() -> None:
+    """Spark's local executor ends the JVM on an OutOfMemoryError (exit 52); its shutdown hooks
+    take seconds on a busy machine, and meanwhile the JVM answers. A full run saw both halves fail:
+    the command's call failed with an error that named nothing ckptctl knows (no line, a traceback's
+    worth of py4j instead), and the next test was handed the exiting JVM and failed on it with
+    "Connection refused". A JVM in its shutdown hooks is now waited for whatever the error, and
+    never handed out again: the next session is a new JVM."""
+    from ckptctl.engine.spark import spark_failure, spark_session
+
+    exit_slowly(spark_session("local[*]"), 52, 3)
+    line = spark_failure(RuntimeError("an error that names no JVM, connection or memory"))
+    assert line and line.startswith("the Spark JVM ran out of memory") and "\n" not in line, line
+    old = exit_slowly(spark_session("local[*]"), 52, 30)
+    new = jvm_pid(spark_session("local[*]"))  # asked for while the old one runs its hooks
+    assert new != old
+    wait_gone(old)  # ended, not left beside the new one
     report = verify_on_spark()
     assert report["ok"] and report["engine"] == "spark"
 
