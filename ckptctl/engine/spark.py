@@ -65,6 +65,7 @@ _JVM_PROC: Any = None
 _DOOMED: Any = None
 _HEAP: str | None = None  # the heap it was given (-Xmx): for the line that says it ran out
 _INTERRUPTED = False  # Ctrl-C while a session ran: at exit the JVM is killed, not asked to stop
+_LOG_NAMED = False  # a line named this process's Spark log: it is kept at exit
 
 
 def running(master: str) -> bool:
@@ -188,7 +189,8 @@ def spark_session(master: str) -> Any:
                 _kill_jvm()  # KeyboardInterrupt while the JVM starts: it goes now, not at exit
                 raise
             raise EngineError(
-                jvm_death() or f"cannot start Spark with master {master}: {_short(e)} (Spark log: {log})"
+                jvm_death()
+                or f"cannot start Spark with master {master}: {_short(e)} (Spark log: {log_named(log)})"
             ) from None
         return _SPARK
 
@@ -386,15 +388,23 @@ def jvm_death() -> str | None:
         likely = ": likely the kernel's OOM killer" if -code == signal.SIGKILL else ""
         return (
             f"the Spark JVM died (killed by signal {-code}, {name}{likely}); its heap was {_HEAP}: free "
-            f"memory or set SPARK_DRIVER_MEMORY lower, or use --engine local (Spark log: {log})"
+            f"memory or set SPARK_DRIVER_MEMORY lower, or use --engine local (Spark log: {log_named(log)})"
         )
-    return f"the Spark JVM exited with code {code} while in use (Spark log: {log})"
+    return f"the Spark JVM exited with code {code} while in use (Spark log: {log_named(log)})"
+
+
+def log_named(log: str | None = None) -> str:
+    """This process's Spark log (``log``, or :func:`spark_log_path`) as a line names it: a log a
+    line has named is kept at exit, any other this process wrote is removed then."""
+    global _LOG_NAMED
+    _LOG_NAMED = True
+    return log or spark_log_path()
 
 
 def out_of_memory_line(log: str | None = None) -> str:
     return (
         f"the Spark JVM ran out of memory (heap {_HEAP or 'unknown'}): set SPARK_DRIVER_MEMORY higher "
-        f"(e.g. 4g), or use --engine local (Spark log: {log or spark_log_path()})"
+        f"(e.g. 4g), or use --engine local (Spark log: {log_named(log)})"
     )
 
 
@@ -432,7 +442,7 @@ def spark_failure(e: BaseException, wait: float = 30.0) -> str | None:
         log = spark_log_path()
         return (
             f"the Spark JVM began to exit while the command used it (its shutdown hooks still ran "
-            f"{wait:g} s later; Spark log: {log})"
+            f"{wait:g} s later; Spark log: {log_named(log)})"
         )
     return None
 
@@ -581,6 +591,9 @@ def _at_exit() -> None:
     if _JVM_DIR is not None:
         shutil.rmtree(_JVM_DIR, ignore_errors=True)
         _JVM_DIR = None
+    if not _LOG_NAMED and not os.environ.get("CKPTCTL_SPARK_LOG"):  # a log the user asked for stays
+        with contextlib.suppress(OSError):  # none was written (no JVM started here)
+            os.remove(spark_log_path())
 
 
 def _end_gateway(grace: float = 10.0) -> None:
@@ -634,7 +647,7 @@ def run_spark(
         return _collect_with_progress(sc, rdd, partitions, len(tasks), progress)
     except Exception as e:  # noqa: BLE001 - Py4JJavaError with the executor's traceback
         raise EngineError(
-            spark_failure(e) or f"Spark job failed: {_short(e)} (Spark log: {spark_log_path()})"
+            spark_failure(e) or f"Spark job failed: {_short(e)} (Spark log: {log_named()})"
         ) from None
 
 

@@ -13,7 +13,11 @@ import socket
 
 
 def spark_log_path() -> str:
-    """Where the embedded JVM writes (CKPTCTL_SPARK_LOG, default: a per-user file in the temp dir)."""
+    """Where the embedded JVM writes: CKPTCTL_SPARK_LOG, else a file of this process in the temp dir
+    (removed at exit unless a line named it: :func:`ckptctl.engine.spark.log_named`). One file per
+    user was truncated by each JVM start of any ckptctl process: two Spark commands at once (a cron
+    gc beside an interactive verify; the suite's three workers) wrote over each other's output, and
+    a JVM's end was read from the other's (an OutOfMemoryError it never had)."""
     import getpass
     import tempfile
 
@@ -24,7 +28,7 @@ def spark_log_path() -> str:
         user = getpass.getuser()
     except Exception:  # noqa: BLE001 - no user name (containers): any stable name will do
         user = str(os.getuid()) if hasattr(os, "getuid") else "user"
-    return os.path.join(tempfile.gettempdir(), f"ckptctl-spark-{user}.log")
+    return os.path.join(tempfile.gettempdir(), f"ckptctl-spark-{user}-{os.getpid()}.log")
 
 
 # where a user's JVM options may choose a collector: two choices stop the JVM at its start
