@@ -208,6 +208,19 @@ def flink_jvm_tmp(tmp_path_factory) -> Path:
     return scratch
 
 
+@pytest.fixture(scope="session", autouse=True)
+def spark_log_of_the_run(tmp_path_factory) -> Path:
+    """Where this worker's Spark JVMs write (``CKPTCTL_SPARK_LOG``, unless the caller set it): a
+    file of the run's own. ckptctl's default is a file of the process in TMPDIR, kept when a line
+    names it, and the out-of-memory and killed-JVM tests name their worker's: each run left a log per
+    worker in the machine's /tmp. The ckptctl processes the tests start write there too unless the
+    test gives them one of their own (tests/support/spark_run.py; tests/engine/test_spark_tmp.py
+    takes the default's removal apart)."""
+    log = tmp_path_factory.mktemp("spark-log", numbered=False) / "spark.log"
+    os.environ.setdefault("CKPTCTL_SPARK_LOG", str(log))
+    return log
+
+
 @pytest.fixture(scope="session")
 def flink_sessions():
     """One restore_job.py --serve process (one gateway JVM) per Flink version for every real-Flink
